@@ -1,0 +1,1 @@
+"""Caravel services and the `caravel` command line."""

@@ -1,0 +1,1 @@
+"""AI: answers decision requests for bot seats (built in the AI issue)."""

@@ -1,0 +1,1 @@
+"""Lobby: public HTTP and WebSocket API (built in the lobby issue)."""

@@ -1,0 +1,1 @@
+"""Scoring: standings, results, ratings and analytics (built in the scoring issue)."""

@@ -1,0 +1,1 @@
+"""Caravel: the shared kernel every service imports (rules, contracts, store, bus)."""
