@@ -15,7 +15,6 @@ from typing import Any
 
 from . import rng
 from .commands import (
-    SERVER,
     SPECIALIST_SPACES,
     Battle,
     Bid,
@@ -39,10 +38,8 @@ from .commands import (
 from .evolve import UNIT, apply
 from .income import set_income
 from .ruleset import (
-    CAPTAIN,
     MERCHANT,
     MISSIONARY,
-    SOLDIER,
     SPECIALISTS,
     UNITS,
     CompiledBuilding,
@@ -201,13 +198,13 @@ def _has(s: GameState, seat: int, effect: str) -> dict[str, Any] | None:
 def pending(state: GameState) -> tuple[Decision, ...]:
     """Who must decide what now: usually one seat; both sides choosing casualties at once."""
     phase = state.phase
+    if phase == "placement":
+        return (Decision(state.queue[state.cursor], "place"),) if state.to_place else ()
     if phase == "warfare" and state.battles:
         return tuple(Decision(seat, "casualties") for seat in _battle_choosers(state))
     kind = KIND.get(phase)
     if kind is None:
         return ()
-    if phase == "placement":
-        return (Decision(state.queue[state.cursor], kind),) if state.to_place else ()
     if phase == "auction":
         return (Decision(state.queue[state.cursor], kind),) if len(state.queue) > 1 else ()
     if state.cursor >= len(state.queue):
@@ -248,45 +245,79 @@ def _militia(s: GameState, seat: int) -> int:
 
 def legal_commands(state: GameState, seat: int) -> list[Command]:
     """Every command ``seat`` may send now (empty when it has nothing to decide)."""
+    if state.phase == "placement":
+        on_turn = state.to_place and state.queue[state.cursor] == seat
+        return _legal_place(state, seat) if on_turn else []
     for decision in pending(state):
         if decision.seat == seat:
             return LEGAL[decision.kind](state, seat)
     return []
 
 
-@lru_cache(maxsize=4096)
-def _place(seat: int, unit: str, box: str, space: str | None = None) -> Place:
-    return Place(seat, unit, box, space)
+# Every place a unit can go: a box, and for the Specialists box its space.
+SLOTS: tuple[tuple[str, str | None], ...] = (
+    ("initiative", None),
+    ("dock", None),
+    ("goods", None),
+    ("shipping", None),
+    ("buildings", None),
+    ("discovery", None),
+    *(("specialists", space) for space in SPECIALIST_SPACES),
+    ("warfare", None),
+)
+SLOT_OF = {slot: i for i, slot in enumerate(SLOTS)}
 
 
-def _open_boxes(s: GameState, seat: int) -> list[tuple[str, str | None]]:
-    b = s.rules.ruleset.boxes
-    out: list[tuple[str, str | None]] = []
-    if seat not in s.initiative and len(s.initiative) < min(b.initiative_spaces, s.n):
-        out.append(("initiative", None))
-    if len(s.dock) < s.rules.dock_spaces(s.n):
-        out.append(("dock", None))
-    if len(s.trade) < min(b.trade_goods_spaces, len(s.goods_revealed)):
-        out.append(("goods", None))
-    out.append(("shipping", None))
-    if len(s.bbox) < min(b.capital_buildings_spaces, len(s.revealed_buildings)):
-        out.append(("buildings", None))
-    out.append(("discovery", None))
-    for i, space in enumerate(SPECIALIST_SPACES):
-        if s.specialists[i] < 0:
-            out.append(("specialists", space))
-    if len(s.warfare) < b.warfare_spaces:
-        out.append(("warfare", None))
+@lru_cache(maxsize=64)
+def _place_table(seat: int) -> tuple[tuple[Place, ...], ...]:
+    """Every Place command of a seat, by unit then slot: built once, shared (immutable)."""
+    return tuple(tuple(Place(seat, unit, box, space) for box, space in SLOTS) for unit in UNITS)
+
+
+def _slot_open(s: GameState, seat: int, slot: int) -> bool:
+    """May ``seat`` place a unit in SLOTS[slot] now? Boxes fill left to right."""
+    initiative, dock, trade, buildings, warfare = s.rules.spaces(s.n)
+    if slot == 3 or slot == 5:  # Merchant Shipping and Discovery are unlimited
+        return True
+    if slot == 0:
+        return len(s.initiative) < initiative and seat not in s.initiative
+    if slot == 1:
+        return len(s.dock) < dock
+    if slot == 2:
+        return len(s.trade) < min(trade, len(s.goods_revealed))
+    if slot == 4:
+        return len(s.bbox) < min(buildings, len(s.revealed_buildings))
+    if slot == 11:
+        return len(s.warfare) < warfare
+    return s.specialists[slot - 6] < 0
+
+
+def _open_slots(s: GameState, seat: int) -> list[int]:
+    """Every slot where ``_slot_open`` holds, computed in one pass (the search's hot path)."""
+    initiative, dock, trade, buildings, warfare = s.rules.spaces(s.n)
+    out = [3, 5]
+    if len(s.initiative) < initiative and seat not in s.initiative:
+        out.append(0)
+    if len(s.dock) < dock:
+        out.append(1)
+    if len(s.trade) < trade and len(s.trade) < len(s.goods_revealed):
+        out.append(2)
+    if len(s.bbox) < buildings and len(s.bbox) < len(s.revealed_buildings):
+        out.append(4)
+    specialists = s.specialists
+    for i in range(5):
+        if specialists[i] < 0:
+            out.append(6 + i)
+    if len(s.warfare) < warfare:
+        out.append(11)
     return out
 
 
 def _legal_place(s: GameState, seat: int) -> list[Command]:
-    boxes = _open_boxes(s, seat)
+    slots = _open_slots(s, seat)
+    table = _place_table(seat)
     out: list[Command] = [
-        _place(seat, UNITS[u], box, space)
-        for u, count in enumerate(s.avail[seat])
-        if count
-        for box, space in boxes
+        table[u][i] for u, count in enumerate(s.avail[seat]) if count for i in slots
     ]
     if not s.university_used[seat] and _has(s, seat, "university"):
         out += [UseUniversity(seat, box, space) for box, space, _ in _university_moves(s, seat)]
@@ -406,7 +437,11 @@ def _legal_conflict(s: GameState, seat: int) -> list[Command]:
                 if other != seat and here[other]
             ]
     if s.money[seat] >= s.rules.ruleset.values.war_cost:
-        out += [War(seat, other) for other in range(s.n) if other != seat and _war_regions(s, seat, other)]
+        out += [
+            War(seat, other)
+            for other in range(s.n)
+            if other != seat and _war_regions(s, seat, other)
+        ]
     return out
 
 
@@ -491,7 +526,9 @@ def _check(s: GameState, command: Command) -> Decision:
     decision = next((d for d in decisions if d.seat == seat), None)
     if decision is None:
         waiting = ", ".join(f"seat {d.seat} ({d.kind})" for d in decisions)
-        raise RuleViolation("out_of_turn", f"seat {seat} has nothing to decide; waiting for {waiting}")
+        raise RuleViolation(
+            "out_of_turn", f"seat {seat} has nothing to decide; waiting for {waiting}"
+        )
     if not isinstance(command, ANSWERS[decision.kind]):
         expected = ", ".join(c.type for c in ANSWERS[decision.kind])
         raise RuleViolation(
@@ -518,7 +555,10 @@ def _check_place(s: GameState, c: Command) -> None:
             raise RuleViolation("illegal_space", f"the Specialists box has no space {c.space!r}")
     elif c.space is not None:
         raise RuleViolation("illegal_space", f"the {c.box} box takes no space name")
-    if (c.box, c.space) not in _open_boxes(s, c.seat):
+    slot = SLOT_OF.get((c.box, c.space))
+    if slot is None:
+        raise RuleViolation("unknown_box", f"there is no box {c.box!r}")
+    if not _slot_open(s, c.seat, slot):
         if c.box == "initiative" and c.seat in s.initiative:
             raise RuleViolation("illegal_space", "a player may not put two units in Initiative")
         raise RuleViolation("box_full", f"no free space in the {c.box} box for seat {c.seat}")
@@ -551,7 +591,9 @@ def _check_expedition(s: GameState, c: Command) -> None:
     if any(not isinstance(x, int) or x < 0 for x in sent) or not any(sent):
         raise RuleViolation("illegal", "send at least one unit, and no negative counts")
     if any(x > h for x, h in zip(sent, have, strict=True)):
-        raise RuleViolation("no_unit", f"seat {c.seat} has only {have} (colonists, captains, soldiers) in Discovery")
+        raise RuleViolation(
+            "no_unit", f"seat {c.seat} has only {have} (colonists, captains, soldiers) in Discovery"
+        )
     if c.region not in _expedition_targets(s):
         raise RuleViolation("illegal_region", f"no expedition can target {c.region!r} now")
 
@@ -582,7 +624,9 @@ def _perform_place(s: GameState, c: Command, d: Decision, out: list[Event]) -> N
 
 def _perform_university(s: GameState, c: Command, d: Decision, out: list[Event]) -> None:
     assert isinstance(c, UseUniversity)
-    to = next(t for box, space, t in _university_moves(s, c.seat) if (box, space) == (c.box, c.space))
+    to = next(
+        t for box, space, t in _university_moves(s, c.seat) if (box, space) == (c.box, c.space)
+    )
     _emit(s, out, "university_used", {"seat": c.seat, "box": c.box, "space": c.space, "to": to})
 
 
@@ -597,7 +641,12 @@ def _perform_land(s: GameState, c: Command, d: Decision, out: list[Event]) -> No
     _emit(s, out, "landed", {"seat": seat, "unit": name, "region": c.region})
     v = s.rules.ruleset.values
     if unit == MERCHANT and v.merchant_arrival_money:
-        _emit(s, out, "money", {"seat": seat, "amount": v.merchant_arrival_money, "reason": "merchant"})
+        _emit(
+            s,
+            out,
+            "money",
+            {"seat": seat, "amount": v.merchant_arrival_money, "reason": "merchant"},
+        )
     if unit == MISSIONARY:
         bonus = _has(s, seat, "missionary_bonus")
         extra = bonus["colonists"] if bonus else v.missionary_colonists
@@ -605,8 +654,22 @@ def _perform_land(s: GameState, c: Command, d: Decision, out: list[Event]) -> No
     _check_region_good(s, out, seat, s.rules.region_index[c.region])
 
 
-def _add(s: GameState, out: list[Event], seat: int, region: str, colonists: int, soldiers: int, reason: str) -> None:
-    data = {"seat": seat, "region": region, "colonists": colonists, "soldiers": soldiers, "reason": reason}
+def _add(
+    s: GameState,
+    out: list[Event],
+    seat: int,
+    region: str,
+    colonists: int,
+    soldiers: int,
+    reason: str,
+) -> None:
+    data = {
+        "seat": seat,
+        "region": region,
+        "colonists": colonists,
+        "soldiers": soldiers,
+        "reason": reason,
+    }
     _emit(s, out, "units_added", data)
     _check_region_good(s, out, seat, s.rules.region_index[region])
 
@@ -638,9 +701,8 @@ def _perform_buy(s: GameState, c: Command, d: Decision, out: list[Event]) -> Non
         data = {"seat": seat, "region": region, "token": _token_data(s, token)}
         _emit(s, out, "free_discovery", data)
         _reward(s, out, seat, region, token, 0)
-    if allies := effects.get("indian_allies"):
-        if c.regions:
-            _add(s, out, seat, c.regions[0], 0, allies["soldiers"], c.building)
+    if (allies := effects.get("indian_allies")) and c.regions:
+        _add(s, out, seat, c.regions[0], 0, allies["soldiers"], c.building)
     if "place_colonists" in effects:
         for region in c.regions:
             _add(s, out, seat, region, 1, 0, c.building)
@@ -665,7 +727,9 @@ def _perform_expedition(s: GameState, c: Command, d: Decision, out: list[Event])
     assert isinstance(c, Expedition)
     values = s.rules.ruleset.values.discovery_value
     strength = (
-        c.colonists * values["colonist"] + c.captains * values["captain"] + c.soldiers * values["soldier"]
+        c.colonists * values["colonist"]
+        + c.captains * values["captain"]
+        + c.soldiers * values["soldier"]
     )
     data: dict[str, Any] = {
         "seat": c.seat,
@@ -679,14 +743,23 @@ def _perform_expedition(s: GameState, c: Command, d: Decision, out: list[Event])
         card = s.deck[-1]
         money, plunder, natives, vp = s.rules.cards[card]
         success = strength >= natives
-        data["card"] = {"index": card, "name": s.rules.ruleset.cards[card].name, "money": money, "plunder": plunder, "natives": natives, "vp": vp}
+        data["card"] = {
+            "index": card,
+            "name": s.rules.ruleset.cards[card].name,
+            "money": money,
+            "plunder": plunder,
+            "natives": natives,
+            "vp": vp,
+        }
         _emit(s, out, "expedition", {**data, "success": success})
         if success:
             if amount := money + plunder * c.soldiers:
                 _emit(s, out, "money", {"seat": c.seat, "amount": amount, "reason": "discovery"})
         else:
             state, deck = rng.shuffled(s.rng, s.deck)
-            _emit(s, out, "deck_shuffled", {"cards": len(deck)}, secret={"deck": deck, "rng": state})
+            _emit(
+                s, out, "deck_shuffled", {"cards": len(deck)}, secret={"deck": deck, "rng": state}
+            )
         return
     r = s.rules.region_index[c.region]
     token = s.token_on[r]
@@ -716,7 +789,12 @@ def _perform_battle(s: GameState, c: Command, d: Decision, out: list[Event]) -> 
 def _perform_war(s: GameState, c: Command, d: Decision, out: list[Event]) -> None:
     assert isinstance(c, War)
     regions = [s.rules.regions[r] for r in _war_regions(s, c.seat, c.opponent)]
-    _emit(s, out, "conflict", {"seat": c.seat, "kind": "war", "opponent": c.opponent, "regions": regions})
+    _emit(
+        s,
+        out,
+        "conflict",
+        {"seat": c.seat, "kind": "war", "opponent": c.opponent, "regions": regions},
+    )
     cost = s.rules.ruleset.values.war_cost
     _emit(s, out, "money", {"seat": c.seat, "amount": -cost, "reason": "war"})
 
@@ -729,7 +807,9 @@ def _perform_casualties(s: GameState, c: Command, d: Decision, out: list[Event])
 
 def _perform_move_soldier(s: GameState, c: Command, d: Decision, out: list[Event]) -> None:
     assert isinstance(c, MoveSoldier)
-    _emit(s, out, "soldier_moved", {"seat": c.seat, "origin": c.origin, "destination": c.destination})
+    _emit(
+        s, out, "soldier_moved", {"seat": c.seat, "origin": c.origin, "destination": c.destination}
+    )
     _check_region_good(s, out, c.seat, s.rules.region_index[c.destination])
 
 
@@ -808,8 +888,15 @@ def _auto_auction(s: GameState, out: list[Event]) -> None:
     if half:
         _emit(s, out, "money", {"seat": runner_up, "amount": -half, "reason": "auction"})
     token = s.unused_tokens[-1]
-    caribbean = next(s.rules.regions[r] for r, found in enumerate(s.rules.start_discovered) if found)
-    _emit(s, out, "caribbean_token", {"seat": winner, "region": caribbean, "token": _token_data(s, token)})
+    caribbean = next(
+        s.rules.regions[r] for r, found in enumerate(s.rules.start_discovered) if found
+    )
+    _emit(
+        s,
+        out,
+        "caribbean_token",
+        {"seat": winner, "region": caribbean, "token": _token_data(s, token)},
+    )
     if money := s.rules.tokens[token][0]:
         _emit(s, out, "money", {"seat": winner, "amount": money, "reason": "discovery"})
     _add(s, out, winner, caribbean, 1, 0, "auction")
@@ -1027,4 +1114,3 @@ AUTO: dict[str, Callable[[GameState, list[Event]], None]] = {
     "warfare": _auto_warfare,
     "upkeep": _auto_upkeep,
 }
-

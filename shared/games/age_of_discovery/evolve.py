@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .commands import BOXES, SPECIALIST_SPACES, Event
-from .ruleset import CAPTAIN, COLONIST, SOLDIER, UNITS
+from .commands import SPECIALIST_SPACES, Event
+from .ruleset import CAPTAIN, SOLDIER, UNITS
 from .state import GameState
 
 UNIT = {name: i for i, name in enumerate(UNITS)}
@@ -406,5 +406,3 @@ def _auction_bid(s: GameState, d: dict[str, Any], secret: Any) -> None:
 def _game_ended(s: GameState, d: dict[str, Any], secret: Any) -> None:
     s.phase = "over"
     s.queue = []
-
-

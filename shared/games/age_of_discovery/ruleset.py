@@ -296,7 +296,9 @@ class Ruleset(_Model):
                         problems.append(f"{where}.{field}: option {value.option!r} is not numeric")
             if isinstance(effect, IncomePerGood):
                 problems += [
-                    f"{where}.goods: unknown good {g!r}" for g in effect.goods if g not in self.goods
+                    f"{where}.goods: unknown good {g!r}"
+                    for g in effect.goods
+                    if g not in self.goods
                 ]
         return problems
 
@@ -320,7 +322,9 @@ def parse_ruleset(data: dict[str, Any]) -> Ruleset:
 def available_rulesets() -> list[str]:
     """Names of the rulesets shipped with the package."""
     folder = resources.files(__package__).joinpath("rulesets")
-    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+    return sorted(
+        p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
+    )
 
 
 def load_ruleset(name_or_path: str | Path = "standard") -> Ruleset:
@@ -386,6 +390,25 @@ class Rules:
     def building_index(self) -> dict[str, int]:
         return {b.id: b.index for b in self.buildings}
 
+    @cached_property
+    def _spaces(self) -> dict[int, tuple[int, int, int, int, int]]:
+        return {}
+
+    def spaces(self, players: int) -> tuple[int, int, int, int, int]:
+        """Spaces of Initiative, Colonist Dock (numbered), Trade Goods, Capital Buildings and
+        Warfare for a player count."""
+        cached = self._spaces.get(players)
+        if cached is None:
+            b = self.ruleset.boxes
+            cached = self._spaces[players] = (
+                min(b.initiative_spaces, players),
+                self.dock_spaces(players),
+                b.trade_goods_spaces,
+                b.capital_buildings_spaces,
+                b.warfare_spaces,
+            )
+        return cached
+
     def dock_spaces(self, players: int) -> int:
         b = self.ruleset.boxes
         return b.dock_spaces_per_player * players + b.dock_spaces_offset
@@ -400,7 +423,9 @@ def resolve_options(ruleset: Ruleset, options: dict[str, Any] | None) -> dict[st
     for key, value in (options or {}).items():
         choices = ruleset.options.get(key)
         if choices is None:
-            raise RulesetError(f"options.{key}: unknown option; known: {', '.join(ruleset.options)}")
+            raise RulesetError(
+                f"options.{key}: unknown option; known: {', '.join(ruleset.options)}"
+            )
         match = next((c for c in choices if str(c) == str(value)), None)
         if match is None:
             raise RulesetError(
@@ -429,9 +454,7 @@ def compile_rules(ruleset: Ruleset, options: dict[str, Any] | None = None) -> Ru
     for b in ruleset.buildings:
         if any(chosen.get(k) != v for k, v in b.requires.items()):
             continue
-        effects = {
-            e.kind: {k: value(v) for k, v in e if k != "kind"} for e in b.effects
-        }
+        effects = {e.kind: {k: value(v) for k, v in e if k != "kind"} for e in b.effects}
         compiled = CompiledBuilding(len(buildings), b.id, b.name, b.age, effects)
         buildings.append(compiled)
         piles[b.age - 1] += [compiled.index] * b.copies

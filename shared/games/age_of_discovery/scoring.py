@@ -14,6 +14,7 @@ from .income import set_income
 from .ruleset import Rules
 from .state import GameState
 
+
 def colony_vp(units: Sequence[int], rules: Rules) -> list[int]:
     """VP per seat for one region at an age end (rules §7, every tie case)."""
     v = rules.ruleset.values
@@ -63,7 +64,9 @@ def building_vp(s: GameState, seat: int) -> int:
 def economy_vp(s: GameState, seat: int) -> int:
     """Income from sets of goods and ships only (buildings' money excluded)."""
     v = s.rules.ruleset.values
-    return set_income(s.goods[seat], s.ships[seat], (v.set_any_three, v.set_three_same, v.set_four_same))
+    return set_income(
+        s.goods[seat], s.ships[seat], (v.set_any_three, v.set_three_same, v.set_four_same)
+    )
 
 
 def score(s: GameState) -> list[dict[str, Any]]:
@@ -94,4 +97,3 @@ def score(s: GameState) -> list[dict[str, Any]]:
     for row, key in zip(rows, keys, strict=True):
         row["place"] = 1 + sum(1 for other in keys if other > key)
     return rows
-

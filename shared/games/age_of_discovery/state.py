@@ -149,9 +149,7 @@ class GameState:
 
     def to_snapshot(self) -> dict[str, Any]:
         """Every field, hidden ones included: for snapshots and state hashes (server only)."""
-        out: dict[str, Any] = {
-            name: getattr(self, name) for name in (*_SCALAR, *_FLAT, *_NESTED)
-        }
+        out: dict[str, Any] = {name: getattr(self, name) for name in (*_SCALAR, *_FLAT, *_NESTED)}
         out["choices"] = {str(k): v for k, v in sorted(self.choices.items())}
         out["options"] = self.rules.options
         out["ruleset"] = self.rules.ruleset.name

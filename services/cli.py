@@ -1,0 +1,150 @@
+"""The ``caravel`` command line."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from shared.games.age_of_discovery import RulesetError, compile_rules, load_ruleset
+from shared.games.age_of_discovery.simulate import play_random_game
+
+app = typer.Typer(
+    help="Caravel: an open, event-sourced backend for hosting board games online.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+@app.callback()
+def main() -> None:
+    """Caravel: host games of The Age of Discovery, with bots, over Redis Streams."""
+
+
+def parse_options(pairs: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs into a dict; the ruleset checks keys and values."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def _progress(console_: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console_,
+        transient=True,
+    )
+
+
+@app.command()
+def simulate(
+    players: Annotated[int, typer.Option(help="Seats per game (2-5).")] = 4,
+    games: Annotated[int, typer.Option(min=1, help="How many games to play.")] = 100,
+    seed: Annotated[int, typer.Option(help="Seed of the first game; game i uses seed+i.")] = 7,
+    ruleset: Annotated[
+        str, typer.Option(help="A shipped ruleset name or a .toml path.")
+    ] = "standard",
+    option: Annotated[
+        list[str] | None, typer.Option("--option", help="Edition option KEY=VALUE (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
+) -> None:
+    """Play complete games between random legal players, in process."""
+    try:
+        rules = compile_rules(load_ruleset(ruleset), parse_options(option or []))
+    except RulesetError as e:
+        raise typer.BadParameter(str(e)) from None
+    r = rules.ruleset
+    if not r.min_players <= players <= r.max_players:
+        raise typer.BadParameter(f"{r.title} takes {r.min_players} to {r.max_players} players")
+
+    scores: list[list[int]] = []
+    breakdowns: list[list[dict[str, Any]]] = []
+    decisions = 0
+    started = time.perf_counter()
+    with _progress(err_console if as_json else console) as progress:
+        task = progress.add_task("simulating", total=games)
+        for i in range(games):
+            game = play_random_game(rules, players, seed + i, keep_log=False)
+            rows = game.scores
+            breakdowns.append(rows)
+            scores.append([row["total"] for row in rows])
+            decisions += game.decisions
+            progress.advance(task)
+    elapsed = time.perf_counter() - started
+
+    summary = summarize(breakdowns, players)
+    result = {
+        "games": games,
+        "players": players,
+        "ruleset": r.name,
+        "options": rules.options,
+        "seconds": round(elapsed, 3),
+        "games_per_second": round(games / elapsed, 2),
+        "mean_decisions_per_game": round(decisions / games, 1),
+        "decisions_per_second": round(decisions / elapsed, 1),
+        "win_rate": summary["win_rate"],
+        "mean_breakdown": summary["mean_breakdown"],
+        "scores": scores,
+    }
+    if as_json:
+        print(json.dumps(result))
+        return
+    _print_summary(result)
+
+
+PARTS = ("colonies", "discoveries", "buildings", "economy", "total")
+
+
+def summarize(breakdowns: list[list[dict[str, Any]]], players: int) -> dict[str, Any]:
+    """Win rate per seat (a shared first place splits the win) and mean score parts."""
+    wins = [0.0] * players
+    sums = [dict.fromkeys(PARTS, 0) for _ in range(players)]
+    for rows in breakdowns:
+        winners = [row["seat"] for row in rows if row["place"] == 1]
+        for seat in winners:
+            wins[seat] += 1 / len(winners)
+        for row in rows:
+            for part in PARTS:
+                sums[row["seat"]][part] += row[part]
+    n = len(breakdowns)
+    return {
+        "win_rate": [round(w / n, 4) for w in wins],
+        "mean_breakdown": [{k: round(v / n, 2) for k, v in seat.items()} for seat in sums],
+    }
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    table = Table(title=f"{result['games']} random games, {result['players']} players")
+    table.add_column("seat", justify="right")
+    table.add_column("win rate", justify="right")
+    for part in PARTS:
+        table.add_column(part, justify="right")
+    for seat, (rate, parts) in enumerate(
+        zip(result["win_rate"], result["mean_breakdown"], strict=True)
+    ):
+        table.add_row(str(seat), f"{rate:.1%}", *(f"{parts[p]:.1f}" for p in PARTS))
+    console.print(table)
+    console.print(
+        f"{result['games_per_second']:.1f} games/s, "
+        f"{result['decisions_per_second']:.0f} decisions/s, "
+        f"{result['mean_decisions_per_game']:.0f} decisions per game"
+    )
+
+
+if __name__ == "__main__":
+    app()
