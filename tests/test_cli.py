@@ -1,0 +1,65 @@
+"""`caravel simulate` end to end, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def caravel(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize("players", [2, 3, 4, 5])
+def test_simulate_json_for_every_player_count(players: int) -> None:
+    result = caravel(
+        "simulate", "--players", str(players), "--games", "3", "--seed", "11", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["games"] == 3
+    assert summary["games_per_second"] > 0
+    assert summary["mean_decisions_per_game"] > 8 * players  # at least five units a turn each
+    assert len(summary["scores"]) == 3
+    assert all(len(totals) == players for totals in summary["scores"])
+    assert sum(summary["win_rate"]) == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "navy_vp_per_ship=3",
+        "factory_income=30",
+        "tile_set=extended",
+        "university=one_forward",
+        "starting_order=auction",
+    ],
+)
+def test_simulate_with_each_edition_option(option: str) -> None:
+    result = caravel("simulate", "--players", "3", "--games", "2", "--option", option, "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    key, value = option.split("=")
+    assert str(summary["options"][key]) == value
+
+
+def test_simulate_is_reproducible_by_seed() -> None:
+    first = caravel("simulate", "--games", "2", "--seed", "5", "--json")
+    second = caravel("simulate", "--games", "2", "--seed", "5", "--json")
+    scores = [json.loads(r.stdout.strip().splitlines()[-1])["scores"] for r in (first, second)]
+    assert scores[0] == scores[1]
+
+
+def test_simulate_table_output_and_bad_input() -> None:
+    table = caravel("simulate", "--players", "2", "--games", "2")
+    assert table.returncode == 0
+    assert "win rate" in table.stdout and "games/s" in table.stdout
+    bad_option = caravel("simulate", "--option", "speed=fast")
+    assert bad_option.returncode != 0 and "unknown option" in bad_option.stderr
+    bad_players = caravel("simulate", "--players", "6")
+    assert bad_players.returncode != 0 and "2 to 5 players" in bad_players.stderr
