@@ -95,9 +95,9 @@ def test_unknown_ruleset_name_and_bad_toml_are_refused(tmp_path: Path) -> None:
 
 def test_options_are_checked_against_the_ruleset() -> None:
     ruleset = load_ruleset("standard")
-    with pytest.raises(RulesetError, match="options.speed: unknown option"):
+    with pytest.raises(RulesetError, match=r"options\.speed: unknown option"):
         compile_rules(ruleset, {"speed": "fast"})
-    with pytest.raises(RulesetError, match="options.navy_vp_per_ship: 5 is not one of 4, 3"):
+    with pytest.raises(RulesetError, match=r"options\.navy_vp_per_ship: 5 is not one of 4, 3"):
         compile_rules(ruleset, {"navy_vp_per_ship": 5})
     assert compile_rules(ruleset, {"university": "one_forward"}).options["university"] == (
         "one_forward"
