@@ -230,8 +230,12 @@ COMMAND_TYPES: dict[str, type[Command]] = {
     )
 }
 
-_FIELD_TYPES = {"int": int, "str": str, "int | None": (int, type(None))}
-_FIELD_TYPES["str | None"] = (str, type(None))
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "int": int,
+    "str": str,
+    "int | None": (int, type(None)),
+    "str | None": (str, type(None)),
+}
 
 
 def command_from_dict(raw: Any) -> Command:

@@ -186,7 +186,7 @@ def _owned(s: GameState, seat: int) -> list[CompiledBuilding]:
 def _has(s: GameState, seat: int, effect: str) -> dict[str, Any] | None:
     buildings = s.rules.buildings
     for b in s.owned[seat]:
-        e = buildings[b].effects.get(effect)
+        e: dict[str, Any] | None = buildings[b].effects.get(effect)
         if e is not None:
             return e
     return None
@@ -376,6 +376,7 @@ def _buy_choices(s: GameState, seat: int, b: int) -> list[tuple[str, ...]]:
     """The immediate choices a building needs when bought (region tuples)."""
     effects = s.rules.buildings[b].effects
     regions = s.rules.regions
+    targets: list[tuple[str, ...]]
     if "free_discovery" in effects:
         targets = [(regions[r],) for r, t in enumerate(s.token_on) if t >= 0]
         return targets or [()]

@@ -153,7 +153,8 @@ def _university_used(s: GameState, d: dict[str, Any], secret: Any) -> None:
         s.queue = s.order[:]
         s.cursor = s.queue.index(current)
         return
-    row: list[Any] = {"dock": s.dock, "initiative": s.initiative, "buildings": s.bbox}[box]
+    rows: dict[str, list[Any]] = {"dock": s.dock, "initiative": s.initiative, "buildings": s.bbox}
+    row = rows[box]
     row.insert(to, row.pop(space))
 
 

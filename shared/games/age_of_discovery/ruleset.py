@@ -451,13 +451,15 @@ def compile_rules(ruleset: Ruleset, options: dict[str, Any] | None = None) -> Ru
 
     buildings: list[CompiledBuilding] = []
     piles: list[list[int]] = [[], [], []]
-    for b in ruleset.buildings:
-        if any(chosen.get(k) != v for k, v in b.requires.items()):
+    for tile in ruleset.buildings:
+        if any(chosen.get(k) != v for k, v in tile.requires.items()):
             continue
-        effects = {e.kind: {k: value(v) for k, v in e if k != "kind"} for e in b.effects}
-        compiled = CompiledBuilding(len(buildings), b.id, b.name, b.age, effects)
+        effects: dict[str, Any] = {
+            e.kind: {k: value(v) for k, v in e if k != "kind"} for e in tile.effects
+        }
+        compiled = CompiledBuilding(len(buildings), tile.id, tile.name, tile.age, effects)
         buildings.append(compiled)
-        piles[b.age - 1] += [compiled.index] * b.copies
+        piles[tile.age - 1] += [compiled.index] * tile.copies
     return Rules(
         ruleset=ruleset,
         options=chosen,

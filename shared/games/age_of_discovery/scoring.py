@@ -93,7 +93,7 @@ def score(s: GameState) -> list[dict[str, Any]]:
                 "tiebreak": tiebreak,
             }
         )
-    keys = [(row["total"], *row["tiebreak"]) for row in rows]
+    keys = [(row["total"], *row["tiebreak"]) for row in rows]  # type: ignore[misc]
     for row, key in zip(rows, keys, strict=True):
         row["place"] = 1 + sum(1 for other in keys if other > key)
     return rows
