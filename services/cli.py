@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Annotated, Any
@@ -11,8 +12,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from services.runtime import configure_logging
 from shared.games.age_of_discovery import RulesetError, compile_rules, load_ruleset
 from shared.games.age_of_discovery.simulate import play_random_game
+from shared.settings import Settings
 
 app = typer.Typer(
     help="Caravel: an open, event-sourced backend for hosting board games online.",
@@ -144,6 +147,33 @@ def _print_summary(result: dict[str, Any]) -> None:
         f"{result['decisions_per_second']:.0f} decisions/s, "
         f"{result['mean_decisions_per_game']:.0f} decisions per game"
     )
+
+
+async def _serve_engine(settings: Settings) -> None:
+    from services.engine import Engine
+    from services.runtime import redis_for, stop_on_signals
+
+    async with redis_for(settings) as redis:
+        stop = stop_on_signals()
+        engine = Engine(redis, settings)
+        err_console.print(f"engine {engine.id} serving {settings.partitions} partitions")
+        await engine.run(stop)
+
+
+@app.command()
+def up() -> None:
+    """Run every service in one process (an embedded Redis unless CARAVEL_REDIS_URL is set)."""
+    settings = Settings()
+    configure_logging(settings.log_level)
+    asyncio.run(_serve_engine(settings))
+
+
+@app.command()
+def engine() -> None:
+    """Run one engine instance alone; several instances share the partitions."""
+    settings = Settings()
+    configure_logging(settings.log_level)
+    asyncio.run(_serve_engine(settings))
 
 
 if __name__ == "__main__":

@@ -1,1 +1,5 @@
-"""Engine: the single writer of every game's event log (built in the backbone issue)."""
+"""Engine: the single writer of every game's event log."""
+
+from .worker import Engine
+
+__all__ = ["Engine"]

@@ -1,0 +1,451 @@
+"""The engine: the single writer of every game's event log.
+
+Engine instances share the partitions through leases that expire. For each partition it
+holds, an engine reads the command stream in order (one ``XREADGROUP`` over all its streams,
+in batches), loads each game (cached state, or snapshot + later events), runs ``decide`` and
+appends the events with the expected version through the event store's atomic script, which
+also records the command as seen, answers the sender and acknowledges the entry. A command
+id already applied yields no new events; a stale version is a conflict, handled by reloading
+and deciding again. Entries left pending by a dead engine are reclaimed; an entry that keeps
+crashing its handler ends in the dead-letter stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import uuid
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import structlog
+from pydantic import ValidationError
+from redis.asyncio import Redis
+
+from shared.bus import Delivery, GroupReader, Keys, ensure_group
+from shared.contracts import (
+    CommandEnvelope,
+    CommandResult,
+    DecisionRequest,
+    EventEnvelope,
+    Rejection,
+)
+from shared.eventstore import Append, EventStore
+from shared.games import age_of_discovery as aod
+from shared.settings import Settings
+
+from .codec import AgeOfDiscoveryCodec
+
+log = structlog.get_logger("caravel.engine")
+
+GROUP = "engine"
+CACHE_GAMES = 20_000
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+@dataclass
+class Game:
+    """A cached game: its state at ``version`` and the command ids already applied."""
+
+    state: aod.GameState | None
+    version: int
+    seen: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Finish:
+    """A command that appends nothing: rejected, or a duplicate of an applied one."""
+
+    partition: int
+    entry_id: str
+    game_id: str | None
+    result: CommandResult | None
+    rejection: Rejection | None = None
+
+
+class Reject(Exception):
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.reason = code, reason
+
+
+class Engine:
+    def __init__(
+        self,
+        redis: Redis,
+        settings: Settings | None = None,
+        keys: Keys | None = None,
+        engine_id: str | None = None,
+    ) -> None:
+        self.redis = redis
+        self.settings = settings or Settings()
+        s = self.settings
+        self.keys = keys or Keys(s.key_prefix, s.partitions)
+        self.id = engine_id or f"engine-{uuid.uuid4().hex[:8]}"
+        self.store = EventStore(redis, self.keys, GROUP)
+        self.reader = GroupReader(redis, GROUP, self.id, self.keys.dead_letters(), s.max_deliveries)
+        self.codec = AgeOfDiscoveryCodec()
+        self.games: OrderedDict[str, Game] = OrderedDict()
+        self.held: set[int] = set()
+        self.fresh: set[int] = set()  # partitions just acquired: reclaim their pending first
+        self.stats: Counter[str] = Counter()
+        self._renew = redis.register_script(_RENEW)
+        self._release = redis.register_script(_RELEASE)
+        self._streams = {self.keys.commands(p): p for p in self.keys.all_partitions()}
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the command streams' consumer group (from id 0) for every partition."""
+        for stream in self._streams:
+            await ensure_group(self.redis, stream, GROUP)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set: leases, reclaiming, and the command loop."""
+        await self.start()
+        await self.rebalance()
+        leases = asyncio.create_task(self._lease_loop(stop))
+        next_reclaim = 0.0
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                if self.fresh or now >= next_reclaim:
+                    await self.reclaim()
+                    next_reclaim = now + self.settings.claim_idle_ms / 2000
+                await self.step(block_ms=50)
+        finally:
+            leases.cancel()
+            await asyncio.gather(leases, return_exceptions=True)
+            await self.release_all()
+
+    async def step(self, block_ms: int | None = None) -> int:
+        """Read and handle one batch of new commands; returns how many were read."""
+        streams = [self.keys.commands(p) for p in sorted(self.held)]
+        deliveries = await self.reader.read(streams, self.settings.batch_size, block_ms)
+        if deliveries:
+            await self.handle(deliveries)
+        elif block_ms is None:
+            await asyncio.sleep(0)
+        return len(deliveries)
+
+    async def reclaim(self) -> None:
+        """Take over pending entries: all of them in fresh partitions, idle ones elsewhere."""
+        for p in sorted(self.held):
+            idle = 0 if p in self.fresh else self.settings.claim_idle_ms
+            while True:
+                batch = await self.reader.reclaim(
+                    self.keys.commands(p), idle, self.settings.batch_size
+                )
+                if not batch:
+                    break
+                await self.handle(batch)
+                if len(batch) < self.settings.batch_size:
+                    break
+        self.fresh.clear()
+
+    # --- leases ----------------------------------------------------------------------------
+
+    async def _lease_loop(self, stop: asyncio.Event) -> None:
+        period = self.settings.lease_ttl_ms / 3000
+        while not stop.is_set():
+            await asyncio.sleep(period)
+            try:
+                await self.rebalance()
+            except Exception:  # a failed round is retried next period
+                log.exception("lease round failed", engine=self.id)
+
+    async def rebalance(self) -> None:
+        """Heartbeat, renew held leases, then hold a fair share of the partitions."""
+        ttl = self.settings.lease_ttl_ms
+        now_ms = int(time.time() * 1000)
+        engines = self.keys.engines()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(engines, {self.id: now_ms + ttl})
+            pipe.zremrangebyscore(engines, "-inf", now_ms)
+            pipe.zrange(engines, 0, -1)
+            held = sorted(self.held)
+            for p in held:
+                await self._renew(keys=[self.keys.lease(p)], args=[self.id, ttl], client=pipe)
+            replies = await pipe.execute()
+        live = sorted(m.decode() if isinstance(m, bytes) else m for m in replies[2])
+        for p, renewed in zip(held, replies[3:], strict=True):
+            if not renewed:
+                self._drop(p)
+        total = self.keys.partitions
+        share = math.ceil(total / max(len(live), 1))
+        for p in sorted(self.held, reverse=True)[: max(0, len(self.held) - share)]:
+            await self._release(keys=[self.keys.lease(p)], args=[self.id])
+            self._drop(p)
+        need = share - len(self.held)
+        if need <= 0:
+            return
+        start = (live.index(self.id) if self.id in live else 0) * share
+        candidates = [(start + i) % total for i in range(total)]
+        candidates = [p for p in candidates if p not in self.held]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for p in candidates:
+                pipe.set(self.keys.lease(p), self.id, nx=True, px=ttl)
+            won = [p for p, ok in zip(candidates, await pipe.execute(), strict=True) if ok]
+        for p in won[need:]:
+            await self._release(keys=[self.keys.lease(p)], args=[self.id])
+        for p in won[:need]:
+            self.held.add(p)
+            self.fresh.add(p)
+        if won:
+            log.info("leases", engine=self.id, held=len(self.held), live=len(live))
+
+    def _drop(self, p: int) -> None:
+        self.held.discard(p)
+        self.fresh.discard(p)
+        for game_id in [g for g in self.games if self.keys.partition(g) == p]:
+            del self.games[game_id]
+
+    async def release_all(self) -> None:
+        for p in sorted(self.held):
+            await self._release(keys=[self.keys.lease(p)], args=[self.id])
+            self._drop(p)
+        await self.redis.zrem(self.keys.engines(), self.id)
+
+    # --- commands --------------------------------------------------------------------------
+
+    async def handle(self, deliveries: Sequence[Delivery], attempt: int = 0) -> None:
+        """Decide every delivery in order, then write the whole batch in one round trip."""
+        outcomes: list[tuple[Delivery, str | None, Append | Finish]] = []
+        for d in deliveries:
+            try:
+                game_id, outcome = await self._decide(d)
+            except Exception:
+                # A crash: leave the entry pending; it is reclaimed and retried, and after
+                # too many deliveries it goes to the dead letters.
+                log.exception("command crashed its handler", entry=d.id, stream=d.stream)
+                self.stats["crashed"] += 1
+                continue
+            outcomes.append((d, game_id, outcome))
+
+        appends = [o for _, _, o in outcomes if isinstance(o, Append)]
+        self._attach_decisions(appends)
+        results = await self.store.append_many(appends)
+        failed: dict[str, int] = {}  # game -> position of its first failed append
+        status = {id(a): r for a, r in zip(appends, results, strict=True)}
+        for i, (_, game_id, o) in enumerate(outcomes):
+            if isinstance(o, Append) and status[id(o)].status != "ok" and game_id:
+                failed.setdefault(game_id, i)
+                self.games.pop(game_id, None)
+
+        finishes: list[Finish] = []
+        retry: list[Delivery] = []
+        for i, (d, game_id, o) in enumerate(outcomes):
+            if game_id in failed and i >= failed[game_id]:
+                retry.append(d)  # decided on a stale state: decide again after reloading
+            elif isinstance(o, Finish):
+                finishes.append(o)
+            elif isinstance(o, Append):
+                self.stats["accepted"] += 1
+        await self._finish(finishes)
+        await self._snapshots(appends, results)
+        if retry:
+            self.stats["conflicts"] += len(retry)
+            if attempt < 3:
+                await self.handle(retry, attempt + 1)
+            else:
+                log.warning("giving up on a batch for now", entries=len(retry))
+
+    async def _decide(self, d: Delivery) -> tuple[str | None, Append | Finish]:
+        p = self._streams[d.stream]
+        raw = d.fields.get(b"c", b"")
+        try:
+            env = CommandEnvelope.model_validate_json(raw)
+        except ValidationError as e:
+            return None, self._malformed(p, d.id, raw, e)
+        try:
+            if self.keys.partition(env.game_id) != p:
+                raise Reject("wrong_partition", f"game {env.game_id} is not in partition {p}")
+            game = await self._game(env.game_id)
+            seen = game.seen.get(env.command_id)
+            if seen is not None:
+                self.stats["duplicates"] += 1
+                result = CommandResult(
+                    command_id=env.command_id,
+                    game_id=env.game_id,
+                    status="duplicate",
+                    version=seen,
+                )
+                return env.game_id, Finish(p, d.id, env.game_id, result)
+            try:
+                events = self._events(env, game)
+            except Reject:
+                raise
+            except Exception:
+                self.games.pop(env.game_id, None)  # its cached state may be half-changed
+                raise
+        except Reject as r:
+            return env.game_id, self._rejected(p, d.id, env, r.code, r.reason)
+        envelopes = [
+            EventEnvelope(
+                game_id=env.game_id,
+                version=game.version + i,
+                type=e.type,
+                data=e.data,
+                secret=e.secret,
+                visibility=e.visibility,
+                causation_id=env.command_id,
+                correlation_id=env.correlation_id or env.command_id,
+                actor=env.actor,
+            )
+            for i, e in enumerate(events, 1)
+        ]
+        append = Append(env.game_id, game.version, envelopes, env.command_id, (p, d.id))
+        game.version = append.version
+        game.seen[env.command_id] = append.version
+        return env.game_id, append
+
+    def _events(self, env: CommandEnvelope, game: Game) -> list[aod.Event]:
+        if env.type == "create_game":
+            if game.version:
+                raise Reject("game_exists", f"game {env.game_id} already exists")
+            state, events = self._new_game(env.payload)
+            game.state = state
+            return events
+        if game.state is None:
+            raise Reject("unknown_game", f"there is no game {env.game_id}")
+        try:
+            command = aod.command_from_dict(env.rules_command())
+            return aod.decide_into(game.state, command)
+        except aod.RuleViolation as v:
+            raise Reject(v.code, v.reason) from None
+
+    def _new_game(self, payload: dict[str, Any]) -> tuple[aod.GameState, list[aod.Event]]:
+        ruleset = payload.get("ruleset", "standard")
+        options = payload.get("options") or {}
+        players = payload.get("players")
+        seed = payload.get("seed")
+        if not isinstance(ruleset, str) or not isinstance(options, dict):
+            raise Reject("malformed", "ruleset is a name and options an object")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise Reject("malformed", "seed must be an integer")
+        valid_names = isinstance(players, list) and all(isinstance(n, str) for n in players)
+        if not valid_names and not (isinstance(players, int) and not isinstance(players, bool)):
+            raise Reject("malformed", "players is a list of names or a number of seats")
+        try:
+            rules = self.codec.rules(ruleset, options)
+            return aod.new_game(rules, None, players, seed)  # type: ignore[arg-type]
+        except aod.RulesetError as e:
+            raise Reject("bad_ruleset", str(e)) from None
+        except aod.RuleViolation as v:
+            raise Reject(v.code, v.reason) from None
+
+    async def _game(self, game_id: str) -> Game:
+        game = self.games.get(game_id)
+        if game is not None:
+            self.games.move_to_end(game_id)
+            return game
+        loaded = await self.store.load(game_id, self.codec)
+        game = Game(loaded.state, loaded.version, loaded.seen)
+        self.games[game_id] = game
+        if len(self.games) > CACHE_GAMES:
+            self.games.popitem(last=False)
+        return game
+
+    def _rejected(
+        self, p: int, entry_id: str, env: CommandEnvelope, code: str, reason: str
+    ) -> Finish:
+        self.stats["rejected"] += 1
+        self.stats[f"rejected:{code}"] += 1
+        result = CommandResult(
+            command_id=env.command_id,
+            game_id=env.game_id,
+            status="rejected",
+            code=code,
+            reason=reason,
+        )
+        rejection = Rejection(
+            command_id=env.command_id, game_id=env.game_id, seat=env.seat, code=code, reason=reason
+        )
+        return Finish(p, entry_id, env.game_id, result, rejection)
+
+    def _malformed(self, p: int, entry_id: str, raw: bytes, error: ValidationError) -> Finish:
+        """A command that is not a valid envelope: answer its sender if it can be named."""
+        self.stats["rejected"] += 1
+        self.stats["rejected:malformed"] += 1
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            doc = None
+        ids = doc if isinstance(doc, dict) else {}
+        command_id, game_id = ids.get("command_id"), ids.get("game_id")
+        reason = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'command'}: {e['msg']}" for e in error.errors()
+        )[:500]
+        named = isinstance(command_id, str) and isinstance(game_id, str) and game_id
+        result = (
+            CommandResult(
+                command_id=command_id,
+                game_id=game_id,
+                status="rejected",
+                code="malformed",
+                reason=reason,
+            )
+            if named
+            else None
+        )
+        rejection = Rejection(
+            command_id=command_id if isinstance(command_id, str) else "",
+            game_id=game_id if isinstance(game_id, str) else "",
+            seat=None,
+            code="malformed",
+            reason=reason,
+        )
+        return Finish(p, entry_id, game_id if named else None, result, rejection)
+
+    async def _finish(self, finishes: Sequence[Finish]) -> None:
+        for f in finishes:
+            rejection = f.rejection.model_dump_json() if f.rejection else None
+            await self.store.finish(f.game_id, f.partition, f.result, f.entry_id, rejection)
+
+    def _attach_decisions(self, appends: Sequence[Append]) -> None:
+        """Decision requests for the final state of every game the batch touched."""
+        last: dict[str, Append] = {a.game_id: a for a in appends}
+        deadline = datetime.now(UTC) + timedelta(seconds=self.settings.decision_timeout_s)
+        for game_id, a in last.items():
+            game = self.games.get(game_id)
+            if game is None or game.state is None:
+                continue
+            a.decisions = [
+                DecisionRequest(
+                    game_id=game_id,
+                    version=a.version,
+                    seat=decision.seat,
+                    kind=decision.kind,
+                    deadline=deadline,
+                    legal_commands=[
+                        c.to_dict() for c in aod.legal_commands(game.state, decision.seat)
+                    ],
+                ).model_dump_json()
+                for decision in aod.pending(game.state)
+            ]
+
+    async def _snapshots(self, appends: Sequence[Append], results: Sequence[Any]) -> None:
+        every = self.settings.snapshot_every
+        due: dict[str, int] = {}
+        for a, r in zip(appends, results, strict=True):
+            if r.status == "ok" and a.version // every > a.expected // every:
+                due[a.game_id] = a.version
+        for game_id in due:
+            game = self.games.get(game_id)
+            if game is not None and game.state is not None:
+                await self.store.save_snapshot(game_id, game.version, game.state.to_snapshot())

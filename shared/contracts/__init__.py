@@ -1,0 +1,30 @@
+"""Contracts: the envelopes every service exchanges, as versioned pydantic models.
+
+Commands travel from players and bots to the engine; events travel from the engine's log to
+every other service; rejections and decision requests travel back to whoever must know.
+Old events keep loading through upcasters registered per (type, schema version).
+"""
+
+from __future__ import annotations
+
+from .envelopes import (
+    SCHEMA_VERSION,
+    CommandEnvelope,
+    CommandResult,
+    DecisionRequest,
+    EventEnvelope,
+    Rejection,
+    load_event,
+    register_upcaster,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CommandEnvelope",
+    "CommandResult",
+    "DecisionRequest",
+    "EventEnvelope",
+    "Rejection",
+    "load_event",
+    "register_upcaster",
+]

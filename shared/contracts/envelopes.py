@@ -1,0 +1,137 @@
+"""Envelope models. Services add ids, times and routing; the rules core never sees them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+"""Current envelope schema; bump it with an upcaster for the previous one."""
+
+Visibility = Literal["public"] | int
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CommandEnvelope(_Envelope):
+    """A request to change one game. ``type`` and ``payload`` are the rules command (or
+    ``create_game`` with its ruleset, options, players and seed)."""
+
+    command_id: str = Field(default_factory=new_id, min_length=1, max_length=64)
+    game_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+    seat: int | None = Field(default=None, ge=0, le=7)
+    type: str = Field(min_length=1, max_length=32)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    actor: Literal["player", "bot", "fallback", "system"] = "player"
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    issued_at: datetime = Field(default_factory=utcnow)
+    schema_version: int = SCHEMA_VERSION
+
+    def rules_command(self) -> dict[str, Any]:
+        """The command as the rules core parses it."""
+        return {**self.payload, "type": self.type, "seat": self.seat}
+
+
+class EventEnvelope(_Envelope):
+    """One fact of a game's log, at a gap-free per-game ``version`` (1, 2, 3, ...).
+
+    ``secret`` is server-only: it lives in the game's own log for the engine and is dropped
+    by :meth:`redacted` before the event goes anywhere else.
+    """
+
+    event_id: str = Field(default_factory=new_id)
+    game_id: str
+    version: int = Field(ge=1)
+    type: str
+    data: dict[str, Any]
+    secret: dict[str, Any] | None = None
+    visibility: Visibility = "public"
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    actor: str | None = None
+    recorded_at: datetime = Field(default_factory=utcnow)
+    schema_version: int = SCHEMA_VERSION
+
+    def redacted(self) -> EventEnvelope:
+        return self if self.secret is None else self.model_copy(update={"secret": None})
+
+    def visible_to(self, seat: int | None) -> bool:
+        return self.visibility == "public" or (seat is not None and self.visibility == seat)
+
+
+class Rejection(_Envelope):
+    """A command the engine refused: nothing was written to the game's log."""
+
+    command_id: str
+    game_id: str
+    seat: int | None
+    code: str
+    reason: str
+    at: datetime = Field(default_factory=utcnow)
+
+
+class CommandResult(_Envelope):
+    """What the sender of a command learns: accepted (with the game's new version),
+    a duplicate of an accepted command, or rejected (with the code and reason)."""
+
+    command_id: str
+    game_id: str
+    status: Literal["accepted", "duplicate", "rejected"]
+    version: int | None = None
+    code: str | None = None
+    reason: str | None = None
+
+
+class DecisionRequest(_Envelope):
+    """A seat must decide: its legal commands and deadline. Never carries hidden values."""
+
+    request_id: str = Field(default_factory=new_id)
+    game_id: str
+    version: int
+    seat: int
+    kind: str
+    deadline: datetime
+    legal_commands: list[dict[str, Any]]
+    correlation_id: str | None = None
+
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def register_upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Register a function turning a stored ``event_type`` at ``from_version`` into the next
+    schema version. ``"*"`` as the type applies to every event."""
+
+    def register(fn: Upcaster) -> Upcaster:
+        _UPCASTERS[(event_type, from_version)] = fn
+        return fn
+
+    return register
+
+
+def load_event(raw: dict[str, Any]) -> EventEnvelope:
+    """Parse a stored event, upcasting it step by step to the current schema version."""
+    version = raw.get("schema_version", 1)
+    while version < SCHEMA_VERSION:
+        fn = _UPCASTERS.get((raw["type"], version)) or _UPCASTERS.get(("*", version))
+        if fn is None:
+            raise ValueError(f"no upcaster for {raw['type']!r} from schema version {version}")
+        raw = {**fn(raw), "schema_version": version + 1}
+        version += 1
+    return EventEnvelope.model_validate(raw)

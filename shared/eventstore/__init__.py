@@ -1,0 +1,5 @@
+"""The game event log on Redis Streams: atomic appends, reads, snapshots, loading."""
+
+from .store import Append, AppendResult, Codec, EventStore, Loaded
+
+__all__ = ["Append", "AppendResult", "Codec", "EventStore", "Loaded"]

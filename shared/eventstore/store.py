@@ -1,0 +1,255 @@
+"""The game event log on Redis Streams.
+
+One stream per game holds its log, with entry id ``<version>-0`` so Redis itself refuses an
+out-of-order version. One Lua script appends a command's events atomically: it checks the
+expected version and the command id, adds the events to the game's log and (redacted) to the
+partition's event stream, records the command as seen, stores the sender's result,
+acknowledges the command stream entry and adds any decision requests. A stale version is a
+conflict and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from redis.asyncio import Redis
+
+from shared.bus.keys import Keys
+from shared.contracts import CommandResult, EventEnvelope, load_event
+
+RESULT_TTL_S = 3600
+
+_APPEND = """
+-- KEYS: 1 log, 2 partition events, 3 meta, 4 seen, 5 partition games, 6 result,
+--       7 command stream, 8 decisions
+-- ARGV: 1 expected version, 2 command id, 3 game id, 4 group, 5 entry id, 6 result ttl,
+--       7 result json, 8 event count, then (full, public) json pairs, then decision jsons
+local version = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
+if ARGV[2] ~= '' then
+  local seen = redis.call('HGET', KEYS[4], ARGV[2])
+  if seen then return {'duplicate', seen} end
+end
+if version ~= tonumber(ARGV[1]) then return {'conflict', tostring(version)} end
+local n = tonumber(ARGV[8])
+for i = 0, n - 1 do
+  version = version + 1
+  redis.call('XADD', KEYS[1], version .. '-0', 'e', ARGV[9 + 2 * i])
+  redis.call('XADD', KEYS[2], '*', 'g', ARGV[3], 'v', version, 'e', ARGV[10 + 2 * i])
+end
+redis.call('HSET', KEYS[3], 'version', version)
+if tonumber(ARGV[1]) == 0 then redis.call('SADD', KEYS[5], ARGV[3]) end
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[4], ARGV[2], version)
+  redis.call('RPUSH', KEYS[6], ARGV[7])
+  redis.call('EXPIRE', KEYS[6], tonumber(ARGV[6]))
+end
+if ARGV[5] ~= '' then redis.call('XACK', KEYS[7], ARGV[4], ARGV[5]) end
+for i = 9 + 2 * n, #ARGV do
+  redis.call('XADD', KEYS[8], '*', 'r', ARGV[i])
+end
+return {'ok', tostring(version)}
+"""
+
+_FINISH = """
+-- A command that appends nothing (rejected, duplicate): store the result, record a
+-- rejection, acknowledge. KEYS: 1 result, 2 command stream, 3 rejections
+-- ARGV: 1 result json ('' none), 2 ttl, 3 group, 4 entry id ('' none), 5 rejection json ('' none)
+if ARGV[1] ~= '' then
+  redis.call('RPUSH', KEYS[1], ARGV[1])
+  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+end
+if ARGV[5] ~= '' then redis.call('XADD', KEYS[3], '*', 'r', ARGV[5]) end
+if ARGV[4] ~= '' then redis.call('XACK', KEYS[2], ARGV[3], ARGV[4]) end
+return 1
+"""
+
+
+@dataclass
+class Append:
+    """One command's events to append at ``expected`` version, with what goes with them."""
+
+    game_id: str
+    expected: int
+    events: Sequence[EventEnvelope]
+    command_id: str = ""
+    entry: tuple[int, str] | None = None  # (partition, command stream entry id) to acknowledge
+    decisions: Sequence[str] = ()  # decision request JSON documents
+
+    @property
+    def version(self) -> int:
+        return self.expected + len(self.events)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    status: str  # "ok", "duplicate" or "conflict"
+    version: int
+
+
+S = TypeVar("S")
+
+
+class Codec(Protocol[S]):
+    """How a game's state is built from its log: the event store stays game-agnostic."""
+
+    def initial(self, first: EventEnvelope) -> S: ...
+
+    def apply(self, state: S, event: EventEnvelope) -> None: ...
+
+    def snapshot(self, state: S) -> dict[str, Any]: ...
+
+    def restore(self, snapshot: dict[str, Any]) -> S: ...
+
+
+@dataclass
+class Loaded(Generic[S]):
+    state: S | None
+    version: int
+    seen: dict[str, int] = field(default_factory=dict)
+
+
+class ConflictError(Exception):
+    """The game's log moved past the expected version: reload and decide again."""
+
+
+class EventStore:
+    """Append, read and snapshot game logs. Every method is one round trip or a pipeline."""
+
+    def __init__(self, redis: Redis, keys: Keys, group: str = "engine") -> None:
+        self.redis = redis
+        self.keys = keys
+        self.group = group
+        self._append = redis.register_script(_APPEND)
+        self._finish = redis.register_script(_FINISH)
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _append_args(self, a: Append) -> tuple[list[str], list[Any]]:
+        k = self.keys
+        p = k.partition(a.game_id)
+        keys = [
+            k.log(a.game_id),
+            k.events(p),
+            k.meta(a.game_id),
+            k.seen(a.game_id),
+            k.games(p),
+            k.result(a.game_id, a.command_id or "-"),
+            k.commands(p),
+            k.decisions(p),
+        ]
+        result = CommandResult(
+            command_id=a.command_id, game_id=a.game_id, status="accepted", version=a.version
+        )
+        args: list[Any] = [
+            a.expected,
+            a.command_id,
+            a.game_id,
+            self.group,
+            a.entry[1] if a.entry else "",
+            RESULT_TTL_S,
+            result.model_dump_json() if a.command_id else "",
+            len(a.events),
+        ]
+        for event in a.events:
+            args.append(event.model_dump_json())
+            args.append(event.redacted().model_dump_json())
+        args.extend(a.decisions)
+        return keys, args
+
+    async def append(self, a: Append) -> AppendResult:
+        """Append one command's events atomically (see the module docstring)."""
+        return (await self.append_many([a]))[0]
+
+    async def append_many(self, appends: Sequence[Append]) -> list[AppendResult]:
+        """Pipelined appends, executed in order: one round trip for a whole batch."""
+        if not appends:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for a in appends:
+                keys, args = self._append_args(a)
+                await self._append(keys=keys, args=args, client=pipe)
+            raw = await pipe.execute()
+        return [AppendResult(_text(r[0]), int(r[1])) for r in raw]
+
+    async def finish(
+        self,
+        game_id: str | None,
+        partition: int,
+        result: CommandResult | None,
+        entry_id: str | None,
+        rejection: str | None = None,
+    ) -> None:
+        """Record the outcome of a command that appended nothing, and acknowledge it."""
+        k = self.keys
+        with_result = result is not None and game_id is not None
+        # Without a result to store, any key of the partition's slot stands in for it.
+        result_key = (
+            k.result(game_id, result.command_id) if with_result else k.rejections(partition)
+        )
+        keys = [result_key, k.commands(partition), k.rejections(partition)]
+        args = [
+            result.model_dump_json() if with_result and result else "",
+            RESULT_TTL_S,
+            self.group,
+            entry_id or "",
+            rejection or "",
+        ]
+        await self._finish(keys=keys, args=args)
+
+    async def save_snapshot(self, game_id: str, version: int, snapshot: dict[str, Any]) -> None:
+        data = json.dumps(snapshot, separators=(",", ":"))
+        await self.redis.hset(self.keys.snapshot(game_id), mapping={"v": version, "s": data})
+
+    # --- reading -------------------------------------------------------------------------
+
+    async def version(self, game_id: str) -> int:
+        raw = await self.redis.hget(self.keys.meta(game_id), "version")
+        return int(raw) if raw else 0
+
+    async def read(self, game_id: str, after: int = 0) -> list[EventEnvelope]:
+        """The game's events with a version above ``after``, in order (with secrets)."""
+        entries = await self.redis.xrange(self.keys.log(game_id), min=f"{after + 1}-0")
+        return [load_event(json.loads(fields[b"e"])) for _, fields in entries]
+
+    async def seen(self, game_id: str) -> dict[str, int]:
+        raw = await self.redis.hgetall(self.keys.seen(game_id))
+        return {_text(k): int(v) for k, v in raw.items()}
+
+    async def load(self, game_id: str, codec: Codec[S]) -> Loaded[S]:
+        """Snapshot plus the events after it; ``state`` is None for a game with no log."""
+        snap = await self.redis.hgetall(self.keys.snapshot(game_id))
+        state: S | None = None
+        version = 0
+        if snap:
+            version = int(snap[b"v"])
+            state = codec.restore(json.loads(snap[b"s"]))
+        for event in await self.read(game_id, after=version):
+            if event.version != version + 1:
+                raise ValueError(f"{game_id}: log jumps from {version} to {event.version}")
+            if state is None:
+                state = codec.initial(event)
+            codec.apply(state, event)
+            version = event.version
+        return Loaded(state, version, await self.seen(game_id) if version else {})
+
+    async def result(self, game_id: str, command_id: str, timeout_s: float = 0) -> Any:
+        """The sender's view of a command: waits up to ``timeout_s`` for it (0: no wait).
+
+        Reading does not consume it: a sender may ask again.
+        """
+        key = self.keys.result(game_id, command_id)
+        if timeout_s > 0:
+            raw = await self.redis.blmove(key, key, timeout_s, "LEFT", "LEFT")
+        else:
+            raw = await self.redis.lindex(key, 0)
+        return None if raw is None else CommandResult.model_validate_json(raw)
+
+    async def game_ids(self, partition: int) -> list[str]:
+        return sorted(_text(g) for g in await self.redis.smembers(self.keys.games(partition)))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

