@@ -45,7 +45,7 @@ class EmbeddedRedis:
         return f"unix://{self.socket}"
 
     def close(self) -> None:
-        self._server.shutdown(save=True, now=True)
+        self._server.shutdown(save=True)
 
 
 @asynccontextmanager

@@ -53,7 +53,7 @@ def redis_url() -> Iterator[str]:
     try:
         yield f"unix://{server.socket_file}"
     finally:
-        server.shutdown(save=False, now=True)
+        server.shutdown(save=False)
 
 
 @pytest.fixture

@@ -440,12 +440,18 @@ class Engine:
             ]
 
     async def _snapshots(self, appends: Sequence[Append], results: Sequence[Any]) -> None:
+        """Snapshot every N events, and at the end of a game with its final state hash."""
         every = self.settings.snapshot_every
-        due: dict[str, int] = {}
+        due: set[str] = set()
         for a, r in zip(appends, results, strict=True):
             if r.status == "ok" and a.version // every > a.expected // every:
-                due[a.game_id] = a.version
-        for game_id in due:
+                due.add(a.game_id)
+            if r.status == "ok" and a.events and a.events[-1].type == "game_ended":
+                due.add(a.game_id)
+        for game_id in sorted(due):
             game = self.games.get(game_id)
-            if game is not None and game.state is not None:
-                await self.store.save_snapshot(game_id, game.version, game.state.to_snapshot())
+            if game is None or game.state is None:
+                continue
+            await self.store.save_snapshot(game_id, game.version, game.state.to_snapshot())
+            if game.state.phase == "over":
+                await self.store.record_final_hash(game_id, game.state.state_hash())

@@ -65,7 +65,7 @@ class GroupReader:
         """New entries of ``streams`` for this consumer (blocking up to ``block_ms``)."""
         if not streams:
             return []
-        raw = await self.redis.xreadgroup(
+        raw: Any = await self.redis.xreadgroup(
             self.group, self.consumer, dict.fromkeys(streams, ">"), count=count, block=block_ms
         )
         return [
@@ -78,13 +78,13 @@ class GroupReader:
     async def reclaim(self, stream: str, min_idle_ms: int, count: int) -> list[Delivery]:
         """Take over entries pending longer than ``min_idle_ms`` (XAUTOCLAIM); dead-letter
         the ones delivered too often. Returns the entries to handle again, in order."""
-        reply = await self.redis.xautoclaim(
+        reply: Any = await self.redis.xautoclaim(
             stream, self.group, self.consumer, min_idle_ms, start_id="0-0", count=count
         )
         claimed = [(_text(i), f) for i, f in reply[1] if f is not None]
         if not claimed:
             return []
-        pending = await self.redis.xpending_range(
+        pending: Any = await self.redis.xpending_range(
             stream,
             self.group,
             min=claimed[0][0],
@@ -105,7 +105,7 @@ class GroupReader:
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> None:
         """Move an entry to the dead-letter stream (with why) and acknowledge it."""
-        record: dict[str, Any] = {
+        record: dict[Any, Any] = {
             "stream": delivery.stream,
             "id": delivery.id,
             "group": self.group,

@@ -184,14 +184,14 @@ class EventStore:
     ) -> None:
         """Record the outcome of a command that appended nothing, and acknowledge it."""
         k = self.keys
-        with_result = result is not None and game_id is not None
         # Without a result to store, any key of the partition's slot stands in for it.
-        result_key = (
-            k.result(game_id, result.command_id) if with_result else k.rejections(partition)
-        )
+        result_key, result_json = k.rejections(partition), ""
+        if result is not None and game_id is not None:
+            result_key = k.result(game_id, result.command_id)
+            result_json = result.model_dump_json()
         keys = [result_key, k.commands(partition), k.rejections(partition)]
-        args = [
-            result.model_dump_json() if with_result and result else "",
+        args: list[Any] = [
+            result_json,
             RESULT_TTL_S,
             self.group,
             entry_id or "",
@@ -203,6 +203,10 @@ class EventStore:
         data = json.dumps(snapshot, separators=(",", ":"))
         await self.redis.hset(self.keys.snapshot(game_id), mapping={"v": version, "s": data})
 
+    async def record_final_hash(self, game_id: str, state_hash: str) -> None:
+        """The hash of a finished game's final state, to check replays against."""
+        await self.redis.hset(self.keys.meta(game_id), "final_hash", state_hash)
+
     # --- reading -------------------------------------------------------------------------
 
     async def version(self, game_id: str) -> int:
@@ -211,8 +215,12 @@ class EventStore:
 
     async def read(self, game_id: str, after: int = 0) -> list[EventEnvelope]:
         """The game's events with a version above ``after``, in order (with secrets)."""
-        entries = await self.redis.xrange(self.keys.log(game_id), min=f"{after + 1}-0")
+        entries: Any = await self.redis.xrange(self.keys.log(game_id), min=f"{after + 1}-0")
         return [load_event(json.loads(fields[b"e"])) for _, fields in entries]
+
+    async def final_hash(self, game_id: str) -> str | None:
+        raw = await self.redis.hget(self.keys.meta(game_id), "final_hash")
+        return None if raw is None else _text(raw)
 
     async def seen(self, game_id: str) -> dict[str, int]:
         raw = await self.redis.hgetall(self.keys.seen(game_id))
@@ -242,7 +250,7 @@ class EventStore:
         """
         key = self.keys.result(game_id, command_id)
         if timeout_s > 0:
-            raw = await self.redis.blmove(key, key, timeout_s, "LEFT", "LEFT")
+            raw = await self.redis.blmove(key, key, timeout_s, "LEFT", "LEFT")  # type: ignore[arg-type]
         else:
             raw = await self.redis.lindex(key, 0)
         return None if raw is None else CommandResult.model_validate_json(raw)

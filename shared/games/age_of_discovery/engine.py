@@ -319,7 +319,7 @@ def _legal_place(s: GameState, seat: int) -> list[Command]:
     out: list[Command] = [
         table[u][i] for u, count in enumerate(s.avail[seat]) if count for i in slots
     ]
-    if not s.university_used[seat] and _has(s, seat, "university"):
+    if not s.university_used[seat] and _has(s, seat, "university") is not None:
         out += [UseUniversity(seat, box, space) for box, space, _ in _university_moves(s, seat)]
     return out
 
@@ -978,9 +978,9 @@ def _auto_warfare(s: GameState, out: list[Event]) -> None:
     _building_benefits(s, out)
     queue = []
     for seat in s.order:
-        if _has(s, seat, "stable"):
+        if _has(s, seat, "stable") is not None:
             queue.append([seat, "stable"])
-        if _has(s, seat, "migration"):
+        if _has(s, seat, "migration") is not None:
             queue.append([seat, "migrate"])
     _next_phase(s, out, "upkeep", queue)
 

@@ -165,6 +165,7 @@ class GameState:
         s.names = tuple(s.names)
         s.dock = [tuple(x) for x in s.dock]  # type: ignore[misc]
         s.shipping = [tuple(x) for x in s.shipping]  # type: ignore[misc]
+        s.queue = [tuple(x) if isinstance(x, list) else x for x in s.queue]
         s.choices = {int(k): v for k, v in snapshot["choices"].items()}
         return s
 

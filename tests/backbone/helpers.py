@@ -1,0 +1,88 @@
+"""Helpers for backbone tests: legal command sequences played locally, engines in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from redis.asyncio import Redis
+
+from services.engine import Engine
+from shared.bus import Keys
+from shared.contracts import CommandEnvelope
+from shared.games import age_of_discovery as aod
+from shared.settings import Settings
+
+RULES = aod.compile_rules(aod.load_ruleset("standard"), {})
+
+
+def create_game(game_id: str, players: int = 3, seed: int = 1) -> CommandEnvelope:
+    return CommandEnvelope(
+        game_id=game_id,
+        type="create_game",
+        actor="system",
+        payload={"ruleset": "standard", "players": players, "seed": seed},
+    )
+
+
+def envelope(game_id: str, command: aod.Command) -> CommandEnvelope:
+    data = command.to_dict()
+    kind, seat = data.pop("type"), data.pop("seat")
+    return CommandEnvelope(game_id=game_id, seat=seat, type=kind, payload=data)
+
+
+def play_locally(
+    game_id: str, players: int, seed: int, limit: int | None = None
+) -> tuple[list[CommandEnvelope], aod.GameState]:
+    """A legal command sequence (create_game first) and the state it leads to."""
+    state, _ = aod.new_game(RULES, None, players, seed)
+    chooser = random.Random(seed)
+    commands = [create_game(game_id, players, seed)]
+    while (decisions := aod.pending(state)) and (limit is None or len(commands) <= limit):
+        seat = chooser.choice(decisions).seat
+        command = chooser.choice(aod.legal_commands(state, seat))
+        aod.decide_into(state, command)
+        commands.append(envelope(game_id, command))
+    return commands, state
+
+
+def settings_for(keys: Keys, **overrides: Any) -> Settings:
+    base: dict[str, Any] = {
+        "key_prefix": keys.prefix,
+        "partitions": keys.partitions,
+        "lease_ttl_ms": 1000,
+        "claim_idle_ms": 200,
+        "max_deliveries": 3,
+        "snapshot_every": 40,
+    }
+    return Settings(**{**base, **overrides})
+
+
+@asynccontextmanager
+async def running_engine(redis: Redis, keys: Keys, **overrides: Any) -> AsyncIterator[Engine]:
+    engine = Engine(redis, settings_for(keys, **overrides), keys)
+    stop = asyncio.Event()
+    task = asyncio.create_task(engine.run(stop))
+    try:
+        yield engine
+    finally:
+        stop.set()
+        await task
+
+
+async def replayed_hash(engine: Engine, game_id: str) -> str:
+    events = await engine.store.read(game_id)
+    state = aod.replay(RULES, [aod.Event(e.type, e.data, e.secret, e.visibility) for e in events])
+    return state.state_hash()
+
+
+async def wait_for(predicate: Any, timeout_s: float = 20.0, every_s: float = 0.05) -> None:
+    """Poll an async predicate until it holds (a test waits on real services, not on time)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not await predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError("condition not reached in time")
+        await asyncio.sleep(every_s)

@@ -1,0 +1,220 @@
+"""The engine service on a real Redis: the single writer of every game's log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from redis.asyncio import Redis
+
+from services.engine import Engine
+from shared.bus import CommandSender, Delivery, Keys
+from shared.contracts import CommandEnvelope, DecisionRequest
+from shared.games import age_of_discovery as aod
+
+from .helpers import (
+    create_game,
+    play_locally,
+    replayed_hash,
+    running_engine,
+    settings_for,
+    wait_for,
+)
+
+
+async def test_a_whole_game_through_the_engine_replays_to_its_recorded_hash(
+    redis: Redis, keys: Keys
+) -> None:
+    """Every command accepted with the version the local rules predict; the finished log
+    replays to the state hash the engine recorded, and a snapshot was taken on the way."""
+    commands, final = play_locally("g-full", players=3, seed=4)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys) as engine:
+        state, _ = aod.new_game(aod.compile_rules(aod.load_ruleset(), {}), None, 3, 4)
+        for i, command in enumerate(commands):
+            result = await sender.execute(command)
+            assert result.status == "accepted", result
+            if i:
+                assert command.seat is not None
+                aod.decide_into(state, aod.command_from_dict(command.rules_command()))
+            assert result.version == state.version
+
+        async def hash_recorded() -> bool:
+            return await engine.store.final_hash("g-full") is not None
+
+        await wait_for(hash_recorded)
+        assert await engine.store.final_hash("g-full") == final.state_hash()
+        assert await replayed_hash(engine, "g-full") == final.state_hash()
+        assert await redis.exists(keys.snapshot("g-full"))
+
+
+async def test_a_command_delivered_twice_is_applied_once(redis: Redis, keys: Keys) -> None:
+    commands, _ = play_locally("g-twice", players=2, seed=9, limit=6)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys) as engine:
+        for command in commands:
+            await sender.send(command)
+            await sender.send(command)  # a client retrying after a timeout
+        last = commands[-1]
+        result = await sender.result(last, timeout_s=10)
+        assert result is not None and result.status == "accepted"
+        await wait_for(lambda: _acked(redis, keys, "g-twice"))
+        assert engine.stats["duplicates"] == len(commands)
+        seen = await engine.store.seen("g-twice")
+        assert sorted(seen) == sorted(c.command_id for c in commands)
+        versions = [e.version for e in await engine.store.read("g-twice")]
+        assert versions == list(range(1, len(versions) + 1))
+        assert versions[-1] == result.version
+
+
+async def _acked(redis: Redis, keys: Keys, game_id: str) -> bool:
+    info = await redis.xpending(keys.commands(keys.partition(game_id)), "engine")
+    return bool(info["pending"] == 0)
+
+
+async def test_malformed_and_illegal_commands_are_rejected_and_change_nothing(
+    redis: Redis, keys: Keys
+) -> None:
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys) as engine:
+        assert (await sender.execute(create_game("g-bad", players=3, seed=2))).status == (
+            "accepted"
+        )
+        version = await engine.store.version("g-bad")
+        state = (await engine.store.load("g-bad", engine.codec)).state
+        assert state is not None
+        on_turn = aod.pending(state)[0].seat
+        other = (on_turn + 1) % 3
+        cases = {
+            "unknown_command": CommandEnvelope(game_id="g-bad", seat=on_turn, type="fly"),
+            "out_of_turn": CommandEnvelope(
+                game_id="g-bad",
+                seat=other,
+                type="place",
+                payload={"unit": "colonist", "box": "shipping"},
+            ),
+            "unknown_seat": CommandEnvelope(
+                game_id="g-bad",
+                seat=7,
+                type="place",
+                payload={"unit": "colonist", "box": "shipping"},
+            ),
+            "illegal_space": CommandEnvelope(
+                game_id="g-bad",
+                seat=on_turn,
+                type="place",
+                payload={"unit": "colonist", "box": "specialists", "space": "admiral"},
+            ),
+            "no_unit": CommandEnvelope(
+                game_id="g-bad",
+                seat=on_turn,
+                type="place",
+                payload={"unit": "soldier", "box": "shipping"},
+            ),
+            "malformed": CommandEnvelope(
+                game_id="g-bad", seat=on_turn, type="place", payload={"unit": 3, "box": []}
+            ),
+            "unknown_game": CommandEnvelope(game_id="g-nowhere", seat=0, type="pass", payload={}),
+            "game_exists": create_game("g-bad", players=3, seed=2),
+        }
+        for code, command in cases.items():
+            result = await sender.execute(command)
+            assert (result.status, result.code) == ("rejected", code), (code, result)
+            assert result.reason
+        # Not even an envelope: bad JSON, and JSON of the wrong shape naming its sender.
+        await sender.send_raw("g-bad", b"{not json")
+        named = {"command_id": "c-shape", "game_id": "g-bad", "type": 5}
+        await sender.send_raw("g-bad", json.dumps(named))
+        shaped = await engine.store.result("g-bad", "c-shape", timeout_s=10)
+        assert shaped is not None and (shaped.status, shaped.code) == ("rejected", "malformed")
+        await wait_for(lambda: _acked(redis, keys, "g-bad"))
+        assert await engine.store.version("g-bad") == version
+        rejections = await redis.xrange(keys.rejections(keys.partition("g-bad")))
+        codes = [json.loads(f[b"r"])["code"] for _, f in rejections]
+        assert codes.count("malformed") == 3
+        assert engine.stats["rejected"] >= len(cases) + 2
+
+
+async def test_a_command_that_crashes_its_handler_ends_in_the_dead_letters(
+    redis: Redis, keys: Keys
+) -> None:
+    """A game whose stored snapshot is corrupt makes every load crash: the command is
+    retried a bounded number of times, then dead-lettered, and the engine goes on."""
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys, max_deliveries=3, claim_idle_ms=100) as engine:
+        await redis.hset(keys.snapshot("g-poison"), mapping={"v": 1, "s": "{broken"})
+        poison = CommandEnvelope(game_id="g-poison", seat=0, type="pass")
+        await sender.send(poison)
+        healthy = await sender.execute(create_game("g-healthy", players=2, seed=1))
+        assert healthy.status == "accepted"
+
+        async def dead_lettered() -> bool:
+            return bool(await redis.xlen(keys.dead_letters()))
+
+        await wait_for(dead_lettered)
+        (_, record), *_ = await redis.xrange(keys.dead_letters())
+        assert b"delivered 4 times" in record[b"reason"]
+        assert json.loads(json.loads(record[b"fields"])["c"])["command_id"] == poison.command_id
+        assert engine.stats["crashed"] == 3
+        await wait_for(lambda: _acked(redis, keys, "g-poison"))
+
+
+async def test_decision_requests_name_the_seat_and_its_legal_commands(
+    redis: Redis, keys: Keys
+) -> None:
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        result = await sender.execute(create_game("g-decide", players=4, seed=3))
+        entries = await redis.xrange(keys.decisions(keys.partition("g-decide")))
+        request = DecisionRequest.model_validate_json(entries[-1][1][b"r"])
+        commands, _ = play_locally("g-decide", players=4, seed=3, limit=0)
+        state, _ = aod.new_game(aod.compile_rules(aod.load_ruleset(), {}), None, 4, 3)
+        assert request.version == result.version
+        assert request.seat == aod.pending(state)[0].seat
+        legal = [c.to_dict() for c in aod.legal_commands(state, request.seat)]
+        assert request.legal_commands == legal
+        assert "secret" not in entries[-1][1][b"r"].decode()
+        assert len(commands) == 1
+
+
+async def test_two_engines_racing_on_one_game_never_share_a_version(
+    redis: Redis, keys: Keys
+) -> None:
+    """Two engines that both believe they own a partition (a split brain) consume its
+    commands at once: optimistic appends keep one writer per version, with no gaps."""
+    commands, _ = play_locally("g-split", players=4, seed=8, limit=80)
+    settings = settings_for(keys)
+    a = Engine(redis, settings, keys, engine_id="engine-a")
+    b = Engine(redis, settings, keys, engine_id="engine-b")
+    p = keys.partition("g-split")
+    for engine in (a, b):
+        await engine.start()
+        engine.held = {p}
+    sender = CommandSender(redis, keys)
+    for command in commands:
+        await sender.send(command)
+
+    async def drain(engine: Engine) -> None:
+        while await engine.step(block_ms=20):
+            pass
+
+    await asyncio.gather(drain(a), drain(b), drain(a), drain(b))
+    entries = await redis.xrange(keys.log("g-split"))
+    versions = [int(eid.split(b"-")[0]) for eid, _ in entries]
+    assert versions == list(range(1, len(versions) + 1))
+    seen = await a.store.seen("g-split")
+    assert len(set(seen.values())) == len(seen)  # no two commands ended at one version
+    assert a.stats["accepted"] + b.stats["accepted"] == len(seen)
+    assert await replayed_hash(a, "g-split")  # the log still replays
+
+
+async def test_a_delivery_is_read_once_per_group(redis: Redis, keys: Keys) -> None:
+    """Sanity of the shared consumer group: one entry reaches one engine."""
+    a = Engine(redis, settings_for(keys), keys, engine_id="a")
+    await a.start()
+    sender = CommandSender(redis, keys)
+    await sender.send(create_game("g-once"))
+    p = keys.partition("g-once")
+    got = await a.reader.read([keys.commands(p)], 10, None)
+    again = await a.reader.read([keys.commands(p)], 10, None)
+    assert [type(d) for d in got] == [Delivery] and again == []

@@ -1,0 +1,148 @@
+"""The event store on a real Redis: atomic appends, conflicts, idempotency, snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from redis.asyncio import Redis
+
+from services.engine.codec import AgeOfDiscoveryCodec
+from shared.bus import GroupReader, Keys, ensure_group
+from shared.contracts import EventEnvelope, load_event, register_upcaster
+from shared.eventstore import Append, EventStore
+from shared.games import age_of_discovery as aod
+
+from .helpers import RULES
+
+
+def game_events(game_id: str, seed: int = 3) -> tuple[list[EventEnvelope], aod.GameState]:
+    state, events = aod.new_game(RULES, None, 3, seed)
+    envelopes = [
+        EventEnvelope(
+            game_id=game_id,
+            version=i,
+            type=e.type,
+            data=e.data,
+            secret=e.secret,
+            visibility=e.visibility,
+        )
+        for i, e in enumerate(events, 1)
+    ]
+    return envelopes, state
+
+
+async def test_append_then_read_back_in_order(redis: Redis, keys: Keys) -> None:
+    store = EventStore(redis, keys)
+    events, _ = game_events("g-read")
+    result = await store.append(Append("g-read", 0, events, "c1"))
+    assert (result.status, result.version) == ("ok", len(events))
+    back = await store.read("g-read")
+    assert [e.version for e in back] == list(range(1, len(events) + 1))
+    assert back[1].secret is not None  # the engine's own log keeps server-only values
+    assert await store.version("g-read") == len(events)
+    assert await store.game_ids(keys.partition("g-read")) == ["g-read"]
+
+
+async def test_stale_version_is_a_conflict_and_writes_nothing(redis: Redis, keys: Keys) -> None:
+    store = EventStore(redis, keys)
+    events, _ = game_events("g-stale")
+    await store.append(Append("g-stale", 0, events[:3], "c1"))
+    p = keys.partition("g-stale")
+    public_before = await redis.xlen(keys.events(p))
+    stale = await store.append(Append("g-stale", 1, events[1:4], "c2"))
+    assert (stale.status, stale.version) == ("conflict", 3)
+    assert await redis.xlen(keys.log("g-stale")) == 3
+    assert await redis.xlen(keys.events(p)) == public_before
+    assert "c2" not in await store.seen("g-stale")
+
+
+async def test_a_command_id_appends_once(redis: Redis, keys: Keys) -> None:
+    store = EventStore(redis, keys)
+    events, _ = game_events("g-dup")
+    first = await store.append(Append("g-dup", 0, events[:2], "same"))
+    again = await store.append(Append("g-dup", 2, events[2:4], "same"))
+    assert first.status == "ok"
+    assert (again.status, again.version) == ("duplicate", 2)
+    assert await redis.xlen(keys.log("g-dup")) == 2
+
+
+async def test_racing_appenders_never_share_a_version(redis: Redis, keys: Keys) -> None:
+    """Many writers append at the same expected version at once: exactly one wins each
+    round, and the log's versions stay gap-free."""
+    store = EventStore(redis, keys)
+    events, _ = game_events("g-race")
+    await store.append(Append("g-race", 0, events[:1], "c0"))
+    version = 1
+    for round_ in range(10):
+        candidates = [
+            Append(
+                "g-race",
+                version,
+                [events[1].model_copy(update={"version": version + 1})],
+                f"r{round_}-{w}",
+            )
+            for w in range(6)
+        ]
+        results = await asyncio.gather(*(store.append(a) for a in candidates))
+        assert sum(r.status == "ok" for r in results) == 1
+        version += 1
+    entries = await redis.xrange(keys.log("g-race"))
+    assert [int(eid.split(b"-")[0]) for eid, _ in entries] == list(range(1, version + 1))
+
+
+async def test_public_stream_is_redacted(redis: Redis, keys: Keys) -> None:
+    """Events copied to the partition stream never carry server-only values."""
+    store = EventStore(redis, keys)
+    events, _ = game_events("g-redact")
+    await store.append(Append("g-redact", 0, events, "c1"))
+    entries = await redis.xrange(keys.events(keys.partition("g-redact")))
+    docs = [json.loads(fields[b"e"]) for _, fields in entries]
+    assert len(docs) == len(events)
+    assert all(doc["secret"] is None for doc in docs)
+    assert any(e.secret for e in events)
+
+
+async def test_snapshot_plus_later_events_equals_the_full_replay(redis: Redis, keys: Keys) -> None:
+    store = EventStore(redis, keys)
+    codec = AgeOfDiscoveryCodec()
+    events, state = game_events("g-snap")
+    await store.append(Append("g-snap", 0, events[:5], "c1"))
+    partial = aod.replay(RULES, [aod.Event(e.type, e.data, e.secret) for e in events[:5]])
+    await store.save_snapshot("g-snap", 5, partial.to_snapshot())
+    await store.append(Append("g-snap", 5, events[5:], "c2"))
+    loaded = await store.load("g-snap", codec)
+    assert loaded.version == len(events)
+    assert loaded.state is not None
+    assert loaded.state.state_hash() == state.state_hash()
+    assert loaded.seen == {"c1": 5, "c2": len(events)}
+
+
+async def test_a_group_created_after_events_were_written_sees_them_all(
+    redis: Redis, keys: Keys
+) -> None:
+    store = EventStore(redis, keys)
+    events, _ = game_events("g-late")
+    await store.append(Append("g-late", 0, events, "c1"))
+    stream = keys.events(keys.partition("g-late"))
+    await ensure_group(redis, stream, "late-projection")
+    await ensure_group(redis, stream, "late-projection")  # idempotent
+    reader = GroupReader(redis, "late-projection", "p1", keys.dead_letters())
+    got = await reader.read([stream], count=1000, block_ms=None)
+    assert [int(d.fields[b"v"]) for d in got] == list(range(1, len(events) + 1))
+
+
+def test_old_events_are_upcast_on_load() -> None:
+    """A stored event of an older schema version loads through its registered upcaster."""
+
+    @register_upcaster("test_renamed", 0)
+    def rename(raw: dict[str, Any]) -> dict[str, Any]:
+        data = dict(raw["data"])
+        data["seat"] = data.pop("player")
+        return {**raw, "data": data}
+
+    old = {"game_id": "g", "version": 1, "type": "test_renamed", "data": {"player": 2}}
+    event = load_event({**old, "schema_version": 0})
+    assert event.data == {"seat": 2}
+    assert event.schema_version == 1
