@@ -160,6 +160,57 @@ async def _serve_engine(settings: Settings) -> None:
         await engine.run(stop)
 
 
+bench = typer.Typer(help="Benchmarks that print their figures.", no_args_is_help=True)
+app.add_typer(bench, name="bench")
+
+
+@bench.command("pipeline")
+def bench_pipeline(
+    games: Annotated[int, typer.Option(min=1, help="Concurrent games.")] = 200,
+    players: Annotated[int, typer.Option(min=2, max=5)] = 4,
+    seconds: Annotated[float, typer.Option(help="Stop starting commands after this.")] = 20.0,
+    engines: Annotated[
+        int, typer.Option(min=0, help="Engine processes to start (0: one in this process).")
+    ] = 1,
+    partitions: Annotated[int, typer.Option(min=1)] = 64,
+    seed: Annotated[int, typer.Option()] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
+) -> None:
+    """Drive concurrent games of random legal commands through the real bus and engine."""
+    from services.bench import pipeline
+    from services.runtime import EmbeddedRedis
+
+    settings = Settings()
+    configure_logging("WARNING")
+
+    async def run(url: str) -> dict[str, Any]:
+        from redis.asyncio import Redis
+
+        redis = Redis.from_url(url, max_connections=games + 64)
+        try:
+            return await pipeline(redis, url, games, players, seconds, engines, partitions, seed)
+        finally:
+            await redis.aclose()
+
+    embedded = None if settings.redis_url else EmbeddedRedis(str(settings.data_dir))
+    url = settings.redis_url or (embedded.url if embedded else "")
+    try:
+        with console.status(f"driving {games} games through the pipeline"):
+            result = asyncio.run(run(url))
+    finally:
+        if embedded is not None:
+            embedded.close()
+    if as_json:
+        print(json.dumps(result))
+        return
+    latency = result["latency_ms"]
+    console.print(
+        f"{result['commands']} commands in {result['seconds']} s: "
+        f"{result['commands_per_second']:.0f} commands/s, latency p50 {latency['p50']} ms, "
+        f"p95 {latency['p95']} ms, p99 {latency['p99']} ms"
+    )
+
+
 @app.command()
 def up() -> None:
     """Run every service in one process (an embedded Redis unless CARAVEL_REDIS_URL is set)."""

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from redis.asyncio import Redis
 
-from shared.bus import Keys
+from shared.bus import Keys, delete_namespace
 
 
 def _docker_redis() -> Iterator[str] | None:
@@ -70,15 +70,3 @@ async def redis(redis_url: str, keys: Keys) -> AsyncIterator[Redis]:
     finally:
         await delete_namespace(client, keys.prefix)
         await client.aclose()
-
-
-async def delete_namespace(client: Redis, prefix: str) -> None:
-    """Delete the keys of one test namespace, and only those."""
-    batch = []
-    async for key in client.scan_iter(match=f"{prefix}:*", count=500):
-        batch.append(key)
-        if len(batch) >= 500:
-            await client.delete(*batch)
-            batch = []
-    if batch:
-        await client.delete(*batch)

@@ -29,6 +29,7 @@ from redis.asyncio import Redis
 
 from shared.bus import Delivery, GroupReader, Keys, ensure_group
 from shared.contracts import (
+    SCHEMA_VERSION,
     CommandEnvelope,
     CommandResult,
     DecisionRequest,
@@ -295,8 +296,13 @@ class Engine:
                 raise
         except Reject as r:
             return env.game_id, self._rejected(p, d.id, env, r.code, r.reason)
+        # The engine made these itself: construct without re-validating (the hot path).
+        now = datetime.now(UTC)
         envelopes = [
-            EventEnvelope(
+            EventEnvelope.model_construct(
+                event_id=uuid.uuid4().hex,
+                recorded_at=now,
+                schema_version=SCHEMA_VERSION,
                 game_id=env.game_id,
                 version=game.version + i,
                 type=e.type,
@@ -426,7 +432,9 @@ class Engine:
             if game is None or game.state is None:
                 continue
             a.decisions = [
-                DecisionRequest(
+                DecisionRequest.model_construct(
+                    request_id=uuid.uuid4().hex,
+                    correlation_id=None,
                     game_id=game_id,
                     version=a.version,
                     seat=decision.seat,

@@ -2,6 +2,6 @@
 
 from .commands import CommandSender
 from .consumer import Delivery, GroupReader, ensure_group
-from .keys import Keys
+from .keys import Keys, delete_namespace
 
-__all__ = ["CommandSender", "Delivery", "GroupReader", "Keys", "ensure_group"]
+__all__ = ["CommandSender", "Delivery", "GroupReader", "Keys", "delete_namespace", "ensure_group"]

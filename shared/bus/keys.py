@@ -6,6 +6,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from redis.asyncio import Redis
+
 
 @dataclass(frozen=True)
 class Keys:
@@ -71,3 +73,15 @@ class Keys:
 
     def all_partitions(self) -> range:
         return range(self.partitions)
+
+
+async def delete_namespace(redis: Redis, prefix: str) -> None:
+    """Delete every key under ``prefix:`` and nothing else (never a FLUSHALL)."""
+    batch = []
+    async for key in redis.scan_iter(match=f"{prefix}:*", count=1000):
+        batch.append(key)
+        if len(batch) >= 1000:
+            await redis.delete(*batch)
+            batch = []
+    if batch:
+        await redis.delete(*batch)

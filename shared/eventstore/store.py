@@ -154,8 +154,9 @@ class EventStore:
             len(a.events),
         ]
         for event in a.events:
-            args.append(event.model_dump_json())
-            args.append(event.redacted().model_dump_json())
+            full = event.model_dump_json()
+            args.append(full)
+            args.append(full if event.secret is None else event.redacted().model_dump_json())
         args.extend(a.decisions)
         return keys, args
 

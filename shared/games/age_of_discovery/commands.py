@@ -7,7 +7,8 @@ are the way in and out of JSON for the services.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, dataclass, fields
+from functools import cache
 from typing import Any, ClassVar, NamedTuple
 
 # Boxes a unit can be placed in (rules §3 A). Order is resolution order.
@@ -84,11 +85,17 @@ class Command:
     seat: int
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        for k, v in out.items():
-            if isinstance(v, list):
-                out[k] = list(v)
-        return {"type": self.type, **out}
+        """The wire form: ``type`` plus every field (tuples as lists)."""
+        out: dict[str, Any] = {"type": self.type}
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+@cache
+def _field_names(cls: Any) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +256,7 @@ def command_from_dict(raw: Any) -> Command:
     args: dict[str, Any] = {}
     for f in fields(cls):
         if f.name not in raw:
-            if f.default is not f.default_factory:  # has a default
+            if f.default is not MISSING:
                 continue
             raise RuleViolation("malformed", f"{kind}: missing field {f.name!r}")
         value = raw[f.name]

@@ -1,0 +1,196 @@
+"""``caravel bench pipeline``: many concurrent games through the real bus and engine.
+
+Each game is a task that keeps its own copy of the game (the rules are deterministic, so
+the copy follows the engine's log exactly), sends a random legal command onto the game's
+partition command stream and waits until the engine has appended its events, seen on the
+partition event streams. The figure is commands per second, and the latency from command
+sent to events appended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from shared.bus import CommandSender, Keys, delete_namespace
+from shared.contracts import CommandEnvelope
+from shared.games import age_of_discovery as aod
+from shared.settings import Settings
+
+
+@dataclass
+class Waiters:
+    """Futures keyed by (game, version), resolved when that version reaches the stream."""
+
+    futures: dict[tuple[str, int], asyncio.Future[float]] = field(default_factory=dict)
+
+    def expect(self, game_id: str, version: int) -> asyncio.Future[float]:
+        future = asyncio.get_running_loop().create_future()
+        self.futures[(game_id, version)] = future
+        return future
+
+    def seen(self, game_id: str, version: int, at: float) -> None:
+        future = self.futures.pop((game_id, version), None)
+        if future is not None and not future.done():
+            future.set_result(at)
+
+
+async def _watch(redis: Redis, keys: Keys, waiters: Waiters, stop: asyncio.Event) -> None:
+    # The namespace is new: reading from the start misses nothing between two reads.
+    streams = {keys.events(p): "0-0" for p in keys.all_partitions()}
+    while not stop.is_set():
+        replies: Any = await redis.xread(streams, count=1000, block=100)
+        now = time.perf_counter()
+        for stream, entries in replies or []:
+            name = stream.decode() if isinstance(stream, bytes) else stream
+            for _, fields in entries:
+                waiters.seen(fields[b"g"].decode(), int(fields[b"v"]), now)
+            streams[name] = entries[-1][0]
+
+
+async def _play(
+    game_id: str,
+    players: int,
+    seed: int,
+    sender: CommandSender,
+    waiters: Waiters,
+    rules: aod.Rules,
+    latencies: list[float],
+    deadline: float,
+) -> int:
+    state, _ = aod.new_game(rules, None, players, seed)
+    chooser = random.Random(seed)
+    command = CommandEnvelope(
+        game_id=game_id,
+        type="create_game",
+        actor="system",
+        payload={"players": players, "seed": seed},
+    )
+    expected = state.version
+    sent = 0
+    while True:
+        future = waiters.expect(game_id, expected)
+        started = time.perf_counter()
+        await sender.send(command)
+        latencies.append(await asyncio.wait_for(future, 60) - started)
+        sent += 1
+        decisions = aod.pending(state)
+        if not decisions or time.perf_counter() > deadline:
+            return sent
+        seat = chooser.choice(decisions).seat
+        chosen = chooser.choice(aod.legal_commands(state, seat))
+        aod.decide_into(state, chosen)
+        expected = state.version
+        data = chosen.to_dict()
+        kind = data.pop("type")
+        data.pop("seat")
+        command = CommandEnvelope(game_id=game_id, seat=seat, type=kind, payload=data, actor="bot")
+
+
+def _spawn_engines(count: int, redis_url: str, keys: Keys) -> list[subprocess.Popen[bytes]]:
+    env = {
+        **os.environ,
+        "CARAVEL_REDIS_URL": redis_url,
+        "CARAVEL_KEY_PREFIX": keys.prefix,
+        "CARAVEL_PARTITIONS": str(keys.partitions),
+        "CARAVEL_LOG_LEVEL": "WARNING",
+    }
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "engine"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))
+    return sorted_values[index]
+
+
+async def pipeline(
+    redis: Redis,
+    redis_url: str,
+    games: int,
+    players: int,
+    seconds: float,
+    engines: int,
+    partitions: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Run the benchmark in its own key namespace and return its figures."""
+    keys = Keys(prefix=f"cvbench-{uuid.uuid4().hex[:8]}", partitions=partitions)
+    rules = aod.compile_rules(aod.load_ruleset("standard"), {})
+    waiters = Waiters()
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(_watch(redis, keys, waiters, stop))
+    workers: list[subprocess.Popen[bytes]] = []
+    in_process: list[asyncio.Task[None]] = []
+    if engines > 0:
+        workers = _spawn_engines(engines, redis_url, keys)
+    else:
+        from services.engine import Engine
+
+        settings = Settings(key_prefix=keys.prefix, partitions=partitions)
+        in_process.append(asyncio.create_task(Engine(redis, settings, keys).run(stop)))
+    try:
+        await _engines_ready(redis, keys, max(engines, 1))
+        sender = CommandSender(redis, keys)
+        latencies: list[float] = []
+        started = time.perf_counter()
+        deadline = started + seconds
+        sent = await asyncio.gather(
+            *(
+                _play(f"bench-{i}", players, seed + i, sender, waiters, rules, latencies, deadline)
+                for i in range(games)
+            )
+        )
+        elapsed = time.perf_counter() - started
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            worker.wait(timeout=30)
+        await asyncio.gather(watcher, *in_process, return_exceptions=True)
+        await delete_namespace(redis, keys.prefix)
+    ordered = sorted(latencies)
+    total = sum(sent)
+    return {
+        "games": games,
+        "players": players,
+        "engines": engines,
+        "partitions": partitions,
+        "commands": total,
+        "seconds": round(elapsed, 2),
+        "commands_per_second": round(total / elapsed, 1),
+        "latency_ms": {
+            name: round(1000 * _percentile(ordered, q), 2)
+            for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+        },
+    }
+
+
+async def _engines_ready(redis: Redis, keys: Keys, count: int) -> None:
+    """Wait until every partition is leased, so the clock starts on a working pipeline."""
+    for _ in range(600):
+        owners = await redis.mget([keys.lease(p) for p in keys.all_partitions()])
+        if all(owners) and len(set(owners)) >= min(count, keys.partitions):
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError("engines did not take the partitions")
