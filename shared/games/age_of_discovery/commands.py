@@ -87,7 +87,7 @@ class Command:
     def to_dict(self) -> dict[str, Any]:
         """The wire form: ``type`` plus every field (tuples as lists)."""
         out: dict[str, Any] = {"type": self.type}
-        for name in _field_names(type(self)):
+        for name in _field_names(type(self)):  # type: ignore[arg-type]
             value = getattr(self, name)
             out[name] = list(value) if isinstance(value, tuple) else value
         return out
