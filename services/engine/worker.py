@@ -137,11 +137,12 @@ class Engine:
     async def step(self, block_ms: int | None = None) -> int:
         """Read and handle one batch of new commands; returns how many were read."""
         streams = [self.keys.commands(p) for p in sorted(self.held)]
+        if not streams:  # no partition yet: wait for the lease loop (and let it run)
+            await asyncio.sleep((block_ms or 0) / 1000)
+            return 0
         deliveries = await self.reader.read(streams, self.settings.batch_size, block_ms)
         if deliveries:
             await self.handle(deliveries)
-        elif block_ms is None:
-            await asyncio.sleep(0)
         return len(deliveries)
 
     async def reclaim(self) -> None:
@@ -300,7 +301,7 @@ class Engine:
         now = datetime.now(UTC)
         envelopes = [
             EventEnvelope.model_construct(
-                event_id=uuid.uuid4().hex,
+                event_id=f"{env.game_id}:{game.version + i}",
                 recorded_at=now,
                 schema_version=SCHEMA_VERSION,
                 game_id=env.game_id,
@@ -433,7 +434,7 @@ class Engine:
                 continue
             a.decisions = [
                 DecisionRequest.model_construct(
-                    request_id=uuid.uuid4().hex,
+                    request_id=f"{game_id}:{a.version}:{decision.seat}",
                     correlation_id=None,
                     game_id=game_id,
                     version=a.version,

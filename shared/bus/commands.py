@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from redis.asyncio import Redis
 
 from shared.contracts import CommandEnvelope, CommandResult
-from shared.eventstore import EventStore
 
 from .keys import Keys
 
@@ -16,7 +17,6 @@ class CommandSender:
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
-        self.store = EventStore(redis, keys)
 
     async def send(self, command: CommandEnvelope) -> str:
         """Queue ``command``; returns the stream entry id. The engine answers asynchronously."""
@@ -30,14 +30,25 @@ class CommandSender:
         entry = await self.redis.xadd(stream, {"c": payload})
         return entry.decode() if isinstance(entry, bytes) else str(entry)
 
-    async def result(self, command: CommandEnvelope, timeout_s: float = 0) -> CommandResult | None:
-        """The engine's answer to ``command`` (waiting up to ``timeout_s``)."""
-        return await self.store.result(command.game_id, command.command_id, timeout_s)  # type: ignore[no-any-return]
+    async def result(
+        self, game_id: str, command_id: str, timeout_s: float = 0
+    ) -> CommandResult | None:
+        """The engine's answer to a command, waiting up to ``timeout_s`` (0: no wait).
+
+        Reading does not consume it: a sender may ask again.
+        """
+        key = self.keys.result(game_id, command_id)
+        raw: Any
+        if timeout_s > 0:
+            raw = await self.redis.blmove(key, key, timeout_s, "LEFT", "LEFT")  # type: ignore[arg-type]
+        else:
+            raw = await self.redis.lindex(key, 0)
+        return None if raw is None else CommandResult.model_validate_json(raw)
 
     async def execute(self, command: CommandEnvelope, timeout_s: float = 5) -> CommandResult:
         """Send and wait for the answer; raises TimeoutError when none comes in time."""
         await self.send(command)
-        result = await self.result(command, timeout_s)
+        result = await self.result(command.game_id, command.command_id, timeout_s)
         if result is None:
             raise TimeoutError(f"no answer to command {command.command_id} in {timeout_s}s")
         return result

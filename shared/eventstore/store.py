@@ -244,18 +244,6 @@ class EventStore:
             version = event.version
         return Loaded(state, version, await self.seen(game_id) if version else {})
 
-    async def result(self, game_id: str, command_id: str, timeout_s: float = 0) -> Any:
-        """The sender's view of a command: waits up to ``timeout_s`` for it (0: no wait).
-
-        Reading does not consume it: a sender may ask again.
-        """
-        key = self.keys.result(game_id, command_id)
-        if timeout_s > 0:
-            raw = await self.redis.blmove(key, key, timeout_s, "LEFT", "LEFT")  # type: ignore[arg-type]
-        else:
-            raw = await self.redis.lindex(key, 0)
-        return None if raw is None else CommandResult.model_validate_json(raw)
-
     async def game_ids(self, partition: int) -> list[str]:
         return sorted(_text(g) for g in await self.redis.smembers(self.keys.games(partition)))
 

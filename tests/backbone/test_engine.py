@@ -56,7 +56,7 @@ async def test_a_command_delivered_twice_is_applied_once(redis: Redis, keys: Key
             await sender.send(command)
             await sender.send(command)  # a client retrying after a timeout
         last = commands[-1]
-        result = await sender.result(last, timeout_s=10)
+        result = await sender.result(last.game_id, last.command_id, timeout_s=10)
         assert result is not None and result.status == "accepted"
         await wait_for(lambda: _acked(redis, keys, "g-twice"))
         assert engine.stats["duplicates"] == len(commands)
@@ -125,7 +125,7 @@ async def test_malformed_and_illegal_commands_are_rejected_and_change_nothing(
         await sender.send_raw("g-bad", b"{not json")
         named = {"command_id": "c-shape", "game_id": "g-bad", "type": 5}
         await sender.send_raw("g-bad", json.dumps(named))
-        shaped = await engine.store.result("g-bad", "c-shape", timeout_s=10)
+        shaped = await sender.result("g-bad", "c-shape", timeout_s=10)
         assert shaped is not None and (shaped.status, shaped.code) == ("rejected", "malformed")
         await wait_for(lambda: _acked(redis, keys, "g-bad"))
         assert await engine.store.version("g-bad") == version

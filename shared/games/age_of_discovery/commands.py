@@ -8,7 +8,6 @@ are the way in and out of JSON for the services.
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
-from functools import cache
 from typing import Any, ClassVar, NamedTuple
 
 # Boxes a unit can be placed in (rules §3 A). Order is resolution order.
@@ -87,15 +86,10 @@ class Command:
     def to_dict(self) -> dict[str, Any]:
         """The wire form: ``type`` plus every field (tuples as lists)."""
         out: dict[str, Any] = {"type": self.type}
-        for name in _field_names(type(self)):  # type: ignore[arg-type]
+        for name, _, _ in _SPECS[type(self)]:
             value = getattr(self, name)
             out[name] = list(value) if isinstance(value, tuple) else value
         return out
-
-
-@cache
-def _field_names(cls: Any) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +239,13 @@ _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
+# (name, declared type, has a default) for each field of each command class.
+_SPECS: dict[type[Command], tuple[tuple[str, str, bool], ...]] = {
+    cls: tuple((f.name, str(f.type), f.default is not MISSING) for f in fields(cls))
+    for cls in COMMAND_TYPES.values()
+}
+
+
 def command_from_dict(raw: Any) -> Command:
     """Parse a command from JSON-like data, refusing anything malformed with a violation."""
     if not isinstance(raw, dict):
@@ -253,21 +254,23 @@ def command_from_dict(raw: Any) -> Command:
     cls = COMMAND_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise RuleViolation("unknown_command", f"unknown command type {kind!r}")
+    specs = _SPECS[cls]
     args: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.name not in raw:
-            if f.default is not MISSING:
+    for name, declared, has_default in specs:
+        if name not in raw:
+            if has_default:
                 continue
-            raise RuleViolation("malformed", f"{kind}: missing field {f.name!r}")
-        value = raw[f.name]
-        if f.type == "tuple[str, ...]":
+            raise RuleViolation("malformed", f"{kind}: missing field {name!r}")
+        value = raw[name]
+        if declared == "tuple[str, ...]":
             if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-                raise RuleViolation("malformed", f"{kind}.{f.name}: expected a list of strings")
+                raise RuleViolation("malformed", f"{kind}.{name}: expected a list of strings")
             value = tuple(value)
-        elif isinstance(value, bool) or not isinstance(value, _FIELD_TYPES[str(f.type)]):
-            raise RuleViolation("malformed", f"{kind}.{f.name}: expected {f.type}")
-        args[f.name] = value
-    unknown = set(raw) - {f.name for f in fields(cls)} - {"type"}
-    if unknown:
-        raise RuleViolation("malformed", f"{kind}: unknown fields {sorted(unknown)}")
+        elif isinstance(value, bool) or not isinstance(value, _FIELD_TYPES[declared]):
+            raise RuleViolation("malformed", f"{kind}.{name}: expected {declared}")
+        args[name] = value
+    if len(raw) > len(args) + 1:
+        unknown = set(raw) - {name for name, _, _ in specs} - {"type"}
+        if unknown:
+            raise RuleViolation("malformed", f"{kind}: unknown fields {sorted(unknown, key=str)}")
     return cls(**args)

@@ -99,7 +99,7 @@ def view(s: GameState, seat: int | None = None) -> dict[str, Any]:
         "boxes": _boxes(s),
         "resolving": _resolving(s),
         "goods_revealed": [rules.goods[g] for g in s.goods_revealed],
-        "goods_pile": len(s.goods_pile),
+        "goods_pile_size": len(s.goods_pile),
         "buildings_revealed": [rules.buildings[b].id for b in s.revealed_buildings],
         "building_piles": [len(p) for p in s.piles],
         "discovery_deck": len(s.deck),
