@@ -18,12 +18,13 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import CommandSender, Keys, delete_namespace
-from shared.contracts import CommandEnvelope
+from shared.bus import Keys, delete_namespace
+from shared.contracts import SCHEMA_VERSION, CommandEnvelope
 from shared.games import age_of_discovery as aod
 from shared.settings import Settings
 
@@ -45,6 +46,32 @@ class Waiters:
             future.set_result(at)
 
 
+class Outbox:
+    """Commands from every game task, sent in pipelined batches: one round trip carries
+    whatever the tasks queued since the last one (the driver must not be the bottleneck)."""
+
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.queue: list[tuple[str, str]] = []
+        self.ready = asyncio.Event()
+
+    def send(self, command: CommandEnvelope) -> None:
+        stream = self.keys.commands(self.keys.partition(command.game_id))
+        self.queue.append((stream, command.model_dump_json()))
+        self.ready.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self.ready.wait()
+            self.ready.clear()
+            batch, self.queue = self.queue, []
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for stream, payload in batch:
+                    pipe.xadd(stream, {"c": payload})
+                await pipe.execute()
+
+
 async def _watch(redis: Redis, keys: Keys, waiters: Waiters, stop: asyncio.Event) -> None:
     # The namespace is new: reading from the start misses nothing between two reads.
     streams = {keys.events(p): "0-0" for p in keys.all_partitions()}
@@ -62,11 +89,12 @@ async def _play(
     game_id: str,
     players: int,
     seed: int,
-    sender: CommandSender,
+    outbox: Outbox,
     waiters: Waiters,
     rules: aod.Rules,
     latencies: list[float],
     deadline: float,
+    interval: float,
 ) -> int:
     state, _ = aod.new_game(rules, None, players, seed)
     chooser = random.Random(seed)
@@ -78,10 +106,16 @@ async def _play(
     )
     expected = state.version
     sent = 0
+    # With a target rate, each game sends one command per interval (open loop), starting
+    # at a random offset so that the games do not all send at once.
+    next_send = time.perf_counter() + chooser.random() * interval
     while True:
+        if interval:
+            await asyncio.sleep(max(0.0, next_send - time.perf_counter()))
+            next_send += interval
         future = waiters.expect(game_id, expected)
         started = time.perf_counter()
-        await sender.send(command)
+        outbox.send(command)
         latencies.append(await asyncio.wait_for(future, 60) - started)
         sent += 1
         decisions = aod.pending(state)
@@ -94,7 +128,18 @@ async def _play(
         data = chosen.to_dict()
         kind = data.pop("type")
         data.pop("seat")
-        command = CommandEnvelope(game_id=game_id, seat=seat, type=kind, payload=data, actor="bot")
+        command = CommandEnvelope.model_construct(
+            command_id=uuid.uuid4().hex,
+            game_id=game_id,
+            seat=seat,
+            type=kind,
+            payload=data,
+            actor="bot",
+            causation_id=None,
+            correlation_id=None,
+            issued_at=datetime.now(UTC),
+            schema_version=SCHEMA_VERSION,
+        )
 
 
 def _spawn_engines(count: int, redis_url: str, keys: Keys) -> list[subprocess.Popen[bytes]]:
@@ -132,6 +177,7 @@ async def pipeline(
     engines: int,
     partitions: int,
     seed: int,
+    rate: float = 0,
 ) -> dict[str, Any]:
     """Run the benchmark in its own key namespace and return its figures."""
     keys = Keys(prefix=f"cvbench-{uuid.uuid4().hex[:8]}", partitions=partitions)
@@ -150,13 +196,25 @@ async def pipeline(
         in_process.append(asyncio.create_task(Engine(redis, settings, keys).run(stop)))
     try:
         await _engines_ready(redis, keys, max(engines, 1))
-        sender = CommandSender(redis, keys)
+        outbox = Outbox(redis, keys)
+        flusher = asyncio.create_task(outbox.run(stop))
         latencies: list[float] = []
         started = time.perf_counter()
         deadline = started + seconds
+        interval = games / rate if rate > 0 else 0.0
         sent = await asyncio.gather(
             *(
-                _play(f"bench-{i}", players, seed + i, sender, waiters, rules, latencies, deadline)
+                _play(
+                    f"bench-{i}",
+                    players,
+                    seed + i,
+                    outbox,
+                    waiters,
+                    rules,
+                    latencies,
+                    deadline,
+                    interval,
+                )
                 for i in range(games)
             )
         )
@@ -167,12 +225,16 @@ async def pipeline(
             worker.send_signal(signal.SIGTERM)
         for worker in workers:
             worker.wait(timeout=30)
+        outbox.ready.set()
         await asyncio.gather(watcher, *in_process, return_exceptions=True)
+        if "flusher" in locals():
+            await asyncio.gather(flusher, return_exceptions=True)
         await delete_namespace(redis, keys.prefix)
     ordered = sorted(latencies)
     total = sum(sent)
     return {
         "games": games,
+        "target_rate": rate or None,
         "players": players,
         "engines": engines,
         "partitions": partitions,

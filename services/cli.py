@@ -174,6 +174,9 @@ def bench_pipeline(
     ] = 1,
     partitions: Annotated[int, typer.Option(min=1)] = 64,
     seed: Annotated[int, typer.Option()] = 1,
+    rate: Annotated[
+        float, typer.Option(min=0, help="Commands/s to offer in all (0: as fast as possible).")
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
 ) -> None:
     """Drive concurrent games of random legal commands through the real bus and engine."""
@@ -184,11 +187,13 @@ def bench_pipeline(
     configure_logging("WARNING")
 
     async def run(url: str) -> dict[str, Any]:
-        from redis.asyncio import Redis
+        from shared.bus import connect
 
-        redis = Redis.from_url(url, max_connections=games + 64)
+        redis = connect(url, max_connections=games + 64)
         try:
-            return await pipeline(redis, url, games, players, seconds, engines, partitions, seed)
+            return await pipeline(
+                redis, url, games, players, seconds, engines, partitions, seed, rate
+            )
         finally:
             await redis.aclose()
 

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 import structlog
 from redis.asyncio import Redis
 
+from shared.bus import connect
 from shared.settings import Settings
 
 
@@ -56,7 +57,7 @@ async def redis_for(settings: Settings) -> AsyncIterator[Redis]:
     if not url:
         embedded = EmbeddedRedis(str(settings.data_dir))
         url = embedded.url
-    redis = Redis.from_url(url)
+    redis = connect(url)
     try:
         await redis.ping()
         yield redis

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from redis.asyncio import Redis
 
-from shared.bus import Keys, delete_namespace
+from shared.bus import Keys, connect, delete_namespace
 
 
 def _docker_redis() -> Iterator[str] | None:
@@ -64,7 +64,7 @@ def keys() -> Keys:
 
 @pytest.fixture
 async def redis(redis_url: str, keys: Keys) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
+    client = connect(redis_url)
     try:
         yield client
     finally:

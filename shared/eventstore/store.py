@@ -26,7 +26,9 @@ _APPEND = """
 -- KEYS: 1 log, 2 partition events, 3 meta, 4 seen, 5 partition games, 6 result,
 --       7 command stream, 8 decisions
 -- ARGV: 1 expected version, 2 command id, 3 game id, 4 group, 5 entry id, 6 result ttl,
---       7 result json, 8 event count, then (full, public) json pairs, then decision jsons
+--       7 result json, 8 event count, then (public json, secret json or '') pairs, then
+--       decision jsons. The log keeps the secret beside the public event; the partition
+--       stream gets the public event only.
 local version = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
 if ARGV[2] ~= '' then
   local seen = redis.call('HGET', KEYS[4], ARGV[2])
@@ -36,8 +38,13 @@ if version ~= tonumber(ARGV[1]) then return {'conflict', tostring(version)} end
 local n = tonumber(ARGV[8])
 for i = 0, n - 1 do
   version = version + 1
-  redis.call('XADD', KEYS[1], version .. '-0', 'e', ARGV[9 + 2 * i])
-  redis.call('XADD', KEYS[2], '*', 'g', ARGV[3], 'v', version, 'e', ARGV[10 + 2 * i])
+  local public, secret = ARGV[9 + 2 * i], ARGV[10 + 2 * i]
+  if secret == '' then
+    redis.call('XADD', KEYS[1], version .. '-0', 'e', public)
+  else
+    redis.call('XADD', KEYS[1], version .. '-0', 'e', public, 's', secret)
+  end
+  redis.call('XADD', KEYS[2], '*', 'g', ARGV[3], 'v', version, 'e', public)
 end
 redis.call('HSET', KEYS[3], 'version', version)
 if tonumber(ARGV[1]) == 0 then redis.call('SADD', KEYS[5], ARGV[3]) end
@@ -154,9 +161,8 @@ class EventStore:
             len(a.events),
         ]
         for event in a.events:
-            full = event.model_dump_json()
-            args.append(full)
-            args.append(full if event.secret is None else event.redacted().model_dump_json())
+            args.append(event.redacted().model_dump_json())
+            args.append("" if event.secret is None else json.dumps(event.secret))
         args.extend(a.decisions)
         return keys, args
 
@@ -217,7 +223,13 @@ class EventStore:
     async def read(self, game_id: str, after: int = 0) -> list[EventEnvelope]:
         """The game's events with a version above ``after``, in order (with secrets)."""
         entries: Any = await self.redis.xrange(self.keys.log(game_id), min=f"{after + 1}-0")
-        return [load_event(json.loads(fields[b"e"])) for _, fields in entries]
+        events = []
+        for _, fields in entries:
+            raw = json.loads(fields[b"e"])
+            if b"s" in fields:
+                raw["secret"] = json.loads(fields[b"s"])
+            events.append(load_event(raw))
+        return events
 
     async def final_hash(self, game_id: str) -> str | None:
         raw = await self.redis.hget(self.keys.meta(game_id), "final_hash")

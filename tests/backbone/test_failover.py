@@ -68,7 +68,11 @@ async def test_sigkill_mid_run_another_worker_takes_over(
             await wait_for(all_done, timeout_s=90)
         finally:
             second.send_signal(signal.SIGTERM)
-            second.wait(timeout=20)
+            try:
+                assert second.wait(timeout=20) == 0  # a graceful stop on SIGTERM
+            finally:
+                if second.poll() is None:
+                    second.kill()
     finally:
         if first.poll() is None:
             first.kill()
