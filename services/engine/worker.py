@@ -21,6 +21,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import structlog
@@ -32,7 +33,6 @@ from shared.contracts import (
     SCHEMA_VERSION,
     CommandEnvelope,
     CommandResult,
-    DecisionRequest,
     EventEnvelope,
     Rejection,
 )
@@ -77,6 +77,32 @@ class Finish:
     game_id: str | None
     result: CommandResult | None
     rejection: Rejection | None = None
+
+
+@lru_cache(maxsize=65536)
+def _command_json(command: aod.Command) -> str:
+    return json.dumps(command.to_dict(), separators=(",", ":"))
+
+
+def _decision_json(
+    game_id: str, version: int, decision: aod.Decision, deadline: str, state: aod.GameState
+) -> str:
+    """A :class:`DecisionRequest` as JSON, built by hand: the engine sends one after every
+    batch for every game it touched, and commands repeat (their JSON is cached)."""
+    head = json.dumps(
+        {
+            "request_id": f"{game_id}:{version}:{decision.seat}",
+            "game_id": game_id,
+            "version": version,
+            "seat": decision.seat,
+            "kind": decision.kind,
+            "deadline": deadline,
+            "correlation_id": None,
+        },
+        separators=(",", ":"),
+    )
+    legal = ",".join(_command_json(c) for c in aod.legal_commands(state, decision.seat))
+    return f'{head[:-1]},"legal_commands":[{legal}]}}'
 
 
 class Reject(Exception):
@@ -228,9 +254,14 @@ class Engine:
     async def handle(self, deliveries: Sequence[Delivery], attempt: int = 0) -> None:
         """Decide every delivery in order, then write the whole batch in one round trip."""
         outcomes: list[tuple[Delivery, str | None, Append | Finish]] = []
-        for d in deliveries:
+        parsed = [(d, self._parse(d)) for d in deliveries]
+        await self._prefetch([env for _, env in parsed if isinstance(env, CommandEnvelope)])
+        for d, env in parsed:
+            if isinstance(env, Finish):
+                outcomes.append((d, None, env))
+                continue
             try:
-                game_id, outcome = await self._decide(d)
+                game_id, outcome = await self._decide(d, env)
             except Exception:
                 # A crash: leave the entry pending; it is reclaimed and retried, and after
                 # too many deliveries it goes to the dead letters.
@@ -267,13 +298,31 @@ class Engine:
             else:
                 log.warning("giving up on a batch for now", entries=len(retry))
 
-    async def _decide(self, d: Delivery) -> tuple[str | None, Append | Finish]:
-        p = self._streams[d.stream]
+    def _parse(self, d: Delivery) -> CommandEnvelope | Finish:
         raw = d.fields.get(b"c", b"")
         try:
-            env = CommandEnvelope.model_validate_json(raw)
+            return CommandEnvelope.model_validate_json(raw)
         except ValidationError as e:
-            return None, self._malformed(p, d.id, raw, e)
+            return self._malformed(self._streams[d.stream], d.id, raw, e)
+
+    async def _prefetch(self, commands: Sequence[CommandEnvelope]) -> None:
+        """Load every game of a batch that is not cached, in two round trips."""
+        missing = sorted({c.game_id for c in commands} - self.games.keys())
+        if not missing:
+            return
+        try:
+            loaded = await self.store.load_many(missing, self.codec)
+        except Exception:
+            return  # some game does not load: each is loaded alone, isolating the failure
+        for game_id, game in loaded.items():
+            self.games[game_id] = Game(game.state, game.version, game.seen)
+        while len(self.games) > CACHE_GAMES:
+            self.games.popitem(last=False)
+
+    async def _decide(
+        self, d: Delivery, env: CommandEnvelope
+    ) -> tuple[str | None, Append | Finish]:
+        p = self._streams[d.stream]
         try:
             if self.keys.partition(env.game_id) != p:
                 raise Reject("wrong_partition", f"game {env.game_id} is not in partition {p}")
@@ -427,29 +476,20 @@ class Engine:
     def _attach_decisions(self, appends: Sequence[Append]) -> None:
         """Decision requests for the final state of every game the batch touched."""
         last: dict[str, Append] = {a.game_id: a for a in appends}
-        deadline = datetime.now(UTC) + timedelta(seconds=self.settings.decision_timeout_s)
+        timeout = timedelta(seconds=self.settings.decision_timeout_s)
+        deadline = (datetime.now(UTC) + timeout).isoformat()
         for game_id, a in last.items():
             game = self.games.get(game_id)
             if game is None or game.state is None:
                 continue
             a.decisions = [
-                DecisionRequest.model_construct(
-                    request_id=f"{game_id}:{a.version}:{decision.seat}",
-                    correlation_id=None,
-                    game_id=game_id,
-                    version=a.version,
-                    seat=decision.seat,
-                    kind=decision.kind,
-                    deadline=deadline,
-                    legal_commands=[
-                        c.to_dict() for c in aod.legal_commands(game.state, decision.seat)
-                    ],
-                ).model_dump_json()
-                for decision in aod.pending(game.state)
+                _decision_json(game_id, a.version, d, deadline, game.state)
+                for d in aod.pending(game.state)
             ]
 
     async def _snapshots(self, appends: Sequence[Append], results: Sequence[Any]) -> None:
         """Snapshot every N events, and at the end of a game with its final state hash."""
+        snapshots: list[tuple[str, int, dict[str, Any]]] = []
         every = self.settings.snapshot_every
         due: set[str] = set()
         for a, r in zip(appends, results, strict=True):
@@ -461,6 +501,8 @@ class Engine:
             game = self.games.get(game_id)
             if game is None or game.state is None:
                 continue
-            await self.store.save_snapshot(game_id, game.version, game.state.to_snapshot())
+            snapshots.append((game_id, game.version, game.state.to_snapshot()))
             if game.state.phase == "over":
                 await self.store.record_final_hash(game_id, game.state.state_hash())
+        if snapshots:
+            await self.store.save_snapshots(snapshots)

@@ -206,9 +206,13 @@ class EventStore:
         ]
         await self._finish(keys=keys, args=args)
 
-    async def save_snapshot(self, game_id: str, version: int, snapshot: dict[str, Any]) -> None:
-        data = json.dumps(snapshot, separators=(",", ":"))
-        await self.redis.hset(self.keys.snapshot(game_id), mapping={"v": version, "s": data})
+    async def save_snapshots(self, snapshots: Sequence[tuple[str, int, dict[str, Any]]]) -> None:
+        """Store (game, version, state) snapshots in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id, version, snapshot in snapshots:
+                data = json.dumps(snapshot, separators=(",", ":"))
+                pipe.hset(self.keys.snapshot(game_id), mapping={"v": version, "s": data})
+            await pipe.execute()
 
     async def record_final_hash(self, game_id: str, state_hash: str) -> None:
         """The hash of a finished game's final state, to check replays against."""
@@ -223,13 +227,7 @@ class EventStore:
     async def read(self, game_id: str, after: int = 0) -> list[EventEnvelope]:
         """The game's events with a version above ``after``, in order (with secrets)."""
         entries: Any = await self.redis.xrange(self.keys.log(game_id), min=f"{after + 1}-0")
-        events = []
-        for _, fields in entries:
-            raw = json.loads(fields[b"e"])
-            if b"s" in fields:
-                raw["secret"] = json.loads(fields[b"s"])
-            events.append(load_event(raw))
-        return events
+        return _events(entries)
 
     async def final_hash(self, game_id: str) -> str | None:
         raw = await self.redis.hget(self.keys.meta(game_id), "final_hash")
@@ -241,23 +239,51 @@ class EventStore:
 
     async def load(self, game_id: str, codec: Codec[S]) -> Loaded[S]:
         """Snapshot plus the events after it; ``state`` is None for a game with no log."""
-        snap = await self.redis.hgetall(self.keys.snapshot(game_id))
-        state: S | None = None
-        version = 0
-        if snap:
-            version = int(snap[b"v"])
-            state = codec.restore(json.loads(snap[b"s"]))
-        for event in await self.read(game_id, after=version):
-            if event.version != version + 1:
-                raise ValueError(f"{game_id}: log jumps from {version} to {event.version}")
-            if state is None:
-                state = codec.initial(event)
-            codec.apply(state, event)
-            version = event.version
-        return Loaded(state, version, await self.seen(game_id) if version else {})
+        return (await self.load_many([game_id], codec))[game_id]
+
+    async def load_many(self, game_ids: Sequence[str], codec: Codec[S]) -> dict[str, Loaded[S]]:
+        """Load several games in two round trips (snapshots and seen ids, then the logs)."""
+        k = self.keys
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.hgetall(k.snapshot(game_id))
+                pipe.hgetall(k.seen(game_id))
+            first: list[Any] = await pipe.execute()
+        snaps, seens = first[0::2], first[1::2]
+        starts = [int(snap[b"v"]) if snap else 0 for snap in snaps]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id, start in zip(game_ids, starts, strict=True):
+                pipe.xrange(k.log(game_id), min=f"{start + 1}-0")
+            logs: list[Any] = await pipe.execute()
+        out: dict[str, Loaded[S]] = {}
+        for game_id, snap, seen, version, entries in zip(
+            game_ids, snaps, seens, starts, logs, strict=True
+        ):
+            state = codec.restore(json.loads(snap[b"s"])) if snap else None
+            for event in _events(entries):
+                if event.version != version + 1:
+                    raise ValueError(f"{game_id}: log jumps from {version} to {event.version}")
+                if state is None:
+                    state = codec.initial(event)
+                codec.apply(state, event)
+                version = event.version
+            seen_ids = {_text(c): int(v) for c, v in seen.items()}
+            out[game_id] = Loaded(state, version, seen_ids)
+        return out
 
     async def game_ids(self, partition: int) -> list[str]:
         return sorted(_text(g) for g in await self.redis.smembers(self.keys.games(partition)))
+
+
+def _events(entries: Any) -> list[EventEnvelope]:
+    """Log entries to envelopes: the public event with its server-only part put back."""
+    events = []
+    for _, fields in entries:
+        raw = json.loads(fields[b"e"])
+        if b"s" in fields:
+            raw["secret"] = json.loads(fields[b"s"])
+        events.append(load_event(raw))
+    return events
 
 
 def _text(value: bytes | str) -> str:

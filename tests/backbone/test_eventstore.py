@@ -110,7 +110,7 @@ async def test_snapshot_plus_later_events_equals_the_full_replay(redis: Redis, k
     events, state = game_events("g-snap")
     await store.append(Append("g-snap", 0, events[:5], "c1"))
     partial = aod.replay(RULES, [aod.Event(e.type, e.data, e.secret) for e in events[:5]])
-    await store.save_snapshot("g-snap", 5, partial.to_snapshot())
+    await store.save_snapshots([("g-snap", 5, partial.to_snapshot())])
     await store.append(Append("g-snap", 5, events[5:], "c2"))
     loaded = await store.load("g-snap", codec)
     assert loaded.version == len(events)
