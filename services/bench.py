@@ -87,15 +87,12 @@ async def _watch(redis: Redis, keys: Keys, waiters: Waiters, stop: asyncio.Event
 
 async def _play(
     game_id: str,
-    players: int,
     seed: int,
-    outbox: Outbox,
-    waiters: Waiters,
+    players: int,
     rules: aod.Rules,
-    latencies: list[float],
-    deadline: float,
-    interval: float,
-) -> int:
+    run: Run,
+) -> None:
+    """One game: create it, then send random legal commands until it ends or time is up."""
     state, _ = aod.new_game(rules, None, players, seed)
     chooser = random.Random(seed)
     command = CommandEnvelope(
@@ -104,27 +101,22 @@ async def _play(
         actor="system",
         payload={"players": players, "seed": seed},
     )
-    expected = state.version
-    sent = 0
-    # With a target rate, each game sends one command per interval (open loop), starting
-    # at a random offset so that the games do not all send at once.
-    next_send = time.perf_counter() + chooser.random() * interval
+    # Games start at random moments of the warm-up, so their turns do not run in lockstep;
+    # with a target rate, each then sends one command per interval (open loop).
+    next_send = run.started + chooser.random() * run.warmup
     while True:
-        if interval:
-            await asyncio.sleep(max(0.0, next_send - time.perf_counter()))
-            next_send += interval
-        future = waiters.expect(game_id, expected)
-        started = time.perf_counter()
-        outbox.send(command)
-        latencies.append(await asyncio.wait_for(future, 60) - started)
-        sent += 1
+        await asyncio.sleep(max(0.0, next_send - time.perf_counter()))
+        next_send = max(next_send + run.interval, time.perf_counter())
+        future = run.waiters.expect(game_id, state.version)
+        sent_at = time.perf_counter()
+        run.outbox.send(command)
+        run.record(sent_at, await asyncio.wait_for(future, 60) - sent_at)
         decisions = aod.pending(state)
-        if not decisions or time.perf_counter() > deadline:
-            return sent
+        if not decisions or time.perf_counter() > run.deadline:
+            return
         seat = chooser.choice(decisions).seat
         chosen = chooser.choice(aod.legal_commands(state, seat))
         aod.decide_into(state, chosen)
-        expected = state.version
         data = chosen.to_dict()
         kind = data.pop("type")
         data.pop("seat")
@@ -140,6 +132,38 @@ async def _play(
             issued_at=datetime.now(UTC),
             schema_version=SCHEMA_VERSION,
         )
+
+
+@dataclass
+class Run:
+    """What the game tasks share: the outbox, the waiters, the clock and the figures."""
+
+    outbox: Outbox
+    waiters: Waiters
+    started: float
+    warmup: float
+    deadline: float
+    interval: float
+    samples: list[tuple[float, float]] = field(default_factory=list)
+
+    def record(self, sent_at: float, latency: float) -> None:
+        self.samples.append((sent_at, latency))
+
+    def figures(self, ended: float) -> dict[str, Any]:
+        """Throughput and latency of the commands sent after the warm-up."""
+        measured_from = self.started + self.warmup
+        window = sorted(lat for sent, lat in self.samples if sent >= measured_from)
+        seconds = max(ended - measured_from, 1e-9)
+        return {
+            "commands": len(self.samples),
+            "measured_commands": len(window),
+            "measured_seconds": round(seconds, 2),
+            "commands_per_second": round(len(window) / seconds, 1),
+            "latency_ms": {
+                name: round(1000 * _percentile(window, q), 2)
+                for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+            },
+        }
 
 
 def _spawn_engines(count: int, redis_url: str, keys: Keys) -> list[subprocess.Popen[bytes]]:
@@ -178,6 +202,7 @@ async def pipeline(
     partitions: int,
     seed: int,
     rate: float = 0,
+    warmup: float = 3.0,
 ) -> dict[str, Any]:
     """Run the benchmark in its own key namespace and return its figures."""
     keys = Keys(prefix=f"cvbench-{uuid.uuid4().hex[:8]}", partitions=partitions)
@@ -194,57 +219,40 @@ async def pipeline(
 
         settings = Settings(key_prefix=keys.prefix, partitions=partitions)
         in_process.append(asyncio.create_task(Engine(redis, settings, keys).run(stop)))
+    outbox = Outbox(redis, keys)
+    flusher = asyncio.create_task(outbox.run(stop))
     try:
         await _engines_ready(redis, keys, max(engines, 1))
-        outbox = Outbox(redis, keys)
-        flusher = asyncio.create_task(outbox.run(stop))
-        latencies: list[float] = []
         started = time.perf_counter()
-        deadline = started + seconds
-        interval = games / rate if rate > 0 else 0.0
-        sent = await asyncio.gather(
-            *(
-                _play(
-                    f"bench-{i}",
-                    players,
-                    seed + i,
-                    outbox,
-                    waiters,
-                    rules,
-                    latencies,
-                    deadline,
-                    interval,
-                )
-                for i in range(games)
-            )
+        run = Run(
+            outbox=outbox,
+            waiters=waiters,
+            started=started,
+            warmup=warmup,
+            deadline=started + warmup + seconds,
+            interval=games / rate if rate > 0 else 0.0,
         )
-        elapsed = time.perf_counter() - started
+        await asyncio.gather(
+            *(_play(f"bench-{i}", seed + i, players, rules, run) for i in range(games))
+        )
+        figures = run.figures(time.perf_counter())
     finally:
         stop.set()
+        outbox.ready.set()
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
         for worker in workers:
             worker.wait(timeout=30)
-        outbox.ready.set()
-        await asyncio.gather(watcher, *in_process, return_exceptions=True)
-        if "flusher" in locals():
-            await asyncio.gather(flusher, return_exceptions=True)
+        await asyncio.gather(watcher, flusher, *in_process, return_exceptions=True)
         await delete_namespace(redis, keys.prefix)
-    ordered = sorted(latencies)
-    total = sum(sent)
     return {
         "games": games,
         "target_rate": rate or None,
         "players": players,
         "engines": engines,
         "partitions": partitions,
-        "commands": total,
-        "seconds": round(elapsed, 2),
-        "commands_per_second": round(total / elapsed, 1),
-        "latency_ms": {
-            name: round(1000 * _percentile(ordered, q), 2)
-            for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
-        },
+        "warmup_seconds": warmup,
+        **figures,
     }
 
 

@@ -168,7 +168,10 @@ app.add_typer(bench, name="bench")
 def bench_pipeline(
     games: Annotated[int, typer.Option(min=1, help="Concurrent games.")] = 200,
     players: Annotated[int, typer.Option(min=2, max=5)] = 4,
-    seconds: Annotated[float, typer.Option(help="Stop starting commands after this.")] = 20.0,
+    seconds: Annotated[float, typer.Option(help="Measured seconds, after the warm-up.")] = 20.0,
+    warmup: Annotated[
+        float, typer.Option(help="Seconds over which games start; not measured.")
+    ] = 3.0,
     engines: Annotated[
         int, typer.Option(min=0, help="Engine processes to start (0: one in this process).")
     ] = 1,
@@ -192,7 +195,7 @@ def bench_pipeline(
         redis = connect(url, max_connections=games + 64)
         try:
             return await pipeline(
-                redis, url, games, players, seconds, engines, partitions, seed, rate
+                redis, url, games, players, seconds, engines, partitions, seed, rate, warmup
             )
         finally:
             await redis.aclose()
@@ -210,7 +213,7 @@ def bench_pipeline(
         return
     latency = result["latency_ms"]
     console.print(
-        f"{result['commands']} commands in {result['seconds']} s: "
+        f"{result['measured_commands']} commands in {result['measured_seconds']} s: "
         f"{result['commands_per_second']:.0f} commands/s, latency p50 {latency['p50']} ms, "
         f"p95 {latency['p95']} ms, p99 {latency['p99']} ms"
     )
