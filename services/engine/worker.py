@@ -30,11 +30,10 @@ from redis.asyncio import Redis
 
 from shared.bus import Delivery, GroupReader, Keys, ensure_group
 from shared.contracts import (
-    SCHEMA_VERSION,
     CommandEnvelope,
     CommandResult,
-    EventEnvelope,
     Rejection,
+    encode_event,
 )
 from shared.eventstore import Append, EventStore
 from shared.games import age_of_discovery as aod
@@ -66,6 +65,7 @@ class Game:
     state: aod.GameState | None
     version: int
     seen: dict[str, int] = field(default_factory=dict)
+    final_recorded: bool = False
 
 
 @dataclass
@@ -346,13 +346,11 @@ class Engine:
                 raise
         except Reject as r:
             return env.game_id, self._rejected(p, d.id, env, r.code, r.reason)
-        # The engine made these itself: construct without re-validating (the hot path).
-        now = datetime.now(UTC)
-        envelopes = [
-            EventEnvelope.model_construct(
+        # The engine made these events itself: encode them without building models (hot path).
+        recorded_at = datetime.now(UTC).isoformat()
+        encoded = [
+            encode_event(
                 event_id=f"{env.game_id}:{game.version + i}",
-                recorded_at=now,
-                schema_version=SCHEMA_VERSION,
                 game_id=env.game_id,
                 version=game.version + i,
                 type=e.type,
@@ -362,10 +360,11 @@ class Engine:
                 causation_id=env.command_id,
                 correlation_id=env.correlation_id or env.command_id,
                 actor=env.actor,
+                recorded_at=recorded_at,
             )
             for i, e in enumerate(events, 1)
         ]
-        append = Append(env.game_id, game.version, envelopes, env.command_id, (p, d.id))
+        append = Append(env.game_id, game.version, encoded, env.command_id, (p, d.id))
         game.version = append.version
         game.seen[env.command_id] = append.version
         return env.game_id, append
@@ -495,14 +494,17 @@ class Engine:
         for a, r in zip(appends, results, strict=True):
             if r.status == "ok" and a.version // every > a.expected // every:
                 due.add(a.game_id)
-            if r.status == "ok" and a.events and a.events[-1].type == "game_ended":
+            game = self.games.get(a.game_id)
+            over = game is not None and game.state is not None and game.state.phase == "over"
+            if r.status == "ok" and over and game is not None and not game.final_recorded:
                 due.add(a.game_id)
         for game_id in sorted(due):
             game = self.games.get(game_id)
             if game is None or game.state is None:
                 continue
             snapshots.append((game_id, game.version, game.state.to_snapshot()))
-            if game.state.phase == "over":
+            if game.state.phase == "over" and not game.final_recorded:
                 await self.store.record_final_hash(game_id, game.state.state_hash())
+                game.final_recorded = True
         if snapshots:
             await self.store.save_snapshots(snapshots)

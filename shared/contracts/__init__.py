@@ -12,8 +12,10 @@ from .envelopes import (
     CommandEnvelope,
     CommandResult,
     DecisionRequest,
+    EncodedEvent,
     EventEnvelope,
     Rejection,
+    encode_event,
     load_event,
     register_upcaster,
 )
@@ -23,8 +25,10 @@ __all__ = [
     "CommandEnvelope",
     "CommandResult",
     "DecisionRequest",
+    "EncodedEvent",
     "EventEnvelope",
     "Rejection",
+    "encode_event",
     "load_event",
     "register_upcaster",
 ]

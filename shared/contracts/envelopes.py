@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,11 +68,70 @@ class EventEnvelope(_Envelope):
     recorded_at: datetime = Field(default_factory=utcnow)
     schema_version: int = SCHEMA_VERSION
 
+    def encode(self) -> EncodedEvent:
+        """The form the event store writes: public JSON, and the secret apart."""
+        return encode_event(
+            event_id=self.event_id,
+            game_id=self.game_id,
+            version=self.version,
+            type=self.type,
+            data=self.data,
+            secret=self.secret,
+            visibility=self.visibility,
+            causation_id=self.causation_id,
+            correlation_id=self.correlation_id,
+            actor=self.actor,
+            recorded_at=self.recorded_at.isoformat(),
+        )
+
     def redacted(self) -> EventEnvelope:
         return self if self.secret is None else self.model_copy(update={"secret": None})
 
     def visible_to(self, seat: int | None) -> bool:
         return self.visibility == "public" or (seat is not None and self.visibility == seat)
+
+
+class EncodedEvent(NamedTuple):
+    """An event ready to store: its public JSON, and its server-only part ("" if none)."""
+
+    public: str
+    secret: str
+
+
+def encode_event(
+    *,
+    event_id: str,
+    game_id: str,
+    version: int,
+    type: str,
+    data: dict[str, Any],
+    secret: dict[str, Any] | None,
+    visibility: Visibility,
+    causation_id: str | None,
+    correlation_id: str | None,
+    actor: str | None,
+    recorded_at: str,
+) -> EncodedEvent:
+    """Encode an :class:`EventEnvelope` without building the model: the engine encodes every
+    event it makes, and this is several times cheaper. ``load_event`` reads it back."""
+    public = {
+        "event_id": event_id,
+        "game_id": game_id,
+        "version": version,
+        "type": type,
+        "data": data,
+        "secret": None,
+        "visibility": visibility,
+        "causation_id": causation_id,
+        "correlation_id": correlation_id,
+        "actor": actor,
+        "recorded_at": recorded_at,
+        "schema_version": SCHEMA_VERSION,
+    }
+    return EncodedEvent(
+        json.dumps(public, separators=(",", ":")),
+        "" if secret is None else json.dumps(secret, separators=(",", ":")),
+    )
 
 
 class Rejection(_Envelope):

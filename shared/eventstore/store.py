@@ -2,10 +2,11 @@
 
 One stream per game holds its log, with entry id ``<version>-0`` so Redis itself refuses an
 out-of-order version. One Lua script appends a command's events atomically: it checks the
-expected version and the command id, adds the events to the game's log and (redacted) to the
-partition's event stream, records the command as seen, stores the sender's result,
-acknowledges the command stream entry and adds any decision requests. A stale version is a
-conflict and writes nothing.
+expected version and the command id, adds the events to the game's log (the server-only part
+in a field of its own) and, redacted, as one entry per command to the partition's event
+stream (``g`` game, ``v`` last version, ``n`` count, ``e`` JSON array), records the command as
+seen, stores the sender's result, acknowledges the command stream entry and adds any decision
+requests. A stale version is a conflict and writes nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from redis.asyncio import Redis
 
 from shared.bus.keys import Keys
-from shared.contracts import CommandResult, EventEnvelope, load_event
+from shared.contracts import CommandResult, EncodedEvent, EventEnvelope, load_event
 
 RESULT_TTL_S = 3600
 
@@ -36,6 +37,7 @@ if ARGV[2] ~= '' then
 end
 if version ~= tonumber(ARGV[1]) then return {'conflict', tostring(version)} end
 local n = tonumber(ARGV[8])
+local publics = {}
 for i = 0, n - 1 do
   version = version + 1
   local public, secret = ARGV[9 + 2 * i], ARGV[10 + 2 * i]
@@ -44,7 +46,11 @@ for i = 0, n - 1 do
   else
     redis.call('XADD', KEYS[1], version .. '-0', 'e', public, 's', secret)
   end
-  redis.call('XADD', KEYS[2], '*', 'g', ARGV[3], 'v', version, 'e', public)
+  publics[i + 1] = public
+end
+if n > 0 then
+  redis.call('XADD', KEYS[2], '*', 'g', ARGV[3], 'v', version, 'n', n,
+             'e', '[' .. table.concat(publics, ',') .. ']')
 end
 redis.call('HSET', KEYS[3], 'version', version)
 if tonumber(ARGV[1]) == 0 then redis.call('SADD', KEYS[5], ARGV[3]) end
@@ -80,7 +86,7 @@ class Append:
 
     game_id: str
     expected: int
-    events: Sequence[EventEnvelope]
+    events: Sequence[EncodedEvent]
     command_id: str = ""
     entry: tuple[int, str] | None = None  # (partition, command stream entry id) to acknowledge
     decisions: Sequence[str] = ()  # decision request JSON documents
@@ -160,9 +166,9 @@ class EventStore:
             result.model_dump_json() if a.command_id else "",
             len(a.events),
         ]
-        for event in a.events:
-            args.append(event.redacted().model_dump_json())
-            args.append("" if event.secret is None else json.dumps(event.secret))
+        for public, secret in a.events:
+            args.append(public)
+            args.append(secret)
         args.extend(a.decisions)
         return keys, args
 

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from services.engine.codec import AgeOfDiscoveryCodec
 from shared.bus import GroupReader, Keys, ensure_group
-from shared.contracts import EventEnvelope, load_event, register_upcaster
+from shared.contracts import EncodedEvent, EventEnvelope, load_event, register_upcaster
 from shared.eventstore import Append, EventStore
 from shared.games import age_of_discovery as aod
 
@@ -33,10 +33,14 @@ def game_events(game_id: str, seed: int = 3) -> tuple[list[EventEnvelope], aod.G
     return envelopes, state
 
 
+def encoded(events: list[EventEnvelope]) -> list[EncodedEvent]:
+    return [e.encode() for e in events]
+
+
 async def test_append_then_read_back_in_order(redis: Redis, keys: Keys) -> None:
     store = EventStore(redis, keys)
     events, _ = game_events("g-read")
-    result = await store.append(Append("g-read", 0, events, "c1"))
+    result = await store.append(Append("g-read", 0, encoded(events), "c1"))
     assert (result.status, result.version) == ("ok", len(events))
     back = await store.read("g-read")
     assert [e.version for e in back] == list(range(1, len(events) + 1))
@@ -48,10 +52,10 @@ async def test_append_then_read_back_in_order(redis: Redis, keys: Keys) -> None:
 async def test_stale_version_is_a_conflict_and_writes_nothing(redis: Redis, keys: Keys) -> None:
     store = EventStore(redis, keys)
     events, _ = game_events("g-stale")
-    await store.append(Append("g-stale", 0, events[:3], "c1"))
+    await store.append(Append("g-stale", 0, encoded(events[:3]), "c1"))
     p = keys.partition("g-stale")
     public_before = await redis.xlen(keys.events(p))
-    stale = await store.append(Append("g-stale", 1, events[1:4], "c2"))
+    stale = await store.append(Append("g-stale", 1, encoded(events[1:4]), "c2"))
     assert (stale.status, stale.version) == ("conflict", 3)
     assert await redis.xlen(keys.log("g-stale")) == 3
     assert await redis.xlen(keys.events(p)) == public_before
@@ -61,8 +65,8 @@ async def test_stale_version_is_a_conflict_and_writes_nothing(redis: Redis, keys
 async def test_a_command_id_appends_once(redis: Redis, keys: Keys) -> None:
     store = EventStore(redis, keys)
     events, _ = game_events("g-dup")
-    first = await store.append(Append("g-dup", 0, events[:2], "same"))
-    again = await store.append(Append("g-dup", 2, events[2:4], "same"))
+    first = await store.append(Append("g-dup", 0, encoded(events[:2]), "same"))
+    again = await store.append(Append("g-dup", 2, encoded(events[2:4]), "same"))
     assert first.status == "ok"
     assert (again.status, again.version) == ("duplicate", 2)
     assert await redis.xlen(keys.log("g-dup")) == 2
@@ -73,14 +77,14 @@ async def test_racing_appenders_never_share_a_version(redis: Redis, keys: Keys) 
     round, and the log's versions stay gap-free."""
     store = EventStore(redis, keys)
     events, _ = game_events("g-race")
-    await store.append(Append("g-race", 0, events[:1], "c0"))
+    await store.append(Append("g-race", 0, encoded(events[:1]), "c0"))
     version = 1
     for round_ in range(10):
         candidates = [
             Append(
                 "g-race",
                 version,
-                [events[1].model_copy(update={"version": version + 1})],
+                encoded([events[1].model_copy(update={"version": version + 1})]),
                 f"r{round_}-{w}",
             )
             for w in range(6)
@@ -92,26 +96,44 @@ async def test_racing_appenders_never_share_a_version(redis: Redis, keys: Keys) 
     assert [int(eid.split(b"-")[0]) for eid, _ in entries] == list(range(1, version + 1))
 
 
-async def test_public_stream_is_redacted(redis: Redis, keys: Keys) -> None:
-    """Events copied to the partition stream never carry server-only values."""
+async def test_public_stream_is_redacted_one_entry_per_command(redis: Redis, keys: Keys) -> None:
+    """The partition stream gets each command's events as one entry, without server-only
+    values; the game's own log keeps them."""
     store = EventStore(redis, keys)
     events, _ = game_events("g-redact")
-    await store.append(Append("g-redact", 0, events, "c1"))
+    await store.append(Append("g-redact", 0, encoded(events[:4]), "c1"))
+    await store.append(Append("g-redact", 4, encoded(events[4:]), "c2"))
     entries = await redis.xrange(keys.events(keys.partition("g-redact")))
-    docs = [json.loads(fields[b"e"]) for _, fields in entries]
-    assert len(docs) == len(events)
+    assert [(int(f[b"v"]), int(f[b"n"])) for _, f in entries] == [
+        (4, 4),
+        (len(events), len(events) - 4),
+    ]
+    docs = [doc for _, f in entries for doc in json.loads(f[b"e"])]
+    assert [doc["version"] for doc in docs] == list(range(1, len(events) + 1))
     assert all(doc["secret"] is None for doc in docs)
     assert any(e.secret for e in events)
+    assert [e.secret for e in await store.read("g-redact")] == [e.secret for e in events]
+
+
+def test_encoded_events_load_back_as_the_same_envelope() -> None:
+    events, _ = game_events("g-encode")
+    for event in events:
+        public, secret = event.encode()
+        raw = json.loads(public)
+        assert raw["secret"] is None
+        if secret:
+            raw["secret"] = json.loads(secret)
+        assert load_event(raw) == event
 
 
 async def test_snapshot_plus_later_events_equals_the_full_replay(redis: Redis, keys: Keys) -> None:
     store = EventStore(redis, keys)
     codec = AgeOfDiscoveryCodec()
     events, state = game_events("g-snap")
-    await store.append(Append("g-snap", 0, events[:5], "c1"))
+    await store.append(Append("g-snap", 0, encoded(events[:5]), "c1"))
     partial = aod.replay(RULES, [aod.Event(e.type, e.data, e.secret) for e in events[:5]])
     await store.save_snapshots([("g-snap", 5, partial.to_snapshot())])
-    await store.append(Append("g-snap", 5, events[5:], "c2"))
+    await store.append(Append("g-snap", 5, encoded(events[5:]), "c2"))
     loaded = await store.load("g-snap", codec)
     assert loaded.version == len(events)
     assert loaded.state is not None
@@ -124,13 +146,14 @@ async def test_a_group_created_after_events_were_written_sees_them_all(
 ) -> None:
     store = EventStore(redis, keys)
     events, _ = game_events("g-late")
-    await store.append(Append("g-late", 0, events, "c1"))
+    await store.append(Append("g-late", 0, encoded(events), "c1"))
     stream = keys.events(keys.partition("g-late"))
     await ensure_group(redis, stream, "late-projection")
     await ensure_group(redis, stream, "late-projection")  # idempotent
     reader = GroupReader(redis, "late-projection", "p1", keys.dead_letters())
     got = await reader.read([stream], count=1000, block_ms=None)
-    assert [int(d.fields[b"v"]) for d in got] == list(range(1, len(events) + 1))
+    versions = [doc["version"] for d in got for doc in json.loads(d.fields[b"e"])]
+    assert versions == list(range(1, len(events) + 1))
 
 
 def test_old_events_are_upcast_on_load() -> None:
