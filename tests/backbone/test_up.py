@@ -1,0 +1,50 @@
+"""`caravel up` with no configuration: an embedded Redis under the data folder, the engine
+serving every partition, a graceful stop, and the data kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from shared.bus import CommandSender, Keys, connect
+
+from .helpers import play_locally, wait_for
+
+
+async def test_caravel_up_serves_games_from_an_embedded_redis(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")}
+    env["CARAVEL_DATA_DIR"] = str(tmp_path / "data")
+    up = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "up"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    settings_file = tmp_path / "data" / "redis.db.settings"
+    try:
+
+        async def redis_started() -> bool:
+            return settings_file.exists()
+
+        await wait_for(redis_started, timeout_s=30)
+        socket = json.loads(settings_file.read_text())["unixsocket"]
+        redis = connect(f"unix://{socket}")
+        sender = CommandSender(redis, Keys())  # the defaults: prefix "cv", 64 partitions
+        commands, final = play_locally("g-up", players=2, seed=3, limit=12)
+        for command in commands:
+            result = await sender.execute(command, timeout_s=30)
+            assert result.status == "accepted", result
+        assert result.version == final.version
+        await redis.aclose()
+    finally:
+        up.send_signal(signal.SIGTERM)
+        try:
+            assert up.wait(timeout=30) == 0
+        finally:
+            if up.poll() is None:
+                up.kill()
+    assert (tmp_path / "data" / "redis.db").stat().st_size > 0  # the log outlives the process
