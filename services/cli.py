@@ -219,6 +219,54 @@ def bench_pipeline(
     )
 
 
+@app.command("arena")
+def arena_command(
+    seats: Annotated[
+        str, typer.Option(help="Bot level per seat, comma-separated (random, greedy).")
+    ] = "greedy,random,random,random",
+    games: Annotated[int, typer.Option(min=1)] = 200,
+    seed: Annotated[int, typer.Option()] = 1,
+    ruleset: Annotated[str, typer.Option()] = "standard",
+    option: Annotated[list[str] | None, typer.Option("--option", help="KEY=VALUE")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
+) -> None:
+    """Bots against each other, seats rotated across games: win rates with 95% intervals."""
+    from services.ai.arena import arena
+    from services.ai.bots import BOTS
+
+    levels = [s.strip() for s in seats.split(",") if s.strip()]
+    unknown = [level for level in levels if level not in BOTS]
+    if unknown:
+        raise typer.BadParameter(f"unknown levels {unknown}; known: {', '.join(BOTS)}")
+    if not 2 <= len(levels) <= 5:
+        raise typer.BadParameter("2 to 5 seats")
+    try:
+        options = parse_options(option or [])
+        compile_rules(load_ruleset(ruleset), options)
+    except RulesetError as e:
+        raise typer.BadParameter(str(e)) from None
+    with _progress(err_console if as_json else console) as progress:
+        task = progress.add_task("arena", total=games)
+        result = arena(levels, games, seed, options, ruleset, lambda: progress.advance(task))
+    if as_json:
+        print(json.dumps(result))
+        return
+    table = Table(title=f"{games} games: {', '.join(levels)}")
+    for column in ("level", "win rate", "95% CI", "mean score", "p50 ms", "p95 ms"):
+        table.add_column(column, justify="right")
+    for level, row in result["levels"].items():
+        low, high = row["ci95"]
+        table.add_row(
+            level,
+            f"{row['win_rate']:.1%}",
+            f"{low:.1%} to {high:.1%}",
+            f"{row['mean_score']:.1f}",
+            f"{row['latency_ms']['p50']:.2f}",
+            f"{row['latency_ms']['p95']:.2f}",
+        )
+    console.print(table)
+
+
 @app.command()
 def up() -> None:
     """Run every service in one process (an embedded Redis unless CARAVEL_REDIS_URL is set)."""

@@ -1,1 +1,5 @@
-"""AI: answers decision requests for bot seats (built in the AI issue)."""
+"""AI: bots that decide from a seat's observation only (random and greedy so far)."""
+
+from .bots import BOTS, Bot, GreedyBot, RandomBot, bot
+
+__all__ = ["BOTS", "Bot", "GreedyBot", "RandomBot", "bot"]

@@ -1,0 +1,104 @@
+"""``caravel arena``: bots against each other, in process, seats rotated across games."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.games import age_of_discovery as aod
+
+from .bots import Bot, bot
+
+
+@dataclass
+class LevelStats:
+    games: int = 0
+    wins: float = 0.0  # a shared first place splits the win
+    scores: list[int] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        rate = self.wins / self.games if self.games else 0.0
+        ordered = sorted(self.latencies)
+        return {
+            "seats_played": self.games,
+            "win_rate": round(rate, 4),
+            "ci95": [round(x, 4) for x in wilson(self.wins, self.games)],
+            "mean_score": round(sum(self.scores) / len(self.scores), 2) if self.scores else 0.0,
+            "latency_ms": {
+                "p50": round(1000 * percentile(ordered, 0.5), 3),
+                "p95": round(1000 * percentile(ordered, 0.95), 3),
+            },
+        }
+
+
+def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion: sound near 0 and 1, where p ± 2 standard
+    errors is not."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def play(
+    rules: aod.Rules, bots: Sequence[Bot], seed: int, stats: dict[str, LevelStats]
+) -> list[dict[str, Any]]:
+    """One game; ``bots[seat]`` plays ``seat`` from its observation only."""
+    state, _ = aod.new_game(rules, None, len(bots), seed)
+    rng = random.Random(seed)
+    while decisions := aod.pending(state):
+        decision = decisions[0]
+        observation = aod.view(state, decision.seat)
+        started = time.perf_counter()
+        choice = bots[decision.seat].choose(observation, rng)
+        stats[bots[decision.seat].level].latencies.append(time.perf_counter() - started)
+        aod.decide_into(state, aod.command_from_dict(choice))
+    return aod.score(state)
+
+
+def arena(
+    levels: Sequence[str],
+    games: int,
+    seed: int,
+    options: dict[str, Any] | None = None,
+    ruleset: str = "standard",
+    progress: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Play ``games`` games; game g seats the levels rotated by g, so no level keeps a seat."""
+    rules = aod.compile_rules(aod.load_ruleset(ruleset), options)
+    stats: dict[str, LevelStats] = defaultdict(LevelStats)
+    started = time.perf_counter()
+    for g in range(games):
+        shift = g % len(levels)
+        seated = list(levels[shift:]) + list(levels[:shift])
+        bots = [bot(level) for level in seated]
+        rows = play(rules, bots, seed + g, stats)
+        winners = [row["seat"] for row in rows if row["place"] == 1]
+        for row in rows:
+            level = seated[row["seat"]]
+            stats[level].games += 1
+            stats[level].scores.append(row["total"])
+            if row["seat"] in winners:
+                stats[level].wins += 1 / len(winners)
+        if progress:
+            progress()
+    return {
+        "games": games,
+        "seats": list(levels),
+        "seconds": round(time.perf_counter() - started, 2),
+        "levels": {level: stats[level].summary() for level in dict.fromkeys(levels)},
+    }

@@ -1,0 +1,106 @@
+"""Bots decide from their seat's observation only, and always answer with a legal command."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from services.ai import BOTS, bot
+from services.ai.arena import arena, wilson
+from shared.games import age_of_discovery as aod
+
+OPTIONS = st.fixed_dictionaries(
+    {
+        "navy_vp_per_ship": st.sampled_from([4, 3]),
+        "factory_income": st.sampled_from([25, 30]),
+        "tile_set": st.sampled_from(["standard", "extended"]),
+        "university": st.sampled_from(["to_front", "one_forward"]),
+        "starting_order": st.sampled_from(["random", "auction"]),
+    }
+)
+RULESET = aod.load_ruleset("standard")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(players=st.integers(2, 5), options=OPTIONS, seed=st.integers(0, 10_000))
+def test_every_answer_is_legal_and_blind_to_hidden_values(
+    players: int, options: dict[str, object], seed: int
+) -> None:
+    """At every decision of a whole game between greedy and random bots: the observation is
+    the same in a game whose hidden values were resampled, the bot's answer is the same
+    there, and it is one of the seat's legal commands (so ``decide`` accepts it)."""
+    rules = aod.compile_rules(RULESET, options)
+    state, _ = aod.new_game(rules, None, players, seed)
+    levels = [("greedy", "random")[seat % 2] for seat in range(players)]
+    rng = random.Random(seed)
+    while decisions := aod.pending(state):
+        seat = decisions[0].seat
+        observation = aod.view(state, seat)
+        twin = aod.view(aod.determinize(state, rng.randrange(1 << 30)), seat)
+        assert twin == observation
+        pick = rng.randrange(1 << 30)
+        choice = bot(levels[seat]).choose(observation, random.Random(pick))
+        assert bot(levels[seat]).choose(twin, random.Random(pick)) == choice
+        assert choice in observation["legal_commands"]
+        aod.decide_into(state, aod.command_from_dict(choice))
+    assert state.phase == "over"
+
+
+def test_unknown_level_is_refused_by_name() -> None:
+    assert set(BOTS) == {"random", "greedy"}
+    with pytest.raises(KeyError, match="unknown bot level 'genius'"):
+        bot("genius")
+
+
+def test_arena_rotates_seats_and_counts_every_game() -> None:
+    result = arena(["greedy", "random", "random"], games=3, seed=5)
+    levels = result["levels"]
+    assert levels["greedy"]["seats_played"] == 3
+    assert levels["random"]["seats_played"] == 6
+    total_wins = sum(row["win_rate"] * row["seats_played"] for row in levels.values())
+    assert total_wins == pytest.approx(3, abs=1e-3)
+    low, high = levels["greedy"]["ci95"]
+    assert 0 <= low <= levels["greedy"]["win_rate"] <= high <= 1
+
+
+def test_wilson_interval() -> None:
+    """Known values: 9 of 10 gives about [0.596, 0.982]; 0 of 0 is uninformative."""
+    low, high = wilson(9, 10)
+    assert low == pytest.approx(0.596, abs=1e-3) and high == pytest.approx(0.982, abs=1e-3)
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_arena_command_prints_json_last() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "arena",
+            "--seats",
+            "greedy,random",
+            "--games",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(summary["levels"]) == {"greedy", "random"}
+    assert set(summary["levels"]["greedy"]) >= {"win_rate", "ci95", "mean_score", "latency_ms"}
+    bad = subprocess.run(
+        [sys.executable, "-m", "services.cli", "arena", "--seats", "greedy,oracle"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0 and "unknown levels" in bad.stderr
