@@ -150,18 +150,21 @@ def determinize(state: GameState, seed: int) -> GameState:
     Face-down tokens whose values nobody has seen are shuffled with the unused tokens; the
     goods pile, the building piles and the discovery deck are reshuffled; the generator is
     reseeded. Everything a seat can see is unchanged.
+
+    Each pool is sorted before it is shuffled, so the result depends on the public
+    information and ``seed`` alone: it reveals nothing of the hidden orders it replaces.
     """
     s = state.copy()
     g = rng.seed_state(seed)
     hidden_regions = [r for r, t in enumerate(s.token_on) if t >= 0 and not s.token_known[r]]
-    pool = [s.token_on[r] for r in hidden_regions] + s.unused_tokens
+    pool = sorted([s.token_on[r] for r in hidden_regions] + s.unused_tokens)
     g, pool = rng.shuffled(g, pool)
     for r in hidden_regions:
         s.token_on[r] = pool.pop()
     s.unused_tokens = pool
-    g, s.goods_pile = rng.shuffled(g, s.goods_pile)
+    g, s.goods_pile = rng.shuffled(g, sorted(s.goods_pile))
     for age, pile in enumerate(s.piles):
-        g, s.piles[age] = rng.shuffled(g, pile)
-    g, s.deck = rng.shuffled(g, s.deck)
+        g, s.piles[age] = rng.shuffled(g, sorted(pile))
+    g, s.deck = rng.shuffled(g, sorted(s.deck))
     s.rng = rng.next_u64(g)[0]
     return s
