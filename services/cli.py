@@ -277,8 +277,12 @@ def up() -> None:
 
 @app.command()
 def engine() -> None:
-    """Run one engine instance alone; several instances share the partitions."""
+    """Run one engine instance alone against CARAVEL_REDIS_URL; several share the partitions."""
     settings = Settings()
+    if not settings.redis_url:
+        raise typer.BadParameter(
+            "set CARAVEL_REDIS_URL to the Redis the engines share (caravel up logs its own)"
+        )
     configure_logging(settings.log_level)
     asyncio.run(_serve_engine(settings))
 

@@ -57,6 +57,11 @@ async def redis_for(settings: Settings) -> AsyncIterator[Redis]:
     if not url:
         embedded = EmbeddedRedis(str(settings.data_dir))
         url = embedded.url
+        structlog.get_logger("caravel").info(
+            "embedded redis: other processes join with CARAVEL_REDIS_URL",
+            redis_url=url,
+            data_dir=str(settings.data_dir),
+        )
     redis = connect(url)
     try:
         await redis.ping()
