@@ -277,6 +277,11 @@ class EventStore:
             out[game_id] = Loaded(state, version, seen_ids)
         return out
 
+    @staticmethod
+    def decode(entries: Any) -> list[EventEnvelope]:
+        """Raw log entries (from XRANGE) to envelopes, server-only parts included."""
+        return _events(entries)
+
     async def game_ids(self, partition: int) -> list[str]:
         return sorted(_text(g) for g in await self.redis.smembers(self.keys.games(partition)))
 

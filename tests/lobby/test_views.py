@@ -1,0 +1,89 @@
+"""The views projection on a real Redis: it follows the engine and never replays a log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from redis.asyncio import Redis
+
+from services.lobby.views import ViewProjector, read_view, view_key
+from shared.bus import CommandSender, Keys
+from shared.games import age_of_discovery as aod
+
+from ..backbone.helpers import RULES, play_locally, running_engine
+
+
+async def _drain(projector: ViewProjector) -> None:
+    while await projector.step(block_ms=None):
+        pass
+
+
+async def test_projected_views_equal_the_rules_views_for_every_seat(
+    redis: Redis, keys: Keys
+) -> None:
+    """After every command, the stored view of each seat (and of a spectator) is exactly
+    what ``view`` / ``seat_view`` of the engine's state gives: no more, no less."""
+    commands, _ = play_locally("g-view", players=3, seed=6, limit=60)
+    sender = CommandSender(redis, keys)
+    projector = ViewProjector(redis, keys)
+    await projector.start()
+    async with running_engine(redis, keys):
+        state, _ = aod.new_game(RULES, None, 3, 6)
+        for i, command in enumerate(commands):
+            result = await sender.execute(command)
+            assert result.status == "accepted"
+            if i:
+                aod.decide_into(state, aod.command_from_dict(command.rules_command()))
+            if i % 7 == 0 or i == len(commands) - 1:
+                await _drain(projector)
+                assert await read_view(redis, keys, "g-view", None) == aod.view(state, None)
+                for seat in range(3):
+                    projected = await read_view(redis, keys, "g-view", seat)
+                    assert projected == aod.seat_view(state, seat)
+
+
+async def test_a_new_projector_catches_up_and_views_only_move_forward(
+    redis: Redis, keys: Keys
+) -> None:
+    """A projector started late (or a second one) sees every notification from the start,
+    and an older view never overwrites a newer one."""
+    commands, final = play_locally("g-late-view", players=2, seed=2, limit=30)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        for command in commands:
+            await sender.execute(command)
+    first = ViewProjector(redis, keys, consumer="first")
+    await first.start()
+    await _drain(first)
+    stored = await read_view(redis, keys, "g-late-view", None)
+    assert stored is not None and stored["version"] == final.version
+    assert stored == aod.view(final, None)
+    # An outdated writer (a projector that lags behind) cannot roll the view back.
+    stale = ViewProjector(redis, keys, consumer="stale")
+    stale.games["g-late-view"] = (aod.new_game(RULES, None, 2, 2)[0], 1)
+    async with redis.pipeline(transaction=False) as pipe:
+        await stale._store_view(pipe, "g-late-view")
+        await pipe.execute()
+    assert int(await redis.hget(view_key(keys, "g-late-view"), "version")) == final.version
+
+
+async def test_views_never_carry_hidden_values(redis: Redis, keys: Keys) -> None:
+    """The stored documents contain no face-down token, pile order or generator state: they
+    are identical for the engine's state and for a resampled twin."""
+    commands, final = play_locally("g-hidden", players=4, seed=11, limit=40)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        for command in commands:
+            await sender.execute(command)
+    projector = ViewProjector(redis, keys)
+    await projector.start()
+    await _drain(projector)
+    raw = await redis.hgetall(view_key(keys, "g-hidden"))
+    twin = aod.determinize(final, 99)
+    assert json.loads(raw[b"public"]) == aod.view(twin, None)
+    for seat in range(4):
+        assert json.loads(raw[f"seat:{seat}".encode()])["legal_commands"] == [
+            c.to_dict() for c in aod.legal_commands(twin, seat)
+        ]
+    await asyncio.sleep(0)
