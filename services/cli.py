@@ -149,17 +149,6 @@ def _print_summary(result: dict[str, Any]) -> None:
     )
 
 
-async def _serve_engine(settings: Settings) -> None:
-    from services.engine import Engine
-    from services.runtime import redis_for, stop_on_signals
-
-    async with redis_for(settings) as redis:
-        stop = stop_on_signals()
-        engine = Engine(redis, settings)
-        err_console.print(f"engine {engine.id} serving {settings.partitions} partitions")
-        await engine.run(stop)
-
-
 bench = typer.Typer(help="Benchmarks that print their figures.", no_args_is_help=True)
 app.add_typer(bench, name="bench")
 
@@ -269,22 +258,42 @@ def arena_command(
 
 @app.command()
 def up() -> None:
-    """Run every service in one process (an embedded Redis unless CARAVEL_REDIS_URL is set)."""
+    """Run every service in one process: the engine, the views and the HTTP API on
+    127.0.0.1:CARAVEL_HTTP_PORT (an embedded Redis unless CARAVEL_REDIS_URL is set)."""
+    from services.server import serve
+
     settings = Settings()
     configure_logging(settings.log_level)
-    asyncio.run(_serve_engine(settings))
+    asyncio.run(serve(settings))
+
+
+def _shared_redis(settings: Settings) -> None:
+    if not settings.redis_url:
+        raise typer.BadParameter(
+            "set CARAVEL_REDIS_URL to the Redis the services share (caravel up logs its own)"
+        )
 
 
 @app.command()
 def engine() -> None:
     """Run one engine instance alone against CARAVEL_REDIS_URL; several share the partitions."""
+    from services.server import serve
+
     settings = Settings()
-    if not settings.redis_url:
-        raise typer.BadParameter(
-            "set CARAVEL_REDIS_URL to the Redis the engines share (caravel up logs its own)"
-        )
+    _shared_redis(settings)
     configure_logging(settings.log_level)
-    asyncio.run(_serve_engine(settings))
+    asyncio.run(serve(settings, engine=True, lobby=False))
+
+
+@app.command()
+def lobby() -> None:
+    """Run the HTTP API and the views projection alone against CARAVEL_REDIS_URL."""
+    from services.server import serve
+
+    settings = Settings()
+    _shared_redis(settings)
+    configure_logging(settings.log_level)
+    asyncio.run(serve(settings, engine=False, lobby=True))
 
 
 if __name__ == "__main__":

@@ -37,3 +37,26 @@ class Settings(BaseSettings):
     decision_timeout_s: float = Field(default=60.0, gt=0, description="Default move deadline.")
     bot_think_ms: int = Field(default=1000, ge=0, description="Default bot time budget.")
     log_level: str = Field(default="INFO")
+    secret: str | None = Field(
+        default=None, description="Key that signs seat tokens; unset: one kept in the data folder."
+    )
+    seat_token_ttl_s: int = Field(default=7 * 24 * 3600, ge=60, description="Seat token life.")
+    command_timeout_s: float = Field(
+        default=10.0, gt=0, description="How long the lobby waits for the engine's answer."
+    )
+
+    def signing_key(self) -> bytes:
+        """The configured secret, or one made once and kept in the data folder."""
+        if self.secret:
+            return self.secret.encode()
+        path = self.data_dir / "secret"
+        if not path.exists():
+            import secrets
+
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_hex(32))
+            path.chmod(0o600)
+        return path.read_text().strip().encode()
+
+    def sql_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'caravel.db'}"

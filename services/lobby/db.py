@@ -1,0 +1,50 @@
+"""Lobby tables in SQL (SQLModel): SQLite by default, PostgreSQL by URL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlmodel import Field, SQLModel, create_engine
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LobbyTable(SQLModel, table=True):
+    """A table: a game waiting for players, running, or finished (its id is the game's)."""
+
+    __tablename__ = "lobby_tables"
+
+    id: str = Field(primary_key=True, max_length=64)
+    ruleset: str = Field(max_length=64)
+    options: str  # JSON of the edition options as chosen (defaults filled in)
+    seats: int
+    status: str = Field(default="open", max_length=16, index=True)  # open, running
+    deadline_s: float
+    created_at: datetime = Field(default_factory=_now)
+
+
+class LobbySeat(SQLModel, table=True):
+    """One taken seat. The primary key (table, seat) is what keeps two players out of one
+    seat, whatever the concurrency."""
+
+    __tablename__ = "lobby_seats"
+
+    table_id: str = Field(foreign_key="lobby_tables.id", primary_key=True, max_length=64)
+    seat: int = Field(primary_key=True)
+    kind: str = Field(max_length=8)  # human or bot
+    name: str = Field(max_length=64)
+    bot_level: str | None = Field(default=None, max_length=16)
+    left: bool = False
+
+
+def make_engine(url: str, **options: Any) -> Engine:
+    """A SQLAlchemy engine with the lobby's tables created."""
+    if url.startswith("sqlite"):
+        options.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
+    engine = create_engine(url, **options)
+    SQLModel.metadata.create_all(engine)
+    return engine

@@ -1,0 +1,55 @@
+"""Seat tokens: proof that the bearer holds one seat of one table, signed with HMAC-SHA256."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from dataclasses import dataclass
+
+
+class TokenError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SeatClaim:
+    table_id: str
+    seat: int
+    expires: int
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def issue(key: bytes, table_id: str, seat: int, ttl_s: int, now: float | None = None) -> str:
+    expires = int((time.time() if now is None else now) + ttl_s)
+    payload = _b64(json.dumps({"t": table_id, "s": seat, "e": expires}).encode())
+    signature = _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
+    return f"{payload}.{signature}"
+
+
+def verify(key: bytes, token: str, now: float | None = None) -> SeatClaim:
+    """The claim a token makes, or :class:`TokenError` (malformed, forged or expired)."""
+    payload, sep, signature = token.partition(".")
+    expected = _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
+    if not sep or not hmac.compare_digest(signature, expected):
+        raise TokenError("invalid_token", "the seat token is not valid")
+    try:
+        data = json.loads(_unb64(payload))
+        claim = SeatClaim(str(data["t"]), int(data["s"]), int(data["e"]))
+    except (ValueError, KeyError, TypeError):
+        raise TokenError("invalid_token", "the seat token is not valid") from None
+    if claim.expires < (time.time() if now is None else now):
+        raise TokenError("expired_token", "the seat token has expired; join again")
+    return claim

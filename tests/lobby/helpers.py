@@ -1,0 +1,84 @@
+"""A whole Caravel for tests: `caravel up` in a process of its own, reached over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from shared.bus import Keys
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def running_lobby(
+    redis_url: str, keys: Keys, database_url: str, data_dir: Path, **settings: str
+) -> AsyncIterator[httpx.AsyncClient]:
+    """Run `caravel up` on this test's Redis namespace and database; yield an HTTP client."""
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
+        "CARAVEL_REDIS_URL": redis_url,
+        "CARAVEL_KEY_PREFIX": keys.prefix,
+        "CARAVEL_PARTITIONS": str(keys.partitions),
+        "CARAVEL_DATABASE_URL": database_url,
+        "CARAVEL_DATA_DIR": str(data_dir),
+        "CARAVEL_HTTP_PORT": str(port),
+        "CARAVEL_LEASE_TTL_MS": "1000",
+        "CARAVEL_LOG_LEVEL": "WARNING",
+        **{f"CARAVEL_{k.upper()}": v for k, v in settings.items()},
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "up"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            for _ in range(300):
+                try:
+                    if (await client.get("/health")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if process.poll() is not None:
+                    raise RuntimeError("caravel up exited")
+                await asyncio.sleep(0.05)
+            yield client
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def wait_for_view(
+    client: httpx.AsyncClient, game_id: str, token: str, version: int
+) -> dict[str, Any]:
+    """The seat's view once the projection has reached ``version``."""
+    for _ in range(2000):
+        response = await client.get(f"/games/{game_id}/view", headers=bearer(token))
+        if response.status_code == 200 and response.json()["version"] >= version:
+            return response.json()  # type: ignore[no-any-return]
+        await asyncio.sleep(0.005)
+    raise TimeoutError(f"the view of {game_id} did not reach version {version}")
