@@ -282,7 +282,7 @@ def engine() -> None:
     settings = Settings()
     _shared_redis(settings)
     configure_logging(settings.log_level)
-    asyncio.run(serve(settings, engine=True, lobby=False))
+    asyncio.run(serve(settings, engine=True, lobby=False, ai=False))
 
 
 @app.command()
@@ -293,7 +293,19 @@ def lobby() -> None:
     settings = Settings()
     _shared_redis(settings)
     configure_logging(settings.log_level)
-    asyncio.run(serve(settings, engine=False, lobby=True))
+    asyncio.run(serve(settings, engine=False, lobby=True, ai=False))
+
+
+@app.command()
+def ai() -> None:
+    """Run a bot player alone against CARAVEL_REDIS_URL: it answers decision requests for bot
+    seats, and for humans who left or ran out of time. Several share the load."""
+    from services.server import serve
+
+    settings = Settings()
+    _shared_redis(settings)
+    configure_logging(settings.log_level)
+    asyncio.run(serve(settings, engine=False, lobby=False, ai=True))
 
 
 if __name__ == "__main__":

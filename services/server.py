@@ -6,6 +6,7 @@ import asyncio
 
 import uvicorn
 
+from services.ai.service import BotPlayer
 from services.engine import Engine
 from services.lobby.app import create_app
 from services.lobby.db import make_engine
@@ -15,14 +16,18 @@ from shared.bus import Keys
 from shared.settings import Settings
 
 
-async def serve(settings: Settings, engine: bool = True, lobby: bool = True) -> None:
-    """Serve until SIGINT or SIGTERM; ``engine`` and ``lobby`` choose what runs here."""
+async def serve(
+    settings: Settings, engine: bool = True, lobby: bool = True, ai: bool = True
+) -> None:
+    """Serve until SIGINT or SIGTERM; ``engine``, ``lobby`` and ``ai`` choose what runs."""
     keys = Keys(settings.key_prefix, settings.partitions)
     async with redis_for(settings) as redis:
         stop = stop_on_signals()
         tasks = []
         if engine:
             tasks.append(asyncio.create_task(Engine(redis, settings, keys).run(stop)))
+        if ai:
+            tasks.append(asyncio.create_task(BotPlayer(redis, keys, settings).run(stop)))
         server = None
         if lobby:
             projector = ViewProjector(redis, keys)

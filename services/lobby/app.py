@@ -277,22 +277,18 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
         raise ApiError(409, "table_busy", "too many players are joining at once; try again")
 
     @app.post("/tables/{table_id}/leave", response_model=TableOut, responses=ERRORS)
-    def leave(table_id: str, lobby: LobbyDep, authorization: Auth = None) -> TableOut:
-        """Give a seat up: before the start it frees the seat; in a running game a bot
-        plays it from then on."""
+    async def leave(table_id: str, lobby: LobbyDep, authorization: Auth = None) -> TableOut:
+        """Give a seat up: before the start it frees the seat; in a running game a fallback
+        bot plays it from then on (its moves are recorded as the fallback's)."""
         claim = _claim_for(lobby, authorization, table_id)
-        with Session(lobby.db) as session:
-            table = _table(session, table_id)
-            seat = session.get(LobbySeat, (table_id, claim.seat))
-            if seat is None or seat.kind != "human":
-                raise ApiError(409, "not_seated", f"seat {claim.seat} is not yours any more")
-            if table.status == "open":
-                session.delete(seat)
-            else:
-                seat.left = True
-                session.add(seat)
-            session.commit()
-            return _table_out(table, _seats(session, table_id))
+        table, running = await run_in_threadpool(_leave, lobby.db, table_id, claim.seat)
+        if running:
+            await lobby.redis.hset(lobby.keys.seats(table_id), str(claim.seat), "left")
+            view = await read_view(lobby.redis, lobby.keys, table_id, claim.seat)
+            if view is not None and view["legal_commands"]:  # its decision is due now
+                member = json.dumps([table_id, view["version"], claim.seat])
+                await lobby.redis.zadd(lobby.keys.deadlines(), {member: 0})
+        return table
 
     @app.post("/tables/{table_id}/start", response_model=TableOut, responses=ERRORS)
     async def start(
@@ -315,6 +311,10 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
                 "players": names,
                 "seed": secrets.randbits(48),
             },
+        )
+        who = {str(s.seat): "human" if s.kind == "human" else f"bot:{s.bot_level}" for s in seats}
+        await lobby.redis.hset(
+            lobby.keys.seats(table_id), mapping={**who, "deadline_s": table.deadline_s}
         )
         result = await _execute(lobby, command)
         if result.status == "rejected":
@@ -410,6 +410,23 @@ def _table(session: Session, table_id: str) -> LobbyTable:
 
 def _seats(session: Session, table_id: str) -> list[LobbySeat]:
     return list(session.exec(select(LobbySeat).where(LobbySeat.table_id == table_id)).all())
+
+
+def _leave(db: Engine, table_id: str, seat_number: int) -> tuple[TableOut, bool]:
+    """Free a seat (open table) or mark it abandoned (running game); says which."""
+    with Session(db) as session:
+        table = _table(session, table_id)
+        seat = session.get(LobbySeat, (table_id, seat_number))
+        if seat is None or seat.kind != "human" or seat.left:
+            raise ApiError(409, "not_seated", f"seat {seat_number} is not yours any more")
+        running = table.status != "open"
+        if running:
+            seat.left = True
+            session.add(seat)
+        else:
+            session.delete(seat)
+        session.commit()
+        return _table_out(table, _seats(session, table_id)), running
 
 
 def _claim_start(db: Engine, table_id: str, fill: str | None) -> tuple[LobbyTable, list[LobbySeat]]:

@@ -41,6 +41,10 @@ class Keys:
     def snapshot(self, game_id: str) -> str:
         return self._g(game_id, "snap")
 
+    def seats(self, game_id: str) -> str:
+        """Who plays each seat (human, bot:<level>, left) and the move deadline: the lobby's."""
+        return self._g(game_id, "seats")
+
     def result(self, game_id: str, command_id: str) -> str:
         return f"{self._p(self.partition(game_id))}:result:{command_id}"
 
@@ -67,6 +71,10 @@ class Keys:
     # Global
     def engines(self) -> str:
         return f"{self.prefix}:engines"
+
+    def deadlines(self) -> str:
+        """Pending human decisions by deadline (a sorted set)."""
+        return f"{self.prefix}:deadlines"
 
     def dead_letters(self) -> str:
         return f"{self.prefix}:deadletters"

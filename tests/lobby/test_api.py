@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 
 from services.ai.bots import GreedyBot
 from shared.bus import Keys
+from shared.eventstore import EventStore
 
 from .helpers import bearer, running_lobby, wait_for_view
 
@@ -144,3 +145,58 @@ async def test_seat_tokens_and_bad_input(
         ] == []
         spectator = (await client.get(f"/games/{game}/view")).json()
         assert "legal_commands" not in spectator and spectator["seat"] is None
+
+
+async def _play_until_over(
+    client: httpx.AsyncClient, game: str, token: str, seat: int, act: bool
+) -> dict[str, object]:
+    """Follow a game as ``seat``; play its moves (greedy) only if ``act``."""
+    bot, rng, version = GreedyBot(), random.Random(seat), 1
+    for _ in range(5000):
+        view = await wait_for_view(client, game, token, version)
+        if view["phase"] == "over":
+            return view
+        if act and view["legal_commands"]:
+            answer = await client.post(
+                f"/games/{game}/commands", json=bot.choose(view, rng), headers=bearer(token)
+            )
+            assert answer.status_code in (200, 409), answer.json()  # 409: a bot was faster
+        version = view["version"] + 1
+    raise AssertionError("the game did not end")
+
+
+async def test_bot_seats_play_and_a_human_plays_through_the_api(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """One human seat scripted over HTTP, three greedy bot seats played by the bot player:
+    the game runs to its end, and the bots' moves are in the log as theirs."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        bots = {"1": "greedy", "2": "greedy", "3": "random"}
+        table = (await client.post("/tables", json={"seats": 4, "bots": bots})).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Ana"})).json()
+        assert me["seat"] == 0
+        await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+        final = await _play_until_over(client, table["id"], me["token"], 0, act=True)
+        assert final["turn"] == 8 and len(final["scores"]) == 4
+    actors = {e.actor for e in await EventStore(redis, keys).read(table["id"])}
+    assert {"player", "bot", "system"} <= actors
+
+
+async def test_a_deadline_that_passes_makes_the_fallback_bot_move(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Two humans who never move, at a table with a short deadline: the fallback bot plays
+    for them when time runs out, recorded as the fallback's, and the game finishes. A
+    player who leaves a running game is played by the fallback at once."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table = (await client.post("/tables", json={"seats": 2, "deadline_s": 0.05})).json()
+        a = (await client.post(f"/tables/{table['id']}/join", json={"name": "A"})).json()
+        b = (await client.post(f"/tables/{table['id']}/join", json={"name": "B"})).json()
+        await client.post(f"/tables/{table['id']}/start", headers=bearer(a["token"]))
+        left = await client.post(f"/tables/{table['id']}/leave", headers=bearer(b["token"]))
+        assert left.status_code == 200
+        assert [s["left"] for s in left.json()["taken"]] == [False, True]
+        final = await _play_until_over(client, table["id"], a["token"], 0, act=False)
+        assert final["turn"] == 8
+    events = await EventStore(redis, keys).read(table["id"])
+    assert {e.actor for e in events} == {"system", "fallback"}

@@ -1,0 +1,131 @@
+"""The bot player: answers decision requests for bot seats, and for humans out of time.
+
+It follows the partition decision streams through its own consumer group (several workers
+share the load). For a bot seat it decides at once; for a seat whose player left, or whose
+deadline passed without a move, a fallback bot decides and the command is recorded with
+actor ``fallback``. A bot sees only its seat's projected view: never the game state.
+Command ids are derived from (game, version, seat), so a redelivered request, or two workers
+answering one, apply a move once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+from redis.asyncio import Redis
+
+from services.lobby.views import read_view
+from shared.bus import CommandSender, Delivery, GroupReader, Keys, ensure_group
+from shared.contracts import CommandEnvelope, DecisionRequest
+from shared.settings import Settings
+
+from .bots import bot
+
+log = structlog.get_logger("caravel.ai")
+
+GROUP = "ai"
+FALLBACK_LEVEL = "greedy"
+
+
+class BotPlayer:
+    def __init__(
+        self, redis: Redis, keys: Keys, settings: Settings, consumer: str | None = None
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.settings = settings
+        self.sender = CommandSender(redis, keys)
+        self.reader = GroupReader(
+            redis, GROUP, consumer or f"ai-{uuid.uuid4().hex[:8]}", keys.dead_letters()
+        )
+        self.streams = [keys.decisions(p) for p in keys.all_partitions()]
+        self.rng = random.Random()
+
+    async def start(self) -> None:
+        for stream in self.streams:
+            await ensure_group(self.redis, stream, GROUP)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.start()
+        while not stop.is_set():
+            await self.step(block_ms=100)
+            await self.fire_deadlines()
+
+    async def step(self, block_ms: int | None = None) -> int:
+        deliveries = await self.reader.read(self.streams, 200, block_ms)
+        await self.handle(deliveries)
+        return len(deliveries)
+
+    async def handle(self, deliveries: Sequence[Delivery]) -> None:
+        latest: dict[tuple[str, int], DecisionRequest] = {}
+        for d in deliveries:
+            request = DecisionRequest.model_validate_json(d.fields[b"r"])
+            key = (request.game_id, request.seat)
+            if key not in latest or latest[key].version < request.version:
+                latest[key] = request  # older requests of a seat are already stale
+        for request in latest.values():
+            await self.consider(request)
+        by_stream: dict[str, list[str]] = {}
+        for d in deliveries:
+            by_stream.setdefault(d.stream, []).append(d.id)
+        for stream, ids in by_stream.items():
+            await self.reader.ack(stream, ids)
+
+    async def consider(self, request: DecisionRequest) -> None:
+        seats = await self.redis.hgetall(self.keys.seats(request.game_id))
+        who = seats.get(str(request.seat).encode(), b"").decode()
+        if who.startswith("bot:"):
+            await self.play(request.game_id, request.version, request.seat, who[4:], "bot")
+        elif who == "left":
+            await self.play(
+                request.game_id, request.version, request.seat, FALLBACK_LEVEL, "fallback"
+            )
+        elif who == "human":
+            deadline_s = float(seats.get(b"deadline_s", self.settings.decision_timeout_s))
+            member = json.dumps([request.game_id, request.version, request.seat])
+            await self.redis.zadd(self.keys.deadlines(), {member: time.time() + deadline_s})
+
+    async def fire_deadlines(self) -> None:
+        """Play for humans whose time ran out (each due entry is taken by one worker)."""
+        due = await self.redis.zrangebyscore(self.keys.deadlines(), "-inf", time.time(), 0, 100)
+        for member in due:
+            if await self.redis.zrem(self.keys.deadlines(), member):
+                game_id, version, seat = json.loads(member)
+                await self.play(game_id, version, seat, FALLBACK_LEVEL, "fallback")
+
+    async def play(self, game_id: str, version: int, seat: int, level: str, actor: str) -> None:
+        """Decide for ``seat`` at ``version`` from its view, unless the game has moved on."""
+        view = await self._view_at(game_id, seat, version)
+        if view is None or view["version"] != version or not view["legal_commands"]:
+            return  # stale: someone moved already, or the seat has nothing to decide
+        choice = dict(bot(level).choose(view, self.rng))
+        kind = choice.pop("type")
+        choice.pop("seat", None)
+        await self.sender.send(
+            CommandEnvelope(
+                command_id=hashlib.sha1(f"{game_id}:{version}:{seat}".encode()).hexdigest(),
+                game_id=game_id,
+                seat=seat,
+                type=kind,
+                payload=choice,
+                actor="bot" if actor == "bot" else "fallback",
+            )
+        )
+
+    async def _view_at(self, game_id: str, seat: int, version: int) -> dict[str, Any] | None:
+        """The seat's view once the projection has caught up with ``version``."""
+        for _ in range(200):
+            view = await read_view(self.redis, self.keys, game_id, seat)
+            if view is not None and view["version"] >= version:
+                return view
+            await asyncio.sleep(0.01)
+        log.warning("view lagging", game=game_id, version=version)
+        return None
