@@ -56,8 +56,15 @@ class BotPlayer:
     async def run(self, stop: asyncio.Event) -> None:
         await self.start()
         while not stop.is_set():
-            await self.step(block_ms=100)
+            await self.step(block_ms=await self._wait_ms())
             await self.fire_deadlines()
+
+    async def _wait_ms(self) -> int:
+        """How long to wait for requests: until the next deadline, 100 ms at most."""
+        nearest: Any = await self.redis.zrange(self.keys.deadlines(), 0, 0, withscores=True)
+        if not nearest:
+            return 100
+        return int(min(100, max(1, (nearest[0][1] - time.time()) * 1000)))
 
     async def step(self, block_ms: int | None = None) -> int:
         deliveries = await self.reader.read(self.streams, 200, block_ms)

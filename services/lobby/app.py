@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import secrets
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, Header, Request
+from fastapi import Body, Depends, FastAPI, Header, Request, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -384,7 +385,71 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
             version=view["version"], seat=claim.seat, legal_commands=view["legal_commands"]
         )
 
+    @app.websocket("/games/{game_id}/ws")
+    async def events(
+        websocket: WebSocket, game_id: str, after: int = 0, token: str | None = None
+    ) -> None:
+        """The events your seat may see (with ?token=; public ones without), from version
+        ``after`` + 1 on, then live. Reconnect with the last version you got: nothing is
+        missed and nothing comes twice."""
+        lobby: Lobby = websocket.app.state.lobby
+        seat = None
+        if token:
+            try:
+                seat = _claim_for(lobby, f"Bearer {token}", game_id).seat
+            except ApiError as e:
+                await websocket.accept()  # then close with a reason the client can read
+                await websocket.close(code=4401, reason=e.code)
+                return
+        await websocket.accept()
+        try:
+            await stream_events(lobby.redis, lobby.keys, game_id, seat, after, websocket.send_text)
+            await websocket.close()
+        except WebSocketDisconnect:
+            return
+
     return app
+
+
+async def stream_events(
+    redis: Redis,
+    keys: Keys,
+    game_id: str,
+    seat: int | None,
+    after: int,
+    send: Callable[[str], Awaitable[None]],
+) -> None:
+    """Send a game's events visible to ``seat`` after version ``after``: the log first, then
+    the partition's live stream (its position taken before the log is read, so no gap).
+    Returns after the game's last event."""
+    stream = keys.events(keys.partition(game_id))
+    last: Any = await redis.xrevrange(stream, count=1)
+    position = last[0][0] if last else b"0-0"
+    sent = after
+    for _, fields in await redis.xrange(keys.log(game_id), min=f"{after + 1}-0"):
+        event = json.loads(fields[b"e"])
+        sent = event["version"]
+        if _visible(event, seat):
+            await send(fields[b"e"].decode())
+        if event["type"] == "game_ended":
+            return
+    while True:
+        reply: Any = await redis.xread({stream: position}, count=100, block=1000)
+        for _, entries in reply or []:
+            for entry_id, fields in entries:
+                position = entry_id
+                if fields[b"g"].decode() != game_id or int(fields[b"v"]) <= sent:
+                    continue
+                for event in json.loads(fields[b"e"]):
+                    if event["version"] > sent and _visible(event, seat):
+                        await send(json.dumps(event, separators=(",", ":")))
+                    sent = max(sent, event["version"])
+                    if event["type"] == "game_ended":
+                        return
+
+
+def _visible(event: dict[str, Any], seat: int | None) -> bool:
+    return event["visibility"] == "public" or (seat is not None and event["visibility"] == seat)
 
 
 async def _execute(lobby: Lobby, command: CommandEnvelope) -> Any:
