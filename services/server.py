@@ -10,6 +10,7 @@ from services.ai.service import BotPlayer
 from services.engine import Engine
 from services.lobby.app import create_app
 from services.lobby.db import make_engine
+from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
 from services.runtime import redis_for, stop_on_signals
 from shared.bus import Keys
@@ -33,6 +34,8 @@ async def serve(
             projector = ViewProjector(redis, keys)
             tasks.append(asyncio.create_task(projector.run(stop)))
             app = create_app(redis, keys, make_engine(settings.sql_url()), settings)
+            matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
+            tasks.append(asyncio.create_task(matchmaker.run(stop)))
             config = uvicorn.Config(
                 app, host="127.0.0.1", port=settings.http_port, log_level="warning"
             )

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
         default=None, description="Key that signs seat tokens; unset: one kept in the data folder."
     )
     seat_token_ttl_s: int = Field(default=7 * 24 * 3600, ge=60, description="Seat token life.")
+    match_wait_s: float = Field(
+        default=10.0, ge=0, description="Matchmaking: wait this long, then fill with bots."
+    )
     command_timeout_s: float = Field(
         default=10.0, gt=0, description="How long the lobby waits for the engine's answer."
     )

@@ -30,7 +30,7 @@ from shared.games import age_of_discovery as aod
 from shared.settings import Settings
 
 from . import tokens
-from .db import LobbySeat, LobbyTable
+from .db import LobbySeat, LobbyTable, LobbyTicket
 from .views import read_view
 
 
@@ -109,6 +109,22 @@ class StartTable(BaseModel):
     fill_with_bots: str | None = Field(
         default=None, description="Give free seats to bots of this level.", examples=["greedy"]
     )
+
+
+class QueueIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, examples=["Ana"])
+    players: int = Field(ge=2, le=5, examples=[4])
+    options: dict[str, str | int] = Field(default_factory=dict, examples=[{"tile_set": "extended"}])
+
+
+class TicketOut(BaseModel):
+    ticket: str
+    status: str = Field(examples=["waiting", "matched"])
+    table_id: str | None = None
+    seat: int | None = None
+    token: str | None = Field(default=None, description="Your seat token, once matched.")
 
 
 class CommandOut(BaseModel):
@@ -224,6 +240,40 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
                 [s for s in session.exec(select(LobbySeat).where(LobbySeat.table_id == table.id))],
             )
 
+    @app.post("/queue", status_code=202, response_model=TicketOut, responses=ERRORS)
+    def enter_queue(body: QueueIn, lobby: LobbyDep) -> TicketOut:
+        """Wait for a game with these preferences: a table forms when enough players wait,
+        or after a while with bots in the free seats, and starts by itself."""
+        try:
+            rules = lobby.rules("standard", body.options)
+        except aod.RulesetError as e:
+            raise ApiError(422, "bad_options", str(e)) from None
+        ticket = LobbyTicket(
+            id=f"q-{uuid.uuid4().hex[:16]}",
+            name=body.name,
+            players=body.players,
+            options=json.dumps(rules.options, sort_keys=True),
+        )
+        with Session(lobby.db) as session:
+            session.add(ticket)
+            session.commit()
+            return TicketOut(ticket=ticket.id, status="waiting")
+
+    @app.get("/queue/{ticket_id}", response_model=TicketOut, responses=ERRORS)
+    def ticket_status(ticket_id: str, lobby: LobbyDep) -> TicketOut:
+        """Poll a ticket; once matched it carries the table, the seat and its token."""
+        with Session(lobby.db) as session:
+            ticket = session.get(LobbyTicket, ticket_id)
+            if ticket is None:
+                raise ApiError(404, "unknown_ticket", f"there is no ticket {ticket_id}")
+            out = TicketOut(ticket=ticket.id, status=ticket.status)
+            if ticket.table_id is not None and ticket.seat is not None:
+                out.table_id, out.seat = ticket.table_id, ticket.seat
+                out.token = tokens.issue(
+                    lobby.key, ticket.table_id, ticket.seat, lobby.settings.seat_token_ttl_s
+                )
+            return out
+
     @app.get("/tables", response_model=list[TableOut], responses=ERRORS)
     def list_tables(lobby: LobbyDep, status: str = "open") -> list[TableOut]:
         """Tables by status (``open`` by default), newest first."""
@@ -300,27 +350,7 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
         fill = body.fill_with_bots if body else None
         if fill is not None and fill not in BOTS:
             raise ApiError(422, "bad_bot", f"unknown bot level {fill!r}", {"known": list(BOTS)})
-        table, seats = await run_in_threadpool(_claim_start, lobby.db, table_id, fill)
-        names = [s.name for s in sorted(seats, key=lambda s: s.seat)]
-        command = CommandEnvelope(
-            game_id=table_id,
-            type="create_game",
-            actor="system",
-            payload={
-                "ruleset": table.ruleset,
-                "options": json.loads(table.options),
-                "players": names,
-                "seed": secrets.randbits(48),
-            },
-        )
-        who = {str(s.seat): "human" if s.kind == "human" else f"bot:{s.bot_level}" for s in seats}
-        await lobby.redis.hset(
-            lobby.keys.seats(table_id), mapping={**who, "deadline_s": table.deadline_s}
-        )
-        result = await _execute(lobby, command)
-        if result.status == "rejected":
-            raise ApiError(409, result.code or "rejected", result.reason or "")
-        return _table_out(table, seats)
+        return await start_table(lobby, table_id, fill)
 
     @app.post("/games/{game_id}/commands", response_model=CommandOut, responses=ERRORS)
     async def send_command(
@@ -450,6 +480,31 @@ async def stream_events(
 
 def _visible(event: dict[str, Any], seat: int | None) -> bool:
     return event["visibility"] == "public" or (seat is not None and event["visibility"] == seat)
+
+
+async def start_table(lobby: Lobby, table_id: str, fill: str | None) -> TableOut:
+    """Mark a table running (filling free seats with bots if asked), tell the bot player who
+    plays each seat, and create the game in the engine."""
+    table, seats = await run_in_threadpool(_claim_start, lobby.db, table_id, fill)
+    who = {str(s.seat): "human" if s.kind == "human" else f"bot:{s.bot_level}" for s in seats}
+    await lobby.redis.hset(
+        lobby.keys.seats(table_id), mapping={**who, "deadline_s": table.deadline_s}
+    )
+    command = CommandEnvelope(
+        game_id=table_id,
+        type="create_game",
+        actor="system",
+        payload={
+            "ruleset": table.ruleset,
+            "options": json.loads(table.options),
+            "players": [s.name for s in sorted(seats, key=lambda s: s.seat)],
+            "seed": secrets.randbits(48),
+        },
+    )
+    result = await _execute(lobby, command)
+    if result.status == "rejected":
+        raise ApiError(409, result.code or "rejected", result.reason or "")
+    return _table_out(table, seats)
 
 
 async def _execute(lobby: Lobby, command: CommandEnvelope) -> Any:

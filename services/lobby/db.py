@@ -48,3 +48,18 @@ def make_engine(url: str, **options: Any) -> Engine:
     engine = create_engine(url, **options)
     SQLModel.metadata.create_all(engine)
     return engine
+
+
+class LobbyTicket(SQLModel, table=True):
+    """A player waiting in the matchmaking queue, until a table is formed for them."""
+
+    __tablename__ = "lobby_tickets"
+
+    id: str = Field(primary_key=True, max_length=64)
+    name: str = Field(max_length=64)
+    players: int
+    options: str  # JSON, canonical: tickets match when their players and options are equal
+    status: str = Field(default="waiting", max_length=16, index=True)  # waiting, matched
+    table_id: str | None = Field(default=None, max_length=64)
+    seat: int | None = None
+    created_at: datetime = Field(default_factory=_now)

@@ -1,0 +1,89 @@
+"""Matchmaking: players queue with their preferences; a table forms when enough of them wait,
+or, after ``CARAVEL_MATCH_WAIT_S``, with bots in the free seats. The game starts by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+import structlog
+from fastapi.concurrency import run_in_threadpool
+from sqlmodel import Session, select
+
+from .app import Lobby, start_table
+from .db import LobbySeat, LobbyTable, LobbyTicket
+
+log = structlog.get_logger("caravel.matchmaking")
+
+FILL_LEVEL = "greedy"
+
+
+class Matchmaker:
+    def __init__(self, lobby: Lobby, wait_s: float, period_s: float = 0.1) -> None:
+        self.lobby = lobby
+        self.wait_s = wait_s
+        self.period_s = period_s
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.round()
+            except Exception:  # a failed round is tried again next period
+                log.exception("matchmaking round failed")
+            await asyncio.sleep(self.period_s)
+
+    async def round(self) -> list[str]:
+        """Form every table that can be formed now (one lobby process at a time); returns
+        their ids. Each is started."""
+        lock = f"{self.lobby.keys.prefix}:matchmaker"
+        if not await self.lobby.redis.set(lock, "1", nx=True, px=5000):
+            return []
+        try:
+            formed = await run_in_threadpool(self._form_tables)
+            for table_id in formed:
+                await start_table(self.lobby, table_id, FILL_LEVEL)
+            return formed
+        finally:
+            await self.lobby.redis.delete(lock)
+
+    def _form_tables(self) -> list[str]:
+        now = datetime.now(UTC)
+        with Session(self.lobby.db) as session:
+            waiting = session.exec(
+                select(LobbyTicket)
+                .where(LobbyTicket.status == "waiting")
+                .order_by(LobbyTicket.created_at)  # type: ignore[arg-type]
+            ).all()
+            groups: dict[tuple[int, str], list[LobbyTicket]] = defaultdict(list)
+            for ticket in waiting:
+                groups[(ticket.players, ticket.options)].append(ticket)
+            formed = []
+            for (players, options), tickets in groups.items():
+                while len(tickets) >= players:
+                    formed.append(self._table(session, tickets[:players], players, options))
+                    tickets = tickets[players:]
+                oldest = tickets[0].created_at.replace(tzinfo=UTC) if tickets else None
+                if oldest is not None and now - oldest >= timedelta(seconds=self.wait_s):
+                    formed.append(self._table(session, tickets, players, options))
+            session.commit()
+            return formed
+
+    def _table(
+        self, session: Session, tickets: list[LobbyTicket], players: int, options: str
+    ) -> str:
+        table = LobbyTable(
+            id=f"t-{uuid.uuid4().hex[:12]}",
+            ruleset="standard",
+            options=options,
+            seats=players,
+            deadline_s=self.lobby.settings.decision_timeout_s,
+        )
+        session.add(table)
+        session.flush()
+        for seat, ticket in enumerate(tickets):
+            session.add(LobbySeat(table_id=table.id, seat=seat, kind="human", name=ticket.name))
+            ticket.status, ticket.table_id, ticket.seat = "matched", table.id, seat
+            session.add(ticket)
+        return table.id

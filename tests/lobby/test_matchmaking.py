@@ -1,0 +1,69 @@
+"""Matchmaking over real HTTP: enough players make a table; a lone player gets bots."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+from redis.asyncio import Redis
+
+from shared.bus import Keys
+
+from .helpers import bearer, running_lobby, wait_for_view
+
+
+async def _matched(client: httpx.AsyncClient, ticket: str) -> dict[str, Any]:
+    for _ in range(600):
+        status = (await client.get(f"/queue/{ticket}")).json()
+        if status["status"] == "matched":
+            return status  # type: ignore[no-any-return]
+        await asyncio.sleep(0.02)
+    raise TimeoutError(f"ticket {ticket} was never matched")
+
+
+async def test_players_with_the_same_preferences_are_seated_together(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Three players queue for a 3-player extended game (and one for a 2-player game, who
+    must not join them): the three share one table, in distinct seats, and it starts."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path, match_wait_s="60") as client:
+        wanted = {"players": 3, "options": {"tile_set": "extended"}}
+        tickets = [
+            (await client.post("/queue", json={"name": f"p{i}", **wanted})).json()["ticket"]
+            for i in range(3)
+        ]
+        other = (await client.post("/queue", json={"name": "x", "players": 2})).json()["ticket"]
+        matched = [await _matched(client, t) for t in tickets]
+        assert len({m["table_id"] for m in matched}) == 1
+        assert sorted(m["seat"] for m in matched) == [0, 1, 2]
+        table = (await client.get(f"/tables/{matched[0]['table_id']}")).json()
+        assert table["status"] == "running" and table["options"]["tile_set"] == "extended"
+        assert [s["kind"] for s in table["taken"]] == ["human"] * 3
+        assert (await client.get(f"/queue/{other}")).json()["status"] == "waiting"
+        view = await wait_for_view(client, table["id"], matched[0]["token"], 1)
+        assert view["phase"] == "placement"
+
+
+async def test_a_lone_player_is_given_bots_after_the_wait(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    async with running_lobby(redis_url, keys, database_url, tmp_path, match_wait_s="0.2") as client:
+        ticket = (await client.post("/queue", json={"name": "solo", "players": 4})).json()
+        match = await _matched(client, ticket["ticket"])
+        table = (await client.get(f"/tables/{match['table_id']}")).json()
+        assert table["status"] == "running"
+        assert sorted(s["kind"] for s in table["taken"]) == ["bot", "bot", "bot", "human"]
+        first = await wait_for_view(client, table["id"], match["token"], 1)
+        # The bots play their seats: the game moves on whenever a bot is to decide.
+        while first["pending"][0]["seat"] == match["seat"]:
+            legal = first["legal_commands"]
+            answer = await client.post(
+                f"/games/{table['id']}/commands", json=legal[0], headers=bearer(match["token"])
+            )
+            first = await wait_for_view(
+                client, table["id"], match["token"], answer.json()["version"]
+            )
+        later = await wait_for_view(client, table["id"], match["token"], first["version"] + 1)
+        assert later["version"] > first["version"]
