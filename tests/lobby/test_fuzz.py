@@ -1,0 +1,46 @@
+"""A schema-driven fuzz run (schemathesis) over the OpenAPI spec finds no server error."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from shared.bus import Keys
+
+from .helpers import bearer, running_lobby
+
+
+async def test_fuzzing_the_openapi_spec_finds_no_server_error(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        spec = (await client.get("/openapi.json")).json()
+        assert {"/tables", "/queue", "/games/{game_id}/commands"} <= set(spec["paths"])
+        # A running game, so that fuzzed moves reach the engine and its rules.
+        body = {"seats": 2, "bots": {"1": "random"}, "deadline_s": 3600}
+        table = (await client.post("/tables", json=body)).json()
+        token = (await client.post(f"/tables/{table['id']}/join", json={"name": "f"})).json()
+        started = await client.post(f"/tables/{table['id']}/start", headers=bearer(token["token"]))
+        assert started.status_code == 200
+        config = tmp_path / "schemathesis.toml"
+        config.write_text(
+            f'[parameters]\n"path.game_id" = "{table["id"]}"\n"path.table_id" = "{table["id"]}"\n'
+        )
+        st = os.path.join(os.path.dirname(sys.executable), "st")
+        process = await asyncio.create_subprocess_exec(
+            st, "--config-file", str(config), "run",
+            f"{str(client.base_url).rstrip('/')}/openapi.json",
+            "--checks", "not_a_server_error",
+            "--max-examples", "25",
+            "--header", f"Authorization: Bearer {token['token']}",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=600)
+    text = output.decode(errors="replace")
+    assert process.returncode == 0, text[-3000:]
+    assert "generated" in text and " passed" in text
