@@ -37,7 +37,11 @@ async def serve(
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
             tasks.append(asyncio.create_task(matchmaker.run(stop)))
             config = uvicorn.Config(
-                app, host="127.0.0.1", port=settings.http_port, log_level="warning"
+                app,
+                host="127.0.0.1",
+                port=settings.http_port,
+                log_level="warning",
+                timeout_graceful_shutdown=3,  # open WebSockets do not hold a stop up
             )
             server = uvicorn.Server(config)
             server.install_signal_handlers = lambda: None  # type: ignore[method-assign]

@@ -1,0 +1,180 @@
+"""Benchmark: bot-filled games driven over HTTP, moves watched on the other seats' WebSockets.
+
+    python benchmarks/lobby_http.py --games 20 --seconds 20 [--redis-url URL] [--json]
+
+Starts `caravel up` (its own key namespace, SQLite file and port; an embedded Redis unless
+--redis-url is given). Each game has two human seats played by this driver through
+`POST /games/{id}/commands` (a random legal move from the seat's view) and two greedy bots.
+It reports command submissions per second and the latency from sending a POST to the move
+appearing on the *other* human seat's WebSocket. A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+import httpx
+import websockets
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Watcher:
+    """One seat's WebSocket: when each version reached it."""
+
+    def __init__(self) -> None:
+        self.arrivals: dict[int, float] = {}
+        self.latest = 0
+        self.changed = asyncio.Event()
+
+    async def follow(self, url: str) -> None:
+        async with websockets.connect(url, max_size=None) as ws:
+            async for message in ws:
+                event = json.loads(message)
+                self.arrivals[event["version"]] = time.perf_counter()
+                self.latest = max(self.latest, event["version"])
+                self.changed.set()
+
+
+async def play(
+    client: httpx.AsyncClient, ws_base: str, deadline: float, rng: random.Random
+) -> tuple[int, list[float]]:
+    body = {"seats": 4, "bots": {"2": "greedy", "3": "greedy"}, "deadline_s": 3600}
+    table = (await client.post("/tables", json=body)).json()
+    game = table["id"]
+    seats = [
+        (await client.post(f"/tables/{game}/join", json={"name": f"h{i}"})).json() for i in range(2)
+    ]
+    headers = [{"Authorization": f"Bearer {s['token']}"} for s in seats]
+    watchers = [Watcher(), Watcher()]
+    tasks = [
+        asyncio.create_task(w.follow(f"{ws_base}/games/{game}/ws?token={s['token']}"))
+        for w, s in zip(watchers, seats, strict=True)
+    ]
+    await client.post(f"/tables/{game}/start", headers=headers[0])
+    sent: list[tuple[int, int, int, float]] = []  # (other seat, first version, last, at)
+    try:
+        while time.perf_counter() < deadline:
+            view = (await client.get(f"/games/{game}/view", headers=headers[0])).json()
+            if view.get("phase") == "over":
+                break
+            decisions = view.get("pending") or []
+            mine = [d["seat"] for d in decisions if d["seat"] in (0, 1)]
+            if not mine:  # a bot's turn: wait for the game to move
+                watchers[0].changed.clear()
+                if watchers[0].latest <= view.get("version", 0):
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(watchers[0].changed.wait(), 5)
+                continue
+            seat = mine[0]
+            legal = (await client.get(f"/games/{game}/legal", headers=headers[seat])).json()
+            if legal.get("version") != view["version"] or not legal.get("legal_commands"):
+                continue
+            started = time.perf_counter()
+            answer = await client.post(
+                f"/games/{game}/commands",
+                json=rng.choice(legal["legal_commands"]),
+                headers=headers[seat],
+            )
+            if answer.status_code == 200:
+                sent.append((1 - seat, view["version"] + 1, answer.json()["version"], started))
+        await asyncio.sleep(0.5)  # let the last moves reach the sockets
+    finally:
+        for task in tasks:
+            task.cancel()
+    latencies = []
+    for other, first, last, at in sent:
+        arrivals = [
+            watchers[other].arrivals[v]
+            for v in range(first, last + 1)
+            if v in watchers[other].arrivals
+        ]
+        if arrivals:
+            latencies.append(min(arrivals) - at)
+    return len(sent), latencies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    folder = tempfile.mkdtemp(prefix="caravel-bench-")
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
+        "CARAVEL_DATA_DIR": folder,
+        "CARAVEL_HTTP_PORT": str(port),
+        "CARAVEL_KEY_PREFIX": f"cvhttp-{uuid.uuid4().hex[:8]}",
+        "CARAVEL_LOG_LEVEL": "WARNING",
+    }
+    if args.redis_url:
+        env["CARAVEL_REDIS_URL"] = args.redis_url
+    server = subprocess.Popen([sys.executable, "-m", "services.cli", "up"], env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        limits = httpx.Limits(max_connections=4 * args.games + 10)
+        async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+            for _ in range(600):
+                try:
+                    if (await client.get("/health")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.05)
+            started = time.perf_counter()
+            deadline = started + args.seconds
+            results = await asyncio.gather(
+                *(
+                    play(client, f"ws://127.0.0.1:{port}", deadline, random.Random(i))
+                    for i in range(args.games)
+                )
+            )
+            elapsed = time.perf_counter() - started
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+    commands = sum(n for n, _ in results)
+    latencies = [x for _, lat in results for x in lat]
+    return {
+        "games": args.games,
+        "seconds": round(elapsed, 2),
+        "commands": commands,
+        "commands_per_second": round(commands / elapsed, 1),
+        "latency_ms": {
+            name: round(1000 * percentile(latencies, q), 2)
+            for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--redis-url", default=None)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = asyncio.run(main_async(args))
+    print(json.dumps(result) if args.json else result)
+
+
+if __name__ == "__main__":
+    main()
