@@ -267,45 +267,36 @@ def up() -> None:
     asyncio.run(serve(settings))
 
 
-def _shared_redis(settings: Settings) -> None:
+def _serve_alone(engine: bool = False, lobby: bool = False, ai: bool = False) -> None:
+    """Run some services against the Redis that every process shares."""
+    from services.server import serve
+
+    settings = Settings()
     if not settings.redis_url:
         raise typer.BadParameter(
             "set CARAVEL_REDIS_URL to the Redis the services share (caravel up logs its own)"
         )
+    configure_logging(settings.log_level)
+    asyncio.run(serve(settings, engine=engine, lobby=lobby, ai=ai))
 
 
 @app.command()
 def engine() -> None:
     """Run one engine instance alone against CARAVEL_REDIS_URL; several share the partitions."""
-    from services.server import serve
-
-    settings = Settings()
-    _shared_redis(settings)
-    configure_logging(settings.log_level)
-    asyncio.run(serve(settings, engine=True, lobby=False, ai=False))
+    _serve_alone(engine=True)
 
 
 @app.command()
 def lobby() -> None:
     """Run the HTTP API and the views projection alone against CARAVEL_REDIS_URL."""
-    from services.server import serve
-
-    settings = Settings()
-    _shared_redis(settings)
-    configure_logging(settings.log_level)
-    asyncio.run(serve(settings, engine=False, lobby=True, ai=False))
+    _serve_alone(lobby=True)
 
 
 @app.command()
 def ai() -> None:
     """Run a bot player alone against CARAVEL_REDIS_URL: it answers decision requests for bot
     seats, and for humans who left or ran out of time. Several share the load."""
-    from services.server import serve
-
-    settings = Settings()
-    _shared_redis(settings)
-    configure_logging(settings.log_level)
-    asyncio.run(serve(settings, engine=False, lobby=False, ai=True))
+    _serve_alone(ai=True)
 
 
 if __name__ == "__main__":
