@@ -565,15 +565,6 @@ def _check_place(s: GameState, c: Command) -> None:
         raise RuleViolation("box_full", f"no free space in the {c.box} box for seat {c.seat}")
 
 
-def _check_money(amount: int) -> Callable[[GameState, Command], None]:
-    def check(s: GameState, c: Command) -> None:
-        if s.money[c.seat] < amount:
-            raise RuleViolation("not_enough_money", f"seat {c.seat} has ${s.money[c.seat]}")
-        _check_listed(s, c)
-
-    return check
-
-
 def _check_buy(s: GameState, c: Command) -> None:
     assert isinstance(c, BuyBuilding)
     b = s.rules.building_index.get(c.building)
