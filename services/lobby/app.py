@@ -10,9 +10,9 @@ import json
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import Body, Depends, FastAPI, Header, Request, WebSocket, WebSocketDisconnect
+from fastapi import Body, Depends, FastAPI, Header, Path, Request, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -32,6 +32,10 @@ from shared.settings import Settings
 from . import tokens
 from .db import LobbySeat, LobbyTable, LobbyTicket
 from .views import read_view
+
+Id = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", description="An id the lobby issued.")]
+# Names are shown to other players and stored in SQL: printable text only.
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 
 
 class ApiError(Exception):
@@ -59,7 +63,9 @@ CONFLICT_CODES = {"out_of_turn", "game_over", "game_exists"}
 class CreateTable(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    ruleset: str = Field(default="standard", max_length=64, examples=["standard"])
+    ruleset: str = Field(
+        default="standard", pattern=r"^[A-Za-z0-9_-]{1,64}$", examples=["standard"]
+    )
     options: dict[str, str | int] = Field(
         default_factory=dict, examples=[{"tile_set": "extended", "navy_vp_per_ship": 3}]
     )
@@ -93,7 +99,7 @@ class TableOut(BaseModel):
 class JoinTable(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=64, examples=["Ana"])
+    name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, examples=["Ana"])
     seat: int | None = Field(default=None, ge=0, le=4, description="A seat; none: the first free.")
 
 
@@ -114,7 +120,7 @@ class StartTable(BaseModel):
 class QueueIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=64, examples=["Ana"])
+    name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, examples=["Ana"])
     players: int = Field(ge=2, le=5, examples=[4])
     options: dict[str, str | int] = Field(default_factory=dict, examples=[{"tile_set": "extended"}])
 
@@ -260,7 +266,7 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
             return TicketOut(ticket=ticket.id, status="waiting")
 
     @app.get("/queue/{ticket_id}", response_model=TicketOut, responses=ERRORS)
-    def ticket_status(ticket_id: str, lobby: LobbyDep) -> TicketOut:
+    def ticket_status(ticket_id: Id, lobby: LobbyDep) -> TicketOut:
         """Poll a ticket; once matched it carries the table, the seat and its token."""
         with Session(lobby.db) as session:
             ticket = session.get(LobbyTicket, ticket_id)
@@ -275,7 +281,7 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
             return out
 
     @app.get("/tables", response_model=list[TableOut], responses=ERRORS)
-    def list_tables(lobby: LobbyDep, status: str = "open") -> list[TableOut]:
+    def list_tables(lobby: LobbyDep, status: Literal["open", "running"] = "open") -> list[TableOut]:
         """Tables by status (``open`` by default), newest first."""
         with Session(lobby.db) as session:
             tables = session.exec(
@@ -290,13 +296,13 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
             return out
 
     @app.get("/tables/{table_id}", response_model=TableOut, responses=ERRORS)
-    def get_table(table_id: str, lobby: LobbyDep) -> TableOut:
+    def get_table(table_id: Id, lobby: LobbyDep) -> TableOut:
         with Session(lobby.db) as session:
             table = _table(session, table_id)
             return _table_out(table, _seats(session, table_id))
 
     @app.post("/tables/{table_id}/join", status_code=201, response_model=JoinOut, responses=ERRORS)
-    def join(table_id: str, body: JoinTable, lobby: LobbyDep) -> JoinOut:
+    def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
         """Take a seat (a given one, or the first free): the answer carries the seat token."""
         for _ in range(8):  # lost a race for a seat: try the next free one
             with Session(lobby.db) as session:
@@ -328,7 +334,7 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
         raise ApiError(409, "table_busy", "too many players are joining at once; try again")
 
     @app.post("/tables/{table_id}/leave", response_model=TableOut, responses=ERRORS)
-    async def leave(table_id: str, lobby: LobbyDep, authorization: Auth = None) -> TableOut:
+    async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> TableOut:
         """Give a seat up: before the start it frees the seat; in a running game a fallback
         bot plays it from then on (its moves are recorded as the fallback's)."""
         claim = _claim_for(lobby, authorization, table_id)
@@ -343,7 +349,7 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
 
     @app.post("/tables/{table_id}/start", response_model=TableOut, responses=ERRORS)
     async def start(
-        table_id: str, lobby: LobbyDep, body: StartTable | None = None, authorization: Auth = None
+        table_id: Id, lobby: LobbyDep, body: StartTable | None = None, authorization: Auth = None
     ) -> TableOut:
         """Start the game once every seat is taken (or filled with bots)."""
         _claim_for(lobby, authorization, table_id)
@@ -354,7 +360,7 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
 
     @app.post("/games/{game_id}/commands", response_model=CommandOut, responses=ERRORS)
     async def send_command(
-        game_id: str,
+        game_id: Id,
         command: Annotated[
             dict[str, Any],
             Body(
@@ -396,7 +402,7 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
         },
         response_class=JSONResponse,
     )
-    async def get_view(game_id: str, lobby: LobbyDep, authorization: Auth = None) -> JSONResponse:
+    async def get_view(game_id: Id, lobby: LobbyDep, authorization: Auth = None) -> JSONResponse:
         """The game as your seat sees it (with a seat token), or as a spectator (without)."""
         seat = _claim_for(lobby, authorization, game_id).seat if authorization else None
         view = await read_view(lobby.redis, lobby.keys, game_id, seat)
@@ -405,7 +411,7 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
         return JSONResponse(view)  # already JSON-ready: skip FastAPI's re-encoding
 
     @app.get("/games/{game_id}/legal", response_model=LegalOut, responses=ERRORS)
-    async def get_legal(game_id: str, lobby: LobbyDep, authorization: Auth = None) -> LegalOut:
+    async def get_legal(game_id: Id, lobby: LobbyDep, authorization: Auth = None) -> LegalOut:
         """Your seat's legal commands now (empty when you have nothing to decide)."""
         claim = _claim_for(lobby, authorization, game_id)
         view = await read_view(lobby.redis, lobby.keys, game_id, claim.seat)

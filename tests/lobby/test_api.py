@@ -128,6 +128,20 @@ async def test_seat_tokens_and_bad_input(
             "unknown_command",
         )
         await expect(await client.get("/tables/nope"), 404, "unknown_table")
+        # Text the SQL side cannot store, or that no id ever has, is refused up front.
+        await expect(await client.get("/tables/a%00b"), 422, "invalid_request")
+        await expect(await client.get("/tables?status=closed%00"), 422, "invalid_request")
+        await expect(await client.get("/queue/q%00"), 422, "invalid_request")
+        await expect(
+            await client.post("/queue", json={"name": "a\u0000b", "players": 2}),
+            422,
+            "invalid_request",
+        )
+        await expect(
+            await client.post("/tables", json={"seats": 2, "ruleset": "std\u0000"}),
+            422,
+            "invalid_request",
+        )
         await expect(await client.post("/tables", json={"seats": 9}), 422, "invalid_request")
         await expect(
             await client.post("/tables", json={"seats": 3, "options": {"speed": "fast"}}),

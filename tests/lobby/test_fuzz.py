@@ -1,4 +1,7 @@
-"""A schema-driven fuzz run (schemathesis) over the OpenAPI spec finds no server error."""
+"""A schema-driven fuzz run (schemathesis) over the OpenAPI spec finds no server error.
+
+(It found one: a NUL byte in a query string reached PostgreSQL, which refuses it; ids, names
+and statuses are now validated before any SQL.)"""
 
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ async def test_fuzzing_the_openapi_spec_finds_no_server_error(
             f"{str(client.base_url).rstrip('/')}/openapi.json",
             "--checks", "not_a_server_error",
             "--max-examples", "25",
+            "--seed", "20261125",  # reproducible in CI; run `st run` by hand to explore more
             "--header", f"Authorization: Bearer {token['token']}",
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
