@@ -29,6 +29,8 @@ from typing import Any
 import httpx
 import websockets
 
+from shared.bus import connect, delete_namespace
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -150,7 +152,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             elapsed = time.perf_counter() - started
     finally:
         server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        finally:
+            if server.poll() is None:
+                server.kill()
+        if args.redis_url:  # leave a shared Redis as it was found
+            redis = connect(args.redis_url)
+            await delete_namespace(redis, env["CARAVEL_KEY_PREFIX"])
+            await redis.aclose()
     commands = sum(n for n, _ in results)
     latencies = [x for _, lat in results for x in lat]
     return {
