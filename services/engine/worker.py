@@ -66,6 +66,7 @@ class Game:
     version: int
     seen: dict[str, int] = field(default_factory=dict)
     final_recorded: bool = False
+    deadline_s: float | None = None  # the table's move deadline, when its lobby set one
 
 
 @dataclass
@@ -314,8 +315,11 @@ class Engine:
             loaded = await self.store.load_many(missing, self.codec)
         except Exception:
             return  # some game does not load: each is loaded alone, isolating the failure
+        deadlines = await self._deadlines(missing)
         for game_id, game in loaded.items():
-            self.games[game_id] = Game(game.state, game.version, game.seen)
+            self.games[game_id] = Game(
+                game.state, game.version, game.seen, False, deadlines[game_id]
+            )
         while len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)
 
@@ -410,11 +414,21 @@ class Engine:
             self.games.move_to_end(game_id)
             return game
         loaded = await self.store.load(game_id, self.codec)
-        game = Game(loaded.state, loaded.version, loaded.seen)
+        deadline_s = (await self._deadlines([game_id]))[game_id]
+        game = Game(loaded.state, loaded.version, loaded.seen, False, deadline_s)
         self.games[game_id] = game
         if len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)
         return game
+
+    async def _deadlines(self, game_ids: Sequence[str]) -> dict[str, float | None]:
+        """Each game's move deadline as its table set it (in the seats hash the lobby writes
+        before it creates the game); None where no lobby set one."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.hget(self.keys.seats(game_id), "deadline_s")
+            found: list[Any] = await pipe.execute()
+        return {g: float(d) if d else None for g, d in zip(game_ids, found, strict=True)}
 
     def _rejected(
         self, p: int, entry_id: str, env: CommandEnvelope, code: str, reason: str
@@ -475,12 +489,13 @@ class Engine:
     def _attach_decisions(self, appends: Sequence[Append]) -> None:
         """Decision requests for the final state of every game the batch touched."""
         last: dict[str, Append] = {a.game_id: a for a in appends}
-        timeout = timedelta(seconds=self.settings.decision_timeout_s)
-        deadline = (datetime.now(UTC) + timeout).isoformat()
+        now = datetime.now(UTC)
         for game_id, a in last.items():
             game = self.games.get(game_id)
             if game is None or game.state is None:
                 continue
+            timeout = game.deadline_s or self.settings.decision_timeout_s
+            deadline = (now + timedelta(seconds=timeout)).isoformat()
             a.decisions = [
                 _decision_json(game_id, a.version, d, deadline, game.state)
                 for d in aod.pending(game.state)

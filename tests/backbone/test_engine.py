@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
@@ -175,6 +176,24 @@ async def test_decision_requests_name_the_seat_and_its_legal_commands(
         assert request.legal_commands == legal
         assert "secret" not in entries[-1][1][b"r"].decode()
         assert len(commands) == 1
+
+
+async def test_decision_deadlines_follow_the_table_else_the_default(
+    redis: Redis, keys: Keys
+) -> None:
+    """A table's deadline (written by the lobby in the seats hash before the game exists)
+    sets its decision requests' deadlines; a game without one gets the default."""
+    sender = CommandSender(redis, keys)
+    await redis.hset(keys.seats("g-quick"), mapping={"0": "human", "deadline_s": 5})
+    async with running_engine(redis, keys, decision_timeout_s=600):
+        for game_id in ("g-quick", "g-default"):
+            before = datetime.now(UTC)
+            await sender.execute(create_game(game_id))
+            after = datetime.now(UTC)
+            (_, fields), *_ = await redis.xrevrange(keys.decisions(keys.partition(game_id)))
+            request = DecisionRequest.model_validate_json(fields[b"r"])
+            allowed = timedelta(seconds=5 if game_id == "g-quick" else 600)
+            assert before + allowed <= request.deadline <= after + allowed
 
 
 async def test_two_engines_racing_on_one_game_never_share_a_version(
