@@ -31,6 +31,7 @@ from shared.settings import Settings
 
 from . import tokens
 from .db import LobbySeat, LobbyTable, LobbyTicket
+from .fanout import EventFanout
 from .views import read_view
 
 Id = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", description="An id the lobby issued.")]
@@ -155,6 +156,7 @@ class Lobby:
         self.settings = settings
         self.key = settings.signing_key()
         self.sender = CommandSender(redis, keys)
+        self.fanout = EventFanout(redis, keys)
         self.rulesets: dict[str, aod.Ruleset] = {}
 
     def rules(self, ruleset: str, options: dict[str, Any]) -> aod.Rules:
@@ -439,7 +441,7 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
                 return
         await websocket.accept()
         try:
-            await stream_events(lobby.redis, lobby.keys, game_id, seat, after, websocket.send_text)
+            await stream_events(lobby, game_id, seat, after, websocket.send_text)
             await websocket.close()
         except WebSocketDisconnect:
             return
@@ -448,40 +450,34 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
 
 
 async def stream_events(
-    redis: Redis,
-    keys: Keys,
+    lobby: Lobby,
     game_id: str,
     seat: int | None,
     after: int,
     send: Callable[[str], Awaitable[None]],
 ) -> None:
     """Send a game's events visible to ``seat`` after version ``after``: the log first, then
-    the partition's live stream (its position taken before the log is read, so no gap).
-    Returns after the game's last event."""
-    stream = keys.events(keys.partition(game_id))
-    last: Any = await redis.xrevrange(stream, count=1)
-    position = last[0][0] if last else b"0-0"
-    sent = after
-    for _, fields in await redis.xrange(keys.log(game_id), min=f"{after + 1}-0"):
-        event = json.loads(fields[b"e"])
-        sent = event["version"]
-        if _visible(event, seat):
-            await send(fields[b"e"].decode())
-        if event["type"] == "game_ended":
-            return
-    while True:
-        reply: Any = await redis.xread({stream: position}, count=100, block=1000)
-        for _, entries in reply or []:
-            for entry_id, fields in entries:
-                position = entry_id
-                if fields[b"g"].decode() != game_id or int(fields[b"v"]) <= sent:
-                    continue
-                for event in json.loads(fields[b"e"]):
-                    if event["version"] > sent and _visible(event, seat):
-                        await send(json.dumps(event, separators=(",", ":")))
-                    sent = max(sent, event["version"])
-                    if event["type"] == "game_ended":
-                        return
+    what the fan-out delivers (listening starts before the log is read, so there is no gap;
+    versions already sent are skipped). Returns after the game's last event."""
+    async with lobby.fanout.listen(game_id) as entries:
+        sent = after
+        for _, fields in await lobby.redis.xrange(lobby.keys.log(game_id), min=f"{after + 1}-0"):
+            event = json.loads(fields[b"e"])
+            sent = event["version"]
+            if _visible(event, seat):
+                await send(fields[b"e"].decode())
+            if event["type"] == "game_ended":
+                return
+        while True:
+            version, events = await entries.get()
+            if version <= sent:
+                continue
+            for event in json.loads(events):
+                if event["version"] > sent and _visible(event, seat):
+                    await send(json.dumps(event, separators=(",", ":")))
+                sent = max(sent, event["version"])
+                if event["type"] == "game_ended":
+                    return
 
 
 def _visible(event: dict[str, Any], seat: int | None) -> bool:

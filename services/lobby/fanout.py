@@ -1,0 +1,88 @@
+"""One reader of the partition event streams per lobby process, fanning entries out to the
+WebSockets that follow each game.
+
+A blocking XREAD per WebSocket would hold a Redis connection per open socket and read
+every other game's entries once per socket; one shared reader holds one connection and
+reads each entry once. It runs while anyone listens and stops when the last one leaves.
+
+No gap: a listener is registered, and the reader's position in every stream is fixed, before
+:meth:`EventFanout.listen` returns; so an entry is either already in the game's log when the
+listener reads it, or is delivered to the listener's queue afterwards (or both: listeners
+skip versions they have already sent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from shared.bus import Keys
+
+log = structlog.get_logger("caravel.fanout")
+
+Entry = tuple[int, bytes]  # (version of the entry's last event, its events as a JSON array)
+
+
+class EventFanout:
+    def __init__(self, redis: Redis, keys: Keys, block_ms: int = 1000) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.block_ms = block_ms
+        self._listeners: dict[str, set[asyncio.Queue[Entry]]] = {}
+        self._positions: dict[str, bytes] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._starting = asyncio.Lock()
+
+    @asynccontextmanager
+    async def listen(self, game_id: str) -> AsyncIterator[asyncio.Queue[Entry]]:
+        """A queue of the game's stream entries appended from now on, while in the block."""
+        queue: asyncio.Queue[Entry] = asyncio.Queue()
+        self._listeners.setdefault(game_id, set()).add(queue)
+        try:
+            await self._ensure_reading()
+            yield queue
+        finally:
+            queues = self._listeners.get(game_id, set())
+            queues.discard(queue)
+            if not queues:
+                self._listeners.pop(game_id, None)
+
+    async def _ensure_reading(self) -> None:
+        async with self._starting:
+            if self._reader is not None and not self._reader.done():
+                return
+            streams = [self.keys.events(p) for p in self.keys.all_partitions()]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for stream in streams:
+                    pipe.xrevrange(stream, count=1)
+                tails: list[Any] = await pipe.execute()
+            self._positions = {
+                s: (t[0][0] if t else b"0-0") for s, t in zip(streams, tails, strict=True)
+            }
+            self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        """Read every partition stream and hand each entry to its game's listeners; return
+        once nobody listens (the next listener starts a fresh reader)."""
+        while self._listeners:
+            try:
+                reply: Any = await self.redis.xread(
+                    self._positions,  # type: ignore[arg-type]
+                    count=500,
+                    block=self.block_ms,
+                )
+            except RedisError as e:
+                log.warning("event fan-out read failed; retrying", error=str(e))
+                await asyncio.sleep(0.5)
+                continue
+            for stream, entries in reply or []:
+                for entry_id, fields in entries:
+                    self._positions[stream.decode()] = entry_id
+                    for queue in self._listeners.get(fields[b"g"].decode(), ()):
+                        queue.put_nowait((int(fields[b"v"]), fields[b"e"]))

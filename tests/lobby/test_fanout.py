@@ -1,0 +1,45 @@
+"""The lobby's one reader of the partition event streams, on a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from redis.asyncio import Redis
+
+from services.lobby.fanout import EventFanout
+from shared.bus import Keys
+
+
+async def _append(redis: Redis, keys: Keys, game_id: str, version: int) -> None:
+    """An entry as the engine's append script writes it: game, version, count, events."""
+    events = json.dumps([{"version": version, "type": "x"}])
+    await redis.xadd(
+        keys.events(keys.partition(game_id)), {"g": game_id, "v": version, "n": 1, "e": events}
+    )
+
+
+async def test_listeners_get_their_games_entries_from_listening_on_once_each(
+    redis: Redis, keys: Keys
+) -> None:
+    fanout = EventFanout(redis, keys, block_ms=50)
+    await _append(redis, keys, "g-a", 1)  # before anyone listens: the log's business
+    async with fanout.listen("g-a") as a1, fanout.listen("g-a") as a2, fanout.listen("g-b") as b:
+        for version in (2, 3):
+            await _append(redis, keys, "g-a", version)
+            await _append(redis, keys, "g-b", version)
+        got_a1 = [(await asyncio.wait_for(a1.get(), 10))[0] for _ in range(2)]
+        got_a2 = [(await asyncio.wait_for(a2.get(), 10))[0] for _ in range(2)]
+        got_b = [(await asyncio.wait_for(b.get(), 10))[0] for _ in range(2)]
+        assert got_a1 == got_a2 == got_b == [2, 3]
+        assert a1.empty() and a2.empty() and b.empty()
+    reader = fanout._reader
+    assert reader is not None
+    await asyncio.wait_for(reader, 10)  # nobody listens: the reader stops
+
+    await _append(redis, keys, "g-a", 4)
+    async with fanout.listen("g-a") as again:
+        await _append(redis, keys, "g-a", 5)
+        version, events = await asyncio.wait_for(again.get(), 10)
+        assert (version, json.loads(events)[0]["version"]) == (5, 5)
+        assert again.empty()
