@@ -5,7 +5,8 @@
 Starts `caravel up` (its own key namespace, SQLite file and port; an embedded Redis unless
 --redis-url is given). Each game has two human seats played by this driver through
 `POST /games/{id}/commands` (a random legal move from the seat's view) and two greedy bots.
-It reports command submissions per second and the latency from sending a POST to the move
+It reports command submissions per second (each takes a view, a legal-commands read and
+the POST), all HTTP requests per second, and the latency from sending a POST to the move
 appearing on the *other* human seat's WebSocket. A benchmark, not a test.
 """
 
@@ -134,7 +135,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     try:
         limits = httpx.Limits(max_connections=4 * args.games + 10)
-        async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+        requests = 0
+
+        async def count(_: httpx.Request) -> None:
+            nonlocal requests
+            requests += 1
+
+        async with httpx.AsyncClient(
+            base_url=base, timeout=60, limits=limits, event_hooks={"request": [count]}
+        ) as client:
             for _ in range(600):
                 try:
                     if (await client.get("/health")).status_code == 200:
@@ -168,6 +177,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": round(elapsed, 2),
         "commands": commands,
         "commands_per_second": round(commands / elapsed, 1),
+        "http_requests_per_second": round(requests / elapsed, 1),
         "latency_ms": {
             name: round(1000 * percentile(latencies, q), 2)
             for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import secrets
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import Body, Depends, FastAPI, Header, Path, Request, WebSocket, WebSocketDisconnect
@@ -197,12 +198,19 @@ def _table_out(table: LobbyTable, seats: list[LobbySeat]) -> TableOut:
 
 
 def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> FastAPI:
+    lobby = Lobby(redis, keys, db, settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await lobby.fanout.close()
+
     app = FastAPI(
         title="Caravel",
         version="0.1.0",
         description="Tables, seats, moves and live views of The Age of Discovery.",
+        lifespan=lifespan,
     )
-    lobby = Lobby(redis, keys, db, settings)
     app.state.lobby = lobby
     _errors(app)
 

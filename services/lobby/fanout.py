@@ -14,6 +14,7 @@ skip versions they have already sent).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -52,6 +53,13 @@ class EventFanout:
             queues.discard(queue)
             if not queues:
                 self._listeners.pop(game_id, None)
+
+    async def close(self) -> None:
+        """Stop reading (at shutdown, before the Redis client goes away)."""
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
 
     async def _ensure_reading(self) -> None:
         async with self._starting:
