@@ -1,0 +1,243 @@
+"""The scoring projection's tables (SQLModel): SQLite by default, PostgreSQL by URL.
+
+Every row is a function of the game logs alone (times come from the events' ``recorded_at``,
+never from a clock), so a rebuild writes exactly what the live projection wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import Field, SQLModel
+
+PROJECTION = "scoring"
+
+
+class Checkpoint(SQLModel, table=True):
+    """How far a projection has read each stream: written in the transaction of its rows."""
+
+    __tablename__ = "projection_checkpoints"
+
+    projection: str = Field(primary_key=True, max_length=32)
+    stream: str = Field(primary_key=True, max_length=200)
+    last_id: str = Field(max_length=40)
+
+
+class ScoredGame(SQLModel, table=True):
+    """One game as the projection knows it: analytics per game, and its applied version."""
+
+    __tablename__ = "scoring_games"
+
+    game_id: str = Field(primary_key=True, max_length=64)
+    version: int  # the last event applied: later notifications at or below it are no-ops
+    status: str = Field(max_length=16, index=True)  # running, finished
+    ruleset: str = Field(max_length=64)
+    options: str  # JSON, keys sorted
+    players: int
+    turn: int
+    decisions: int
+    buildings_bought: int
+    discoveries: int
+    created_at: datetime
+    finished_at: datetime | None = Field(default=None, index=True)
+    duration_s: float | None = None
+    winners: str | None = None  # JSON list of the seats in first place
+    finish_key: str | None = Field(default=None, max_length=120, index=True)
+
+
+class Standing(SQLModel, table=True):
+    """The live score breakdown of one seat, at the game's ``version``."""
+
+    __tablename__ = "scoring_standings"
+
+    game_id: str = Field(primary_key=True, max_length=64)
+    seat: int = Field(primary_key=True)
+    version: int
+    player: str = Field(max_length=100)
+    colonies: int
+    discoveries: int
+    buildings: int
+    economy: int
+    total: int
+    place: int
+
+
+class Result(SQLModel, table=True):
+    """A seat's final result (places by the rulebook's tie-breakers, from the rules core)."""
+
+    __tablename__ = "scoring_results"
+
+    game_id: str = Field(primary_key=True, max_length=64)
+    seat: int = Field(primary_key=True)
+    player: str = Field(max_length=100, index=True)
+    seat_kind: str = Field(max_length=32)  # human, bot:<level>
+    nation: str = Field(max_length=32)
+    place: int
+    won: bool
+    colonies: int
+    discoveries: int
+    buildings: int
+    economy: int
+    total: int
+    tiebreak: str  # JSON: last age's colony VP, money, goods
+    buildings_bought: int
+    discoveries_made: int
+
+
+class Rating(SQLModel, table=True):
+    """A player's openskill (Plackett-Luce) rating; bots are players named ``bot:<level>``."""
+
+    __tablename__ = "scoring_ratings"
+
+    player: str = Field(primary_key=True, max_length=100)
+    mu: float
+    sigma: float
+    ordinal: float = Field(index=True)  # mu - 3 sigma: what leaderboards sort by
+    games: int
+    wins: int
+    last_game: str = Field(max_length=64)
+    updated_at: datetime
+
+
+class RatingChange(SQLModel, table=True):
+    """One rated game of one player, in finish order: lets a late finisher be slotted in."""
+
+    __tablename__ = "scoring_rating_history"
+
+    finish_key: str = Field(primary_key=True, max_length=120)
+    player: str = Field(primary_key=True, max_length=100)
+    game_id: str = Field(max_length=64)
+    won: bool
+    mu_before: float
+    sigma_before: float
+    mu_after: float
+    sigma_after: float
+
+
+class Decision(SQLModel, table=True):
+    """One decision of a seat: who took it and how long after it was asked for."""
+
+    __tablename__ = "analytics_decisions"
+
+    game_id: str = Field(primary_key=True, max_length=64)
+    version: int = Field(primary_key=True)  # the first event of the command
+    seat: int
+    seat_kind: str = Field(max_length=32, index=True)  # human, bot:<level>, fallback
+    kind: str = Field(max_length=32)  # place, land, buy, ...
+    turn: int
+    latency_ms: float
+
+
+class Purchase(SQLModel, table=True):
+    """A building bought."""
+
+    __tablename__ = "analytics_purchases"
+
+    game_id: str = Field(primary_key=True, max_length=64)
+    version: int = Field(primary_key=True)
+    seat: int
+    building: str = Field(max_length=64, index=True)
+    price: int
+    turn: int
+
+
+class BuildingStats(SQLModel, table=True):
+    """Per building, over finished games: how often bought, how often its owner won."""
+
+    __tablename__ = "analytics_buildings"
+
+    building: str = Field(primary_key=True, max_length=64)
+    bought: int
+    owner_wins: int
+
+
+TABLES: list[Table] = [
+    model.__table__  # type: ignore[attr-defined]
+    for model in (
+        Checkpoint,
+        ScoredGame,
+        Standing,
+        Result,
+        Rating,
+        RatingChange,
+        Decision,
+        Purchase,
+        BuildingStats,
+    )
+]
+
+
+def create_tables(db: Engine) -> None:
+    SQLModel.metadata.create_all(db, tables=TABLES)
+
+
+def drop_tables(db: Engine) -> None:
+    """Drop the projection's tables (and only those)."""
+    SQLModel.metadata.drop_all(db, tables=TABLES)
+
+
+def upsert(
+    conn: Connection,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    add: Iterable[str] = (),
+) -> None:
+    """Insert ``rows``, replacing the existing row of the same primary key; columns in
+    ``add`` are added to the existing value instead (counters). One statement per batch."""
+    if not rows:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(table)
+    keys = [c.name for c in table.primary_key.columns]
+    added = set(add)
+    values = {
+        c.name: (table.c[c.name] + statement.excluded[c.name])
+        if c.name in added
+        else statement.excluded[c.name]
+        for c in table.columns
+        if c.name not in keys
+    }
+    conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=values), list(rows))
+
+
+def load_checkpoints(conn: Connection, streams: Sequence[str]) -> dict[str, str]:
+    """Each stream's last entry id read (``0-0``: nothing yet); creates the missing rows."""
+    table = Checkpoint.__table__  # type: ignore[attr-defined]
+    found = dict(
+        conn.execute(
+            select(table.c.stream, table.c.last_id).where(table.c.projection == PROJECTION)
+        ).all()
+    )
+    missing = [s for s in streams if s not in found]
+    if missing:
+        rows = [{"projection": PROJECTION, "stream": s, "last_id": "0-0"} for s in missing]
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        conn.execute(dialect.insert(table).on_conflict_do_nothing(), rows)
+        found.update(dict.fromkeys(missing, "0-0"))
+    return {s: found[s] for s in streams}
+
+
+class CheckpointMoved(Exception):
+    """Another writer advanced a checkpoint first: roll back, reload, read again."""
+
+
+def advance_checkpoints(conn: Connection, moves: Mapping[str, tuple[str, str]]) -> None:
+    """Move each stream's checkpoint from ``old`` to ``new`` (compare and set), so that two
+    projectors on one database never both count the same entries."""
+    table = Checkpoint.__table__  # type: ignore[attr-defined]
+    for stream, (old, new) in moves.items():
+        done = conn.execute(
+            update(table)
+            .where(
+                table.c.projection == PROJECTION,
+                table.c.stream == stream,
+                table.c.last_id == old,
+            )
+            .values(last_id=new)
+        )
+        if done.rowcount != 1:
+            raise CheckpointMoved(stream)

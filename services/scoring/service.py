@@ -1,0 +1,253 @@
+"""The scoring service: follows the partition event streams and keeps the scoring tables.
+
+SQL is the source of truth for how far it has read: each stream's last entry id is stored
+in the transaction that writes the rows those entries produced, and the service reads on
+from there with ``XREAD`` (no consumer group, so there is no acknowledgement that could
+disagree with SQL after a crash). A checkpoint moves by compare-and-set: a second scoring
+process on the same database loses the race, rolls back and reads again, instead of counting
+anything twice. Each entry only says "this game reached version v": the service applies that
+game's events from its full log (hidden parts included, it is trusted) up to v, skipping
+versions the game's row says are applied already.
+
+:meth:`ScoringService.rebuild` drops the tables and replays every game of the registry from
+its log through the same code, then rates the finished games in finish order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from redis.asyncio import Redis
+from sqlalchemy import Engine, select
+
+from services.engine.codec import AgeOfDiscoveryCodec
+from shared.bus import Keys
+from shared.eventstore import EventStore
+
+from .db import (
+    CheckpointMoved,
+    ScoredGame,
+    advance_checkpoints,
+    create_tables,
+    drop_tables,
+    load_checkpoints,
+)
+from .projection import FinishedGame, GameProgress, Rows, advance, rate, snapshot_rows, start, write
+
+log = structlog.get_logger("caravel.scoring")
+
+CACHE_GAMES = 20_000
+REBUILD_CHUNK = 50
+
+
+@dataclass(frozen=True)
+class RebuildReport:
+    games: int
+    events: int
+    seconds: float
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+
+class ScoringService:
+    def __init__(self, redis: Redis, keys: Keys, db: Engine, batch_size: int = 200) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.db = db
+        self.batch_size = batch_size
+        self.id = f"scoring-{uuid.uuid4().hex[:8]}"
+        self.store = EventStore(redis, keys)
+        self.codec = AgeOfDiscoveryCodec()
+        self.games: OrderedDict[str, GameProgress] = OrderedDict()
+        self.streams = [keys.events(p) for p in keys.all_partitions()]
+        self.positions: dict[str, str] = {}
+
+    async def start(self) -> None:
+        """Create the tables if needed and read the checkpoints."""
+        await asyncio.to_thread(create_tables, self.db)
+        self.positions = await asyncio.to_thread(self._checkpoints)
+
+    def _checkpoints(self) -> dict[str, str]:
+        with self.db.begin() as conn:
+            return load_checkpoints(conn, self.streams)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Project until ``stop`` is set; a failed batch is read again after a pause."""
+        await self.start()
+        while not stop.is_set():
+            try:
+                await self.step(block_ms=100)
+            except Exception:
+                log.exception("scoring batch failed; reading it again", scoring=self.id)
+                await asyncio.sleep(1)
+                self.positions = await asyncio.to_thread(self._checkpoints)
+
+    async def step(self, block_ms: int | None = None) -> int:
+        """Project one batch of notifications; returns how many entries it read."""
+        reply: Any = await self.redis.xread(self.positions, count=self.batch_size, block=block_ms)
+        targets: dict[str, int] = {}
+        moves: dict[str, tuple[str, str]] = {}
+        read = 0
+        for raw_stream, entries in reply or []:
+            stream = raw_stream.decode()
+            for _, fields in entries:
+                game_id = fields[b"g"].decode()
+                targets[game_id] = max(targets.get(game_id, 0), int(fields[b"v"]))
+                read += 1
+            moves[stream] = (self.positions[stream], entries[-1][0].decode())
+        if not read:
+            return 0
+        try:
+            rows = await self._project(targets)
+            await asyncio.to_thread(self._commit, rows, moves)
+        except CheckpointMoved:
+            log.info("another scoring process moved first", scoring=self.id)
+            self._forget(targets)
+            self.positions = await asyncio.to_thread(self._checkpoints)
+            return read
+        except Exception:
+            self._forget(targets)
+            raise
+        self.positions.update({stream: new for stream, (_, new) in moves.items()})
+        for game_id in targets:  # a finished game gets no more events
+            progress = self.games.get(game_id)
+            if progress is not None and progress.finished_at is not None:
+                del self.games[game_id]
+        while len(self.games) > CACHE_GAMES:
+            self.games.popitem(last=False)
+        return read
+
+    def _forget(self, game_ids: Mapping[str, int]) -> None:
+        """Drop cached games whose rows were not written: they reload from SQL and the log."""
+        for game_id in game_ids:
+            self.games.pop(game_id, None)
+
+    def _commit(self, rows: Rows, moves: Mapping[str, tuple[str, str]]) -> None:
+        with self.db.begin() as conn:
+            advance_checkpoints(conn, moves)
+            write(conn, rows)
+            rate(conn, rows.finished)
+
+    def _applied(self, game_ids: Sequence[str]) -> dict[str, int]:
+        """The version applied so far of each game (absent: none)."""
+        table = ScoredGame.__table__  # type: ignore[attr-defined]
+        with self.db.connect() as conn:
+            query = select(table.c.game_id, table.c.version).where(table.c.game_id.in_(game_ids))
+            return {game_id: version for game_id, version in conn.execute(query)}
+
+    async def _project(self, targets: Mapping[str, int]) -> Rows:
+        """Bring each game's rows up to its target version."""
+        missing = [g for g in targets if g not in self.games]
+        applied = await asyncio.to_thread(self._applied, missing) if missing else {}
+        todo = [g for g in sorted(targets) if targets[g] > applied.get(g, 0)]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in todo:
+                cached = self.games.get(game_id)
+                after = cached.version if cached else 0
+                pipe.xrange(
+                    self.keys.log(game_id), min=f"{after + 1}-0", max=f"{targets[game_id]}-0"
+                )
+                if cached is None:
+                    pipe.hgetall(self.keys.seats(game_id))
+            replies: list[Any] = await pipe.execute()
+        rows = Rows()
+        position = 0
+        for game_id in todo:
+            entries = replies[position]
+            position += 1
+            progress = self.games.get(game_id)
+            if progress is None:
+                seats, position = replies[position], position + 1
+                progress = self._begin(game_id, entries, seats)
+                if progress is None:
+                    continue
+            self._apply(progress, entries, applied.get(game_id, 0), rows)
+        return rows
+
+    def _begin(
+        self, game_id: str, entries: Any, seats: Mapping[bytes, bytes]
+    ) -> GameProgress | None:
+        events = self.store.decode(entries[:1])
+        if not events or events[0].version != 1:
+            log.warning("a game's log does not start at version 1", game=game_id)
+            return None
+        progress = start(self.codec, events[0], seats)
+        self.games[game_id] = progress
+        return progress
+
+    def _apply(self, progress: GameProgress, entries: Any, applied: int, rows: Rows) -> None:
+        """Apply a game's log entries: silently up to ``applied`` (already in SQL), with rows
+        after it; then the game's row and standings."""
+        for event in self.store.decode(entries):
+            advance(progress, event, rows if event.version > applied else None)
+        snapshot_rows(progress, rows)
+
+    # --- rebuild ---------------------------------------------------------------------------
+
+    async def rebuild(self, on_game: Callable[[int], None] | None = None) -> RebuildReport:
+        """Drop the tables and replay every game of the registry from its log.
+
+        The streams' positions are taken before the logs are read, so the live service
+        resumes from there and finds any later events' versions already applied or new.
+        Stop the live service while this runs: it drops the tables under it."""
+        started = time.perf_counter()
+        await asyncio.to_thread(drop_tables, self.db)
+        await asyncio.to_thread(create_tables, self.db)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for stream in self.streams:
+                pipe.xrevrange(stream, count=1)
+            for p in self.keys.all_partitions():
+                pipe.smembers(self.keys.games(p))
+            replies: list[Any] = await pipe.execute()
+        n = len(self.streams)
+        positions = {
+            s: (r[0][0].decode() if r else "0-0")
+            for s, r in zip(self.streams, replies[:n], strict=True)
+        }
+        game_ids = sorted(g.decode() for members in replies[n:] for g in members)
+        await asyncio.to_thread(self._set_checkpoints, positions)
+        self.games.clear()
+        finished: list[FinishedGame] = []
+        events = 0
+        for i in range(0, len(game_ids), REBUILD_CHUNK):
+            chunk = game_ids[i : i + REBUILD_CHUNK]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for game_id in chunk:
+                    pipe.xrange(self.keys.log(game_id))
+                    pipe.hgetall(self.keys.seats(game_id))
+                logs: list[Any] = await pipe.execute()
+            rows = Rows()
+            for game_id, entries, seats in zip(chunk, logs[0::2], logs[1::2], strict=True):
+                progress = self._begin(game_id, entries, seats)
+                if progress is not None:
+                    self._apply(progress, entries, 0, rows)
+                    del self.games[game_id]
+            finished += rows.finished
+            events += rows.events
+            await asyncio.to_thread(self._write, rows)
+            if on_game is not None:
+                on_game(len(chunk))
+        await asyncio.to_thread(self._rate, finished)
+        return RebuildReport(len(game_ids), events, time.perf_counter() - started)
+
+    def _set_checkpoints(self, positions: Mapping[str, str]) -> None:
+        with self.db.begin() as conn:
+            load_checkpoints(conn, self.streams)
+            advance_checkpoints(conn, {s: ("0-0", new) for s, new in positions.items()})
+
+    def _write(self, rows: Rows) -> None:
+        with self.db.begin() as conn:
+            write(conn, rows)
+
+    def _rate(self, finished: Sequence[FinishedGame]) -> None:
+        with self.db.begin() as conn:
+            rate(conn, finished)

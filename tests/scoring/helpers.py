@@ -1,0 +1,72 @@
+"""Finished games in a test's Redis namespace, played through the real engine."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from sqlalchemy import Engine, select
+
+from services.scoring.db import TABLES
+from shared.bus import CommandSender, Keys
+from shared.contracts import CommandEnvelope
+from shared.games import age_of_discovery as aod
+
+from ..backbone.helpers import play_locally, running_engine
+
+
+def game_ids(keys: Keys, count: int, stem: str) -> list[str]:
+    """``count`` game ids in distinct partitions (as far as there are partitions)."""
+    ids: list[str] = []
+    seen: set[int] = set()
+    i = 0
+    while len(ids) < count:
+        game_id = f"{stem}-{i}"
+        p = keys.partition(game_id)
+        if p not in seen or len(seen) == keys.partitions:
+            ids.append(game_id)
+            seen.add(p)
+        i += 1
+    return ids
+
+
+async def play_games(
+    redis: Redis,
+    keys: Keys,
+    games: Sequence[tuple[str, int, int, int | None]],
+    seats: dict[str, dict[str, str]] | None = None,
+) -> dict[str, tuple[list[CommandEnvelope], aod.GameState]]:
+    """Play (game id, players, seed, command limit) games one after the other through an
+    engine. ``seats`` is the lobby's seats hash per game: commands of a ``bot:`` seat are
+    sent as the bot's."""
+    sender = CommandSender(redis, keys)
+    played = {}
+    async with running_engine(redis, keys):
+        for game_id, players, seed, limit in games:
+            kinds = (seats or {}).get(game_id, {})
+            if kinds:
+                await redis.hset(keys.seats(game_id), mapping=kinds)
+            commands, final = play_locally(game_id, players, seed, limit)
+            commands = [
+                c.model_copy(update={"actor": "bot"})
+                if kinds.get(str(c.seat), "").startswith("bot:")
+                else c
+                for c in commands
+            ]
+            for command in commands:  # the engine takes them in stream order
+                await sender.send(command)
+            result = await sender.result(game_id, commands[-1].command_id, timeout_s=60)
+            assert result is not None and result.status == "accepted", result
+            played[game_id] = (commands, final)
+    return played
+
+
+def dump(db: Engine) -> dict[str, list[Any]]:
+    """Every row of every scoring table, in primary key order."""
+    out = {}
+    with db.connect() as conn:
+        for table in TABLES:
+            order = list(table.primary_key.columns)
+            out[table.name] = [tuple(row) for row in conn.execute(select(table).order_by(*order))]
+    return out
