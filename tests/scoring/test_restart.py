@@ -1,0 +1,92 @@
+"""Killing the scoring service mid-stream and starting it again changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from redis.asyncio import Redis
+from sqlalchemy import Engine, select
+
+from services.scoring.db import ScoredGame
+from services.scoring.service import ScoringService
+from shared.bus import Keys
+
+from .helpers import dump, game_ids, play_games
+
+
+def scoring_process(
+    redis_url: str, keys: Keys, database_url: str, data: Path
+) -> subprocess.Popen[bytes]:
+    """`caravel scoring` in a process of its own, reading one entry per stream at a time."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
+        "CARAVEL_REDIS_URL": redis_url,
+        "CARAVEL_KEY_PREFIX": keys.prefix,
+        "CARAVEL_PARTITIONS": str(keys.partitions),
+        "CARAVEL_DATABASE_URL": database_url,
+        "CARAVEL_DATA_DIR": str(data),
+        "CARAVEL_BATCH_SIZE": "1",
+        "CARAVEL_METRICS_PORT": "0",
+        "CARAVEL_LOG_LEVEL": "WARNING",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "scoring"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def versions(db: Engine) -> dict[str, int]:
+    table = ScoredGame.__table__  # type: ignore[attr-defined]
+    with db.connect() as conn:
+        return dict(conn.execute(select(table.c.game_id, table.c.version)).all())
+
+
+async def wait_until(predicate: object, process: subprocess.Popen[bytes]) -> None:
+    for _ in range(3000):
+        if predicate():  # type: ignore[operator]
+            return
+        assert process.poll() is None, "caravel scoring exited"
+        await asyncio.sleep(0.01)
+    raise TimeoutError("the scoring service did not get there")
+
+
+async def test_killed_mid_stream_and_restarted_equals_a_clean_rebuild(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, database: Engine, tmp_path: Path
+) -> None:
+    """SIGKILL while the service is part way through the streams, start it again: once it
+    has caught up, every table is exactly what a rebuild from the logs writes."""
+    ids = game_ids(keys, 3, "g-kill")
+    played = await play_games(
+        redis,
+        keys,
+        [(ids[0], 4, 21, None), (ids[1], 3, 22, None), (ids[2], 2, 23, None)],
+        {ids[0]: {"0": "bot:random", "1": "human", "2": "bot:random", "3": "human"}},
+    )
+    final = {game_id: state.version for game_id, (_, state) in played.items()}
+
+    process = scoring_process(redis_url, keys, database_url, tmp_path)
+    try:
+        await wait_until(lambda: sum(versions(database).values()) > 100, process)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+    finally:
+        process.kill()
+    assert versions(database) != final, "killed too late: nothing was left to do"
+
+    process = scoring_process(redis_url, keys, database_url, tmp_path)
+    try:
+        await wait_until(lambda: versions(database) == final, process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+    live = dump(database)
+
+    await ScoringService(redis, keys, database).rebuild()
+    assert dump(database) == live
