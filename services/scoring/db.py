@@ -155,8 +155,13 @@ class BuildingStats(SQLModel, table=True):
     owner_wins: int
 
 
+def table_of(model: type[SQLModel]) -> Table:
+    """The SQLAlchemy table of a model, for Core statements (bulk upserts, selects)."""
+    return model.__table__  # type: ignore[attr-defined, no-any-return]
+
+
 TABLES: list[Table] = [
-    model.__table__  # type: ignore[attr-defined]
+    table_of(model)
     for model in (
         Checkpoint,
         ScoredGame,
@@ -206,7 +211,7 @@ def upsert(
 
 def load_checkpoints(conn: Connection, streams: Sequence[str]) -> dict[str, str]:
     """Each stream's last entry id read (``0-0``: nothing yet); creates the missing rows."""
-    table = Checkpoint.__table__  # type: ignore[attr-defined]
+    table = table_of(Checkpoint)
     found = dict(
         conn.execute(
             select(table.c.stream, table.c.last_id).where(table.c.projection == PROJECTION)
@@ -228,7 +233,7 @@ class CheckpointMoved(Exception):
 def advance_checkpoints(conn: Connection, moves: Mapping[str, tuple[str, str]]) -> None:
     """Move each stream's checkpoint from ``old`` to ``new`` (compare and set), so that two
     projectors on one database never both count the same entries."""
-    table = Checkpoint.__table__  # type: ignore[attr-defined]
+    table = table_of(Checkpoint)
     for stream, (old, new) in moves.items():
         done = conn.execute(
             update(table)

@@ -38,6 +38,7 @@ from .db import (
     Result,
     ScoredGame,
     Standing,
+    table_of,
     upsert,
 )
 
@@ -257,16 +258,16 @@ def snapshot_rows(p: GameProgress, rows: Rows) -> None:
 
 def write(conn: Connection, rows: Rows) -> None:
     """Write a batch of rows (one statement per table); ratings are :func:`rate`'s."""
-    upsert(conn, ScoredGame.__table__, list(rows.games.values()))  # type: ignore[attr-defined]
-    upsert(conn, Standing.__table__, list(rows.standings.values()))  # type: ignore[attr-defined]
-    upsert(conn, Decision.__table__, rows.decisions)  # type: ignore[attr-defined]
-    upsert(conn, Purchase.__table__, rows.purchases)  # type: ignore[attr-defined]
-    upsert(conn, Result.__table__, rows.results)  # type: ignore[attr-defined]
+    upsert(conn, table_of(ScoredGame), list(rows.games.values()))
+    upsert(conn, table_of(Standing), list(rows.standings.values()))
+    upsert(conn, table_of(Decision), rows.decisions)
+    upsert(conn, table_of(Purchase), rows.purchases)
+    upsert(conn, table_of(Result), rows.results)
     stats = [
         {"building": b, "bought": rows.bought[b], "owner_wins": rows.owner_wins[b]}
         for b in sorted(rows.bought)
     ]
-    upsert(conn, BuildingStats.__table__, stats, add=("bought", "owner_wins"))  # type: ignore[attr-defined]
+    upsert(conn, table_of(BuildingStats), stats, add=("bought", "owner_wins"))
 
 
 # --- ratings ------------------------------------------------------------------------------
@@ -277,7 +278,7 @@ def rate(conn: Connection, games: Sequence[FinishedGame]) -> None:
     that finished after the earliest of them (it is rated again after them)."""
     if not games:
         return
-    history = RatingChange.__table__  # type: ignore[attr-defined]
+    history = table_of(RatingChange)
     first = min(g.key for g in games)
     later = conn.execute(
         select(history).where(history.c.finish_key > first).order_by(history.c.finish_key)
@@ -301,7 +302,7 @@ def rate(conn: Connection, games: Sequence[FinishedGame]) -> None:
     for game in sorted([*games, *again], key=lambda g: g.key):
         changes += _rate_one(ratings, game)
     upsert(conn, history, changes)
-    upsert(conn, Rating.__table__, [r for r in ratings.values() if r["games"]])  # type: ignore[attr-defined]
+    upsert(conn, table_of(Rating), [r for r in ratings.values() if r["games"]])
 
 
 def _rate_one(ratings: dict[str, dict[str, Any]], game: FinishedGame) -> list[dict[str, Any]]:
@@ -343,7 +344,7 @@ def _rate_one(ratings: dict[str, dict[str, Any]], game: FinishedGame) -> list[di
 
 
 def _load_ratings(conn: Connection, players: set[str]) -> dict[str, dict[str, Any]]:
-    table = Rating.__table__  # type: ignore[attr-defined]
+    table = table_of(Rating)
     found = {
         row.player: dict(row._mapping)
         for row in conn.execute(select(table).where(table.c.player.in_(sorted(players))))
@@ -367,8 +368,8 @@ def _finished_games(conn: Connection, game_ids: Sequence[str]) -> list[FinishedG
     """Rated games read back from their results, to rate them again."""
     if not game_ids:
         return []
-    games = ScoredGame.__table__  # type: ignore[attr-defined]
-    results = Result.__table__  # type: ignore[attr-defined]
+    games = table_of(ScoredGame)
+    results = table_of(Result)
     places: dict[str, list[tuple[str, int]]] = {}
     query = (
         select(results.c.game_id, results.c.player, results.c.place)

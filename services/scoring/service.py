@@ -38,6 +38,7 @@ from .db import (
     create_tables,
     drop_tables,
     load_checkpoints,
+    table_of,
 )
 from .projection import FinishedGame, GameProgress, Rows, advance, rate, snapshot_rows, start, write
 
@@ -93,7 +94,11 @@ class ScoringService:
 
     async def step(self, block_ms: int | None = None) -> int:
         """Project one batch of notifications; returns how many entries it read."""
-        reply: Any = await self.redis.xread(self.positions, count=self.batch_size, block=block_ms)
+        reply: Any = await self.redis.xread(
+            {stream: last for stream, last in self.positions.items()},
+            count=self.batch_size,
+            block=block_ms,
+        )
         targets: dict[str, int] = {}
         moves: dict[str, tuple[str, str]] = {}
         read = 0
@@ -139,7 +144,7 @@ class ScoringService:
 
     def _applied(self, game_ids: Sequence[str]) -> dict[str, int]:
         """The version applied so far of each game (absent: none)."""
-        table = ScoredGame.__table__  # type: ignore[attr-defined]
+        table = table_of(ScoredGame)
         with self.db.connect() as conn:
             query = select(table.c.game_id, table.c.version).where(table.c.game_id.in_(game_ids))
             return {game_id: version for game_id, version in conn.execute(query)}

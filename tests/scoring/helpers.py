@@ -46,7 +46,7 @@ async def play_games(
         for game_id, players, seed, limit in games:
             kinds = (seats or {}).get(game_id, {})
             if kinds:
-                await redis.hset(keys.seats(game_id), mapping=kinds)
+                await redis.hset(keys.seats(game_id), mapping={k: v for k, v in kinds.items()})
             commands, final = play_locally(game_id, players, seed, limit)
             commands = [
                 c.model_copy(update={"actor": "bot"})

@@ -12,7 +12,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
-from services.scoring.db import ScoredGame
+from services.scoring.db import ScoredGame, table_of
 from services.scoring.service import ScoringService
 from shared.bus import Keys
 
@@ -43,7 +43,7 @@ def scoring_process(
 
 
 def versions(db: Engine) -> dict[str, int]:
-    table = ScoredGame.__table__  # type: ignore[attr-defined]
+    table = table_of(ScoredGame)
     with db.connect() as conn:
         return dict(conn.execute(select(table.c.game_id, table.c.version)).all())
 

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
+from sqlmodel import SQLModel
 
-from services.scoring.db import Decision, Rating, RatingChange, Result, ScoredGame, Standing
+from services.scoring.db import (
+    Decision,
+    Rating,
+    RatingChange,
+    Result,
+    ScoredGame,
+    Standing,
+    table_of,
+)
 from services.scoring.service import ScoringService
 from shared.bus import Keys
 from shared.games import age_of_discovery as aod
@@ -23,8 +33,8 @@ async def drain(service: ScoringService) -> None:
         pass
 
 
-def rows(db: Engine, model: type) -> list[dict]:
-    table = model.__table__  # type: ignore[attr-defined]
+def rows(db: Engine, model: type[SQLModel]) -> list[dict[str, Any]]:
+    table = table_of(model)
     with db.connect() as conn:
         return [dict(r._mapping) for r in conn.execute(select(table))]
 
