@@ -146,7 +146,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         ) as client:
             for _ in range(600):
                 try:
-                    if (await client.get("/health")).status_code == 200:
+                    if (await client.get("/readyz")).status_code == 200:
                         break
                 except httpx.TransportError:
                     await asyncio.sleep(0.05)

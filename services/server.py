@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
+import structlog
 import uvicorn
+from fastapi import FastAPI
 
 from services.ai.service import BotPlayer
 from services.engine import Engine
@@ -12,15 +15,22 @@ from services.lobby.app import create_app
 from services.lobby.db import make_engine
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
+from services.metrics import Health, RedisSampler, operations_routes
 from services.runtime import redis_for, stop_on_signals
+from services.scoring.service import ScoringService
 from shared.bus import Keys
 from shared.settings import Settings
 
 
 async def serve(
-    settings: Settings, engine: bool = True, lobby: bool = True, ai: bool = True
+    settings: Settings,
+    engine: bool = True,
+    lobby: bool = True,
+    ai: bool = True,
+    scoring: bool = True,
 ) -> None:
-    """Serve until SIGINT or SIGTERM; ``engine``, ``lobby`` and ``ai`` choose what runs."""
+    """Serve until SIGINT or SIGTERM; ``engine``, ``lobby``, ``ai`` and ``scoring`` choose
+    what runs."""
     keys = Keys(settings.key_prefix, settings.partitions)
     async with redis_for(settings) as redis:
         stop = stop_on_signals()
@@ -29,24 +39,54 @@ async def serve(
             tasks.append(asyncio.create_task(Engine(redis, settings, keys).run(stop)))
         if ai:
             tasks.append(asyncio.create_task(BotPlayer(redis, keys, settings).run(stop)))
-        server = None
+        if scoring:
+            db = make_engine(settings.sql_url())
+            scorer = ScoringService(redis, keys, db, settings.batch_size)
+            tasks.append(asyncio.create_task(scorer.run(stop)))
         if lobby:
             projector = ViewProjector(redis, keys)
             tasks.append(asyncio.create_task(projector.run(stop)))
             app = create_app(redis, keys, make_engine(settings.sql_url()), settings)
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
             tasks.append(asyncio.create_task(matchmaker.run(stop)))
+            sockets = _listen(settings.http_host, settings.http_port)
+        else:  # metrics and health only, on a port of their own (0: none)
+            app = FastAPI(title="Caravel operations")
+            sockets = _listen(settings.http_host, settings.metrics_port, required=False)
+        tasks.append(asyncio.create_task(RedisSampler(redis, keys).run(stop)))
+        sql = app.state.lobby.db if lobby else db if scoring else None
+        health = Health(redis, sql, tasks)
+        app.include_router(operations_routes(health))
+        server = None
+        if sockets:
             config = uvicorn.Config(
                 app,
-                host="127.0.0.1",
-                port=settings.http_port,
                 log_level="warning",
                 timeout_graceful_shutdown=3,  # open WebSockets do not hold a stop up
             )
             server = uvicorn.Server(config)
             server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-            tasks.append(asyncio.create_task(server.serve()))
+            tasks.append(asyncio.create_task(server.serve(sockets)))
         await stop.wait()
         if server is not None:
             server.should_exit = True
         await asyncio.gather(*tasks)
+
+
+def _listen(host: str, port: int, required: bool = True) -> list[socket.socket]:
+    """A socket bound to ``host``:``port`` (port 0: none). Only the HTTP API must have its
+    port: a second engine on one host finds the metrics port taken, says so, and runs
+    without it."""
+    if not port:
+        return []
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        if required:
+            raise
+        structlog.get_logger("caravel").warning("metrics port taken: no metrics", port=port)
+        return []
+    return [sock]

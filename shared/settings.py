@@ -24,7 +24,17 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".caravel"), description="Where local data lives.")
     key_prefix: str = Field(default="cv", description="Prefix of every Redis key.")
     partitions: int = Field(default=64, ge=1, le=16384, description="Game partitions.")
+    http_host: str = Field(
+        default="127.0.0.1", description="Address the HTTP API listens on (0.0.0.0 in containers)."
+    )
     http_port: int = Field(default=8000, ge=1, le=65535)
+    metrics_port: int = Field(
+        default=9464,
+        ge=0,
+        le=65535,
+        description="Metrics and health of a process without the HTTP API (0: none); with it, "
+        "they are on the HTTP port.",
+    )
     snapshot_every: int = Field(default=100, ge=1, description="Snapshot every N events.")
     lease_ttl_ms: int = Field(default=5000, ge=100, description="Partition lease lifetime.")
     claim_idle_ms: int = Field(

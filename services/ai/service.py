@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 from redis.asyncio import Redis
 
+from services import metrics
 from services.lobby.views import read_view
 from shared.bus import CommandSender, Delivery, GroupReader, Keys, ensure_group
 from shared.contracts import CommandEnvelope, DecisionRequest
@@ -113,7 +114,9 @@ class BotPlayer:
         view = await self._view_at(game_id, seat, version)
         if view is None or view["version"] != version or not view["legal_commands"]:
             return  # stale: someone moved already, or the seat has nothing to decide
+        started = time.perf_counter()
         choice = dict(bot(level).choose(view, self.rng))
+        metrics.BOT_DECISION_SECONDS.labels(level, actor).observe(time.perf_counter() - started)
         kind = choice.pop("type")
         choice.pop("seat", None)
         await self.sender.send(

@@ -27,7 +27,9 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 from redis.asyncio import Redis
+from structlog.contextvars import bind_contextvars, reset_contextvars
 
+from services import metrics
 from shared.bus import Delivery, GroupReader, Keys, ensure_group
 from shared.contracts import (
     CommandEnvelope,
@@ -261,6 +263,9 @@ class Engine:
             if isinstance(env, Finish):
                 outcomes.append((d, None, env))
                 continue
+            # Every line logged while deciding names the command (bound without a context
+            # manager: this runs thousands of times a second).
+            bound = bind_contextvars(game=env.game_id, command=env.command_id, seat=env.seat)
             try:
                 game_id, outcome = await self._decide(d, env)
             except Exception:
@@ -269,11 +274,16 @@ class Engine:
                 log.exception("command crashed its handler", entry=d.id, stream=d.stream)
                 self.stats["crashed"] += 1
                 continue
+            finally:
+                reset_contextvars(**bound)
             outcomes.append((d, game_id, outcome))
 
         appends = [o for _, _, o in outcomes if isinstance(o, Append)]
         self._attach_decisions(appends)
+        started = time.perf_counter()
         results = await self.store.append_many(appends)
+        if appends:
+            metrics.APPEND_SECONDS.observe(time.perf_counter() - started)
         failed: dict[str, int] = {}  # game -> position of its first failed append
         status = {id(a): r for a, r in zip(appends, results, strict=True)}
         for i, (_, game_id, o) in enumerate(outcomes):
@@ -283,13 +293,16 @@ class Engine:
 
         finishes: list[Finish] = []
         retry: list[Delivery] = []
+        accepted = 0
         for i, (d, game_id, o) in enumerate(outcomes):
             if game_id in failed and i >= failed[game_id]:
                 retry.append(d)  # decided on a stale state: decide again after reloading
             elif isinstance(o, Finish):
                 finishes.append(o)
             elif isinstance(o, Append):
-                self.stats["accepted"] += 1
+                accepted += 1
+        self.stats["accepted"] += accepted
+        metrics.COMMANDS.labels("accepted", "").inc(accepted)
         await self._finish(finishes)
         await self._snapshots(appends, results)
         if retry:
@@ -435,6 +448,7 @@ class Engine:
     ) -> Finish:
         self.stats["rejected"] += 1
         self.stats[f"rejected:{code}"] += 1
+        log.debug("command rejected", code=code, reason=reason)
         result = CommandResult(
             command_id=env.command_id,
             game_id=env.game_id,
@@ -485,6 +499,10 @@ class Engine:
         for f in finishes:
             rejection = f.rejection.model_dump_json() if f.rejection else None
             await self.store.finish(f.game_id, f.partition, f.result, f.entry_id, rejection)
+            if f.rejection is not None:
+                metrics.COMMANDS.labels("rejected", f.rejection.code).inc()
+            else:
+                metrics.COMMANDS.labels("duplicate", "").inc()
 
     def _attach_decisions(self, appends: Sequence[Append]) -> None:
         """Decision requests for the final state of every game the batch touched."""

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
+import structlog
 from fastapi import Body, Depends, FastAPI, Header, Path, Request, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
@@ -23,6 +24,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from structlog.contextvars import bound_contextvars
 
 from services.ai.bots import BOTS
 from shared.bus import CommandSender, Keys
@@ -34,6 +36,8 @@ from . import tokens
 from .db import LobbySeat, LobbyTable, LobbyTicket
 from .fanout import EventFanout
 from .views import read_view
+
+log = structlog.get_logger("caravel.lobby")
 
 Id = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", description="An id the lobby issued.")]
 # Names are shown to other players and stored in SQL: printable text only.
@@ -214,12 +218,6 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
     app.state.lobby = lobby
     _errors(app)
 
-    @app.get("/health")
-    async def health(lobby: LobbyDep) -> dict[str, str]:
-        """Liveness and readiness: answers once Redis does."""
-        await lobby.redis.ping()
-        return {"status": "ok"}
-
     @app.post("/tables", status_code=201, response_model=TableOut, responses=ERRORS)
     def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut:
         """Open a table: ruleset, edition options, seats and which of them are bots."""
@@ -397,7 +395,8 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
             )
         except ValueError as e:
             raise ApiError(422, "malformed", str(e).splitlines()[0]) from None
-        result = await _execute(lobby, envelope)
+        with bound_contextvars(game=game_id, command=command_id, seat=claim.seat):
+            result = await _execute(lobby, envelope)
         if result.status == "rejected":
             code = result.code or "rejected"
             status = 404 if code == "unknown_game" else 409 if code in CONFLICT_CODES else 422
@@ -521,6 +520,7 @@ async def _execute(lobby: Lobby, command: CommandEnvelope) -> Any:
     try:
         return await lobby.sender.execute(command, lobby.settings.command_timeout_s)
     except TimeoutError:
+        log.warning("the engine did not answer in time", timeout_s=lobby.settings.command_timeout_s)
         raise ApiError(503, "engine_unavailable", "the engine did not answer in time") from None
 
 

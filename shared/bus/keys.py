@@ -63,7 +63,12 @@ class Keys:
         return f"{self._p(p)}:rejections"
 
     def games(self, p: int) -> str:
+        """Every game ever created in the partition (the engine adds it with its first event)."""
         return f"{self._p(p)}:games"
+
+    def finished(self, p: int) -> str:
+        """The partition's games that are over: the others are running."""
+        return f"{self._p(p)}:finished"
 
     def lease(self, p: int) -> str:
         return f"{self._p(p)}:lease"

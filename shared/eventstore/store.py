@@ -221,8 +221,12 @@ class EventStore:
             await pipe.execute()
 
     async def record_final_hash(self, game_id: str, state_hash: str) -> None:
-        """The hash of a finished game's final state, to check replays against."""
-        await self.redis.hset(self.keys.meta(game_id), "final_hash", state_hash)
+        """The hash of a finished game's final state, to check replays against; the game
+        joins its partition's finished games."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(self.keys.meta(game_id), "final_hash", state_hash)
+            pipe.sadd(self.keys.finished(self.keys.partition(game_id)), game_id)
+            await pipe.execute()
 
     # --- reading -------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ async def running_lobby(
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
             for _ in range(300):
                 try:
-                    if (await client.get("/health")).status_code == 200:
+                    if (await client.get("/readyz")).status_code == 200:
                         break
                 except httpx.TransportError:
                     pass

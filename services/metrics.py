@@ -1,0 +1,181 @@
+"""What every process tells about itself: Prometheus metrics, liveness and readiness.
+
+The metrics live in prometheus-client's default registry, so when ``caravel up`` runs every
+service in one process, its one ``/metrics`` carries them all; a service run alone serves the
+same routes on ``CARAVEL_METRICS_PORT``.
+
+Counters and histograms are kept by the code they measure (the engine counts per batch, not
+per command). What only Redis knows, the consumer groups' lag and pending entries, the dead
+letters and the games running, is read by :class:`RedisSampler` every few seconds: a scrape
+then costs no Redis round trip, and since these figures come from the shared Redis, every
+process reports the same value (aggregate them with ``max``, not ``sum``), and they stay
+right when engines come, go or take over each other's games.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+from fastapi import APIRouter, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from redis.asyncio import Redis
+from sqlalchemy import Engine, text
+
+from shared.bus import Keys
+
+log = structlog.get_logger("caravel.metrics")
+
+COMMANDS = Counter(
+    "caravel_commands",
+    "Commands the engine has finished, by status (accepted, duplicate, rejected) and, for a "
+    "rejection, its code.",
+    ["status", "code"],
+)
+APPEND_SECONDS = Histogram(
+    "caravel_append_seconds",
+    "Time to append one batch of commands' events (one pipelined round trip of atomic scripts).",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+BOT_DECISION_SECONDS = Histogram(
+    "caravel_bot_decision_seconds",
+    "Time a bot took to choose a move, by level and by whom it played for (a bot seat, or a "
+    "fallback for a human who left or ran out of time).",
+    ["level", "actor"],
+    buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+GAMES_RUNNING = Gauge(
+    "caravel_games_running", "Games created and not over yet (from Redis: the same everywhere)."
+)
+CONSUMER_LAG = Gauge(
+    "caravel_consumer_lag",
+    "Entries of a partition stream not yet delivered to a consumer group (XINFO GROUPS lag).",
+    ["stream", "partition", "group"],
+)
+CONSUMER_PENDING = Gauge(
+    "caravel_consumer_pending",
+    "Entries delivered to a consumer group and not acknowledged yet.",
+    ["stream", "partition", "group"],
+)
+DEAD_LETTERS = Gauge("caravel_dead_letters", "Entries in the dead-letter stream.")
+
+SAMPLE_EVERY_S = 5.0
+CHECK_TIMEOUT_S = 2.0
+
+
+class RedisSampler:
+    """Keeps the gauges that only Redis knows up to date, every ``every_s`` seconds."""
+
+    STREAMS = ("commands", "events", "decisions")
+
+    def __init__(self, redis: Redis, keys: Keys, every_s: float = SAMPLE_EVERY_S) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.every_s = every_s
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.sample()
+            except Exception:  # Redis away for a moment: the gauges keep their last values
+                log.warning("sampling redis failed", exc_info=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.every_s)
+
+    async def sample(self) -> None:
+        """Read every partition stream's groups, the registries of games and the dead
+        letters in one round trip, then set the gauges (all at once, between two awaits,
+        so a scrape never sees half a sample)."""
+        k = self.keys
+        streams = [(kind, p) for p in k.all_partitions() for kind in self.STREAMS]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for kind, p in streams:
+                pipe.xinfo_groups(getattr(k, kind)(p))
+            for p in k.all_partitions():
+                pipe.scard(k.games(p))
+                pipe.scard(k.finished(p))
+            pipe.xlen(k.dead_letters())
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        groups, counts, dead = replies[: len(streams)], replies[len(streams) : -1], replies[-1]
+        CONSUMER_LAG.clear()
+        CONSUMER_PENDING.clear()
+        for (kind, p), reply in zip(streams, groups, strict=True):
+            if isinstance(reply, Exception):
+                continue  # no such stream yet: nothing was ever sent to it
+            for group in reply:
+                labels = (kind, str(p), _text(group["name"]))
+                CONSUMER_PENDING.labels(*labels).set(group["pending"])
+                if group["lag"] is not None:  # unknown after entries were deleted
+                    CONSUMER_LAG.labels(*labels).set(group["lag"])
+        GAMES_RUNNING.set(sum(counts[0::2]) - sum(counts[1::2]))
+        DEAD_LETTERS.set(dead)
+
+
+class Health:
+    """Readiness of a process: Redis answers, SQL answers (if the process uses it) and every
+    service loop it runs is running (a loop that died makes the process unready)."""
+
+    def __init__(
+        self, redis: Redis, db: Engine | None = None, tasks: Sequence[asyncio.Task[Any]] = ()
+    ) -> None:
+        self.redis = redis
+        self.db = db
+        self.tasks = tasks
+
+    async def problems(self) -> list[str]:
+        """What keeps the process from being ready; empty when it is."""
+        problems = []
+        try:
+            await asyncio.wait_for(self.redis.ping(), CHECK_TIMEOUT_S)
+        except Exception as e:
+            problems.append(f"redis: {e!r}")
+        if self.db is not None:
+            try:
+                await asyncio.wait_for(run_in_threadpool(_select_one, self.db), CHECK_TIMEOUT_S)
+            except Exception as e:
+                problems.append(f"sql: {e!r}")
+        stopped = sum(task.done() for task in self.tasks)
+        if stopped:
+            problems.append(f"{stopped} of {len(self.tasks)} service loops stopped")
+        return problems
+
+
+def operations_routes(health: Health) -> APIRouter:
+    """``/livez``, ``/readyz`` and ``/metrics``: for probes and Prometheus, so they stay out
+    of the public API's schema."""
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/livez")
+    async def livez() -> dict[str, str]:
+        """The process answers (its event loop runs)."""
+        return {"status": "ok"}
+
+    @router.get("/readyz")
+    async def readyz() -> JSONResponse:
+        """Ready to serve: 200, or 503 with what is failing, in the API's error shape."""
+        problems = await health.problems()
+        if problems:
+            body = {"code": "not_ready", "message": "; ".join(problems), "details": {}}
+            return JSONResponse(body, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    @router.get("/metrics")
+    async def metrics() -> Response:
+        """Every metric of this process, in the Prometheus text format."""
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return router
+
+
+def _select_one(db: Engine) -> None:
+    with db.connect() as connection:
+        connection.execute(text("SELECT 1"))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,213 @@
+"""Metrics, health and logs: what an operator sees of a running Caravel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+import structlog
+from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
+from redis.asyncio import Redis
+from sqlalchemy import create_engine
+
+from services.metrics import Health, operations_routes
+from services.runtime import configure_logging
+from shared.bus import CommandSender, Keys, connect
+from shared.contracts import CommandEnvelope
+
+from ..backbone.helpers import create_game, play_locally, running_engine, wait_for
+from ..lobby.helpers import bearer, free_port, running_lobby, wait_for_view
+
+DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana-dashboard.json"
+
+
+def families(text: str) -> dict[str, list[tuple[str, dict[str, str], float]]]:
+    """Prometheus text format parsed (it raises on anything malformed): samples by family."""
+    return {
+        family.name: [(s.name, s.labels, s.value) for s in family.samples]
+        for family in text_string_to_metric_families(text)
+    }
+
+
+def commands_counted(text: str) -> Counter[tuple[str, str]]:
+    return Counter(
+        {
+            (labels["status"], labels["code"]): int(value)
+            for name, labels, value in families(text).get("caravel_commands", [])
+            if name == "caravel_commands_total"
+        }
+    )
+
+
+async def test_metrics_count_exactly_the_commands_sent(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Moves, moves out of turn, unknown moves and a repeated move sent over HTTP to `caravel
+    up`: its one /metrics parses as Prometheus text, counts each of them once under its
+    status and code, and carries every service's metrics (those the dashboard shows)."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        assert (await client.get("/livez")).json() == {"status": "ok"}
+        assert (await client.get("/readyz")).json() == {"status": "ok"}
+        table = (await client.post("/tables", json={"seats": 2})).json()
+        game = table["id"]
+        tokens = [
+            (await client.post(f"/tables/{game}/join", json={"name": n})).json()["token"]
+            for n in ("A", "B")
+        ]
+        await client.post(f"/tables/{game}/start", headers=bearer(tokens[0]))
+        sent: Counter[tuple[str, str]] = Counter({("accepted", ""): 1})  # create_game
+        version = 1
+        for _ in range(5):
+            seat = (await wait_for_view(client, game, tokens[0], version))["pending"][0]["seat"]
+            move = (await wait_for_view(client, game, tokens[seat], version))["legal_commands"][0]
+            url = f"/games/{game}/commands"
+            answer = await client.post(url, json=move, headers=bearer(tokens[1 - seat]))
+            assert answer.json()["code"] == "out_of_turn"
+            answer = await client.post(url, json={"type": "fly"}, headers=bearer(tokens[seat]))
+            assert answer.json()["code"] == "unknown_command"
+            answer = await client.post(url, json=move, headers=bearer(tokens[seat]))
+            assert answer.status_code == 200, answer.json()
+            version = answer.json()["version"]
+            sent.update([("rejected", "out_of_turn"), ("rejected", "unknown_command")])
+            sent["accepted", ""] += 1
+        again = {**move, "command_id": answer.json()["command_id"]}
+        answer = await client.post(url, json=again, headers=bearer(tokens[seat]))
+        assert answer.json()["version"] == version  # the first answer: the engine saw it twice
+        sent["duplicate", ""] += 1
+
+        async def counted_all() -> bool:
+            text = (await client.get("/metrics")).text
+            return commands_counted(text).total() >= sent.total()
+
+        await wait_for(counted_all)  # the engine counts once Redis has its answer
+        scraped = await client.get("/metrics")
+        assert scraped.headers["content-type"].startswith("text/plain")
+        assert commands_counted(scraped.text) == sent
+
+        async def sampled() -> bool:  # the Redis sampler runs every few seconds
+            found = families((await client.get("/metrics")).text)
+            return any(value == 1 for _, _, value in found["caravel_games_running"])
+
+        await wait_for(sampled)
+        found = families((await client.get("/metrics")).text)
+        pending = {(s["stream"], s["group"]) for _, s, _ in found["caravel_consumer_pending"]}
+        assert {("commands", "engine"), ("events", "views"), ("decisions", "ai")} <= pending
+        appends = [v for name, _, v in found["caravel_append_seconds"] if name.endswith("_count")]
+        assert 1 <= appends[0] <= sent["accepted", ""]
+        shown = set(re.findall(r"caravel_[a-z_]+", DASHBOARD.read_text()))
+        suffixes = re.compile(r"_(bucket|count|sum|total)$")
+        assert {suffixes.sub("", name) for name in shown} <= set(found)
+
+
+async def test_an_engine_alone_serves_metrics_and_health_on_its_port(
+    redis: Redis, redis_url: str, keys: Keys
+) -> None:
+    """`caravel engine` has no HTTP API: /metrics, /livez and /readyz are on
+    CARAVEL_METRICS_PORT, and its counters follow the commands it handles."""
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
+        "CARAVEL_REDIS_URL": redis_url,
+        "CARAVEL_KEY_PREFIX": keys.prefix,
+        "CARAVEL_PARTITIONS": str(keys.partitions),
+        "CARAVEL_METRICS_PORT": str(port),
+        "CARAVEL_LOG_LEVEL": "WARNING",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "engine"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+
+            async def ready() -> bool:
+                try:
+                    return (await client.get("/readyz")).status_code == 200
+                except httpx.TransportError:
+                    assert process.poll() is None, "caravel engine exited"
+                    return False
+
+            await wait_for(ready)
+            assert (await client.get("/livez")).status_code == 200
+            result = await CommandSender(redis, keys).execute(create_game("g-alone"), 30)
+            assert result.status == "accepted"
+
+            async def counted() -> bool:
+                return commands_counted((await client.get("/metrics")).text)["accepted", ""] == 1
+
+            await wait_for(counted)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+async def test_readiness_says_what_does_not_answer(redis: Redis) -> None:
+    """Ready when Redis, SQL and the service loops are fine; otherwise a 503 in the API's
+    error shape naming each failing part."""
+    assert await Health(redis).problems() == []
+    closed = free_port()
+    away = connect(f"redis://127.0.0.1:{closed}/0")
+    sql_away = create_engine(f"postgresql+psycopg://caravel@127.0.0.1:{closed}/caravel")
+    stopped = asyncio.create_task(asyncio.sleep(0))
+    await stopped
+    app = FastAPI()
+    app.include_router(operations_routes(Health(away, sql_away, [stopped])))
+    transport = httpx.ASGITransport(app=app)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://caravel") as client:
+            answer = await client.get("/readyz")
+            assert (await client.get("/livez")).status_code == 200
+    finally:
+        await away.aclose()
+        sql_away.dispose()
+    body = answer.json()
+    assert answer.status_code == 503 and body["code"] == "not_ready"
+    for part in ("redis:", "sql:", "1 of 1 service loops stopped"):
+        assert part in body["message"]
+
+
+async def test_a_line_logged_while_handling_a_command_names_it(
+    redis: Redis, keys: Keys, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine's log is JSON lines on stderr; a line logged while it handles a command
+    (here: its rejection, at debug level) carries the game, the command and the seat."""
+    previous = structlog.get_config()
+    configure_logging("DEBUG")
+    try:
+        async with running_engine(redis, keys) as engine:
+            sender = CommandSender(redis, keys)
+            commands, _ = play_locally("g-log", players=2, seed=1, limit=1)
+            assert (await sender.execute(commands[0], 30)).status == "accepted"
+            move = commands[1]
+            wrong = CommandEnvelope(
+                game_id="g-log", seat=1 - (move.seat or 0), type=move.type, payload=move.payload
+            )
+            result = await sender.execute(wrong, 30)
+            assert result.code == "out_of_turn" and engine.stats["rejected"] == 1
+    finally:
+        structlog.configure(**previous)
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line]
+    rejected = [line for line in lines if line["event"] == "command rejected"]
+    assert len(rejected) == 1
+    assert {k: rejected[0][k] for k in ("game", "command", "seat", "code", "level")} == {
+        "game": "g-log",
+        "command": wrong.command_id,
+        "seat": wrong.seat,
+        "code": "out_of_turn",
+        "level": "debug",
+    }
