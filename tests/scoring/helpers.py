@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from redis.asyncio import Redis
@@ -36,13 +37,14 @@ async def play_games(
     keys: Keys,
     games: Sequence[tuple[str, int, int, int | None]],
     seats: dict[str, dict[str, str]] | None = None,
+    engine: bool = True,
 ) -> dict[str, tuple[list[CommandEnvelope], aod.GameState]]:
     """Play (game id, players, seed, command limit) games one after the other through an
-    engine. ``seats`` is the lobby's seats hash per game: commands of a ``bot:`` seat are
-    sent as the bot's."""
+    engine (one of this process, or one already running). ``seats`` is the lobby's seats
+    hash per game: commands of a ``bot:`` seat are sent as the bot's."""
     sender = CommandSender(redis, keys)
     played = {}
-    async with running_engine(redis, keys):
+    async with running_engine(redis, keys) if engine else nullcontext():
         for game_id, players, seed, limit in games:
             kinds = (seats or {}).get(game_id, {})
             if kinds:
