@@ -267,7 +267,9 @@ def up() -> None:
     asyncio.run(serve(settings))
 
 
-def _serve_alone(engine: bool = False, lobby: bool = False, ai: bool = False) -> None:
+def _serve_alone(
+    engine: bool = False, lobby: bool = False, ai: bool = False, scoring: bool = False
+) -> None:
     """Run some services against the Redis that every process shares."""
     from services.server import serve
 
@@ -277,7 +279,7 @@ def _serve_alone(engine: bool = False, lobby: bool = False, ai: bool = False) ->
             "set CARAVEL_REDIS_URL to the Redis the services share (caravel up logs its own)"
         )
     configure_logging(settings.log_level)
-    asyncio.run(serve(settings, engine=engine, lobby=lobby, ai=ai))
+    asyncio.run(serve(settings, engine=engine, lobby=lobby, ai=ai, scoring=scoring))
 
 
 @app.command()
@@ -297,6 +299,59 @@ def ai() -> None:
     """Run a bot player alone against CARAVEL_REDIS_URL: it answers decision requests for bot
     seats, and for humans who left or ran out of time. Several share the load."""
     _serve_alone(ai=True)
+
+
+@app.command()
+def scoring() -> None:
+    """Run the scoring service alone against CARAVEL_REDIS_URL: standings, results, ratings
+    and analytics in CARAVEL_DATABASE_URL."""
+    _serve_alone(scoring=True)
+
+
+projections = typer.Typer(help="The SQL projections of the game logs.", no_args_is_help=True)
+app.add_typer(projections, name="projections")
+
+
+@projections.command("rebuild")
+def projections_rebuild(
+    name: Annotated[str, typer.Argument(help="The projection to rebuild.")] = "scoring",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
+) -> None:
+    """Drop a projection and replay it from the game logs (stop its service first)."""
+    from services.lobby.db import make_engine
+    from services.runtime import redis_for
+    from services.scoring.service import RebuildReport, ScoringService
+    from shared.bus import Keys
+
+    if name != "scoring":
+        raise typer.BadParameter(f"unknown projection {name!r}; known: scoring")
+    settings = Settings()
+    configure_logging("WARNING")
+    keys = Keys(settings.key_prefix, settings.partitions)
+
+    async def run(progress: Progress) -> RebuildReport:
+        async with redis_for(settings) as redis:
+            scorer = ScoringService(redis, keys, make_engine(settings.sql_url()))
+            total = sum([await redis.scard(keys.games(p)) for p in keys.all_partitions()])
+            task = progress.add_task(f"rebuilding {name}", total=total)
+            return await scorer.rebuild(lambda games: progress.advance(task, games))
+
+    with _progress(err_console if as_json else console) as progress:
+        report = asyncio.run(run(progress))
+    result = {
+        "projection": name,
+        "games": report.games,
+        "events": report.events,
+        "seconds": round(report.seconds, 3),
+        "events_per_second": round(report.events_per_second, 1),
+    }
+    if as_json:
+        print(json.dumps(result))
+        return
+    console.print(
+        f"{name}: {report.games} games, {report.events} events in {report.seconds:.1f} s: "
+        f"{report.events_per_second:.0f} events/s"
+    )
 
 
 if __name__ == "__main__":
