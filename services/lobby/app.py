@@ -217,6 +217,9 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
     )
     app.state.lobby = lobby
     _errors(app)
+    from services.scoring.http import router as scoring  # it builds on this module's errors
+
+    app.include_router(scoring)
 
     @app.post("/tables", status_code=201, response_model=TableOut, responses=ERRORS)
     def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut:
