@@ -222,6 +222,7 @@ class ScoringService:
         await asyncio.to_thread(self._set_checkpoints, positions)
         self.games.clear()
         finished: list[FinishedGame] = []
+        writing: asyncio.Future[None] | None = None
         events = 0
         for i in range(0, len(game_ids), REBUILD_CHUNK):
             chunk = game_ids[i : i + REBUILD_CHUNK]
@@ -238,9 +239,13 @@ class ScoringService:
                     del self.games[game_id]
             finished += rows.finished
             events += rows.events
-            await asyncio.to_thread(self._write, rows)
+            if writing is not None:  # one chunk is written while the next is projected
+                await writing
+            writing = asyncio.ensure_future(asyncio.to_thread(self._write, rows))
             if on_game is not None:
                 on_game(len(chunk))
+        if writing is not None:
+            await writing
         await asyncio.to_thread(self._rate, finished)
         return RebuildReport(len(game_ids), events, time.perf_counter() - started)
 
