@@ -211,13 +211,17 @@ def bench_pipeline(
 @app.command("arena")
 def arena_command(
     seats: Annotated[
-        str, typer.Option(help="Bot level per seat, comma-separated (random, greedy).")
+        str, typer.Option(help="Bot level per seat, comma-separated (random, greedy, mcts).")
     ] = "greedy,random,random,random",
     games: Annotated[int, typer.Option(min=1)] = 200,
     seed: Annotated[int, typer.Option()] = 1,
     ruleset: Annotated[str, typer.Option()] = "standard",
     option: Annotated[list[str] | None, typer.Option("--option", help="KEY=VALUE")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
+    budget_ms: Annotated[
+        int | None,
+        typer.Option(min=1, help="Think time per decision of searching levels (mcts)."),
+    ] = None,
 ) -> None:
     """Bots against each other, seats rotated across games: win rates with 95% intervals."""
     from services.ai.arena import arena
@@ -236,7 +240,15 @@ def arena_command(
         raise typer.BadParameter(str(e)) from None
     with _progress(err_console if as_json else console) as progress:
         task = progress.add_task("arena", total=games)
-        result = arena(levels, games, seed, options, ruleset, lambda: progress.advance(task))
+        result = arena(
+            levels,
+            games,
+            seed,
+            options,
+            ruleset,
+            lambda: progress.advance(task),
+            None if budget_ms is None else budget_ms / 1000,
+        )
     if as_json:
         print(json.dumps(result))
         return

@@ -1,5 +1,5 @@
-"""AI: bots that decide from a seat's observation only (random and greedy so far)."""
+"""AI: bots that decide from a seat's observation only (random, greedy and mcts)."""
 
-from .bots import BOTS, Bot, GreedyBot, RandomBot, bot
+from .bots import BOTS, Bot, GreedyBot, MctsBot, RandomBot, bot
 
-__all__ = ["BOTS", "Bot", "GreedyBot", "RandomBot", "bot"]
+__all__ = ["BOTS", "Bot", "GreedyBot", "MctsBot", "RandomBot", "bot"]

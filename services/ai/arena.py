@@ -55,16 +55,21 @@ def percentile(ordered: Sequence[float], q: float) -> float:
 
 
 def play(
-    rules: aod.Rules, bots: Sequence[Bot], seed: int, stats: dict[str, LevelStats]
+    rules: aod.Rules,
+    bots: Sequence[Bot],
+    seed: int,
+    stats: dict[str, LevelStats],
+    budget_s: float | None = None,
 ) -> list[dict[str, Any]]:
-    """One game; ``bots[seat]`` plays ``seat`` from its observation only."""
+    """One game; ``bots[seat]`` plays ``seat`` from its observation only, thinking up to
+    ``budget_s`` per decision (``None``: each level's default)."""
     state, _ = aod.new_game(rules, None, len(bots), seed)
     rng = random.Random(seed)
     while decisions := aod.pending(state):
         decision = decisions[0]
         observation = aod.view(state, decision.seat)
         started = time.perf_counter()
-        choice = bots[decision.seat].choose(observation, rng)
+        choice = bots[decision.seat].choose(observation, rng, budget_s)
         stats[bots[decision.seat].level].latencies.append(time.perf_counter() - started)
         aod.decide_into(state, aod.command_from_dict(choice))
     return aod.score(state)
@@ -77,6 +82,7 @@ def arena(
     options: dict[str, Any] | None = None,
     ruleset: str = "standard",
     progress: Callable[[], None] | None = None,
+    budget_s: float | None = None,
 ) -> dict[str, Any]:
     """Play ``games`` games; game g seats the levels rotated by g, so no level keeps a seat."""
     rules = aod.compile_rules(aod.load_ruleset(ruleset), options)
@@ -86,7 +92,7 @@ def arena(
         shift = g % len(levels)
         seated = list(levels[shift:]) + list(levels[:shift])
         bots = [bot(level) for level in seated]
-        rows = play(rules, bots, seed + g, stats)
+        rows = play(rules, bots, seed + g, stats, budget_s)
         winners = [row["seat"] for row in rows if row["place"] == 1]
         for row in rows:
             level = seated[row["seat"]]

@@ -1,4 +1,4 @@
-"""Bots that decide from a seat's observation alone: the ``random`` and ``greedy`` levels.
+"""Bots that decide from a seat's observation alone: ``random``, ``greedy`` and ``mcts``.
 
 A bot sees exactly what its seat may see: the seat's view (``view(state, seat)``, which
 carries its legal commands). It never receives the game state, so it cannot peek at
@@ -8,19 +8,30 @@ face-down tokens or pile orders. It answers with one of the legal commands.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from shared.games.age_of_discovery.income import set_income
+from shared.settings import Settings
+
+from .mcts import Search
 
 Observation = dict[str, Any]
 Command = dict[str, Any]
 
 
 class Bot(Protocol):
+    """One interface for every level, so the arena and the service treat them alike."""
+
     level: str
 
-    def choose(self, observation: Observation, rng: random.Random) -> Command: ...
+    def choose(
+        self, observation: Observation, rng: random.Random, budget_s: float | None = None
+    ) -> Command:
+        """One of ``observation["legal_commands"]``, found within ``budget_s`` seconds of
+        thinking (``None``: the level's own default; instant levels ignore it)."""
+        ...
 
 
 class RandomBot:
@@ -28,7 +39,9 @@ class RandomBot:
 
     level = "random"
 
-    def choose(self, observation: Observation, rng: random.Random) -> Command:
+    def choose(
+        self, observation: Observation, rng: random.Random, budget_s: float | None = None
+    ) -> Command:
         return dict(rng.choice(observation["legal_commands"]))
 
 
@@ -41,16 +54,43 @@ class GreedyBot:
 
     level = "greedy"
 
-    def choose(self, observation: Observation, rng: random.Random) -> Command:
+    def choose(
+        self, observation: Observation, rng: random.Random, budget_s: float | None = None
+    ) -> Command:
         legal = observation["legal_commands"]
-        seen = _Seen(observation)
-        values = [
-            (_VALUE[c["type"]](seen, c) + rng.random() * 1e-3, i) for i, c in enumerate(legal)
-        ]
-        return dict(legal[max(values)[1]])
+        values = greedy_values(observation, rng)
+        return dict(legal[max(range(len(legal)), key=values.__getitem__)])
 
 
-BOTS: dict[str, Callable[[], Bot]] = {"random": RandomBot, "greedy": GreedyBot}
+def greedy_values(observation: Observation, rng: random.Random) -> list[float]:
+    """The greedy bot's value of each legal command (a tiny random part breaks ties); the
+    ``mcts`` level uses it too, to order its search and to play its playouts."""
+    seen = _Seen(observation)
+    return [_VALUE[c["type"]](seen, c) + rng.random() * 1e-3 for c in observation["legal_commands"]]
+
+
+class MctsBot:
+    """Information-set Monte-Carlo tree search (:mod:`.mcts`) within a time budget.
+
+    ``budget_s`` defaults to the ``bot_think_ms`` setting; ``max_iterations`` caps the search
+    as well, which makes it reproducible for a seeded ``rng`` (tests).
+    """
+
+    level = "mcts"
+
+    def __init__(self, budget_s: float | None = None, max_iterations: int | None = None) -> None:
+        self.budget_s = Settings().bot_think_ms / 1000 if budget_s is None else budget_s
+        self.max_iterations = max_iterations
+
+    def choose(
+        self, observation: Observation, rng: random.Random, budget_s: float | None = None
+    ) -> Command:
+        stop = time.perf_counter() + (self.budget_s if budget_s is None else budget_s)
+        search = Search(observation, random.Random(rng.getrandbits(64)), greedy_values)
+        return search.run(stop, self.max_iterations).to_dict()
+
+
+BOTS: dict[str, Callable[[], Bot]] = {"random": RandomBot, "greedy": GreedyBot, "mcts": MctsBot}
 
 
 def bot(level: str) -> Bot:

@@ -6,6 +6,10 @@ deadline passed without a move, a fallback bot decides and the command is record
 actor ``fallback``. A bot sees only its seat's projected view: never the game state.
 Command ids are derived from (game, version, seat), so a redelivered request, or two workers
 answering one, apply a move once.
+
+A searching bot thinks for its budget (``bot_think_ms``) but never past the request's
+deadline: it gets the time left less a safety margin, and answers with the best move found
+by then. Searches run in threads, so one worker keeps serving other games meanwhile.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ log = structlog.get_logger("caravel.ai")
 
 GROUP = "ai"
 FALLBACK_LEVEL = "greedy"
+SAFETY_S = 0.1  # answer this long before a deadline: time to send, and one last iteration
 
 
 class BotPlayer:
@@ -79,8 +84,7 @@ class BotPlayer:
             key = (request.game_id, request.seat)
             if key not in latest or latest[key].version < request.version:
                 latest[key] = request  # older requests of a seat are already stale
-        for request in latest.values():
-            await self.consider(request)
+        await asyncio.gather(*(self.consider(request) for request in latest.values()))
         by_stream: dict[str, list[str]] = {}
         for d in deliveries:
             by_stream.setdefault(d.stream, []).append(d.id)
@@ -91,7 +95,14 @@ class BotPlayer:
         seats = await self.redis.hgetall(self.keys.seats(request.game_id))
         who = seats.get(str(request.seat).encode(), b"").decode()
         if who.startswith("bot:"):
-            await self.play(request.game_id, request.version, request.seat, who[4:], "bot")
+            await self.play(
+                request.game_id,
+                request.version,
+                request.seat,
+                who[4:],
+                "bot",
+                request.deadline.timestamp(),
+            )
         elif who == "left":
             await self.play(
                 request.game_id, request.version, request.seat, FALLBACK_LEVEL, "fallback"
@@ -109,13 +120,26 @@ class BotPlayer:
                 game_id, version, seat = json.loads(member)
                 await self.play(game_id, version, seat, FALLBACK_LEVEL, "fallback")
 
-    async def play(self, game_id: str, version: int, seat: int, level: str, actor: str) -> None:
-        """Decide for ``seat`` at ``version`` from its view, unless the game has moved on."""
+    async def play(
+        self,
+        game_id: str,
+        version: int,
+        seat: int,
+        level: str,
+        actor: str,
+        deadline: float | None = None,
+    ) -> None:
+        """Decide for ``seat`` at ``version`` from its view, unless the game has moved on;
+        answer before ``deadline`` (a Unix time) when one is given."""
         view = await self._view_at(game_id, seat, version)
         if view is None or view["version"] != version or not view["legal_commands"]:
             return  # stale: someone moved already, or the seat has nothing to decide
+        budget = self.settings.bot_think_ms / 1000
+        if deadline is not None:
+            budget = max(0.0, min(budget, deadline - time.time() - SAFETY_S))
+        rng = random.Random(self.rng.getrandbits(64))
         started = time.perf_counter()
-        choice = dict(bot(level).choose(view, self.rng))
+        choice = dict(await asyncio.to_thread(bot(level).choose, view, rng, budget))
         metrics.BOT_DECISION_SECONDS.labels(level, actor).observe(time.perf_counter() - started)
         kind = choice.pop("type")
         choice.pop("seat", None)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.ai import BOTS, bot
+from services.ai import BOTS, MctsBot, bot
 from services.ai.arena import arena, wilson
 from shared.games import age_of_discovery as aod
 
@@ -52,8 +52,44 @@ def test_every_answer_is_legal_and_blind_to_hidden_values(
     assert state.phase == "over"
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(players=st.integers(2, 5), options=OPTIONS, seed=st.integers(0, 10_000))
+def test_the_search_is_blind_to_hidden_values_and_answers_legally(
+    players: int, options: dict[str, object], seed: int
+) -> None:
+    """At decisions spread over a random game, the mcts bot (capped in iterations, so its
+    answer depends on its input and seed only) gets the same observation in a game whose
+    hidden values were resampled, answers the same there, and its answer is legal."""
+    rules = aod.compile_rules(RULESET, options)
+    state, _ = aod.new_game(rules, None, players, seed)
+    rng = random.Random(seed)
+    searcher = MctsBot(budget_s=60, max_iterations=25)
+    asked = 0
+    while decisions := aod.pending(state):
+        seat = decisions[0].seat
+        observation = aod.view(state, seat)
+        if rng.random() < 0.05 and len(observation["legal_commands"]) > 1:
+            asked += 1
+            twin = aod.view(aod.determinize(state, rng.randrange(1 << 30)), seat)
+            assert twin == observation
+            pick = rng.randrange(1 << 30)
+            choice = searcher.choose(observation, random.Random(pick))
+            assert searcher.choose(twin, random.Random(pick)) == choice
+            assert choice in observation["legal_commands"]
+        else:
+            choice = rng.choice(observation["legal_commands"])
+        aod.decide_into(state, aod.command_from_dict(choice))
+    assert state.phase == "over" and asked
+
+
+def test_the_arena_gives_searching_levels_their_budget() -> None:
+    result = arena(["mcts", "random"], games=1, seed=3, budget_s=0.005)
+    assert set(result["levels"]) == {"mcts", "random"}
+    assert result["levels"]["mcts"]["seats_played"] == 1
+
+
 def test_unknown_level_is_refused_by_name() -> None:
-    assert set(BOTS) == {"random", "greedy"}
+    assert set(BOTS) == {"random", "greedy", "mcts"}
     with pytest.raises(KeyError, match="unknown bot level 'genius'"):
         bot("genius")
 

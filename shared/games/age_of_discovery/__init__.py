@@ -8,6 +8,7 @@ The one API every service uses::
     events = decide(state, command) # events, or raises RuleViolation(code, reason)
     state = evolve(state, event)    # pure: no randomness, no clock
     view(state, seat)               # what that seat (None: a spectator) may see
+    sample_state(rules, view, seed) # a whole state consistent with a seat's view (bots)
     score(state)                    # the breakdown per seat
 
 No I/O, no clock, no global state. Chance is drawn in ``decide`` from a generator kept in
@@ -50,6 +51,7 @@ from .ruleset import (
     load_ruleset,
     parse_ruleset,
 )
+from .sampling import Sampler, sample_state
 from .scoring import score
 from .state import GameState, blank_state
 from .views import determinize, seat_view, view
@@ -87,6 +89,7 @@ __all__ = [
     "Rules",
     "Ruleset",
     "RulesetError",
+    "Sampler",
     "TakeGood",
     "TakeSpecialist",
     "UseUniversity",
@@ -105,6 +108,7 @@ __all__ = [
     "parse_ruleset",
     "pending",
     "replay",
+    "sample_state",
     "score",
     "seat_view",
     "view",

@@ -45,6 +45,9 @@ def _player(s: GameState, seat: int) -> dict[str, Any]:
         "cards": [rules.ruleset.cards[c].name for c in s.cards_won[seat]],
         "colony_vp": list(s.colony_vp[seat]),
         "discovery_box": dict(zip(_DISCOVERY_SLOTS, s.disc[seat], strict=True)),
+        # Counters of public events, so that a bot's sampled state is whole (see sampling).
+        "units_received": s.received[seat],
+        "units_returned": s.returned[seat],
     }
 
 
@@ -113,6 +116,7 @@ def view(s: GameState, seat: int | None = None) -> dict[str, Any]:
             "high_bidder": s.bid_seat if s.bid_seat >= 0 else None,
             "bidders": list(s.queue),
             "places": [p if p >= 0 else None for p in s.auction_order],
+            "last_bids": list(s.last_bid),
         }
     if seat is not None:
         out["legal_commands"] = [c.to_dict() for c in legal_commands(s, seat)]
