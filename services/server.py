@@ -62,6 +62,7 @@ async def serve(
             config = uvicorn.Config(
                 app,
                 log_level="warning",
+                log_config=None,  # its lines go through configure_logging: JSON
                 timeout_graceful_shutdown=3,  # open WebSockets do not hold a stop up
             )
             server = uvicorn.Server(config)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import signal
@@ -186,7 +187,8 @@ async def test_a_line_logged_while_handling_a_command_names_it(
 ) -> None:
     """The engine's log is JSON lines on stderr; a line logged while it handles a command
     (here: its rejection, at debug level) carries the game, the command and the seat."""
-    previous = structlog.get_config()
+    previous, root = structlog.get_config(), logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     configure_logging("DEBUG")
     try:
         async with running_engine(redis, keys) as engine:
@@ -201,6 +203,7 @@ async def test_a_line_logged_while_handling_a_command_names_it(
             assert result.code == "out_of_turn" and engine.stats["rejected"] == 1
     finally:
         structlog.configure(**previous)
+        root.handlers, root.level = handlers, level
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line]
     rejected = [line for line in lines if line["event"] == "command rejected"]
     assert len(rejected) == 1
