@@ -67,6 +67,9 @@ class FinishedGame:
 
 @dataclass
 class GameProgress:
+    """One game as far as the projection has applied it, with what its rows need that the
+    rules state does not keep (who plays each seat, purchases, decision times)."""
+
     game_id: str
     state: aod.GameState
     seats: list[str]  # per seat: human or bot:<level> (the lobby's seats hash)
@@ -172,13 +175,15 @@ def _decision(p: GameProgress, event: EventEnvelope, rows: Rows | None) -> None:
     if decision is None:
         return
     kind = DECIDERS[event.actor or "player"]
+    if kind == "bot" and p.seats[decision.seat].startswith("bot:"):
+        kind = p.seats[decision.seat]  # its level, from the lobby's seats
     asked = p.asked_at or event.recorded_at
     rows.decisions.append(
         {
             "game_id": p.game_id,
             "version": event.version,
             "seat": decision.seat,
-            "seat_kind": p.seats[decision.seat] if kind == "bot" else kind,
+            "seat_kind": kind,
             "kind": decision.kind,
             "turn": p.state.turn,
             "latency_ms": (event.recorded_at - asked).total_seconds() * 1000,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -13,17 +14,15 @@ from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
 from services.scoring.db import ScoredGame, table_of
-from services.scoring.service import ScoringService
 from shared.bus import Keys
 
 from .helpers import dump, game_ids, play_games
 
 
-def scoring_process(
-    redis_url: str, keys: Keys, database_url: str, data: Path
-) -> subprocess.Popen[bytes]:
-    """`caravel scoring` in a process of its own, reading one entry per stream at a time."""
-    env = {
+def environment(redis_url: str, keys: Keys, database_url: str, data: Path) -> dict[str, str]:
+    """The settings of a `caravel` process working on this test's namespace and database,
+    reading one entry per stream at a time."""
+    return {
         **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
         "CARAVEL_REDIS_URL": redis_url,
         "CARAVEL_KEY_PREFIX": keys.prefix,
@@ -34,9 +33,15 @@ def scoring_process(
         "CARAVEL_METRICS_PORT": "0",
         "CARAVEL_LOG_LEVEL": "WARNING",
     }
+
+
+def scoring_process(
+    redis_url: str, keys: Keys, database_url: str, data: Path
+) -> subprocess.Popen[bytes]:
+    """`caravel scoring` in a process of its own."""
     return subprocess.Popen(
         [sys.executable, "-m", "services.cli", "scoring"],
-        env=env,
+        env=environment(redis_url, keys, database_url, data),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -61,7 +66,7 @@ async def test_killed_mid_stream_and_restarted_equals_a_clean_rebuild(
     redis: Redis, redis_url: str, keys: Keys, database_url: str, database: Engine, tmp_path: Path
 ) -> None:
     """SIGKILL while the service is part way through the streams, start it again: once it
-    has caught up, every table is exactly what a rebuild from the logs writes."""
+    has caught up, every table is exactly what `caravel projections rebuild` writes."""
     ids = game_ids(keys, 3, "g-kill")
     played = await play_games(
         redis,
@@ -88,5 +93,12 @@ async def test_killed_mid_stream_and_restarted_equals_a_clean_rebuild(
         process.wait(timeout=20)
     live = dump(database)
 
-    await ScoringService(redis, keys, database).rebuild()
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "services.cli", "projections", "rebuild", "scoring", "--json"],
+        env=environment(redis_url, keys, database_url, tmp_path),
+        capture_output=True,
+        check=True,
+    )
+    report = json.loads(rebuilt.stdout.splitlines()[-1])
+    assert report["games"] == 3 and report["events"] == sum(final.values())
     assert dump(database) == live
