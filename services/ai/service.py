@@ -25,6 +25,7 @@ from typing import Any
 
 import structlog
 from redis.asyncio import Redis
+from structlog.contextvars import bound_contextvars
 
 from services import metrics
 from services.lobby.views import read_view
@@ -131,28 +132,30 @@ class BotPlayer:
     ) -> None:
         """Decide for ``seat`` at ``version`` from its view, unless the game has moved on;
         answer before ``deadline`` (a Unix time) when one is given."""
-        view = await self._view_at(game_id, seat, version)
-        if view is None or view["version"] != version or not view["legal_commands"]:
-            return  # stale: someone moved already, or the seat has nothing to decide
-        budget = self.settings.bot_think_ms / 1000
-        if deadline is not None:
-            budget = max(0.0, min(budget, deadline - time.time() - SAFETY_S))
-        rng = random.Random(self.rng.getrandbits(64))
-        started = time.perf_counter()
-        choice = dict(await asyncio.to_thread(bot(level).choose, view, rng, budget))
-        metrics.BOT_DECISION_SECONDS.labels(level, actor).observe(time.perf_counter() - started)
-        kind = choice.pop("type")
-        choice.pop("seat", None)
-        await self.sender.send(
-            CommandEnvelope(
-                command_id=hashlib.sha1(f"{game_id}:{version}:{seat}".encode()).hexdigest(),
-                game_id=game_id,
-                seat=seat,
-                type=kind,
-                payload=choice,
-                actor="bot" if actor == "bot" else "fallback",
+        command_id = hashlib.sha1(f"{game_id}:{version}:{seat}".encode()).hexdigest()
+        with bound_contextvars(game=game_id, command=command_id, seat=seat):  # on every line
+            view = await self._view_at(game_id, seat, version)
+            if view is None or view["version"] != version or not view["legal_commands"]:
+                return  # stale: someone moved already, or the seat has nothing to decide
+            budget = self.settings.bot_think_ms / 1000
+            if deadline is not None:
+                budget = max(0.0, min(budget, deadline - time.time() - SAFETY_S))
+            rng = random.Random(self.rng.getrandbits(64))
+            started = time.perf_counter()
+            choice = dict(await asyncio.to_thread(bot(level).choose, view, rng, budget))
+            metrics.BOT_DECISION_SECONDS.labels(level, actor).observe(time.perf_counter() - started)
+            kind = choice.pop("type")
+            choice.pop("seat", None)
+            await self.sender.send(
+                CommandEnvelope(
+                    command_id=command_id,
+                    game_id=game_id,
+                    seat=seat,
+                    type=kind,
+                    payload=choice,
+                    actor="bot" if actor == "bot" else "fallback",
+                )
             )
-        )
 
     async def _view_at(self, game_id: str, seat: int, version: int) -> dict[str, Any] | None:
         """The seat's view once the projection has caught up with ``version``."""
