@@ -140,3 +140,18 @@ def test_arena_command_prints_json_last() -> None:
         timeout=60,
     )
     assert bad.returncode != 0 and "unknown levels" in bad.stderr
+
+
+def test_arena_command_takes_a_think_budget() -> None:
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "services.cli", "arena", "--seats", "mcts,random"),
+            *("--games", "1", "--budget-ms", "2", "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["levels"]["mcts"]["seats_played"] == 1
