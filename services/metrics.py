@@ -71,8 +71,6 @@ CHECK_TIMEOUT_S = 2.0
 class RedisSampler:
     """Keeps the gauges that only Redis knows up to date, every ``every_s`` seconds."""
 
-    STREAMS = ("commands", "events", "decisions")
-
     def __init__(self, redis: Redis, keys: Keys, every_s: float = SAMPLE_EVERY_S) -> None:
         self.redis = redis
         self.keys = keys
@@ -92,10 +90,18 @@ class RedisSampler:
         letters in one round trip, then set the gauges (all at once, between two awaits,
         so a scrape never sees half a sample)."""
         k = self.keys
-        streams = [(kind, p) for p in k.all_partitions() for kind in self.STREAMS]
+        streams = [
+            (kind, p, key(p))
+            for p in k.all_partitions()
+            for kind, key in (
+                ("commands", k.commands),
+                ("events", k.events),
+                ("decisions", k.decisions),
+            )
+        ]
         async with self.redis.pipeline(transaction=False) as pipe:
-            for kind, p in streams:
-                pipe.xinfo_groups(getattr(k, kind)(p))
+            for _, _, stream in streams:
+                pipe.xinfo_groups(stream)
             for p in k.all_partitions():
                 pipe.scard(k.games(p))
                 pipe.scard(k.finished(p))
@@ -104,7 +110,7 @@ class RedisSampler:
         groups, counts, dead = replies[: len(streams)], replies[len(streams) : -1], replies[-1]
         CONSUMER_LAG.clear()
         CONSUMER_PENDING.clear()
-        for (kind, p), reply in zip(streams, groups, strict=True):
+        for (kind, p, _), reply in zip(streams, groups, strict=True):
             if isinstance(reply, Exception):
                 continue  # no such stream yet: nothing was ever sent to it
             for group in reply:

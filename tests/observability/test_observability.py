@@ -17,13 +17,14 @@ import httpx
 import pytest
 import structlog
 from fastapi import FastAPI
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 from sqlalchemy import create_engine
 
-from services.metrics import Health, operations_routes
+from services.metrics import Health, RedisSampler, operations_routes
 from services.runtime import configure_logging
-from shared.bus import CommandSender, Keys, connect
+from shared.bus import CommandSender, GroupReader, Keys, connect
 from shared.contracts import CommandEnvelope
 
 from ..backbone.helpers import create_game, play_locally, running_engine, wait_for
@@ -214,3 +215,38 @@ async def test_a_line_logged_while_handling_a_command_names_it(
         "code": "out_of_turn",
         "level": "debug",
     }
+
+
+async def test_the_sampler_reads_games_lag_pending_and_dead_letters(
+    redis: Redis, keys: Keys
+) -> None:
+    """From Redis: a finished game no longer counts as running; an entry not yet read is
+    lag, one read and not acknowledged is pending, and a dead-lettered one is counted."""
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        finished, _ = play_locally("g-done", players=2, seed=3)
+        for command in finished:
+            assert (await sender.execute(command, 30)).status == "accepted"
+        assert (await sender.execute(create_game("g-on"), 30)).status == "accepted"
+
+        async def over() -> bool:
+            return bool(await redis.sismember(keys.finished(keys.partition("g-done")), "g-done"))
+
+        await wait_for(over)
+    stream = keys.commands(keys.partition("g-late"))
+    await sender.send(create_game("g-late"))  # no engine now: it waits in the stream
+    sampler = RedisSampler(redis, keys)
+    await sampler.sample()
+    labels = {"stream": "commands", "partition": str(keys.partition("g-late")), "group": "engine"}
+    assert REGISTRY.get_sample_value("caravel_games_running") == 1
+    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 1
+    assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 0
+    reader = GroupReader(redis, "engine", "test", keys.dead_letters())
+    [delivery] = await reader.read([stream], 10, None)
+    await sampler.sample()
+    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 0
+    assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 1
+    await reader.dead_letter(delivery, "a test")
+    await sampler.sample()
+    assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 0
+    assert REGISTRY.get_sample_value("caravel_dead_letters") == 1
