@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any, Protocol
 
 from shared.games.age_of_discovery.income import set_income
@@ -163,6 +164,22 @@ class _Seen:
     def price(self) -> int:
         return BUILDING_PRICES[self.o["age"] - 1]
 
+    # Worth of a box whatever unit goes there: computed once per observation, not per unit
+    # (placement offers every unit in every box, and the search asks thousands of times).
+
+    @cached_property
+    def best_good_gain(self) -> int:
+        now = self.income()
+        return max((self.income(g) - now for g in self.o["goods_revealed"]), default=0)
+
+    @cached_property
+    def best_building(self) -> float:
+        return max(_building_value(self, b) for b in self.o["buildings_revealed"])
+
+    @cached_property
+    def ship_gain(self) -> int:
+        return self.income(extra_ships=1) - self.income()
+
 
 def _value_place(s: _Seen, c: Command) -> float:
     box, unit = c["box"], c["unit"]
@@ -174,15 +191,13 @@ def _value_place(s: _Seen, c: Command) -> float:
         base = s.best_landing(2 if unit == "missionary" else 1)
         return base + {"merchant": 2.5, "missionary": 1.5, "soldier": 0.3}.get(unit, 0.0)
     if box == "goods":
-        revealed = s.o["goods_revealed"]
-        gains = [s.income(g) - s.income() for g in revealed]
-        return 1.0 + max(gains, default=0) * (0.5 + s.turns_left / 4)
+        return 1.0 + s.best_good_gain * (0.5 + s.turns_left / 4)
     if box == "shipping":
         return _value_shipping(s, unit)
     if box == "buildings":
         if money < s.price() or not s.o["buildings_revealed"]:
             return -1.0
-        return 2.0 + max(_building_value(s, b) for b in s.o["buildings_revealed"]) / 3
+        return 2.0 + s.best_building / 3
     if box == "discovery":
         if not s.undiscovered() and not s.o["discovery_deck"]:
             return -2.0
@@ -211,8 +226,7 @@ def _value_shipping(s: _Seen, unit: str) -> float:
     best_other = max((v for seat, v in enumerate(strength) if seat != s.seat), default=0)
     if mine <= best_other:
         return 0.3
-    ship_gain = s.income(extra_ships=1) - s.income()
-    return 1.5 + ship_gain * (0.5 + s.turns_left / 4)
+    return 1.5 + s.ship_gain * (0.5 + s.turns_left / 4)
 
 
 def _value_warfare_slot(s: _Seen) -> float:
