@@ -116,3 +116,22 @@ async def test_live_projection_equals_a_rebuild_row_for_row(
         r["version"] for r in rows(database, ScoredGame)
     )
     assert dump(database) == live
+
+
+async def test_two_scoring_services_on_one_database_count_nothing_twice(
+    redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """Two services read the same streams in turns: the one behind finds its checkpoints
+    moved, rolls back and reads on from the other's; the tables equal a rebuild."""
+    first, second = game_ids(keys, 2, "g-two")
+    await play_games(redis, keys, [(first, 2, 31, None), (second, 3, 32, None)])
+    a = ScoringService(redis, keys, database, batch_size=3)
+    b = ScoringService(redis, keys, database, batch_size=11)
+    await a.start()
+    await b.start()
+    while (await a.step(block_ms=None)) + (await b.step(block_ms=None)):
+        pass
+    live = dump(database)
+    assert {r["status"] for r in rows(database, ScoredGame)} == {"finished"}
+    await ScoringService(redis, keys, database).rebuild()
+    assert dump(database) == live
