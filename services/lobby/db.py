@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, make_url
 from sqlmodel import Field, SQLModel, create_engine
 
 
@@ -45,6 +46,9 @@ def make_engine(url: str, **options: Any) -> Engine:
     """A SQLAlchemy engine with the lobby's tables created."""
     if url.startswith("sqlite"):
         options.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
+        database = make_url(url).database
+        if database and database != ":memory:":  # a fresh data folder: make it
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, **options)
     SQLModel.metadata.create_all(engine)
     return engine
