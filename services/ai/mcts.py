@@ -4,10 +4,11 @@ The bot sees its seat's observation only. Each iteration draws a whole state con
 it (:class:`~shared.games.age_of_discovery.Sampler`: unseen tokens, pile and deck orders,
 the generator, other seats' secret casualty picks), then walks one tree shared by all those
 determinizations, choosing among the commands legal in this one (UCB1 with availability
-counts, so a command that is rarely legal is not starved), adds one node, plays the game on
-with a cheap policy for a while, and scores the result with a heuristic. Every seat that
-moves in the tree maximises its own reward, so opponents are modelled as playing to win,
-not as playing against the observer.
+counts, so a command that is rarely legal is not starved), adds one node, lets the greedy
+bot play every seat for a while, and scores the result with a heuristic. Nodes widen
+progressively, best commands by the greedy values first, so a short budget still searches
+plausible moves. Every seat that moves in the tree maximises its own reward, so opponents
+are modelled as playing to win, not as playing against the observer.
 """
 
 from __future__ import annotations
@@ -52,8 +53,13 @@ class Node:
         self.ranked: list[aod.Command] = []
 
     def widen(self, legal: Sequence[aod.Command]) -> aod.Command | None:
-        """The next command to add here, if the node may grow and has one legal now."""
-        if len(self.children) >= WIDEN_BASE + WIDEN_RATE * math.sqrt(self.visits):
+        """The next command to add here, if the node may grow and has one legal now.
+
+        A node whose children are all illegal in this determinization (the hidden values
+        changed what its seat may do) always grows: selection needs a legal child.
+        """
+        full = len(self.children) >= WIDEN_BASE + WIDEN_RATE * math.sqrt(self.visits)
+        if full and any(c in self.children for c in legal):
             return None
         allowed = set(legal)
         for c in self.ranked:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from services.ai import BOTS, MctsBot, bot
 from services.ai.arena import arena, wilson
+from services.ai.mcts import Node
 from shared.games import age_of_discovery as aod
 
 OPTIONS = st.fixed_dictionaries(
@@ -80,6 +81,21 @@ def test_the_search_is_blind_to_hidden_values_and_answers_legally(
             choice = rng.choice(observation["legal_commands"])
         aod.decide_into(state, aod.command_from_dict(choice))
     assert state.phase == "over" and asked
+
+
+def test_a_search_node_grows_when_none_of_its_children_is_legal_here() -> None:
+    """Hidden values change what a seat may do (its money after a sampled discovery): a full
+    node whose children are all illegal in this determinization adds a legal one, so the
+    descent always has a child to follow; a full node with a legal child does not grow."""
+    node = Node(0)
+    passing, low, high = aod.Pass(0), aod.Bid(0, 1), aod.Bid(0, 2)
+    node.ranked = [low, high, passing]
+    node.children = {low: Node(0), high: Node(0)}
+    for child in node.children.values():
+        child.visits = child.available = 1  # every child is backed up the iteration it is made
+    assert node.widen([passing]) == passing
+    assert node.widen([passing, low]) is None
+    assert node.select([passing, low]) == low
 
 
 def test_the_arena_gives_searching_levels_their_budget() -> None:
