@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from services.runtime import configure_logging
 from shared.games.age_of_discovery import RulesetError, compile_rules, load_ruleset
 from shared.games.age_of_discovery.simulate import play_random_game
+from shared.observability import configure_logging
 from shared.settings import Settings
 
 app = typer.Typer(

@@ -11,14 +11,15 @@ from fastapi import FastAPI
 
 from services.ai.service import BotPlayer
 from services.engine import Engine
+from services.health import Health, operations_routes
 from services.lobby.app import create_app
 from services.lobby.db import make_engine
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
-from services.metrics import Health, RedisSampler, operations_routes
 from services.runtime import redis_for, stop_on_signals
 from services.scoring.service import ScoringService
 from shared.bus import Keys
+from shared.observability.metrics import RedisSampler
 from shared.settings import Settings
 
 

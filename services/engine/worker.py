@@ -29,7 +29,6 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from services import metrics
 from shared.bus import Delivery, GroupReader, Keys, ensure_group
 from shared.contracts import (
     CommandEnvelope,
@@ -39,6 +38,7 @@ from shared.contracts import (
 )
 from shared.eventstore import Append, EventStore
 from shared.games import age_of_discovery as aod
+from shared.observability import metrics
 from shared.settings import Settings
 
 from .codec import AgeOfDiscoveryCodec

@@ -22,10 +22,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 from sqlalchemy import create_engine
 
-from services.metrics import Health, RedisSampler, operations_routes
-from services.runtime import configure_logging
+from services.health import Health, operations_routes
 from shared.bus import CommandSender, GroupReader, Keys, connect
 from shared.contracts import CommandEnvelope
+from shared.observability import configure_logging
+from shared.observability.metrics import RedisSampler
 
 from ..backbone.helpers import create_game, play_locally, running_engine, wait_for
 from ..lobby.helpers import bearer, free_port, running_lobby, wait_for_view

@@ -1,8 +1,8 @@
-"""What every process tells about itself: Prometheus metrics, liveness and readiness.
+"""What every process tells about itself: Prometheus metrics.
 
 The metrics live in prometheus-client's default registry, so when ``caravel up`` runs every
 service in one process, its one ``/metrics`` carries them all; a service run alone serves the
-same routes on ``CARAVEL_METRICS_PORT``.
+same routes on ``CARAVEL_METRICS_PORT`` (see ``services/health.py``).
 
 Counters and histograms are kept by the code they measure (the engine counts per batch, not
 per command). What only Redis knows, the consumer groups' lag and pending entries, the dead
@@ -16,16 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
 from typing import Any
 
 import structlog
-from fastapi import APIRouter, Response
-from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import Counter, Gauge, Histogram
 from redis.asyncio import Redis
-from sqlalchemy import Engine, text
 
 from shared.bus import Keys
 
@@ -65,7 +60,6 @@ CONSUMER_PENDING = Gauge(
 DEAD_LETTERS = Gauge("caravel_dead_letters", "Entries in the dead-letter stream.")
 
 SAMPLE_EVERY_S = 5.0
-CHECK_TIMEOUT_S = 2.0
 
 
 class RedisSampler:
@@ -120,67 +114,6 @@ class RedisSampler:
                     CONSUMER_LAG.labels(*labels).set(group["lag"])
         GAMES_RUNNING.set(sum(counts[0::2]) - sum(counts[1::2]))
         DEAD_LETTERS.set(dead)
-
-
-class Health:
-    """Readiness of a process: Redis answers, SQL answers (if the process uses it) and every
-    service loop it runs is running (a loop that died makes the process unready)."""
-
-    def __init__(
-        self, redis: Redis, db: Engine | None = None, tasks: Sequence[asyncio.Task[Any]] = ()
-    ) -> None:
-        self.redis = redis
-        self.db = db
-        self.tasks = tasks
-
-    async def problems(self) -> list[str]:
-        """What keeps the process from being ready; empty when it is."""
-        problems = []
-        try:
-            await asyncio.wait_for(self.redis.ping(), CHECK_TIMEOUT_S)
-        except Exception as e:
-            problems.append(f"redis: {e!r}")
-        if self.db is not None:
-            try:
-                await asyncio.wait_for(run_in_threadpool(_select_one, self.db), CHECK_TIMEOUT_S)
-            except Exception as e:
-                problems.append(f"sql: {e!r}")
-        stopped = sum(task.done() for task in self.tasks)
-        if stopped:
-            problems.append(f"{stopped} of {len(self.tasks)} service loops stopped")
-        return problems
-
-
-def operations_routes(health: Health) -> APIRouter:
-    """``/livez``, ``/readyz`` and ``/metrics``: for probes and Prometheus, so they stay out
-    of the public API's schema."""
-    router = APIRouter(include_in_schema=False)
-
-    @router.get("/livez")
-    async def livez() -> dict[str, str]:
-        """The process answers (its event loop runs)."""
-        return {"status": "ok"}
-
-    @router.get("/readyz")
-    async def readyz() -> JSONResponse:
-        """Ready to serve: 200, or 503 with what is failing, in the API's error shape."""
-        problems = await health.problems()
-        if problems:
-            body = {"code": "not_ready", "message": "; ".join(problems), "details": {}}
-            return JSONResponse(body, status_code=503)
-        return JSONResponse({"status": "ok"})
-
-    @router.get("/metrics")
-    async def metrics() -> Response:
-        """Every metric of this process, in the Prometheus text format."""
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
-
-    return router
-
-
-def _select_one(db: Engine) -> None:
-    with db.connect() as connection:
-        connection.execute(text("SELECT 1"))
 
 
 def _text(value: bytes | str) -> str:

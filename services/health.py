@@ -1,0 +1,81 @@
+"""Liveness, readiness and the ``/metrics`` route of every process.
+
+With the HTTP API they are on the HTTP port; a service run alone serves them on
+``CARAVEL_METRICS_PORT``. They stay out of the public API's schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.asyncio import Redis
+from sqlalchemy import Engine, text
+
+CHECK_TIMEOUT_S = 2.0
+
+
+class Health:
+    """Readiness of a process: Redis answers, SQL answers (if the process uses it) and every
+    service loop it runs is running (a loop that died makes the process unready)."""
+
+    def __init__(
+        self, redis: Redis, db: Engine | None = None, tasks: Sequence[asyncio.Task[Any]] = ()
+    ) -> None:
+        self.redis = redis
+        self.db = db
+        self.tasks = tasks
+
+    async def problems(self) -> list[str]:
+        """What keeps the process from being ready; empty when it is."""
+        problems = []
+        try:
+            await asyncio.wait_for(self.redis.ping(), CHECK_TIMEOUT_S)
+        except Exception as e:
+            problems.append(f"redis: {e!r}")
+        if self.db is not None:
+            try:
+                await asyncio.wait_for(run_in_threadpool(_select_one, self.db), CHECK_TIMEOUT_S)
+            except Exception as e:
+                problems.append(f"sql: {e!r}")
+        stopped = sum(task.done() for task in self.tasks)
+        if stopped:
+            problems.append(f"{stopped} of {len(self.tasks)} service loops stopped")
+        return problems
+
+
+def operations_routes(health: Health) -> APIRouter:
+    """``/livez``, ``/readyz`` and ``/metrics``: for probes and Prometheus, so they stay out
+    of the public API's schema."""
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/livez")
+    async def livez() -> dict[str, str]:
+        """The process answers (its event loop runs)."""
+        return {"status": "ok"}
+
+    @router.get("/readyz")
+    async def readyz() -> JSONResponse:
+        """Ready to serve: 200, or 503 with what is failing, in the API's error shape."""
+        problems = await health.problems()
+        if problems:
+            body = {"code": "not_ready", "message": "; ".join(problems), "details": {}}
+            return JSONResponse(body, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    @router.get("/metrics")
+    async def metrics() -> Response:
+        """Every metric of this process, in the Prometheus text format."""
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return router
+
+
+def _select_one(db: Engine) -> None:
+    with db.connect() as connection:
+        connection.execute(text("SELECT 1"))
