@@ -122,7 +122,8 @@ class Search:
         state = self.sampler.sample(self.rnd.getrandbits(64))
         node, path = self.root, [self.root]
         while decisions := aod.pending(state):
-            seat = decisions[0].seat
+            # Simultaneous decisions (casualties) are taken in order, the observer's first.
+            seat = self.seat if node is self.root else decisions[0].seat
             legal = aod.legal_commands(state, seat)
             if node is not self.root and not node.ranked:
                 node.ranked = self._rank(aod.view(state, seat), legal)
