@@ -108,10 +108,9 @@ class BotPlayer:
             await self.play(
                 request.game_id, request.version, request.seat, FALLBACK_LEVEL, "fallback"
             )
-        elif who == "human":
-            deadline_s = float(seats.get(b"deadline_s", self.settings.decision_timeout_s))
+        elif who == "human":  # the engine set the deadline: the table's, else the default
             member = json.dumps([request.game_id, request.version, request.seat])
-            await self.redis.zadd(self.keys.deadlines(), {member: time.time() + deadline_s})
+            await self.redis.zadd(self.keys.deadlines(), {member: request.deadline.timestamp()})
 
     async def fire_deadlines(self) -> None:
         """Play for humans whose time ran out (each due entry is taken by one worker)."""
