@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import Iterator
 
 import structlog
 import uvicorn
@@ -66,13 +68,21 @@ async def serve(
                 log_config=None,  # its lines go through configure_logging: JSON
                 timeout_graceful_shutdown=3,  # open WebSockets do not hold a stop up
             )
-            server = uvicorn.Server(config)
-            server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+            server = _Server(config)
             tasks.append(asyncio.create_task(server.serve(sockets)))
         await stop.wait()
         if server is not None:
             server.should_exit = True
         await asyncio.gather(*tasks)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without signal handlers of its own: SIGINT and SIGTERM set the one stop event
+    of the process (``stop_on_signals``), and every service winds down together."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 def _listen(host: str, port: int, required: bool = True) -> list[socket.socket]:

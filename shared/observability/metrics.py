@@ -110,8 +110,9 @@ class RedisSampler:
             for group in reply:
                 labels = (kind, str(p), _text(group["name"]))
                 CONSUMER_PENDING.labels(*labels).set(group["pending"])
-                if group["lag"] is not None:  # unknown after entries were deleted
-                    CONSUMER_LAG.labels(*labels).set(group["lag"])
+                lag = group.get("lag")  # None after deletions; absent before Redis 7
+                if lag is not None:
+                    CONSUMER_LAG.labels(*labels).set(lag)
         GAMES_RUNNING.set(sum(counts[0::2]) - sum(counts[1::2]))
         DEAD_LETTERS.set(dead)
 
