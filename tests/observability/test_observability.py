@@ -239,13 +239,15 @@ async def test_the_sampler_reads_games_lag_pending_and_dead_letters(
     sampler = RedisSampler(redis, keys)
     await sampler.sample()
     labels = {"stream": "commands", "partition": str(keys.partition("g-late")), "group": "engine"}
+    # Redis reports a group's lag from version 7 on (the embedded Redis is 6.2): none before.
+    reports_lag = int((await redis.info("server"))["redis_version"].split(".")[0]) >= 7
     assert REGISTRY.get_sample_value("caravel_games_running") == 1
-    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 1
+    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == (1 if reports_lag else None)
     assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 0
     reader = GroupReader(redis, "engine", "test", keys.dead_letters())
     [delivery] = await reader.read([stream], 10, None)
     await sampler.sample()
-    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 0
+    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == (0 if reports_lag else None)
     assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 1
     await reader.dead_letter(delivery, "a test")
     await sampler.sample()
