@@ -48,7 +48,7 @@ async def serve(
             tasks.append(asyncio.create_task(scorer.run(stop)))
         if lobby:
             projector = ViewProjector(redis, keys)
-            tasks.append(asyncio.create_task(projector.run(stop)))
+            tasks.append(asyncio.create_task(projector.run(stop, settings.claim_idle_ms)))
             app = create_app(redis, keys, make_engine(settings.sql_url()), settings)
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
             tasks.append(asyncio.create_task(matchmaker.run(stop)))

@@ -61,10 +61,21 @@ class BotPlayer:
             await ensure_group(self.redis, stream, GROUP)
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Answer until ``stop``. Every ``CARAVEL_CLAIM_IDLE_MS`` / 2, first take over the
+        requests another worker left pending that long (it died, or could not answer yet)."""
         await self.start()
+        idle_ms = self.settings.claim_idle_ms
+        next_claim = 0.0
         while not stop.is_set():
-            await self.step(block_ms=await self._wait_ms())
-            await self.fire_deadlines()
+            try:
+                if time.monotonic() >= next_claim:
+                    next_claim = time.monotonic() + idle_ms / 2000
+                    await self.handle(await self.reader.reclaim_idle(self.streams, idle_ms, 200))
+                await self.step(block_ms=await self._wait_ms())
+                await self.fire_deadlines()
+            except Exception:
+                log.exception("bot player batch failed; its requests stay pending")
+                await asyncio.sleep(1)
 
     async def _wait_ms(self) -> int:
         """How long to wait for requests: until the next deadline, 100 ms at most."""
@@ -79,24 +90,38 @@ class BotPlayer:
         return len(deliveries)
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
+        """Answer the newest request of each seat; acknowledge the requests of the seats
+        answered (a seat's older requests are stale). The others stay pending: another
+        worker (or this one) reclaims them and tries again."""
+        parsed = [(d, DecisionRequest.model_validate_json(d.fields[b"r"])) for d in deliveries]
         latest: dict[tuple[str, int], DecisionRequest] = {}
-        for d in deliveries:
-            request = DecisionRequest.model_validate_json(d.fields[b"r"])
+        for _, request in parsed:
             key = (request.game_id, request.seat)
             if key not in latest or latest[key].version < request.version:
-                latest[key] = request  # older requests of a seat are already stale
-        await asyncio.gather(*(self.consider(request) for request in latest.values()))
+                latest[key] = request
+        outcomes = await asyncio.gather(
+            *(self.consider(r) for r in latest.values()), return_exceptions=True
+        )
+        done = set()
+        for key, outcome in zip(latest, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                log.error("decision failed", game=key[0], seat=key[1], exc_info=outcome)
+            elif outcome:
+                done.add(key)
         by_stream: dict[str, list[str]] = {}
-        for d in deliveries:
-            by_stream.setdefault(d.stream, []).append(d.id)
+        for d, request in parsed:
+            if (request.game_id, request.seat) in done:
+                by_stream.setdefault(d.stream, []).append(d.id)
         for stream, ids in by_stream.items():
             await self.reader.ack(stream, ids)
 
-    async def consider(self, request: DecisionRequest) -> None:
+    async def consider(self, request: DecisionRequest) -> bool:
+        """Answer for a bot seat or a seat whose player left, or start a human's clock;
+        False when the answer has to wait (the seat's view is not there yet)."""
         seats = await self.redis.hgetall(self.keys.seats(request.game_id))
         who = seats.get(str(request.seat).encode(), b"").decode()
         if who.startswith("bot:"):
-            await self.play(
+            return await self.play(
                 request.game_id,
                 request.version,
                 request.seat,
@@ -104,21 +129,24 @@ class BotPlayer:
                 "bot",
                 request.deadline.timestamp(),
             )
-        elif who == "left":
-            await self.play(
+        if who == "left":
+            return await self.play(
                 request.game_id, request.version, request.seat, FALLBACK_LEVEL, "fallback"
             )
-        elif who == "human":  # the engine set the deadline: the table's, else the default
+        if who == "human":  # the engine set the deadline: the table's, else the default
             member = json.dumps([request.game_id, request.version, request.seat])
             await self.redis.zadd(self.keys.deadlines(), {member: request.deadline.timestamp()})
+        return True
 
     async def fire_deadlines(self) -> None:
-        """Play for humans whose time ran out (each due entry is taken by one worker)."""
+        """Play for humans whose time ran out (each due entry is taken by one worker; one
+        that cannot be answered yet is due again a second later)."""
         due = await self.redis.zrangebyscore(self.keys.deadlines(), "-inf", time.time(), 0, 100)
         for member in due:
             if await self.redis.zrem(self.keys.deadlines(), member):
                 game_id, version, seat = json.loads(member)
-                await self.play(game_id, version, seat, FALLBACK_LEVEL, "fallback")
+                if not await self.play(game_id, version, seat, FALLBACK_LEVEL, "fallback"):
+                    await self.redis.zadd(self.keys.deadlines(), {member: time.time() + 1})
 
     async def play(
         self,
@@ -128,14 +156,17 @@ class BotPlayer:
         level: str,
         actor: str,
         deadline: float | None = None,
-    ) -> None:
+    ) -> bool:
         """Decide for ``seat`` at ``version`` from its view, unless the game has moved on;
-        answer before ``deadline`` (a Unix time) when one is given."""
+        answer before ``deadline`` (a Unix time) when one is given. False when the view
+        has not reached ``version`` yet: nothing was decided."""
         command_id = hashlib.sha1(f"{game_id}:{version}:{seat}".encode()).hexdigest()
         with bound_contextvars(game=game_id, command=command_id, seat=seat):  # on every line
             view = await self._view_at(game_id, seat, version)
-            if view is None or view["version"] != version or not view["legal_commands"]:
-                return  # stale: someone moved already, or the seat has nothing to decide
+            if view is None:
+                return False
+            if view["version"] != version or not view["legal_commands"]:
+                return True  # stale: someone moved already, or the seat has nothing to decide
             budget = self.settings.bot_think_ms / 1000
             if deadline is not None:
                 budget = max(0.0, min(budget, deadline - time.time() - SAFETY_S))
@@ -155,6 +186,7 @@ class BotPlayer:
                     actor="bot" if actor == "bot" else "fallback",
                 )
             )
+            return True
 
     async def _view_at(self, game_id: str, seat: int, version: int) -> dict[str, Any] | None:
         """The seat's view once the projection has caught up with ``version``."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ import structlog
 from redis.asyncio import Redis
 
 from services.engine.codec import AgeOfDiscoveryCodec
-from shared.bus import GroupReader, Keys, ensure_group
+from shared.bus import Delivery, GroupReader, Keys, ensure_group
 from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 
@@ -72,14 +73,31 @@ class ViewProjector:
         for stream in self._streams:
             await ensure_group(self.redis, stream, GROUP)
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(self, stop: asyncio.Event, claim_idle_ms: int = 10_000) -> None:
+        """Project until ``stop``; every ``claim_idle_ms`` / 2, first take over what another
+        projector left pending that long (it died), and a batch that fails stays pending."""
         await self.start()
+        next_claim = 0.0
         while not stop.is_set():
-            await self.step(block_ms=100)
+            try:
+                if time.monotonic() >= next_claim:
+                    next_claim = time.monotonic() + claim_idle_ms / 2000
+                    await self.handle(
+                        await self.reader.reclaim_idle(self._streams, claim_idle_ms, 500)
+                    )
+                await self.step(block_ms=100)
+            except Exception:
+                log.exception("views batch failed; it stays pending and is reclaimed")
+                await asyncio.sleep(1)
 
     async def step(self, block_ms: int | None = None, count: int = 500) -> int:
         """Project one batch of notifications; returns how many entries it read."""
         deliveries = await self.reader.read(self._streams, count, block_ms)
+        await self.handle(deliveries)
+        return len(deliveries)
+
+    async def handle(self, deliveries: Sequence[Delivery]) -> None:
+        """Project the games the entries name, then acknowledge the entries."""
         latest: dict[str, int] = {}
         for d in deliveries:
             game_id = d.fields[b"g"].decode()
@@ -91,7 +109,6 @@ class ViewProjector:
             by_stream.setdefault(d.stream, []).append(d.id)
         for stream, ids in by_stream.items():
             await self.reader.ack(stream, ids)
-        return len(deliveries)
 
     async def project(self, game_ids: Sequence[str]) -> None:
         """Bring each game's view up to the newest version of its log."""

@@ -103,6 +103,16 @@ class GroupReader:
                 out.append(delivery)
         return out
 
+    async def reclaim_idle(
+        self, streams: Sequence[str], min_idle_ms: int, count: int
+    ) -> list[Delivery]:
+        """:meth:`reclaim` over several streams: what consumers that died (or failed to
+        handle an entry) left pending, for a live one to handle again."""
+        out: list[Delivery] = []
+        for stream in streams:
+            out += await self.reclaim(stream, min_idle_ms, count)
+        return out
+
     async def dead_letter(self, delivery: Delivery, reason: str) -> None:
         """Move an entry to the dead-letter stream (with why) and acknowledge it."""
         record: dict[Any, Any] = {

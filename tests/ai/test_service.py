@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from services.ai.service import BotPlayer
 from services.lobby.views import ViewProjector
-from shared.bus import CommandSender, Keys
+from shared.bus import CommandSender, GroupReader, Keys, ensure_group
 from shared.contracts import CommandEnvelope, DecisionRequest
 from shared.eventstore import EventStore
 
@@ -86,3 +86,35 @@ async def test_a_deadline_shorter_than_the_budget_is_still_met(redis: Redis, key
         await wait_for(five_answered, timeout_s=60, every_s=0.1)
         for request, at in await answered():
             assert at < request.deadline.timestamp(), (request.version, at, request.deadline)
+
+
+async def test_a_request_a_dead_worker_left_pending_is_answered_by_a_live_one(
+    redis: Redis, keys: Keys
+) -> None:
+    """A worker read the first decision request and died without answering: a live bot
+    player reclaims it once it has been idle for CARAVEL_CLAIM_IDLE_MS, and the game moves."""
+    await redis.hset(keys.seats("g-orphan"), mapping={"0": "bot:random", "1": "bot:random"})  # type: ignore[misc]
+    stream = keys.decisions(keys.partition("g-orphan"))
+    stop = asyncio.Event()
+    projector = ViewProjector(redis, keys)
+    async with running_engine(redis, keys):
+        projecting = asyncio.create_task(projector.run(stop))
+        result = await CommandSender(redis, keys).execute(create_game("g-orphan", players=2))
+        await ensure_group(redis, stream, "ai")
+        dead = GroupReader(redis, "ai", "dead-worker", keys.dead_letters())
+        [orphan] = await dead.read([stream], 10, None)  # read, never answered
+        request = DecisionRequest.model_validate_json(orphan.fields[b"r"])
+        assert request.version == result.version
+        player = BotPlayer(redis, keys, settings_for(keys, claim_idle_ms=200))
+        playing = asyncio.create_task(player.run(stop))
+
+        async def moved() -> bool:
+            return len(await EventStore(redis, keys).read("g-orphan")) > request.version
+
+        await wait_for(moved)
+        stop.set()
+        await asyncio.gather(projecting, playing)
+    answer = (await EventStore(redis, keys).read("g-orphan"))[request.version]
+    expected = hashlib.sha1(f"g-orphan:{request.version}:{request.seat}".encode()).hexdigest()
+    assert (answer.actor, answer.causation_id) == ("bot", expected)
+    assert not await redis.xpending_range(stream, "ai", "-", "+", 10)  # answered, acknowledged

@@ -7,11 +7,12 @@ import json
 
 from redis.asyncio import Redis
 
-from services.lobby.views import ViewProjector, read_view, view_key
-from shared.bus import CommandSender, Keys
+from services.lobby.views import GROUP, ViewProjector, read_view, view_key
+from shared.bus import CommandSender, GroupReader, Keys, ensure_group
+from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 
-from ..backbone.helpers import RULES, play_locally, running_engine
+from ..backbone.helpers import RULES, create_game, play_locally, running_engine, wait_for
 
 
 async def _drain(projector: ViewProjector) -> None:
@@ -87,3 +88,28 @@ async def test_views_never_carry_hidden_values(redis: Redis, keys: Keys) -> None
             c.to_dict() for c in aod.legal_commands(twin, seat)
         ]
     await asyncio.sleep(0)
+
+
+async def test_what_a_dead_projector_left_pending_is_projected_by_a_live_one(
+    redis: Redis, keys: Keys
+) -> None:
+    """A projector read a game's first notification and died: a live one reclaims it once
+    idle for the claim time, and the game's view appears."""
+    stream = keys.events(keys.partition("g-lost"))
+    async with running_engine(redis, keys):
+        await CommandSender(redis, keys).execute(create_game("g-lost", players=3))
+    await ensure_group(redis, stream, GROUP)
+    dead = GroupReader(redis, GROUP, "dead-projector", keys.dead_letters())
+    assert len(await dead.read([stream], 10, None)) == 1  # read, never projected
+    stop = asyncio.Event()
+    projecting = asyncio.create_task(ViewProjector(redis, keys).run(stop, claim_idle_ms=200))
+
+    async def projected() -> bool:
+        return await read_view(redis, keys, "g-lost", None) is not None
+
+    await wait_for(projected)
+    stop.set()
+    await projecting
+    view = await read_view(redis, keys, "g-lost", None)
+    log = await EventStore(redis, keys).read("g-lost")
+    assert view is not None and view["version"] == log[-1].version
