@@ -16,15 +16,8 @@ from services.ai.arena import arena, wilson
 from services.ai.mcts import Node
 from shared.games import age_of_discovery as aod
 
-OPTIONS = st.fixed_dictionaries(
-    {
-        "navy_vp_per_ship": st.sampled_from([4, 3]),
-        "factory_income": st.sampled_from([25, 30]),
-        "tile_set": st.sampled_from(["standard", "extended"]),
-        "university": st.sampled_from(["to_front", "one_forward"]),
-        "starting_order": st.sampled_from(["random", "auction"]),
-    }
-)
+from ..rules.scenarios import OPTIONS
+
 RULESET = aod.load_ruleset("standard")
 
 

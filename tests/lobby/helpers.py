@@ -24,24 +24,34 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def caravel_env(redis_url: str, keys: Keys, **settings: str) -> dict[str, str]:
+    """The environment of a `caravel` process on this test's Redis namespace: this
+    process's own CARAVEL_* variables dropped, ``settings`` as CARAVEL_<NAME>."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
+        "CARAVEL_REDIS_URL": redis_url,
+        "CARAVEL_KEY_PREFIX": keys.prefix,
+        "CARAVEL_PARTITIONS": str(keys.partitions),
+        "CARAVEL_LOG_LEVEL": "WARNING",
+        **{f"CARAVEL_{k.upper()}": v for k, v in settings.items()},
+    }
+
+
 @asynccontextmanager
 async def running_lobby(
     redis_url: str, keys: Keys, database_url: str, data_dir: Path, **settings: str
 ) -> AsyncIterator[httpx.AsyncClient]:
     """Run `caravel up` on this test's Redis namespace and database; yield an HTTP client."""
     port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
-        "CARAVEL_REDIS_URL": redis_url,
-        "CARAVEL_KEY_PREFIX": keys.prefix,
-        "CARAVEL_PARTITIONS": str(keys.partitions),
-        "CARAVEL_DATABASE_URL": database_url,
-        "CARAVEL_DATA_DIR": str(data_dir),
-        "CARAVEL_HTTP_PORT": str(port),
-        "CARAVEL_LEASE_TTL_MS": "1000",
-        "CARAVEL_LOG_LEVEL": "WARNING",
-        **{f"CARAVEL_{k.upper()}": v for k, v in settings.items()},
-    }
+    env = caravel_env(
+        redis_url,
+        keys,
+        database_url=database_url,
+        data_dir=str(data_dir),
+        http_port=str(port),
+        lease_ttl_ms="1000",
+        **settings,
+    )
     process = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "up"],
         env=env,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import signal
 import subprocess
@@ -29,7 +28,7 @@ from shared.observability import configure_logging
 from shared.observability.metrics import RedisSampler
 
 from ..backbone.helpers import create_game, play_locally, running_engine, wait_for
-from ..lobby.helpers import bearer, free_port, running_lobby, wait_for_view
+from ..lobby.helpers import bearer, caravel_env, free_port, running_lobby, wait_for_view
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana-dashboard.json"
 
@@ -118,14 +117,7 @@ async def test_an_engine_alone_serves_metrics_and_health_on_its_port(
     """`caravel engine` has no HTTP API: /metrics, /livez and /readyz are on
     CARAVEL_METRICS_PORT, and its counters follow the commands it handles."""
     port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
-        "CARAVEL_REDIS_URL": redis_url,
-        "CARAVEL_KEY_PREFIX": keys.prefix,
-        "CARAVEL_PARTITIONS": str(keys.partitions),
-        "CARAVEL_METRICS_PORT": str(port),
-        "CARAVEL_LOG_LEVEL": "WARNING",
-    }
+    env = caravel_env(redis_url, keys, metrics_port=str(port))
     process = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "engine"],
         env=env,

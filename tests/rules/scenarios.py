@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
+from hypothesis import strategies as st
+
 from shared.games.age_of_discovery import (
     Command,
     Decision,
@@ -31,6 +33,19 @@ from shared.games.age_of_discovery import (
 UNIT_NAMES = ("colonist", "captain", "merchant", "missionary", "soldier")
 
 Chooser = Callable[[GameState, Decision], Command | None]
+
+
+# The edition options of rules §8 (default first), and a strategy drawing one of each.
+EDITION_OPTIONS: dict[str, list[Any]] = {
+    "navy_vp_per_ship": [4, 3],
+    "factory_income": [25, 30],
+    "tile_set": ["standard", "extended"],
+    "university": ["to_front", "one_forward"],
+    "starting_order": ["random", "auction"],
+}
+OPTIONS = st.fixed_dictionaries(
+    {name: st.sampled_from(choices) for name, choices in EDITION_OPTIONS.items()}
+)
 
 
 @lru_cache(maxsize=16)

@@ -49,16 +49,9 @@ from shared.games.age_of_discovery.commands import (
 from shared.games.age_of_discovery.ruleset import UNITS
 from shared.games.age_of_discovery.state import blank_state
 
-RULESET = load_ruleset("standard")
+from .scenarios import OPTIONS
 
-# The edition options of rules §8 (default first).
-EDITION_OPTIONS: dict[str, list[Any]] = {
-    "navy_vp_per_ship": [4, 3],
-    "factory_income": [25, 30],
-    "tile_set": ["standard", "extended"],
-    "university": ["to_front", "one_forward"],
-    "starting_order": ["random", "auction"],
-}
+RULESET = load_ruleset("standard")
 
 # Keys under which the engine keeps hidden values (rules §10); none may reach a player.
 SECRET_KEYS = frozenset({"token_on", "unused_tokens", "goods_pile", "piles", "deck", "rng", "seed"})
@@ -116,9 +109,7 @@ class Spec:
 specs = st.builds(
     Spec,
     players=st.integers(2, 5),
-    options=st.fixed_dictionaries(
-        {name: st.sampled_from(choices) for name, choices in EDITION_OPTIONS.items()}
-    ).map(lambda d: tuple(sorted(d.items()))),
+    options=OPTIONS.map(lambda d: tuple(sorted(d.items()))),
     seed=st.integers(0, 2**32 - 1),
 )
 
