@@ -64,14 +64,14 @@ class BotPlayer:
         """Answer until ``stop``. Every ``CARAVEL_CLAIM_IDLE_MS`` / 2, first take over the
         requests another worker left pending that long (it died, or could not answer yet)."""
         await self.start()
-        idle_ms = self.settings.claim_idle_ms
-        next_claim = 0.0
         while not stop.is_set():
             try:
-                if time.monotonic() >= next_claim:
-                    next_claim = time.monotonic() + idle_ms / 2000
-                    await self.handle(await self.reader.reclaim_idle(self.streams, idle_ms, 200))
-                await self.step(block_ms=await self._wait_ms())
+                wait_ms = await self._wait_ms()
+                await self.handle(
+                    await self.reader.next_batch(
+                        self.streams, 200, wait_ms, self.settings.claim_idle_ms
+                    )
+                )
                 await self.fire_deadlines()
             except Exception:
                 log.exception("bot player batch failed; its requests stay pending")
@@ -83,11 +83,6 @@ class BotPlayer:
         if not nearest:
             return 100
         return int(min(100, max(1, (nearest[0][1] - time.time()) * 1000)))
-
-    async def step(self, block_ms: int | None = None) -> int:
-        deliveries = await self.reader.read(self.streams, 200, block_ms)
-        await self.handle(deliveries)
-        return len(deliveries)
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
         """Answer the newest request of each seat; acknowledge the requests of the seats

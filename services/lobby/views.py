@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -77,15 +76,11 @@ class ViewProjector:
         """Project until ``stop``; every ``claim_idle_ms`` / 2, first take over what another
         projector left pending that long (it died), and a batch that fails stays pending."""
         await self.start()
-        next_claim = 0.0
         while not stop.is_set():
             try:
-                if time.monotonic() >= next_claim:
-                    next_claim = time.monotonic() + claim_idle_ms / 2000
-                    await self.handle(
-                        await self.reader.reclaim_idle(self._streams, claim_idle_ms, 500)
-                    )
-                await self.step(block_ms=100)
+                await self.handle(
+                    await self.reader.next_batch(self._streams, 500, 100, claim_idle_ms)
+                )
             except Exception:
                 log.exception("views batch failed; it stays pending and is reclaimed")
                 await asyncio.sleep(1)

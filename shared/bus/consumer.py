@@ -14,6 +14,7 @@ is retried only when a live consumer reclaims it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,7 @@ class GroupReader:
         self.consumer = consumer
         self.dead_letters = dead_letters
         self.max_deliveries = max_deliveries
+        self._next_claim = 0.0  # when next_batch next takes over idle pending entries
 
     async def read(
         self, streams: Sequence[str], count: int, block_ms: int | None
@@ -103,15 +105,21 @@ class GroupReader:
                 out.append(delivery)
         return out
 
-    async def reclaim_idle(
-        self, streams: Sequence[str], min_idle_ms: int, count: int
+    async def next_batch(
+        self, streams: Sequence[str], count: int, block_ms: int | None, claim_idle_ms: int
     ) -> list[Delivery]:
-        """:meth:`reclaim` over several streams: what consumers that died (or failed to
-        handle an entry) left pending, for a live one to handle again."""
-        out: list[Delivery] = []
-        for stream in streams:
-            out += await self.reclaim(stream, min_idle_ms, count)
-        return out
+        """New entries of ``streams``; but every ``claim_idle_ms`` / 2, first the entries
+        other consumers of the group left pending that long (they died, or could not handle
+        them), so a live consumer handles them again."""
+        now = time.monotonic()
+        if now >= self._next_claim:
+            self._next_claim = now + claim_idle_ms / 2000
+            reclaimed: list[Delivery] = []
+            for stream in streams:
+                reclaimed += await self.reclaim(stream, claim_idle_ms, count)
+            if reclaimed:
+                return reclaimed
+        return await self.read(streams, count, block_ms)
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> None:
         """Move an entry to the dead-letter stream (with why) and acknowledge it."""
