@@ -38,18 +38,20 @@ async def serve(
     async with redis_for(settings) as redis:
         stop = stop_on_signals()
         tasks = []
+        db = make_engine(settings.sql_url()) if scoring or lobby else None  # one pool for both
         if engine:
             tasks.append(asyncio.create_task(Engine(redis, settings, keys).run(stop)))
         if ai:
             tasks.append(asyncio.create_task(BotPlayer(redis, keys, settings).run(stop)))
         if scoring:
-            db = make_engine(settings.sql_url())
+            assert db is not None
             scorer = ScoringService(redis, keys, db, settings.batch_size)
             tasks.append(asyncio.create_task(scorer.run(stop)))
         if lobby:
             projector = ViewProjector(redis, keys)
             tasks.append(asyncio.create_task(projector.run(stop, settings.claim_idle_ms)))
-            app = create_app(redis, keys, make_engine(settings.sql_url()), settings)
+            assert db is not None
+            app = create_app(redis, keys, db, settings)
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
             tasks.append(asyncio.create_task(matchmaker.run(stop)))
             sockets = _listen(settings.http_host, settings.http_port)
@@ -57,8 +59,7 @@ async def serve(
             app = FastAPI(title="Caravel operations")
             sockets = _listen(settings.http_host, settings.metrics_port, required=False)
         tasks.append(asyncio.create_task(RedisSampler(redis, keys).run(stop)))
-        sql = app.state.lobby.db if lobby else db if scoring else None
-        health = Health(redis, sql, tasks)
+        health = Health(redis, db, tasks)
         app.include_router(operations_routes(health))
         server = None
         if sockets:
