@@ -14,22 +14,21 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 import structlog
-from fastapi import Body, Depends, FastAPI, Header, Path, Request, WebSocket, WebSocketDisconnect
+from fastapi import Body, Depends, FastAPI, Header, Request, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio import Redis
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from structlog.contextvars import bound_contextvars
 
 from services.ai.bots import BOTS
 from shared.bus import CommandSender, Keys
 from shared.contracts import CommandEnvelope
 from shared.games import age_of_discovery as aod
+from shared.httpapi import ERRORS, ApiError, Id, install_error_handlers
 from shared.settings import Settings
 
 from . import tokens
@@ -39,28 +38,9 @@ from .views import read_view
 
 log = structlog.get_logger("caravel.lobby")
 
-Id = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", description="An id the lobby issued.")]
 # Names are shown to other players and stored in SQL: printable text only.
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 
-
-class ApiError(Exception):
-    def __init__(
-        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.details = status, code, message, details or {}
-
-
-class ErrorOut(BaseModel):
-    code: str = Field(examples=["out_of_turn"])
-    message: str = Field(examples=["seat 2 has nothing to decide; waiting for seat 0 (place)"])
-    details: dict[str, Any] = Field(default_factory=dict)
-
-
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 422, 503)
-}
 
 # Rule violations the caller caused by timing rather than by the command's content.
 CONFLICT_CODES = {"out_of_turn", "game_over", "game_exists"}
@@ -216,7 +196,7 @@ def create_app(redis: Redis, keys: Keys, db: Engine, settings: Settings) -> Fast
         lifespan=lifespan,
     )
     app.state.lobby = lobby
-    _errors(app)
+    install_error_handlers(app)
     from services.scoring.http import router as scoring  # it builds on this module's errors
 
     app.include_router(scoring)
@@ -582,30 +562,3 @@ def _claim_start(db: Engine, table_id: str, fill: str | None) -> tuple[LobbyTabl
         session.commit()
         session.refresh(table)
         return table, _seats(session, table_id)
-
-
-def _errors(app: FastAPI) -> None:
-    """One error shape everywhere: {code, message, details}."""
-
-    def shape(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
-        return JSONResponse(
-            status_code=status, content={"code": code, "message": message, "details": details or {}}
-        )
-
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, e: ApiError) -> JSONResponse:
-        return shape(e.status, e.code, e.message, e.details)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"at": ".".join(map(str, err["loc"])), "message": err["msg"]} for err in e.errors()
-        ]
-        return shape(
-            422, "invalid_request", "the request does not match the API", {"errors": errors}
-        )
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
-        return shape(e.status_code, code, str(e.detail))

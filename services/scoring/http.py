@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, Engine, Integer, cast, func, select
 
-from services.lobby.app import ERRORS, ApiError, Id
+from shared.httpapi import ERRORS, ApiError, Id
 
 from .db import BuildingStats, Decision, Rating, Result, ScoredGame, Standing, table_of
 

@@ -45,6 +45,10 @@ class Keys:
         """Who plays each seat (human, bot:<level>, left) and the move deadline: the lobby's."""
         return self._g(game_id, "seats")
 
+    def view(self, game_id: str) -> str:
+        """The game's projected views: the spectator's and each seat's (the views projection)."""
+        return self._g(game_id, "view")
+
     def result(self, game_id: str, command_id: str) -> str:
         return f"{self._p(self.partition(game_id))}:result:{command_id}"
 

@@ -19,6 +19,7 @@ from .envelopes import (
     load_event,
     register_upcaster,
 )
+from .records import Notification, Seats
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -27,7 +28,9 @@ __all__ = [
     "DecisionRequest",
     "EncodedEvent",
     "EventEnvelope",
+    "Notification",
     "Rejection",
+    "Seats",
     "encode_event",
     "load_event",
     "register_upcaster",

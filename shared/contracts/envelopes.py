@@ -10,8 +10,13 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
-"""Current envelope schema; bump it with an upcaster for the previous one."""
+from shared.games.api import DEFAULT_GAME
+
+SCHEMA_VERSION = 2
+"""Current envelope schema; bump it with an upcaster for the previous one.
+
+2: ``game_created`` names its game (``data.game``); logs of schema 1 are all of the default
+game."""
 
 Visibility = Literal["public"] | int
 
@@ -195,3 +200,15 @@ def load_event(raw: dict[str, Any]) -> EventEnvelope:
         raw = {**fn(raw), "schema_version": version + 1}
         version += 1
     return EventEnvelope.model_validate(raw)
+
+
+@register_upcaster("*", 1)
+def _unchanged(raw: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 changed ``game_created`` alone."""
+    return raw
+
+
+@register_upcaster("game_created", 1)
+def _name_the_game(raw: dict[str, Any]) -> dict[str, Any]:
+    """Before games had names every log was of the default game."""
+    return {**raw, "data": {"game": DEFAULT_GAME, **raw["data"]}}

@@ -10,7 +10,13 @@ from redis.asyncio import Redis
 
 from services.engine.codec import AgeOfDiscoveryCodec
 from shared.bus import GroupReader, Keys, ensure_group
-from shared.contracts import EncodedEvent, EventEnvelope, load_event, register_upcaster
+from shared.contracts import (
+    SCHEMA_VERSION,
+    EncodedEvent,
+    EventEnvelope,
+    load_event,
+    register_upcaster,
+)
 from shared.eventstore import Append, EventStore
 from shared.games import age_of_discovery as aod
 
@@ -168,4 +174,19 @@ def test_old_events_are_upcast_on_load() -> None:
     old = {"game_id": "g", "version": 1, "type": "test_renamed", "data": {"player": 2}}
     event = load_event({**old, "schema_version": 0})
     assert event.data == {"seat": 2}
-    assert event.schema_version == 1
+    assert event.schema_version == SCHEMA_VERSION
+
+
+def test_logs_of_schema_1_are_of_the_default_game() -> None:
+    """Logs written before games had names load as The Age of Discovery; other events of
+    schema 1 are unchanged."""
+    created = {
+        "game_id": "g",
+        "version": 1,
+        "type": "game_created",
+        "data": {"ruleset": "standard", "options": {}, "players": ["a", "b"]},
+        "schema_version": 1,
+    }
+    assert load_event(created).data["game"] == "age_of_discovery"
+    other = {"game_id": "g", "version": 2, "type": "money", "data": {"seat": 0, "amount": 3}}
+    assert load_event({**other, "schema_version": 1}).data == other["data"]

@@ -19,21 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..api import Command, Decision, Event, RulesetError, RuleViolation, register
 from .commands import (
     Battle,
     Bid,
     BuyBuilding,
     Casualties,
-    Command,
-    Decision,
-    Event,
     Expedition,
     Land,
     Migrate,
     MoveSoldier,
     Pass,
     Place,
-    RuleViolation,
     TakeGood,
     TakeSpecialist,
     UseUniversity,
@@ -42,10 +39,10 @@ from .commands import (
 )
 from .engine import decide, decide_into, legal_commands, new_game, pending
 from .evolve import apply, evolve
+from .game import AgeOfDiscovery
 from .ruleset import (
     Rules,
     Ruleset,
-    RulesetError,
     available_rulesets,
     compile_rules,
     load_ruleset,
@@ -55,6 +52,8 @@ from .sampling import Sampler, sample_state
 from .scoring import score
 from .state import GameState, blank_state
 from .views import determinize, seat_view, view
+
+GAME = register(AgeOfDiscovery(), GameState)
 
 
 def replay(rules: Rules | Ruleset, events: Iterable[Event]) -> GameState:
@@ -71,6 +70,8 @@ def replay(rules: Rules | Ruleset, events: Iterable[Event]) -> GameState:
 
 
 __all__ = [
+    "GAME",
+    "AgeOfDiscovery",
     "Battle",
     "Bid",
     "BuyBuilding",

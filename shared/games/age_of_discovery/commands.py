@@ -1,14 +1,16 @@
 """Commands (a seat's choices), events (facts), decisions and rule violations.
 
-Every choice the rules give a player is a command: a small frozen dataclass naming the seat.
-Commands and events are plain data; :func:`command_from_dict` and :meth:`Event.to_dict`
-are the way in and out of JSON for the services.
+Every choice the rules give a player is a command: a small frozen dataclass naming the seat
+(the shared types live in :mod:`shared.games.api`). :func:`command_from_dict` and
+:meth:`Event.to_dict` are the way in and out of JSON.
 """
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
-from typing import Any, ClassVar, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..api import Command, parse_command
 
 # Boxes a unit can be placed in (rules §3 A). Order is resolution order.
 BOXES = (
@@ -23,73 +25,6 @@ BOXES = (
 )
 SPECIALIST_SPACES = ("captain", "merchant", "missionary", "soldier", "training")
 UNIVERSITY_TARGETS = ("dock", "initiative", "buildings", "turn_order")
-
-
-class RuleViolation(Exception):
-    """A command the rules refuse: a machine-readable ``code`` and a human ``reason``."""
-
-    def __init__(self, code: str, reason: str) -> None:
-        super().__init__(f"{code}: {reason}")
-        self.code = code
-        self.reason = reason
-
-
-class Decision(NamedTuple):
-    """Who must decide what now: ``kind`` names the step (place, land, buy, ...)."""
-
-    seat: int
-    kind: str
-
-
-SERVER = "server"
-PUBLIC = "public"
-
-
-class Event(NamedTuple):
-    """A fact in a game's log.
-
-    ``data`` is public. ``secret`` holds server-only values (face-down tokens, pile orders,
-    the generator state); a redacted copy drops it. ``visibility`` is ``"public"`` or the
-    one seat that may see the event (a casualty choice before its battle resolves).
-    """
-
-    type: str
-    data: dict[str, Any]
-    secret: dict[str, Any] | None = None
-    visibility: str | int = PUBLIC
-
-    def to_dict(self, include_secret: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type, "data": self.data, "visibility": self.visibility}
-        if include_secret and self.secret is not None:
-            out["secret"] = self.secret
-        return out
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Event:
-        return cls(raw["type"], raw["data"], raw.get("secret"), raw.get("visibility", PUBLIC))
-
-    def redacted(self) -> Event:
-        """The event as a player may receive it: no server-only values."""
-        return self if self.secret is None else Event(self.type, self.data, None, self.visibility)
-
-    def visible_to(self, seat: int | None) -> bool:
-        return self.visibility == PUBLIC or (seat is not None and self.visibility == seat)
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """Base of all commands. ``type`` is the wire name."""
-
-    type: ClassVar[str] = "command"
-    seat: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """The wire form: ``type`` plus every field (tuples as lists)."""
-        out: dict[str, Any] = {"type": self.type}
-        for name, _, _ in _SPECS[type(self)]:
-            value = getattr(self, name)
-            out[name] = list(value) if isinstance(value, tuple) else value
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,46 +166,7 @@ COMMAND_TYPES: dict[str, type[Command]] = {
     )
 }
 
-_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "int": int,
-    "str": str,
-    "int | None": (int, type(None)),
-    "str | None": (str, type(None)),
-}
-
-
-# (name, declared type, has a default) for each field of each command class.
-_SPECS: dict[type[Command], tuple[tuple[str, str, bool], ...]] = {
-    cls: tuple((f.name, str(f.type), f.default is not MISSING) for f in fields(cls))
-    for cls in COMMAND_TYPES.values()
-}
-
 
 def command_from_dict(raw: Any) -> Command:
     """Parse a command from JSON-like data, refusing anything malformed with a violation."""
-    if not isinstance(raw, dict):
-        raise RuleViolation("malformed", "a command is a JSON object")
-    kind = raw.get("type")
-    cls = COMMAND_TYPES.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise RuleViolation("unknown_command", f"unknown command type {kind!r}")
-    specs = _SPECS[cls]
-    args: dict[str, Any] = {}
-    for name, declared, has_default in specs:
-        if name not in raw:
-            if has_default:
-                continue
-            raise RuleViolation("malformed", f"{kind}: missing field {name!r}")
-        value = raw[name]
-        if declared == "tuple[str, ...]":
-            if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-                raise RuleViolation("malformed", f"{kind}.{name}: expected a list of strings")
-            value = tuple(value)
-        elif isinstance(value, bool) or not isinstance(value, _FIELD_TYPES[declared]):
-            raise RuleViolation("malformed", f"{kind}.{name}: expected {declared}")
-        args[name] = value
-    if len(raw) > len(args) + 1:
-        unknown = set(raw) - {name for name, _, _ in specs} - {"type"}
-        if unknown:
-            raise RuleViolation("malformed", f"{kind}: unknown fields {sorted(unknown, key=str)}")
-    return cls(**args)
+    return parse_command(raw, COMMAND_TYPES)

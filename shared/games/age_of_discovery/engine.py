@@ -13,6 +13,7 @@ from functools import lru_cache
 from itertools import combinations_with_replacement
 from typing import Any
 
+from ..api import Command, Decision, Event, RuleViolation
 from . import rng
 from .commands import (
     SPECIALIST_SPACES,
@@ -20,16 +21,12 @@ from .commands import (
     Bid,
     BuyBuilding,
     Casualties,
-    Command,
-    Decision,
-    Event,
     Expedition,
     Land,
     Migrate,
     MoveSoldier,
     Pass,
     Place,
-    RuleViolation,
     TakeGood,
     TakeSpecialist,
     UseUniversity,
@@ -106,7 +103,12 @@ def new_game(
         s,
         out,
         "game_created",
-        {"ruleset": r.name, "options": dict(rules.options), "players": names},
+        {
+            "game": "age_of_discovery",
+            "ruleset": r.name,
+            "options": dict(rules.options),
+            "players": names,
+        },
         secret={"seed": seed},
     )
     _deal(s, out, rng.seed_state(seed))

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .commands import SPECIALIST_SPACES, Event
+from ..api import Event
+from .commands import SPECIALIST_SPACES
 from .ruleset import CAPTAIN, SOLDIER, UNITS
 from .state import GameState
 

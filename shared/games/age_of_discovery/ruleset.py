@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..api import RulesetError
+
 UNITS: tuple[str, ...] = ("colonist", "captain", "merchant", "missionary", "soldier")
 """Unit types, by index. Mechanics, not board data: every edition has these five."""
 
@@ -26,10 +28,6 @@ SPECIALISTS: tuple[int, ...] = (CAPTAIN, MERCHANT, MISSIONARY, SOLDIER)
 
 UnitName = Literal["colonist", "captain", "merchant", "missionary", "soldier"]
 SpecialistName = Literal["captain", "merchant", "missionary", "soldier"]
-
-
-class RulesetError(ValueError):
-    """A ruleset file or an option choice is invalid; the message names the field."""
 
 
 class _Model(BaseModel):

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from .commands import Event
+from ..api import Event
 from .engine import decide_into, legal_commands, new_game, pending
 from .ruleset import Rules
 from .scoring import score

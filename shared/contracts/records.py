@@ -1,0 +1,69 @@
+"""The small records services exchange through Redis besides envelopes, parsed in one place:
+the partition notification (one entry of a partition's event stream) and the seats hash (who
+plays each seat of a game, and its move deadline)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+HUMAN = "human"
+LEFT = "left"
+BOT_PREFIX = "bot:"
+
+
+class Notification(NamedTuple):
+    """One command's redacted events in a partition's event stream: the game, the version
+    after them, how many there are and their JSON array (``g``, ``v``, ``n``, ``e``)."""
+
+    game_id: str
+    version: int
+    size: int
+    events_json: bytes
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[bytes, bytes]) -> Notification:
+        return cls(fields[b"g"].decode(), int(fields[b"v"]), int(fields[b"n"]), bytes(fields[b"e"]))
+
+    def events(self) -> list[dict[str, Any]]:
+        """The events as plain JSON objects (public parts only)."""
+        events: list[dict[str, Any]] = json.loads(self.events_json)
+        return events
+
+
+@dataclass
+class Seats:
+    """Who plays each seat of a game (``human``, ``bot:<level>`` or ``left``) and the table's
+    move deadline: the lobby writes it before it creates the game; the engine, the bot player
+    and scoring read it."""
+
+    players: dict[int, str] = field(default_factory=dict)
+    deadline_s: float | None = None
+
+    def to_mapping(self) -> dict[str, str | float]:
+        out: dict[str, str | float] = {str(seat): who for seat, who in self.players.items()}
+        if self.deadline_s is not None:
+            out["deadline_s"] = self.deadline_s
+        return out
+
+    @classmethod
+    def from_hash(cls, raw: Mapping[bytes | str, bytes | str]) -> Seats:
+        seats = cls()
+        for key, value in raw.items():
+            name = key.decode() if isinstance(key, bytes) else key
+            text = value.decode() if isinstance(value, bytes) else value
+            if name == "deadline_s":
+                seats.deadline_s = float(text)
+            elif name.isdigit():
+                seats.players[int(name)] = text
+        return seats
+
+    def who(self, seat: int) -> str:
+        """``human`` for a seat no lobby assigned (a game created without one)."""
+        return self.players.get(seat, HUMAN)
+
+    def bot_level(self, seat: int) -> str | None:
+        who = self.who(seat)
+        return who.removeprefix(BOT_PREFIX) if who.startswith(BOT_PREFIX) else None

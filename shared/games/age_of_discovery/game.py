@@ -1,0 +1,200 @@
+"""The Age of Discovery behind the :class:`~shared.games.api.Game` protocol.
+
+A thin adapter: the rules live in the modules beside it. It adds the one rules cache
+(compiled rules per ruleset and options), the options model the lobby and the CLI validate
+with, the seat results every service reads, and the bots' plug-ins (greedy policy, playout
+evaluation).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache, lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from ..api import (
+    Command,
+    Decision,
+    Event,
+    Fact,
+    Observation,
+    Policy,
+    SeatResult,
+)
+from . import engine, evolve, views
+from .commands import COMMAND_TYPES, command_from_dict
+from .greedy import greedy_values
+from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset
+from .sampling import Sampler
+from .scoring import colony_vp, score
+from .state import GameState, blank_state
+
+NAME = "age_of_discovery"
+MONEY_PER_VP = 4.0  # money left is worth something in a playout: buildings, tie-breaks
+BREAKDOWN = ("colonies", "discoveries", "buildings", "economy")
+
+
+class AgeOfDiscovery:
+    """The game, as the registry hands it to services."""
+
+    name = NAME
+    title = "The Age of Discovery"
+    default_ruleset = "standard"
+
+    def __init__(self) -> None:
+        standard = load_ruleset(self.default_ruleset)
+        self.min_players = standard.min_players
+        self.max_players = standard.max_players
+
+    # --- rulesets and options -------------------------------------------------------------
+
+    def rulesets(self) -> list[str]:
+        return available_rulesets()
+
+    def options_model(self, ruleset: str) -> type[BaseModel]:
+        return _options_model(ruleset)
+
+    def rules(self, ruleset: str, options: Mapping[str, Any] | None = None) -> Rules:
+        return _rules(ruleset, json.dumps(dict(options or {}), sort_keys=True))
+
+    def command_types(self) -> Mapping[str, type[Command]]:
+        return COMMAND_TYPES
+
+    # --- playing --------------------------------------------------------------------------
+
+    def new_game(
+        self, rules: Rules, players: Sequence[str] | int, seed: int
+    ) -> tuple[GameState, list[Event]]:
+        return engine.new_game(rules, None, players, seed)
+
+    def initial(self, first: Event) -> GameState:
+        if first.type != "game_created":
+            raise ValueError(f"a log starts with game_created, not {first.type}")
+        data = first.data
+        return blank_state(self.rules(data["ruleset"], data["options"]), len(data["players"]))
+
+    def pending(self, state: GameState) -> Sequence[Decision]:
+        return engine.pending(state)
+
+    def legal_commands(self, state: GameState, seat: int) -> list[Command]:
+        return engine.legal_commands(state, seat)
+
+    def parse_command(self, raw: Any) -> Command:
+        return command_from_dict(raw)
+
+    def decide(self, state: GameState, command: Command) -> list[Event]:
+        return engine.decide(state, command)
+
+    def decide_into(self, state: GameState, command: Command) -> list[Event]:
+        return engine.decide_into(state, command)
+
+    def apply(self, state: GameState, event: Event) -> None:
+        evolve.apply(state, event)
+
+    def evolve(self, state: GameState, event: Event) -> GameState:
+        return evolve.evolve(state, event)
+
+    def replay(self, events: Iterable[Event]) -> GameState:
+        it = iter(events)
+        first = next(it)
+        state = self.initial(first)
+        evolve.apply(state, first)
+        for event in it:
+            evolve.apply(state, event)
+        return state
+
+    def is_over(self, state: GameState) -> bool:
+        return state.phase == "over"
+
+    def results(self, state: GameState) -> list[SeatResult]:
+        nations = state.rules.ruleset.nations
+        return [
+            SeatResult(
+                seat=row["seat"],
+                place=row["place"],
+                total=row["total"],
+                breakdown={k: row[k] for k in BREAKDOWN},
+                tiebreak=tuple(row["tiebreak"]),
+                side=nations[row["seat"]].name,
+            )
+            for row in score(state)
+        ]
+
+    # --- hidden information ---------------------------------------------------------------
+
+    def view(self, state: GameState, seat: int | None) -> Observation:
+        return views.view(state) if seat is None else views.seat_view(state, seat)
+
+    def determinize(self, state: GameState, seed: int) -> GameState:
+        return views.determinize(state, seed)
+
+    def sampler(self, observation: Observation) -> Sampler:
+        return Sampler(self.rules(observation["ruleset"], observation["options"]), observation)
+
+    # --- persistence ----------------------------------------------------------------------
+
+    def snapshot(self, state: GameState) -> dict[str, Any]:
+        return state.to_snapshot()
+
+    def restore(self, snapshot: dict[str, Any]) -> GameState:
+        rules = self.rules(snapshot["ruleset"], snapshot["options"])
+        return GameState.from_snapshot(rules, snapshot)
+
+    def state_hash(self, state: GameState) -> str:
+        return state.state_hash()
+
+    # --- plug-ins -------------------------------------------------------------------------
+
+    def evaluate(self, state: GameState) -> list[float]:
+        """Score so far, plus the colony majorities held now counted for every age scoring
+        still to come, plus money (it buys buildings and wins tie-breaks)."""
+        rules = state.rules
+        rows = score(state)
+        to_come = 0
+        if state.phase != "over":
+            to_come = sum(1 for t in rules.ruleset.age_end_turns if t >= state.turn)
+        colonies = [0.0] * state.n
+        if to_come:
+            for units in state.units:
+                for seat, vp in enumerate(colony_vp(units, rules)):
+                    colonies[seat] += vp * to_come
+        return [
+            row["total"] + colonies[seat] + state.money[seat] / MONEY_PER_VP
+            for seat, row in enumerate(rows)
+        ]
+
+    def policy(self) -> Policy:
+        return greedy_values
+
+    def facts(self, state: GameState, event: Event) -> list[Fact]:
+        """Buildings bought (with their price) and regions discovered."""
+        data = event.data
+        if event.type == "building_bought":
+            return [Fact("building_bought", data["seat"], data["building"], data["price"])]
+        if event.type == "free_discovery" or (event.type == "expedition" and data["success"]):
+            return [Fact("discovery", data["seat"], data["region"] or "deck")]
+        return []
+
+
+@lru_cache(maxsize=64)
+def _rules(ruleset: str, options: str) -> Rules:
+    """Compiled rules, once per ruleset and options: a load must not reparse files."""
+    return compile_rules(load_ruleset(ruleset), json.loads(options))
+
+
+@cache
+def _options_model(ruleset: str) -> type[BaseModel]:
+    """The ruleset's edition options as a model: each a literal of its choices, the first
+    the default."""
+    choices = load_ruleset(ruleset).options
+    fields: dict[str, Any] = {
+        key: (Literal[tuple(values)], Field(default=values[0])) for key, values in choices.items()
+    }
+    return create_model(
+        "AgeOfDiscoveryOptions",
+        __config__=ConfigDict(extra="forbid"),
+        **fields,
+    )

@@ -1,0 +1,64 @@
+"""What every HTTP router of Caravel shares: one error shape, ``{"code", "message",
+"details"}`` with a 4xx (or 503) status, and the id path parameter.
+
+The lobby and scoring routers raise :class:`ApiError`; :func:`install_error_handlers` turns it,
+validation failures and Starlette's own errors into that shape.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Path, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+Id = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", description="An id the lobby issued.")]
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details or {}
+
+
+class ErrorOut(BaseModel):
+    code: str = Field(examples=["out_of_turn"])
+    message: str = Field(examples=["seat 2 has nothing to decide; waiting for seat 0 (place)"])
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 422, 503)
+}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """One error shape everywhere: {code, message, details}."""
+
+    def shape(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
+        return JSONResponse(
+            status_code=status, content={"code": code, "message": message, "details": details or {}}
+        )
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, e: ApiError) -> JSONResponse:
+        return shape(e.status, e.code, e.message, e.details)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"at": ".".join(map(str, err["loc"])), "message": err["msg"]} for err in e.errors()
+        ]
+        return shape(
+            422, "invalid_request", "the request does not match the API", {"errors": errors}
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
+        return shape(e.status_code, code, str(e.detail))
