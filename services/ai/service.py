@@ -27,11 +27,11 @@ import structlog
 from redis.asyncio import Redis
 from structlog.contextvars import bound_contextvars
 
-from services.lobby.views import read_view
 from shared.bus import CommandSender, Delivery, GroupReader, Keys, ensure_group
 from shared.contracts import CommandEnvelope, DecisionRequest
 from shared.observability import metrics
 from shared.settings import Settings
+from shared.views import read_view
 
 from .bots import bot
 

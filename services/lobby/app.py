@@ -30,11 +30,11 @@ from shared.contracts import CommandEnvelope
 from shared.games import age_of_discovery as aod
 from shared.httpapi import ERRORS, ApiError, Id, install_error_handlers
 from shared.settings import Settings
+from shared.views import read_view
 
 from . import tokens
 from .db import LobbySeat, LobbyTable, LobbyTicket
 from .fanout import EventFanout
-from .views import read_view
 
 log = structlog.get_logger("caravel.lobby")
 

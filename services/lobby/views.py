@@ -41,10 +41,6 @@ return 1
 """
 
 
-def view_key(keys: Keys, game_id: str) -> str:
-    return f"{keys.prefix}:{{{keys.partition(game_id)}}}:view:{game_id}"
-
-
 def seat_extras(state: aod.GameState, seat: int) -> dict[str, Any]:
     """What a seat sees beyond the spectator view."""
     extras: dict[str, Any] = {
@@ -137,22 +133,4 @@ class ViewProjector:
         fields: list[Any] = ["public", json.dumps(aod.view(state, None), separators=(",", ":"))]
         for seat in range(state.n):
             fields += [f"seat:{seat}", json.dumps(seat_extras(state, seat), separators=(",", ":"))]
-        await self._write(keys=[view_key(self.keys, game_id)], args=[version, *fields], client=pipe)
-
-
-async def read_view(
-    redis: Redis, keys: Keys, game_id: str, seat: int | None
-) -> dict[str, Any] | None:
-    """A game's projected view for a seat (``None``: a spectator), or None if unknown."""
-    fields = ["version", "public"] + ([f"seat:{seat}"] if seat is not None else [])
-    raw = await redis.hmget(view_key(keys, game_id), fields)
-    if raw[1] is None:
-        return None
-    view: dict[str, Any] = json.loads(raw[1])
-    if seat is not None:
-        extras = json.loads(raw[2]) if raw[2] else {}
-        view["seat"] = seat
-        view["legal_commands"] = extras.get("legal_commands", [])
-        if "your_casualty_choice" in extras and view["resolving"]:
-            view["resolving"]["battle"]["your_choice"] = extras["your_casualty_choice"]
-    return view
+        await self._write(keys=[self.keys.view(game_id)], args=[version, *fields], client=pipe)

@@ -390,6 +390,12 @@ def of(state: object) -> AnyGame:
     return _STATE_TYPES[type(state)]
 
 
+def bot_levels(game: AnyGame) -> list[str]:
+    """The bot levels that can play ``game``: ``random`` and ``mcts`` play any game through
+    the protocol; ``greedy`` needs the game's policy."""
+    return ["random", *(["greedy"] if game.policy() is not None else []), "mcts"]
+
+
 @dataclass(frozen=True)
 class CatalogEntry:
     """A game as clients discover it: players, rulesets, options and command shapes."""
@@ -401,6 +407,7 @@ class CatalogEntry:
     default_ruleset: str
     rulesets: list[str]
     options: dict[str, Any]
+    bot_levels: list[str]
     commands: dict[str, Any] = field(default_factory=dict)
 
 
@@ -418,6 +425,7 @@ def catalog() -> list[CatalogEntry]:
                 default_ruleset=game.default_ruleset,
                 rulesets=game.rulesets(),
                 options=game.options_model(game.default_ruleset).model_json_schema(),
+                bot_levels=bot_levels(game),
                 commands={t: command_schema(c) for t, c in game.command_types().items()},
             )
         )

@@ -7,10 +7,11 @@ import json
 
 from redis.asyncio import Redis
 
-from services.lobby.views import GROUP, ViewProjector, read_view, view_key
+from services.lobby.views import GROUP, ViewProjector
 from shared.bus import CommandSender, GroupReader, Keys, ensure_group
 from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
+from shared.views import read_view
 
 from ..backbone.helpers import RULES, create_game, play_locally, running_engine, wait_for
 
@@ -66,7 +67,7 @@ async def test_a_new_projector_catches_up_and_views_only_move_forward(
     async with redis.pipeline(transaction=False) as pipe:
         await stale._store_view(pipe, "g-late-view")
         await pipe.execute()
-    assert int(await redis.hget(view_key(keys, "g-late-view"), "version")) == final.version
+    assert int(await redis.hget(keys.view("g-late-view"), "version")) == final.version
 
 
 async def test_views_never_carry_hidden_values(redis: Redis, keys: Keys) -> None:
@@ -80,7 +81,7 @@ async def test_views_never_carry_hidden_values(redis: Redis, keys: Keys) -> None
     projector = ViewProjector(redis, keys)
     await projector.start()
     await _drain(projector)
-    raw = await redis.hgetall(view_key(keys, "g-hidden"))
+    raw = await redis.hgetall(keys.view("g-hidden"))
     twin = aod.determinize(final, 99)
     assert json.loads(raw[b"public"]) == aod.view(twin, None)
     for seat in range(4):

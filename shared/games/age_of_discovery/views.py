@@ -88,6 +88,7 @@ def view(s: GameState, seat: int | None = None) -> dict[str, Any]:
     """Everything ``seat`` may see (``None``: a spectator). JSON-ready; never a hidden value."""
     rules = s.rules
     out: dict[str, Any] = {
+        "game": "age_of_discovery",
         "ruleset": rules.ruleset.name,
         "options": dict(rules.options),
         "seat": seat,
