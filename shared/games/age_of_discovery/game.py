@@ -24,8 +24,12 @@ from ..api import (
     Policy,
     SeatResult,
 )
-from . import engine, evolve, views
+from . import engine, views
 from .commands import COMMAND_TYPES, command_from_dict
+
+# Not ``from . import evolve``: the package's ``__init__`` rebinds ``evolve`` to the function.
+from .evolve import apply as apply_event
+from .evolve import evolve as evolve_state
 from .greedy import greedy_values
 from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset
 from .sampling import Sampler
@@ -92,18 +96,18 @@ class AgeOfDiscovery:
         return engine.decide_into(state, command)
 
     def apply(self, state: GameState, event: Event) -> None:
-        evolve.apply(state, event)
+        apply_event(state, event)
 
     def evolve(self, state: GameState, event: Event) -> GameState:
-        return evolve.evolve(state, event)
+        return evolve_state(state, event)
 
     def replay(self, events: Iterable[Event]) -> GameState:
         it = iter(events)
         first = next(it)
         state = self.initial(first)
-        evolve.apply(state, first)
+        apply_event(state, first)
         for event in it:
-            evolve.apply(state, event)
+            apply_event(state, event)
         return state
 
     def is_over(self, state: GameState) -> bool:
