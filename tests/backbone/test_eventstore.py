@@ -55,6 +55,23 @@ async def test_append_then_read_back_in_order(redis: Redis, keys: Keys) -> None:
     assert await store.game_ids(keys.partition("g-read")) == ["g-read"]
 
 
+async def test_read_many_reads_each_games_range_in_one_call(redis: Redis, keys: Keys) -> None:
+    """Each game's events with versions in (after, upto]; an unknown game reads as empty."""
+    store = EventStore(redis, keys)
+    a, _ = game_events("g-many-a", seed=3)
+    b, _ = game_events("g-many-b", seed=4)
+    await store.append(Append("g-many-a", 0, encoded(a), "c1"))
+    await store.append(Append("g-many-b", 0, encoded(b), "c1"))
+    got = await store.read_many(
+        {"g-many-a": (2, 5), "g-many-b": (len(b) - 1, None), "g-many-none": (0, None)}
+    )
+    assert [e.version for e in got["g-many-a"]] == [3, 4, 5]
+    assert got["g-many-a"] == a[2:5]
+    assert [e.version for e in got["g-many-b"]] == [len(b)]
+    assert got["g-many-b"][0].secret == b[-1].secret
+    assert got["g-many-none"] == []
+
+
 async def test_stale_version_is_a_conflict_and_writes_nothing(redis: Redis, keys: Keys) -> None:
     store = EventStore(redis, keys)
     events, _ = game_events("g-stale")
