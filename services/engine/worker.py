@@ -34,14 +34,13 @@ from shared.contracts import (
     CommandEnvelope,
     CommandResult,
     Rejection,
+    Seats,
     encode_event,
 )
-from shared.eventstore import Append, EventStore
-from shared.games import age_of_discovery as aod
+from shared.eventstore import Append, EventStore, GameCodec
+from shared.games import api
 from shared.observability import metrics
 from shared.settings import Settings
-
-from .codec import AgeOfDiscoveryCodec
 
 log = structlog.get_logger("caravel.engine")
 
@@ -61,14 +60,24 @@ return 0
 
 
 @dataclass
-class Game:
-    """A cached game: its state at ``version`` and the command ids already applied."""
+class CachedGame:
+    """A cached game: which game it is (from the registry; None before its log begins), its
+    state at ``version`` and the command ids already applied."""
 
-    state: aod.GameState | None
+    game: api.AnyGame | None
+    state: Any
     version: int
     seen: dict[str, int] = field(default_factory=dict)
     final_recorded: bool = False
     deadline_s: float | None = None  # the table's move deadline, when its lobby set one
+
+    @classmethod
+    def of(
+        cls, state: Any, version: int, seen: dict[str, int], deadline_s: float | None
+    ) -> CachedGame:
+        """A loaded game, its kind found from its state's type."""
+        game = None if state is None else api.of(state)
+        return cls(game, state, version, seen, False, deadline_s)
 
 
 @dataclass
@@ -83,12 +92,12 @@ class Finish:
 
 
 @lru_cache(maxsize=65536)
-def _command_json(command: aod.Command) -> str:
+def _command_json(command: api.Command) -> str:
     return json.dumps(command.to_dict(), separators=(",", ":"))
 
 
 def _decision_json(
-    game_id: str, version: int, decision: aod.Decision, deadline: str, state: aod.GameState
+    game_id: str, version: int, decision: api.Decision, deadline: str, legal: list[api.Command]
 ) -> str:
     """A :class:`DecisionRequest` as JSON, built by hand: the engine sends one after every
     batch for every game it touched, and commands repeat (their JSON is cached)."""
@@ -104,8 +113,8 @@ def _decision_json(
         },
         separators=(",", ":"),
     )
-    legal = ",".join(_command_json(c) for c in aod.legal_commands(state, decision.seat))
-    return f'{head[:-1]},"legal_commands":[{legal}]}}'
+    commands = ",".join(_command_json(c) for c in legal)
+    return f'{head[:-1]},"legal_commands":[{commands}]}}'
 
 
 class Reject(Exception):
@@ -129,8 +138,8 @@ class Engine:
         self.id = engine_id or f"engine-{uuid.uuid4().hex[:8]}"
         self.store = EventStore(redis, self.keys, GROUP)
         self.reader = GroupReader(redis, GROUP, self.id, self.keys.dead_letters(), s.max_deliveries)
-        self.codec = AgeOfDiscoveryCodec()
-        self.games: OrderedDict[str, Game] = OrderedDict()
+        self.codec = GameCodec()
+        self.games: OrderedDict[str, CachedGame] = OrderedDict()
         self.held: set[int] = set()
         self.fresh: set[int] = set()  # partitions just acquired: reclaim their pending first
         self.stats: Counter[str] = Counter()
@@ -330,8 +339,8 @@ class Engine:
             return  # some game does not load: each is loaded alone, isolating the failure
         deadlines = await self._deadlines(missing)
         for game_id, game in loaded.items():
-            self.games[game_id] = Game(
-                game.state, game.version, game.seen, False, deadlines[game_id]
+            self.games[game_id] = CachedGame.of(
+                game.state, game.version, game.seen, deadlines[game_id]
             )
         while len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)
@@ -343,8 +352,8 @@ class Engine:
         try:
             if self.keys.partition(env.game_id) != p:
                 raise Reject("wrong_partition", f"game {env.game_id} is not in partition {p}")
-            game = await self._game(env.game_id)
-            seen = game.seen.get(env.command_id)
+            cached = await self._game(env.game_id)
+            seen = cached.seen.get(env.command_id)
             if seen is not None:
                 self.stats["duplicates"] += 1
                 result = CommandResult(
@@ -355,7 +364,7 @@ class Engine:
                 )
                 return env.game_id, Finish(p, d.id, env.game_id, result)
             try:
-                events = self._events(env, game)
+                events = self._events(env, cached)
             except Reject:
                 raise
             except Exception:
@@ -367,13 +376,14 @@ class Engine:
         recorded_at = datetime.now(UTC).isoformat()
         encoded = [
             encode_event(
-                event_id=f"{env.game_id}:{game.version + i}",
+                event_id=f"{env.game_id}:{cached.version + i}",
                 game_id=env.game_id,
-                version=game.version + i,
+                version=cached.version + i,
                 type=e.type,
                 data=e.data,
                 secret=e.secret,
-                visibility=e.visibility,
+                # A game's event is "public" or one seat's: api.Event types it loosely.
+                visibility=e.visibility,  # type: ignore[arg-type]
                 causation_id=env.command_id,
                 correlation_id=env.correlation_id or env.command_id,
                 actor=env.actor,
@@ -381,28 +391,35 @@ class Engine:
             )
             for i, e in enumerate(events, 1)
         ]
-        append = Append(env.game_id, game.version, encoded, env.command_id, (p, d.id))
-        game.version = append.version
-        game.seen[env.command_id] = append.version
+        append = Append(env.game_id, cached.version, encoded, env.command_id, (p, d.id))
+        cached.version = append.version
+        cached.seen[env.command_id] = append.version
         return env.game_id, append
 
-    def _events(self, env: CommandEnvelope, game: Game) -> list[aod.Event]:
+    def _events(self, env: CommandEnvelope, cached: CachedGame) -> list[api.Event]:
         if env.type == "create_game":
-            if game.version:
+            if cached.version:
                 raise Reject("game_exists", f"game {env.game_id} already exists")
-            state, events = self._new_game(env.payload)
-            game.state = state
+            cached.game, cached.state, events = self._new_game(env.payload)
             return events
-        if game.state is None:
+        game = cached.game
+        if game is None:
             raise Reject("unknown_game", f"there is no game {env.game_id}")
         try:
-            command = aod.command_from_dict(env.rules_command())
-            return aod.decide_into(game.state, command)
-        except aod.RuleViolation as v:
+            return game.decide_into(cached.state, game.parse_command(env.rules_command()))
+        except api.RuleViolation as v:
             raise Reject(v.code, v.reason) from None
 
-    def _new_game(self, payload: dict[str, Any]) -> tuple[aod.GameState, list[aod.Event]]:
-        ruleset = payload.get("ruleset", "standard")
+    def _new_game(self, payload: dict[str, Any]) -> tuple[api.AnyGame, Any, list[api.Event]]:
+        """A new game of the registered game the payload names (the default one if none)."""
+        name = payload.get("game", api.DEFAULT_GAME)
+        if not isinstance(name, str):
+            raise Reject("malformed", "game is the name of a registered game")
+        try:
+            game = api.get(name)
+        except api.UnknownGame as e:
+            raise Reject("unsupported_game", str(e)) from None
+        ruleset = payload.get("ruleset", game.default_ruleset)
         options = payload.get("options") or {}
         players = payload.get("players")
         seed = payload.get("seed")
@@ -414,34 +431,35 @@ class Engine:
         if not valid_names and not (isinstance(players, int) and not isinstance(players, bool)):
             raise Reject("malformed", "players is a list of names or a number of seats")
         try:
-            rules = self.codec.rules(ruleset, options)
-            return aod.new_game(rules, None, players, seed)  # type: ignore[arg-type]
-        except aod.RulesetError as e:
+            rules = game.rules(ruleset, options)
+            state, events = game.new_game(rules, players, seed)  # type: ignore[arg-type]
+        except api.RulesetError as e:
             raise Reject("bad_ruleset", str(e)) from None
-        except aod.RuleViolation as v:
+        except api.RuleViolation as v:
             raise Reject(v.code, v.reason) from None
+        return game, state, events
 
-    async def _game(self, game_id: str) -> Game:
+    async def _game(self, game_id: str) -> CachedGame:
         game = self.games.get(game_id)
         if game is not None:
             self.games.move_to_end(game_id)
             return game
         loaded = await self.store.load(game_id, self.codec)
         deadline_s = (await self._deadlines([game_id]))[game_id]
-        game = Game(loaded.state, loaded.version, loaded.seen, False, deadline_s)
-        self.games[game_id] = game
+        cached = CachedGame.of(loaded.state, loaded.version, loaded.seen, deadline_s)
+        self.games[game_id] = cached
         if len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)
-        return game
+        return cached
 
     async def _deadlines(self, game_ids: Sequence[str]) -> dict[str, float | None]:
         """Each game's move deadline as its table set it (in the seats hash the lobby writes
         before it creates the game); None where no lobby set one."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for game_id in game_ids:
-                pipe.hget(self.keys.seats(game_id), "deadline_s")
+                pipe.hgetall(self.keys.seats(game_id))
             found: list[Any] = await pipe.execute()
-        return {g: float(d) if d else None for g, d in zip(game_ids, found, strict=True)}
+        return {g: Seats.from_hash(raw).deadline_s for g, raw in zip(game_ids, found, strict=True)}
 
     def _rejected(
         self, p: int, entry_id: str, env: CommandEnvelope, code: str, reason: str
@@ -509,14 +527,15 @@ class Engine:
         last: dict[str, Append] = {a.game_id: a for a in appends}
         now = datetime.now(UTC)
         for game_id, a in last.items():
-            game = self.games.get(game_id)
-            if game is None or game.state is None:
+            cached = self.games.get(game_id)
+            if cached is None or cached.game is None:
                 continue
-            timeout = game.deadline_s or self.settings.decision_timeout_s
+            game, state = cached.game, cached.state
+            timeout = cached.deadline_s or self.settings.decision_timeout_s
             deadline = (now + timedelta(seconds=timeout)).isoformat()
             a.decisions = [
-                _decision_json(game_id, a.version, d, deadline, game.state)
-                for d in aod.pending(game.state)
+                _decision_json(game_id, a.version, d, deadline, game.legal_commands(state, d.seat))
+                for d in game.pending(state)
             ]
 
     async def _snapshots(self, appends: Sequence[Append], results: Sequence[Any]) -> None:
@@ -525,19 +544,25 @@ class Engine:
         every = self.settings.snapshot_every
         due: set[str] = set()
         for a, r in zip(appends, results, strict=True):
-            if r.status == "ok" and a.version // every > a.expected // every:
-                due.add(a.game_id)
-            game = self.games.get(a.game_id)
-            over = game is not None and game.state is not None and game.state.phase == "over"
-            if r.status == "ok" and over and game is not None and not game.final_recorded:
+            if r.status != "ok":
+                continue
+            if a.version // every > a.expected // every or self._newly_over(a.game_id):
                 due.add(a.game_id)
         for game_id in sorted(due):
-            game = self.games.get(game_id)
-            if game is None or game.state is None:
+            cached = self.games.get(game_id)
+            if cached is None or cached.game is None:
                 continue
-            snapshots.append((game_id, game.version, game.state.to_snapshot()))
-            if game.state.phase == "over" and not game.final_recorded:
-                await self.store.record_final_hash(game_id, game.state.state_hash())
-                game.final_recorded = True
+            snapshots.append((game_id, cached.version, self.codec.snapshot(cached.state)))
+            if self._newly_over(game_id):
+                state_hash = cached.game.state_hash(cached.state)
+                await self.store.record_final_hash(game_id, state_hash)
+                cached.final_recorded = True
         if snapshots:
             await self.store.save_snapshots(snapshots)
+
+    def _newly_over(self, game_id: str) -> bool:
+        """The cached game is over and its final hash not yet recorded."""
+        cached = self.games.get(game_id)
+        if cached is None or cached.game is None or cached.final_recorded:
+            return False
+        return cached.game.is_over(cached.state)

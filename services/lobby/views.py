@@ -21,9 +21,8 @@ from typing import Any
 import structlog
 from redis.asyncio import Redis
 
-from services.engine.codec import AgeOfDiscoveryCodec
 from shared.bus import Delivery, GroupReader, Keys, ensure_group
-from shared.eventstore import EventStore
+from shared.eventstore import EventStore, GameCodec
 from shared.games import age_of_discovery as aod
 
 log = structlog.get_logger("caravel.views")
@@ -56,7 +55,7 @@ class ViewProjector:
         self.redis = redis
         self.keys = keys
         self.store = EventStore(redis, keys)
-        self.codec = AgeOfDiscoveryCodec()
+        self.codec = GameCodec()
         self.reader = GroupReader(
             redis, GROUP, consumer or f"views-{uuid.uuid4().hex[:8]}", keys.dead_letters()
         )

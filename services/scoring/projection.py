@@ -25,8 +25,8 @@ from typing import Any
 from openskill.models import PlackettLuce
 from sqlalchemy import Connection, delete, select
 
-from services.engine.codec import AgeOfDiscoveryCodec, to_event
 from shared.contracts import EventEnvelope
+from shared.eventstore import GameCodec, to_event
 from shared.games import age_of_discovery as aod
 
 from .db import (
@@ -110,7 +110,7 @@ def seat_kinds(seats_hash: Mapping[bytes, bytes], players: int) -> list[str]:
 
 
 def start(
-    codec: AgeOfDiscoveryCodec, first: EventEnvelope, seats_hash: Mapping[bytes, bytes]
+    codec: GameCodec, first: EventEnvelope, seats_hash: Mapping[bytes, bytes]
 ) -> GameProgress:
     """A game's progress before its first event (which must be ``game_created``)."""
     names = first.data["players"]

@@ -27,9 +27,8 @@ import structlog
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
-from services.engine.codec import AgeOfDiscoveryCodec
 from shared.bus import Keys
-from shared.eventstore import EventStore
+from shared.eventstore import EventStore, GameCodec
 
 from .db import (
     CheckpointMoved,
@@ -67,7 +66,7 @@ class ScoringService:
         self.batch_size = batch_size
         self.id = f"scoring-{uuid.uuid4().hex[:8]}"
         self.store = EventStore(redis, keys)
-        self.codec = AgeOfDiscoveryCodec()
+        self.codec = GameCodec()
         self.games: OrderedDict[str, GameProgress] = OrderedDict()
         self.streams = [keys.events(p) for p in keys.all_partitions()]
         self.positions: dict[str, str] = {}

@@ -12,6 +12,7 @@ from services.engine import Engine
 from shared.bus import CommandSender, Delivery, Keys
 from shared.contracts import CommandEnvelope, DecisionRequest
 from shared.games import age_of_discovery as aod
+from shared.games import api
 
 from .helpers import (
     create_game,
@@ -134,6 +135,26 @@ async def test_malformed_and_illegal_commands_are_rejected_and_change_nothing(
         codes = [json.loads(f[b"r"])["code"] for _, f in rejections]
         assert codes.count("malformed") == 3
         assert engine.stats["rejected"] >= len(cases) + 2
+
+
+async def test_create_game_names_a_registered_game_or_is_refused(redis: Redis, keys: Keys) -> None:
+    """The payload's ``game`` picks the registered game (the default one when absent) and
+    the log's ``game_created`` names it; an unknown game is refused, listing the known."""
+    sender = CommandSender(redis, keys)
+    named = create_game("g-named", players=2, seed=1)
+    named.payload["game"] = api.DEFAULT_GAME
+    unknown = create_game("g-chess", players=2, seed=1)
+    unknown.payload["game"] = "chess"
+    async with running_engine(redis, keys) as engine:
+        for command in (named, create_game("g-unnamed", players=2, seed=1)):
+            assert (await sender.execute(command)).status == "accepted"
+            first = (await engine.store.read(command.game_id))[0]
+            assert (first.type, first.data["game"]) == ("game_created", api.DEFAULT_GAME)
+        refused = await sender.execute(unknown)
+        assert (refused.status, refused.code) == ("rejected", "unsupported_game")
+        assert refused.reason is not None
+        assert all(name in refused.reason for name in api.names())
+        assert await engine.store.version("g-chess") == 0
 
 
 async def test_a_command_that_crashes_its_handler_ends_in_the_dead_letters(

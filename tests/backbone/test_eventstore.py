@@ -8,7 +8,6 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from services.engine.codec import AgeOfDiscoveryCodec
 from shared.bus import GroupReader, Keys, ensure_group
 from shared.contracts import (
     SCHEMA_VERSION,
@@ -17,7 +16,7 @@ from shared.contracts import (
     load_event,
     register_upcaster,
 )
-from shared.eventstore import Append, EventStore
+from shared.eventstore import Append, EventStore, GameCodec
 from shared.games import age_of_discovery as aod
 
 from .helpers import RULES
@@ -151,7 +150,7 @@ def test_encoded_events_load_back_as_the_same_envelope() -> None:
 
 async def test_snapshot_plus_later_events_equals_the_full_replay(redis: Redis, keys: Keys) -> None:
     store = EventStore(redis, keys)
-    codec = AgeOfDiscoveryCodec()
+    codec = GameCodec()
     events, state = game_events("g-snap")
     await store.append(Append("g-snap", 0, encoded(events[:5]), "c1"))
     partial = aod.replay(RULES, [aod.Event(e.type, e.data, e.secret) for e in events[:5]])
