@@ -1,6 +1,6 @@
-"""Benchmark: random 4-player games through the rules core on one core.
+"""Benchmark: random games through a game's rules core on one core.
 
-    python benchmarks/engine.py --games 300 --players 4 [--profile]
+    python benchmarks/engine.py --games 300 --players 4 [--game NAME] [--profile]
 
 Prints games per second, decisions per second and events per second. A benchmark, not a
 test: nothing here passes or fails on time.
@@ -12,18 +12,19 @@ import argparse
 import json
 import time
 
-from shared.games.age_of_discovery import compile_rules, load_ruleset
-from shared.games.age_of_discovery.simulate import play_random_game
+from shared.games import api
+from shared.games.simulate import play_random_game
 
 
-def run(games: int, players: int, seed: int) -> dict[str, float]:
-    rules = compile_rules(load_ruleset("standard"), {})
+def run(games: int, players: int, seed: int, name: str = api.DEFAULT_GAME) -> dict[str, float]:
+    game = api.get(name)
+    rules = game.rules(game.default_ruleset)
     decisions = events = 0
     started = time.perf_counter()
     for i in range(games):
-        game = play_random_game(rules, players, seed + i)
-        decisions += game.decisions
-        events += len(game.events)
+        played = play_random_game(game, rules, players, seed + i)
+        decisions += played.decisions
+        events += len(played.events)
     elapsed = time.perf_counter() - started
     return {
         "games": games,
@@ -41,16 +42,17 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=300)
     parser.add_argument("--players", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--game", default=api.DEFAULT_GAME, choices=api.names())
     parser.add_argument("--profile", action="store_true", help="profile with pyinstrument")
     args = parser.parse_args()
     if args.profile:
         from pyinstrument import Profiler
 
         with Profiler() as profiler:
-            result = run(args.games, args.players, args.seed)
+            result = run(args.games, args.players, args.seed, args.game)
         profiler.print(show_all=False)
     else:
-        result = run(args.games, args.players, args.seed)
+        result = run(args.games, args.players, args.seed, args.game)
     print(json.dumps(result))
 
 

@@ -24,8 +24,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 from shared.bus import Keys, delete_namespace
-from shared.contracts import SCHEMA_VERSION, CommandEnvelope
-from shared.games import age_of_discovery as aod
+from shared.contracts import SCHEMA_VERSION, CommandEnvelope, Notification
+from shared.games import api
 from shared.settings import Settings
 
 
@@ -74,32 +74,29 @@ class Outbox:
 
 async def _watch(redis: Redis, keys: Keys, waiters: Waiters, stop: asyncio.Event) -> None:
     # The namespace is new: reading from the start misses nothing between two reads.
-    streams = {keys.events(p): "0-0" for p in keys.all_partitions()}
+    streams: dict[Any, Any] = {keys.events(p): "0-0" for p in keys.all_partitions()}
     while not stop.is_set():
         replies: Any = await redis.xread(streams, count=1000, block=100)
         now = time.perf_counter()
         for stream, entries in replies or []:
             name = stream.decode() if isinstance(stream, bytes) else stream
             for _, fields in entries:
-                waiters.seen(fields[b"g"].decode(), int(fields[b"v"]), now)
+                notification = Notification.from_fields(fields)
+                waiters.seen(notification.game_id, notification.version, now)
             streams[name] = entries[-1][0]
 
 
-async def _play(
-    game_id: str,
-    seed: int,
-    players: int,
-    rules: aod.Rules,
-    run: Run,
-) -> None:
+async def _play(game_id: str, seed: int, players: int, run: Run) -> None:
     """One game: create it, then send random legal commands until it ends or time is up."""
-    state, _ = aod.new_game(rules, None, players, seed)
+    game = run.game
+    state, events = game.new_game(run.rules, players, seed)
+    version = len(events)  # the copy's version: the engine's log follows it exactly
     chooser = random.Random(seed)
     command = CommandEnvelope(
         game_id=game_id,
         type="create_game",
         actor="system",
-        payload={"players": players, "seed": seed},
+        payload={"game": game.name, "players": players, "seed": seed},
     )
     # Games start at random moments of the warm-up, so their turns do not run in lockstep;
     # with a target rate, each then sends one command per interval (open loop).
@@ -107,16 +104,16 @@ async def _play(
     while True:
         await asyncio.sleep(max(0.0, next_send - time.perf_counter()))
         next_send = max(next_send + run.interval, time.perf_counter())
-        future = run.waiters.expect(game_id, state.version)
+        future = run.waiters.expect(game_id, version)
         sent_at = time.perf_counter()
         run.outbox.send(command)
         run.record(sent_at, await asyncio.wait_for(future, 60) - sent_at)
-        decisions = aod.pending(state)
+        decisions = game.pending(state)
         if not decisions or time.perf_counter() > run.deadline:
             return
         seat = chooser.choice(decisions).seat
-        chosen = chooser.choice(aod.legal_commands(state, seat))
-        aod.decide_into(state, chosen)
+        chosen = chooser.choice(game.legal_commands(state, seat))
+        version += len(game.decide_into(state, chosen))
         data = chosen.to_dict()
         kind = data.pop("type")
         data.pop("seat")
@@ -136,8 +133,11 @@ async def _play(
 
 @dataclass
 class Run:
-    """What the game tasks share: the outbox, the waiters, the clock and the figures."""
+    """What the game tasks share: the game and its rules, the outbox, the waiters, the clock
+    and the figures."""
 
+    game: api.AnyGame
+    rules: Any
     outbox: Outbox
     waiters: Waiters
     started: float
@@ -203,10 +203,12 @@ async def pipeline(
     seed: int,
     rate: float = 0,
     warmup: float = 3.0,
+    game: api.AnyGame | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark in its own key namespace and return its figures."""
+    """Run the benchmark (games of ``game``, the default game if None, with its default
+    ruleset) in its own key namespace and return its figures."""
     keys = Keys(prefix=f"cvbench-{uuid.uuid4().hex[:8]}", partitions=partitions)
-    rules = aod.compile_rules(aod.load_ruleset("standard"), {})
+    game = game or api.get()
     waiters = Waiters()
     stop = asyncio.Event()
     watcher = asyncio.create_task(_watch(redis, keys, waiters, stop))
@@ -225,6 +227,8 @@ async def pipeline(
         await _engines_ready(redis, keys, max(engines, 1))
         started = time.perf_counter()
         run = Run(
+            game=game,
+            rules=game.rules(game.default_ruleset),
             outbox=outbox,
             waiters=waiters,
             started=started,
@@ -232,9 +236,7 @@ async def pipeline(
             deadline=started + warmup + seconds,
             interval=games / rate if rate > 0 else 0.0,
         )
-        await asyncio.gather(
-            *(_play(f"bench-{i}", seed + i, players, rules, run) for i in range(games))
-        )
+        await asyncio.gather(*(_play(f"bench-{i}", seed + i, players, run) for i in range(games)))
         figures = run.figures(time.perf_counter())
     finally:
         stop.set()
@@ -246,6 +248,7 @@ async def pipeline(
         await asyncio.gather(watcher, flusher, *in_process, return_exceptions=True)
         await delete_namespace(redis, keys.prefix)
     return {
+        "game": game.name,
         "games": games,
         "target_rate": rate or None,
         "players": players,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
@@ -12,8 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from shared.games.age_of_discovery import RulesetError, compile_rules, load_ruleset
-from shared.games.age_of_discovery.simulate import play_random_game
+from shared.games import api
+from shared.games.simulate import play_random_game
 from shared.observability import configure_logging
 from shared.settings import Settings
 
@@ -28,11 +29,11 @@ err_console = Console(stderr=True)
 
 @app.callback()
 def main() -> None:
-    """Caravel: host games of The Age of Discovery, with bots, over Redis Streams."""
+    """Caravel: host board games (see ``caravel games``), with bots, over Redis Streams."""
 
 
 def parse_options(pairs: list[str]) -> dict[str, str]:
-    """``KEY=VALUE`` pairs into a dict; the ruleset checks keys and values."""
+    """``KEY=VALUE`` pairs into a dict; the game's rules check keys and values."""
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -53,56 +54,80 @@ def _progress(console_: Console) -> Progress:
     )
 
 
+def game_named(name: str) -> api.AnyGame:
+    """The registered game called ``name``, or a usage error listing the known ones."""
+    try:
+        return api.get(name)
+    except api.UnknownGame as e:
+        raise typer.BadParameter(str(e), param_hint="--game") from None
+
+
+def check_players(game: api.AnyGame, players: int) -> None:
+    """A usage error unless ``game`` takes ``players`` seats."""
+    if not game.min_players <= players <= game.max_players:
+        raise typer.BadParameter(
+            f"{game.title} takes {game.min_players} to {game.max_players} players",
+            param_hint="--players",
+        )
+
+
+GAME_HELP = "A registered game (see `caravel games`)."
+
+
 @app.command()
 def simulate(
-    players: Annotated[int, typer.Option(help="Seats per game (2-5).")] = 4,
+    game_name: Annotated[str, typer.Option("--game", help=GAME_HELP)] = api.DEFAULT_GAME,
+    players: Annotated[int, typer.Option(help="Seats per game (the game's range).")] = 4,
     games: Annotated[int, typer.Option(min=1, help="How many games to play.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the first game; game i uses seed+i.")] = 7,
     ruleset: Annotated[
-        str, typer.Option(help="A shipped ruleset name or a .toml path.")
-    ] = "standard",
+        str | None,
+        typer.Option(help="A shipped ruleset name or a .toml path (default: the game's)."),
+    ] = None,
     option: Annotated[
         list[str] | None, typer.Option("--option", help="Edition option KEY=VALUE (repeatable).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
 ) -> None:
     """Play complete games between random legal players, in process."""
+    game = game_named(game_name)
+    check_players(game, players)
     try:
-        rules = compile_rules(load_ruleset(ruleset), parse_options(option or []))
-    except RulesetError as e:
+        rules = game.rules(ruleset or game.default_ruleset, parse_options(option or []))
+        # The first game's game_created names the ruleset and options as the rules resolved
+        # them (defaults filled in), and refuses a player count this ruleset does not take.
+        created = game.new_game(rules, players, seed)[1][0].data
+    except api.RulesetError as e:
         raise typer.BadParameter(str(e)) from None
-    r = rules.ruleset
-    if not r.min_players <= players <= r.max_players:
-        raise typer.BadParameter(f"{r.title} takes {r.min_players} to {r.max_players} players")
+    except api.RuleViolation as v:
+        raise typer.BadParameter(v.reason, param_hint="--players") from None
 
-    scores: list[list[int]] = []
-    breakdowns: list[list[dict[str, Any]]] = []
+    results: list[list[api.SeatResult]] = []
     decisions = 0
     started = time.perf_counter()
     with _progress(err_console if as_json else console) as progress:
         task = progress.add_task("simulating", total=games)
         for i in range(games):
-            game = play_random_game(rules, players, seed + i, keep_log=False)
-            rows = game.scores
-            breakdowns.append(rows)
-            scores.append([row["total"] for row in rows])
-            decisions += game.decisions
+            played = play_random_game(game, rules, players, seed + i, keep_log=False)
+            results.append(game.results(played.state))
+            decisions += played.decisions
             progress.advance(task)
     elapsed = time.perf_counter() - started
 
-    summary = summarize(breakdowns, players)
+    summary = summarize(results, players)
     result = {
+        "game": game.name,
         "games": games,
         "players": players,
-        "ruleset": r.name,
-        "options": rules.options,
+        "ruleset": created["ruleset"],
+        "options": created["options"],
         "seconds": round(elapsed, 3),
         "games_per_second": round(games / elapsed, 2),
         "mean_decisions_per_game": round(decisions / games, 1),
         "decisions_per_second": round(decisions / elapsed, 1),
         "win_rate": summary["win_rate"],
         "mean_breakdown": summary["mean_breakdown"],
-        "scores": scores,
+        "scores": [[seat.total for seat in by_seat(rows)] for rows in results],
     }
     if as_json:
         print(json.dumps(result))
@@ -110,21 +135,24 @@ def simulate(
     _print_summary(result)
 
 
-PARTS = ("colonies", "discoveries", "buildings", "economy", "total")
+def by_seat(rows: list[api.SeatResult]) -> list[api.SeatResult]:
+    return sorted(rows, key=lambda row: row.seat)
 
 
-def summarize(breakdowns: list[list[dict[str, Any]]], players: int) -> dict[str, Any]:
-    """Win rate per seat (a shared first place splits the win) and mean score parts."""
+def summarize(results: list[list[api.SeatResult]], players: int) -> dict[str, Any]:
+    """Win rate per seat (a shared first place splits the win) and the mean of each part of
+    the score (the game's breakdown, then the total)."""
     wins = [0.0] * players
-    sums = [dict.fromkeys(PARTS, 0) for _ in range(players)]
-    for rows in breakdowns:
-        winners = [row["seat"] for row in rows if row["place"] == 1]
+    sums: list[dict[str, float]] = [{} for _ in range(players)]
+    for rows in results:
+        winners = [row.seat for row in rows if row.place == 1]
         for seat in winners:
             wins[seat] += 1 / len(winners)
-        for row in rows:
-            for part in PARTS:
-                sums[row["seat"]][part] += row[part]
-    n = len(breakdowns)
+        for row in by_seat(rows):
+            parts = sums[row.seat]
+            for part, value in (*row.breakdown.items(), ("total", row.total)):
+                parts[part] = parts.get(part, 0) + value
+    n = len(results)
     return {
         "win_rate": [round(w / n, 4) for w in wins],
         "mean_breakdown": [{k: round(v / n, 2) for k, v in seat.items()} for seat in sums],
@@ -133,14 +161,15 @@ def summarize(breakdowns: list[list[dict[str, Any]]], players: int) -> dict[str,
 
 def _print_summary(result: dict[str, Any]) -> None:
     table = Table(title=f"{result['games']} random games, {result['players']} players")
+    parts = list(result["mean_breakdown"][0])
     table.add_column("seat", justify="right")
     table.add_column("win rate", justify="right")
-    for part in PARTS:
+    for part in parts:
         table.add_column(part, justify="right")
-    for seat, (rate, parts) in enumerate(
+    for seat, (rate, means) in enumerate(
         zip(result["win_rate"], result["mean_breakdown"], strict=True)
     ):
-        table.add_row(str(seat), f"{rate:.1%}", *(f"{parts[p]:.1f}" for p in PARTS))
+        table.add_row(str(seat), f"{rate:.1%}", *(f"{means[p]:.1f}" for p in parts))
     console.print(table)
     console.print(
         f"{result['games_per_second']:.1f} games/s, "
@@ -149,14 +178,48 @@ def _print_summary(result: dict[str, Any]) -> None:
     )
 
 
+@app.command("games")
+def games_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array.")] = False,
+) -> None:
+    """The registered games: players, rulesets, edition options and bot levels."""
+    entries = api.catalog()
+    if as_json:
+        print(
+            json.dumps([{k: v for k, v in asdict(e).items() if k != "commands"} for e in entries])
+        )
+        return
+    table = Table(title="games")
+    for column in ("name", "title", "players", "rulesets", "bots"):
+        table.add_column(column)
+    for e in entries:
+        players = f"{e.min_players}-{e.max_players}"
+        table.add_row(e.name, e.title, players, ", ".join(e.rulesets), ", ".join(e.bot_levels))
+    console.print(table)
+    for e in entries:
+        console.print(f"[bold]{e.name}[/bold] options (default first):")
+        for line in _option_choices(e.options):
+            console.print(f"  {line}")
+
+
+def _option_choices(schema: dict[str, Any]) -> list[str]:
+    """``key: a|b|c`` (the default first) for each option of an options JSON schema."""
+    out = []
+    for key, prop in schema.get("properties", {}).items():
+        choices = prop.get("enum") or ([prop["const"]] if "const" in prop else [])
+        out.append(f"{key}: {'|'.join(map(str, choices)) or prop.get('type', '?')}")
+    return out
+
+
 bench = typer.Typer(help="Benchmarks that print their figures.", no_args_is_help=True)
 app.add_typer(bench, name="bench")
 
 
 @bench.command("pipeline")
 def bench_pipeline(
+    game_name: Annotated[str, typer.Option("--game", help=GAME_HELP)] = api.DEFAULT_GAME,
     games: Annotated[int, typer.Option(min=1, help="Concurrent games.")] = 200,
-    players: Annotated[int, typer.Option(min=2, max=5)] = 4,
+    players: Annotated[int, typer.Option(help="Seats per game (the game's range).")] = 4,
     seconds: Annotated[float, typer.Option(help="Measured seconds, after the warm-up.")] = 20.0,
     warmup: Annotated[
         float, typer.Option(help="Seconds over which games start; not measured.")
@@ -175,6 +238,8 @@ def bench_pipeline(
     from services.bench import pipeline
     from services.runtime import EmbeddedRedis
 
+    game = game_named(game_name)
+    check_players(game, players)
     settings = Settings()
     configure_logging("WARNING")
 
@@ -184,7 +249,7 @@ def bench_pipeline(
         redis = connect(url, max_connections=games + 64)
         try:
             return await pipeline(
-                redis, url, games, players, seconds, engines, partitions, seed, rate, warmup
+                redis, url, games, players, seconds, engines, partitions, seed, rate, warmup, game
             )
         finally:
             await redis.aclose()
@@ -235,8 +300,8 @@ def arena_command(
         raise typer.BadParameter("2 to 5 seats")
     try:
         options = parse_options(option or [])
-        compile_rules(load_ruleset(ruleset), options)
-    except RulesetError as e:
+        api.get().rules(ruleset, options)
+    except api.RulesetError as e:
         raise typer.BadParameter(str(e)) from None
     with _progress(err_console if as_json else console) as progress:
         task = progress.add_task("arena", total=games)

@@ -63,3 +63,27 @@ def test_simulate_table_output_and_bad_input() -> None:
     assert bad_option.returncode != 0 and "unknown option" in bad_option.stderr
     bad_players = caravel("simulate", "--players", "6")
     assert bad_players.returncode != 0 and "2 to 5 players" in bad_players.stderr
+
+
+def test_simulate_names_its_game_and_refuses_unknown_ones() -> None:
+    args = ("--games", "2", "--seed", "5", "--json")
+    named = caravel("simulate", "--game", "age_of_discovery", *args)
+    assert named.returncode == 0, named.stderr
+    default = caravel("simulate", *args)
+    summaries = [json.loads(r.stdout.strip().splitlines()[-1]) for r in (named, default)]
+    assert summaries[0]["game"] == summaries[1]["game"] == "age_of_discovery"
+    assert summaries[0]["scores"] == summaries[1]["scores"]
+    unknown = caravel("simulate", "--game", "chess")
+    assert unknown.returncode != 0 and "age_of_discovery" in unknown.stderr
+
+
+def test_games_lists_every_registered_game() -> None:
+    result = caravel("games", "--json")
+    assert result.returncode == 0, result.stderr
+    games = {g["name"]: g for g in json.loads(result.stdout)}
+    aod = games["age_of_discovery"]
+    assert (aod["min_players"], aod["max_players"]) == (2, 5)
+    assert "standard" in aod["rulesets"]
+    assert aod["options"]["properties"]["tile_set"]["enum"] == ["standard", "extended"]
+    table = caravel("games")
+    assert table.returncode == 0 and "tile_set: standard|extended" in table.stdout
