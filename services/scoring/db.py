@@ -6,7 +6,7 @@ never from a clock), so a rebuild writes exactly what the live projection wrote.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,15 +33,13 @@ class ScoredGame(SQLModel, table=True):
     __tablename__ = "scoring_games"
 
     game_id: str = Field(primary_key=True, max_length=64)
+    game: str = Field(max_length=64, index=True)  # the registry's name of what is played
     version: int  # the last event applied: later notifications at or below it are no-ops
     status: str = Field(max_length=16, index=True)  # running, finished
     ruleset: str = Field(max_length=64)
     options: str  # JSON, keys sorted
     players: int
-    turn: int
     decisions: int
-    buildings_bought: int
-    discoveries: int
     created_at: datetime
     finished_at: datetime | None = Field(default=None, index=True)
     duration_s: float | None = None
@@ -50,49 +48,46 @@ class ScoredGame(SQLModel, table=True):
 
 
 class Standing(SQLModel, table=True):
-    """The live score breakdown of one seat, at the game's ``version``."""
+    """The live score of one seat at the game's ``version``: the game's own breakdown of
+    its total, kept as JSON so that one table serves every game."""
 
     __tablename__ = "scoring_standings"
 
     game_id: str = Field(primary_key=True, max_length=64)
     seat: int = Field(primary_key=True)
+    game: str = Field(max_length=64)
     version: int
     player: str = Field(max_length=100)
-    colonies: int
-    discoveries: int
-    buildings: int
-    economy: int
+    breakdown: str  # JSON object: the parts of the total, in the game's order
     total: int
     place: int
 
 
 class Result(SQLModel, table=True):
-    """A seat's final result (places by the rulebook's tie-breakers, from the rules core)."""
+    """A seat's final result (places by the game's tie-breakers, from its rules core)."""
 
     __tablename__ = "scoring_results"
 
     game_id: str = Field(primary_key=True, max_length=64)
     seat: int = Field(primary_key=True)
+    game: str = Field(max_length=64, index=True)
     player: str = Field(max_length=100, index=True)
     seat_kind: str = Field(max_length=32)  # human, bot:<level>
-    nation: str = Field(max_length=32)
+    side: str = Field(max_length=32)  # what the seat plays: a nation, a colour
     place: int
     won: bool
-    colonies: int
-    discoveries: int
-    buildings: int
-    economy: int
+    breakdown: str  # JSON object, as in standings
     total: int
-    tiebreak: str  # JSON: last age's colony VP, money, goods
-    buildings_bought: int
-    discoveries_made: int
+    tiebreak: str  # JSON list: the keys that ordered equal totals
 
 
 class Rating(SQLModel, table=True):
-    """A player's openskill (Plackett-Luce) rating; bots are players named ``bot:<level>``."""
+    """A player's openskill (Plackett-Luce) rating at one game: skill at one game says
+    little of another. Bots are players named ``bot:<level>``."""
 
     __tablename__ = "scoring_ratings"
 
+    game: str = Field(primary_key=True, max_length=64)
     player: str = Field(primary_key=True, max_length=100)
     mu: float
     sigma: float
@@ -110,6 +105,7 @@ class RatingChange(SQLModel, table=True):
 
     finish_key: str = Field(primary_key=True, max_length=120)
     player: str = Field(primary_key=True, max_length=100)
+    game: str = Field(max_length=64, index=True)
     game_id: str = Field(max_length=64)
     won: bool
     mu_before: float
@@ -127,32 +123,23 @@ class Decision(SQLModel, table=True):
     version: int = Field(primary_key=True)  # the first event of the command
     seat: int
     seat_kind: str = Field(max_length=32, index=True)  # human, bot:<level>, fallback
-    kind: str = Field(max_length=32)  # place, land, buy, ...
-    turn: int
+    kind: str = Field(max_length=32)  # what was decided: the game's name for the step
     latency_ms: float
 
 
-class Purchase(SQLModel, table=True):
-    """A building bought."""
+class FactRow(SQLModel, table=True):
+    """A game-specific analytics fact (the game's ``facts`` hook: a building bought, a
+    region discovered): the game's analytics are queries over these by ``kind``."""
 
-    __tablename__ = "analytics_purchases"
+    __tablename__ = "analytics_facts"
 
     game_id: str = Field(primary_key=True, max_length=64)
-    version: int = Field(primary_key=True)
+    version: int = Field(primary_key=True)  # the event that produced it
+    seq: int = Field(primary_key=True)  # its place among that event's facts
     seat: int
-    building: str = Field(max_length=64, index=True)
-    price: int
-    turn: int
-
-
-class BuildingStats(SQLModel, table=True):
-    """Per building, over finished games: how often bought, how often its owner won."""
-
-    __tablename__ = "analytics_buildings"
-
-    building: str = Field(primary_key=True, max_length=64)
-    bought: int
-    owner_wins: int
+    kind: str = Field(max_length=32, index=True)
+    subject: str = Field(max_length=64)
+    value: int
 
 
 def table_of(model: type[SQLModel]) -> Table:
@@ -170,8 +157,7 @@ TABLES: list[Table] = [
         Rating,
         RatingChange,
         Decision,
-        Purchase,
-        BuildingStats,
+        FactRow,
     )
 ]
 
@@ -185,27 +171,15 @@ def drop_tables(db: Engine) -> None:
     SQLModel.metadata.drop_all(db, tables=TABLES)
 
 
-def upsert(
-    conn: Connection,
-    table: Table,
-    rows: Sequence[Mapping[str, Any]],
-    add: Iterable[str] = (),
-) -> None:
-    """Insert ``rows``, replacing the existing row of the same primary key; columns in
-    ``add`` are added to the existing value instead (counters). One statement per batch."""
+def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert ``rows``, replacing the existing row of the same primary key: one statement
+    per batch, so that replaying an event writes the same row again instead of failing."""
     if not rows:
         return
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     statement = dialect.insert(table)
     keys = [c.name for c in table.primary_key.columns]
-    added = set(add)
-    values = {
-        c.name: (table.c[c.name] + statement.excluded[c.name])
-        if c.name in added
-        else statement.excluded[c.name]
-        for c in table.columns
-        if c.name not in keys
-    }
+    values = {c.name: statement.excluded[c.name] for c in table.columns if c.name not in keys}
     conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=values), list(rows))
 
 

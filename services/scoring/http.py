@@ -1,14 +1,18 @@
 """Scoring over HTTP: standings, results, leaderboards, analytics and a dashboard page.
 
 The lobby's app includes this router. Everything is read from the scoring tables; nothing
-here replays a log. The dashboard is one HTML page drawing inline SVG from
-``/analytics/summary`` with a few lines of JavaScript: no external scripts, no network.
+here replays a log. Every game scores in its own terms, so a score is a total with the
+game's breakdown of it as an object, ratings are per game, and the analytics summary has a
+section per game, with the game's facts (its ``facts`` hook) counted by kind and subject. The
+dashboard is one HTML page drawing inline SVG from ``/analytics/summary`` with a few lines of
+JavaScript: no external scripts, no network.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -16,9 +20,10 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, Engine, Integer, cast, func, select
 
+from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 
-from .db import BuildingStats, Decision, Rating, Result, ScoredGame, Standing, table_of
+from .db import Decision, FactRow, Rating, Result, ScoredGame, Standing, table_of
 
 router = APIRouter(tags=["scoring"])
 
@@ -28,22 +33,23 @@ def get_db(request: Request) -> Engine:
 
 
 Db = Annotated[Engine, Depends(get_db)]
-PARTS = ("colonies", "discoveries", "buildings", "economy", "total")
+BREAKDOWN_EXAMPLE = {"colonies": 14, "discoveries": 9, "buildings": 12, "economy": 6}
 
 
 class StandingOut(BaseModel):
     seat: int
     player: str
-    colonies: int
-    discoveries: int
-    buildings: int
-    economy: int
+    breakdown: dict[str, int] = Field(
+        description="The parts of the total, named and ordered by the game.",
+        examples=[BREAKDOWN_EXAMPLE],
+    )
     total: int
     place: int
 
 
 class StandingsOut(BaseModel):
     game_id: str
+    game: str = Field(examples=[api.DEFAULT_GAME])
     version: int = Field(description="The game's version these standings are at.")
     status: str = Field(examples=["running", "finished"])
     standings: list[StandingOut]
@@ -51,15 +57,18 @@ class StandingsOut(BaseModel):
 
 class ResultRow(StandingOut):
     seat_kind: str = Field(examples=["human", "bot:greedy"])
-    nation: str
+    side: str = Field(description="What the seat played (a nation, a colour).")
     won: bool
-    tiebreak: list[int] = Field(description="Last age's colony VP, money, goods.")
-    buildings_bought: int
-    discoveries_made: int
+    tiebreak: list[int] = Field(description="The keys that ordered equal totals.")
+    facts: dict[str, int] = Field(
+        description="The seat's analytics facts, counted by kind.",
+        examples=[{"building_bought": 3, "discovery": 2}],
+    )
 
 
 class ResultOut(BaseModel):
     game_id: str
+    game: str = Field(examples=[api.DEFAULT_GAME])
     finished_at: str
     duration_s: float
     winners: list[int]
@@ -76,31 +85,47 @@ class LeaderOut(BaseModel):
     wins: int
 
 
-class SummaryOut(BaseModel):
+class FactStat(BaseModel):
+    subject: str = Field(examples=["harbour"])
+    count: int
+    mean_value: float
+    owner_win_rate: float = Field(description="Share of these facts whose seat won.")
+
+
+class GameSummaryOut(BaseModel):
     games_finished: int
     games_running: int
     mean_decisions_per_game: float
     mean_duration_s: float
     games_per_hour: list[tuple[str, int]]
-    win_rate_by_nation: dict[str, float]
+    win_rate_by_side: dict[str, float]
     win_rate_by_seat_kind: dict[str, float]
     mean_breakdown: dict[str, float]
-    buildings: list[dict[str, Any]] = Field(description="Most bought first, with owner win rate.")
+    facts: dict[str, list[FactStat]] = Field(
+        description="Per fact kind, over finished games: most frequent subject first."
+    )
     decisions: dict[str, dict[str, float]] = Field(description="Per seat kind: count, latency.")
+
+
+class SummaryOut(BaseModel):
+    games: dict[str, GameSummaryOut] = Field(
+        description="A section per game that scoring has seen, by the game's registry name."
+    )
 
 
 @router.get("/games/{game_id}/standings", response_model=StandingsOut, responses=ERRORS)
 def standings(game_id: Id, db: Db) -> StandingsOut:
-    """The live score breakdown of every seat (places with the rulebook's tie-breakers)."""
+    """The live score of every seat (places with the game's tie-breakers)."""
     with db.connect() as conn:
         game = _game(conn, game_id)
         table = table_of(Standing)
         rows = conn.execute(select(table).where(table.c.game_id == game_id).order_by(table.c.seat))
         return StandingsOut(
             game_id=game_id,
+            game=game.game,
             version=game.version,
             status=game.status,
-            standings=[StandingOut.model_validate(r._mapping) for r in rows],
+            standings=[_score(r._mapping) for r in rows],
         )
 
 
@@ -113,13 +138,22 @@ def result(game_id: Id, db: Db) -> ResultOut:
             raise ApiError(409, "game_not_finished", f"game {game_id} is still running")
         table = table_of(Result)
         rows = conn.execute(select(table).where(table.c.game_id == game_id).order_by(table.c.seat))
+        facts = _seat_facts(conn, game_id)
         return ResultOut(
             game_id=game_id,
+            game=game.game,
             finished_at=game.finished_at.isoformat(),
             duration_s=game.duration_s,
             winners=json.loads(game.winners),
             results=[
-                ResultRow.model_validate({**r._mapping, "tiebreak": json.loads(r.tiebreak)})
+                ResultRow.model_validate(
+                    {
+                        **r._mapping,
+                        "breakdown": json.loads(r.breakdown),
+                        "tiebreak": json.loads(r.tiebreak),
+                        "facts": facts.get(r.seat, {}),
+                    }
+                )
                 for r in rows
             ],
         )
@@ -128,12 +162,24 @@ def result(game_id: Id, db: Db) -> ResultOut:
 @router.get("/leaderboard", response_model=list[LeaderOut], responses=ERRORS)
 def leaderboard(
     db: Db,
+    game: Annotated[str, Query(description="The game's registry name.")] = api.DEFAULT_GAME,
     kind: Literal["all", "human", "bot"] = "all",
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> list[LeaderOut]:
-    """Players by openskill ordinal; bots are rated as players of their own, per level."""
+    """Players of one game by openskill ordinal (skill at one game says little of another);
+    bots are rated as players of their own, per level. 422 ``unsupported_game`` for a game
+    that is not registered."""
+    if game not in api.names():
+        known = api.names()
+        message = f"unknown game {game!r}; known: {', '.join(known)}"
+        raise ApiError(422, "unsupported_game", message, {"known": known})
     table = table_of(Rating)
-    query = select(table).order_by(table.c.ordinal.desc(), table.c.player).limit(limit)
+    query = (
+        select(table)
+        .where(table.c.game == game)
+        .order_by(table.c.ordinal.desc(), table.c.player)
+        .limit(limit)
+    )
     if kind != "all":
         query = query.where(table.c.player.startswith("bot:" if kind == "bot" else "player:"))
     with db.connect() as conn:
@@ -153,54 +199,34 @@ def leaderboard(
 
 @router.get("/analytics/summary", response_model=SummaryOut, responses=ERRORS)
 def summary(db: Db) -> SummaryOut:
-    """What the dashboard draws: games per hour, win rates by nation and by seat kind (bot
-    level), the mean score breakdown, buildings bought and decision latency."""
-    games, results = table_of(ScoredGame), table_of(Result)
-    decisions, buildings = table_of(Decision), table_of(BuildingStats)
+    """What the dashboard draws, per game: games per hour, win rates by side and by seat
+    kind (bot level), the mean score breakdown, the game's facts and decision latency."""
+    results = table_of(Result)
     with db.connect() as conn:
-        statuses: dict[str, int] = dict(
-            conn.execute(select(games.c.status, func.count()).group_by(games.c.status)).all()
-        )
-        finished = games.c.status == "finished"
-        means = conn.execute(
-            select(func.avg(games.c.decisions), func.avg(games.c.duration_s)).where(finished)
-        ).one()
-        hours = Counter(
-            at.strftime("%Y-%m-%dT%H:00")
-            for (at,) in conn.execute(select(games.c.finished_at).where(finished))
-        )
-        by_nation = _win_rates(conn, results.c.nation)
+        statuses = _statuses(conn)
+        means = _means(conn)
+        hours = _hours(conn)
+        by_side = _win_rates(conn, results.c.side)
         by_kind = _win_rates(conn, results.c.seat_kind)
-        breakdown = conn.execute(select(*(func.avg(results.c[p]) for p in PARTS))).one()
-        bought = conn.execute(
-            select(buildings).order_by(buildings.c.bought.desc(), buildings.c.building)
-        ).all()
-        latency = conn.execute(
-            select(decisions.c.seat_kind, func.count(), func.avg(decisions.c.latency_ms))
-            .group_by(decisions.c.seat_kind)
-            .order_by(decisions.c.seat_kind)
-        ).all()
+        breakdowns = _mean_breakdowns(conn)
+        facts = _fact_stats(conn)
+        latency = _latencies(conn)
     return SummaryOut(
-        games_finished=statuses.get("finished", 0),
-        games_running=statuses.get("running", 0),
-        mean_decisions_per_game=round(float(means[0] or 0), 1),
-        mean_duration_s=round(float(means[1] or 0), 1),
-        games_per_hour=sorted(hours.items())[-72:],
-        win_rate_by_nation=by_nation,
-        win_rate_by_seat_kind=by_kind,
-        mean_breakdown={p: round(float(v or 0), 2) for p, v in zip(PARTS, breakdown, strict=True)},
-        buildings=[
-            {
-                "building": b.building,
-                "bought": b.bought,
-                "owner_win_rate": round(b.owner_wins / b.bought, 4) if b.bought else 0.0,
-            }
-            for b in bought
-        ],
-        decisions={
-            kind: {"decisions": count, "mean_latency_ms": round(float(mean), 2)}
-            for kind, count, mean in latency
-        },
+        games={
+            game: GameSummaryOut(
+                games_finished=counts.get("finished", 0),
+                games_running=counts.get("running", 0),
+                mean_decisions_per_game=means.get(game, (0.0, 0.0))[0],
+                mean_duration_s=means.get(game, (0.0, 0.0))[1],
+                games_per_hour=hours.get(game, []),
+                win_rate_by_side=by_side.get(game, {}),
+                win_rate_by_seat_kind=by_kind.get(game, {}),
+                mean_breakdown=breakdowns.get(game, {}),
+                facts=facts.get(game, {}),
+                decisions=latency.get(game, {}),
+            )
+            for game, counts in sorted(statuses.items())
+        }
     )
 
 
@@ -218,12 +244,155 @@ def _game(conn: Connection, game_id: str) -> Any:
     return game
 
 
-def _win_rates(conn: Connection, column: Any) -> dict[str, float]:
-    """Share of seats in first place (a shared first place is a win for each), per value."""
+def _score(row: Any) -> StandingOut:
+    """A standing or result row's score, its stored JSON breakdown read back."""
+    return StandingOut(
+        seat=row["seat"],
+        player=row["player"],
+        breakdown=json.loads(row["breakdown"]),
+        total=row["total"],
+        place=row["place"],
+    )
+
+
+def _seat_facts(conn: Connection, game_id: str) -> dict[int, dict[str, int]]:
+    """Per seat of one game, its facts counted by kind."""
+    facts = table_of(FactRow)
+    query = (
+        select(facts.c.seat, facts.c.kind, func.count())
+        .where(facts.c.game_id == game_id)
+        .group_by(facts.c.seat, facts.c.kind)
+        .order_by(facts.c.seat, facts.c.kind)
+    )
+    out: dict[int, dict[str, int]] = defaultdict(dict)
+    for seat, kind, count in conn.execute(query):
+        out[seat][kind] = count
+    return out
+
+
+# --- the summary's parts, each keyed by game --------------------------------------------------
+
+
+def _statuses(conn: Connection) -> dict[str, dict[str, int]]:
+    """Per game, how many of its games are running and finished: the summary's sections."""
+    games = table_of(ScoredGame)
+    query = select(games.c.game, games.c.status, func.count()).group_by(
+        games.c.game, games.c.status
+    )
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for game, status, count in conn.execute(query):
+        out[game][status] = count
+    return out
+
+
+def _means(conn: Connection) -> dict[str, tuple[float, float]]:
+    """Per game, the mean decisions and duration of a finished game."""
+    games = table_of(ScoredGame)
+    query = (
+        select(games.c.game, func.avg(games.c.decisions), func.avg(games.c.duration_s))
+        .where(games.c.status == "finished")
+        .group_by(games.c.game)
+    )
+    return {
+        game: (round(float(decisions or 0), 1), round(float(duration or 0), 1))
+        for game, decisions, duration in conn.execute(query)
+    }
+
+
+def _hours(conn: Connection) -> dict[str, list[tuple[str, int]]]:
+    """Per game, games finished per hour (the last 72 hours with any)."""
+    games = table_of(ScoredGame)
+    query = select(games.c.game, games.c.finished_at).where(games.c.status == "finished")
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for game, at in conn.execute(query):
+        counts[game][at.strftime("%Y-%m-%dT%H:00")] += 1
+    return {game: sorted(hours.items())[-72:] for game, hours in counts.items()}
+
+
+def _win_rates(conn: Connection, column: Any) -> dict[str, dict[str, float]]:
+    """Per game, the share of seats in first place (a shared first place is a win for
+    each), per value of ``column``."""
     results = table_of(Result)
     won = func.sum(cast(results.c.won, Integer))
-    query = select(column, func.count(), won).group_by(column).order_by(column)
-    return {value: round(int(wins) / count, 4) for value, count, wins in conn.execute(query)}
+    query = (
+        select(results.c.game, column, func.count(), won)
+        .group_by(results.c.game, column)
+        .order_by(results.c.game, column)
+    )
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for game, value, count, wins in conn.execute(query):
+        out[game][value] = round(int(wins) / count, 4)
+    return out
+
+
+def _mean_breakdowns(conn: Connection) -> dict[str, dict[str, float]]:
+    """Per game, the mean of each part of the final scores and of the total. The parts are
+    JSON (each game names its own), so they are averaged here rather than in SQL."""
+    results = table_of(Result)
+    scores: dict[str, list[dict[str, int]]] = defaultdict(list)
+    query = select(results.c.game, results.c.breakdown, results.c.total)
+    for game, breakdown, total in conn.execute(query):
+        scores[game].append({**json.loads(breakdown), "total": total})
+    return {game: _means_of(rows) for game, rows in scores.items()}
+
+
+def _means_of(scores: Iterable[dict[str, int]]) -> dict[str, float]:
+    """The mean of each key over ``scores``, keys in the order first seen."""
+    sums: dict[str, float] = {}
+    n = 0
+    for score in scores:
+        n += 1
+        for part, value in score.items():
+            sums[part] = sums.get(part, 0) + value
+    return {part: round(total / n, 2) for part, total in sums.items()}
+
+
+def _fact_stats(conn: Connection) -> dict[str, dict[str, list[FactStat]]]:
+    """Per game and fact kind, over finished games: each subject's count, mean value and
+    how often its seat won (the facts of The Age of Discovery: buildings bought and their
+    owners' wins, regions discovered)."""
+    facts, results = table_of(FactRow), table_of(Result)
+    count = func.count()
+    seat = (facts.c.game_id == results.c.game_id) & (facts.c.seat == results.c.seat)
+    query = (
+        select(
+            results.c.game,
+            facts.c.kind,
+            facts.c.subject,
+            count,
+            func.avg(facts.c.value),
+            func.sum(cast(results.c.won, Integer)),
+        )
+        .join_from(facts, results, seat)
+        .group_by(results.c.game, facts.c.kind, facts.c.subject)
+        .order_by(results.c.game, facts.c.kind, count.desc(), facts.c.subject)
+    )
+    out: dict[str, dict[str, list[FactStat]]] = defaultdict(lambda: defaultdict(list))
+    for game, kind, subject, n, mean, wins in conn.execute(query):
+        out[game][kind].append(
+            FactStat(
+                subject=subject,
+                count=n,
+                mean_value=round(float(mean), 2),
+                owner_win_rate=round(int(wins) / n, 4),
+            )
+        )
+    return out
+
+
+def _latencies(conn: Connection) -> dict[str, dict[str, dict[str, float]]]:
+    """Per game and seat kind, how many decisions and their mean latency."""
+    decisions, games = table_of(Decision), table_of(ScoredGame)
+    query = (
+        select(games.c.game, decisions.c.seat_kind, func.count(), func.avg(decisions.c.latency_ms))
+        .join_from(decisions, games, decisions.c.game_id == games.c.game_id)
+        .group_by(games.c.game, decisions.c.seat_kind)
+        .order_by(games.c.game, decisions.c.seat_kind)
+    )
+    out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+    for game, kind, n, mean in conn.execute(query):
+        out[game][kind] = {"decisions": n, "mean_latency_ms": round(float(mean), 2)}
+    return out
 
 
 DASHBOARD = """<!doctype html>
@@ -233,17 +402,10 @@ body{font:14px system-ui,sans-serif;margin:2em;color:#222;background:#fafafa}
 h1{font-size:1.4em}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(460px,1fr));gap:1.5em}
 .card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:1em}
-.card h2{font-size:1em;margin:0 0 .5em} svg text{font-size:11px;fill:#333}
-#totals{margin-bottom:1em}
+h2{font-size:1.2em;margin:1.5em 0 .3em}
+.card h3{font-size:1em;margin:0 0 .5em} svg text{font-size:11px;fill:#333}
 </style></head>
-<body><h1>Caravel analytics</h1><div id="totals">loading…</div><div class="grid">
-<div class="card"><h2>Games finished per hour</h2><div id="hours"></div></div>
-<div class="card"><h2>Win rate by nation</h2><div id="nations"></div></div>
-<div class="card"><h2>Win rate by seat kind (bot level)</h2><div id="kinds"></div></div>
-<div class="card"><h2>Mean score breakdown</h2><div id="breakdown"></div></div>
-<div class="card"><h2>Most bought buildings</h2><div id="buildings"></div></div>
-<div class="card"><h2>Mean decision latency (ms)</h2><div id="latency"></div></div>
-</div>
+<body><h1>Caravel analytics</h1><div id="games">loading…</div>
 <script>
 const NS = "http://www.w3.org/2000/svg";
 function el(name, attrs, text) {
@@ -252,9 +414,17 @@ function el(name, attrs, text) {
   if (text !== undefined) e.textContent = text;
   return e;
 }
-// Horizontal bars: one row per label, the value written after the bar.
-function bars(id, pairs, format) {
-  const box = document.getElementById(id);
+function html(name, text) {
+  const e = document.createElement(name);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+// A card of horizontal bars: one row per label, the value written after the bar.
+function bars(grid, title, pairs, format) {
+  const card = html("div"), box = html("div");
+  card.className = "card";
+  card.append(html("h3", title), box);
+  grid.appendChild(card);
   if (!pairs.length) { box.textContent = "no data yet"; return; }
   const row = 20, left = 150, width = 420;
   const max = Math.max(...pairs.map(p => p[1]), 1e-9);
@@ -270,16 +440,33 @@ function bars(id, pairs, format) {
 }
 const pct = v => (100 * v).toFixed(1) + "%";
 const num = v => (Math.round(v * 100) / 100).toString();
-fetch("analytics/summary").then(r => r.json()).then(s => {
-  document.getElementById("totals").textContent =
+const words = name => name.replaceAll("_", " ");
+// One section per game: its totals, then its cards.
+function section(root, game, s) {
+  const grid = html("div");
+  grid.className = "grid";
+  root.append(html("h2", words(game)), html("p",
     `${s.games_finished} games finished, ${s.games_running} running; ` +
-    `${s.mean_decisions_per_game} decisions and ${s.mean_duration_s} s per game on average`;
-  bars("hours", s.games_per_hour.map(([h, n]) => [h.replace("T", " "), n]), num);
-  bars("nations", Object.entries(s.win_rate_by_nation), pct);
-  bars("kinds", Object.entries(s.win_rate_by_seat_kind), pct);
-  bars("breakdown", Object.entries(s.mean_breakdown), num);
-  bars("buildings", s.buildings.slice(0, 12).map(b => [b.building, b.bought]), num);
-  bars("latency", Object.entries(s.decisions).map(([k, d]) => [k, d.mean_latency_ms]), num);
+    `${s.mean_decisions_per_game} decisions and ${s.mean_duration_s} s per game on average`),
+    grid);
+  bars(grid, "Games finished per hour",
+       s.games_per_hour.map(([h, n]) => [h.replace("T", " "), n]), num);
+  bars(grid, "Win rate by side", Object.entries(s.win_rate_by_side), pct);
+  bars(grid, "Win rate by seat kind (bot level)", Object.entries(s.win_rate_by_seat_kind), pct);
+  bars(grid, "Mean score breakdown", Object.entries(s.mean_breakdown), num);
+  for (const [kind, stats] of Object.entries(s.facts)) {
+    bars(grid, `Most frequent: ${words(kind)}`,
+         stats.slice(0, 12).map(f => [f.subject, f.count]), num);
+    bars(grid, `Win rate of the seat: ${words(kind)}`,
+         stats.slice(0, 12).map(f => [f.subject, f.owner_win_rate]), pct);
+  }
+  bars(grid, "Mean decision latency (ms)",
+       Object.entries(s.decisions).map(([k, d]) => [k, d.mean_latency_ms]), num);
+}
+fetch("analytics/summary").then(r => r.json()).then(s => {
+  const root = document.getElementById("games");
+  root.textContent = Object.keys(s.games).length ? "" : "no games yet";
+  for (const [game, part] of Object.entries(s.games)) section(root, game, part);
 });
 </script></body></html>
 """

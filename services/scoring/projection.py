@@ -6,18 +6,22 @@ silently up to the version stored in SQL). :func:`advance` applies one event and
 a :class:`Rows`, records the rows that event produces; events at or below the applied version
 are ignored, which makes every notification idempotent.
 
-Ratings depend on the order in which games finish. That order is defined by the data: the
-``finish_key`` is the ``recorded_at`` of the ``game_ended`` event, then the game id. Ratings
-are the fold of the finished games in that order (:func:`rate`): a game that arrives after a
-later-finishing one was rated (another partition read first) rewinds the later games and
-rates them again after it, so the live service and a rebuild agree row for row.
+The projection knows no game: the log's ``game_created`` names it, the registry hands it
+over, and the rows come from the protocol (``pending``, ``results``, ``is_over``) and the
+game's ``facts`` hook, whose facts are the game-specific analytics.
+
+Ratings are per game and depend on the order in which games finish. That order is defined
+by the data: the ``finish_key`` is the ``recorded_at`` of the event that ended the game, then
+the game id. Ratings are the fold of a game's finished games in that order (:func:`rate`): a
+game that arrives after a later-finishing one was rated (another partition read first)
+rewinds the later games and rates them again after it, so the live service and a rebuild
+agree row for row.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,14 +29,14 @@ from typing import Any
 from openskill.models import PlackettLuce
 from sqlalchemy import Connection, delete, select
 
-from shared.contracts import EventEnvelope
+from shared.contracts import EventEnvelope, Seats
+from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import GameCodec, to_event
-from shared.games import age_of_discovery as aod
+from shared.games import api
 
 from .db import (
-    BuildingStats,
     Decision,
-    Purchase,
+    FactRow,
     Rating,
     RatingChange,
     Result,
@@ -57,8 +61,10 @@ def finish_key(finished_at: datetime, game_id: str) -> str:
 
 @dataclass(frozen=True)
 class FinishedGame:
-    """What rating a game needs: its place in the finish order, and who took which place."""
+    """What rating a game needs: what was played, its place in the finish order, and who
+    took which place."""
 
+    game: str
     key: str
     game_id: str
     finished_at: datetime
@@ -68,10 +74,13 @@ class FinishedGame:
 @dataclass
 class GameProgress:
     """One game as far as the projection has applied it, with what its rows need that the
-    rules state does not keep (who plays each seat, purchases, decision times)."""
+    rules state does not keep (who plays each seat, decision times)."""
 
     game_id: str
-    state: aod.GameState
+    game: api.AnyGame
+    state: Any  # the game's own state type, driven through ``game`` only
+    ruleset: str
+    options: dict[str, Any]
     seats: list[str]  # per seat: human or bot:<level> (the lobby's seats hash)
     players: list[str]  # per seat: who is rated (bot:<level>, or player:<name>)
     created_at: datetime
@@ -79,8 +88,6 @@ class GameProgress:
     asked_at: datetime | None = None  # when the pending decision was asked for
     cause: str | None = None  # the command whose events came last
     decisions: int = 0
-    discovered: list[int] = field(default_factory=list)
-    purchases: list[tuple[int, str]] = field(default_factory=list)  # (seat, building)
     finished_at: datetime | None = None
 
 
@@ -91,76 +98,74 @@ class Rows:
     games: dict[str, dict[str, Any]] = field(default_factory=dict)
     standings: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
-    purchases: list[dict[str, Any]] = field(default_factory=list)
+    facts: list[dict[str, Any]] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
-    bought: Counter[str] = field(default_factory=Counter)
-    owner_wins: Counter[str] = field(default_factory=Counter)
     finished: list[FinishedGame] = field(default_factory=list)
     events: int = 0
 
 
-def seat_kinds(seats_hash: Mapping[bytes, bytes], players: int) -> list[str]:
+def seat_kinds(seats: Seats, players: int) -> list[str]:
     """Per seat: ``bot:<level>`` for a bot seat of the lobby, else ``human`` (a human who
     left is still the seat's player: the fallback only plays for them)."""
-    kinds = []
-    for seat in range(players):
-        who = seats_hash.get(str(seat).encode(), b"").decode()
-        kinds.append(who if who.startswith("bot:") else "human")
-    return kinds
+    return [
+        who if (who := seats.who(seat)).startswith(BOT_PREFIX) else HUMAN for seat in range(players)
+    ]
 
 
-def start(
-    codec: GameCodec, first: EventEnvelope, seats_hash: Mapping[bytes, bytes]
-) -> GameProgress:
+def start(codec: GameCodec, first: EventEnvelope, seats: Seats) -> GameProgress:
     """A game's progress before its first event (which must be ``game_created``)."""
-    names = first.data["players"]
-    kinds = seat_kinds(seats_hash, len(names))
+    data = first.data
+    names = data["players"]
+    kinds = seat_kinds(seats, len(names))
+    state = codec.initial(first)
     return GameProgress(
         game_id=first.game_id,
-        state=codec.initial(first),
+        game=api.of(state),
+        state=state,
+        ruleset=data["ruleset"],
+        options=data["options"],
         seats=kinds,
-        players=[k if k != "human" else f"player:{n}" for k, n in zip(kinds, names, strict=True)],
+        players=[k if k != HUMAN else f"player:{n}" for k, n in zip(kinds, names, strict=True)],
         created_at=first.recorded_at,
-        discovered=[0] * len(names),
     )
 
 
-def advance(p: GameProgress, event: EventEnvelope, rows: Rows | None) -> None:
+def advance(p: GameProgress, envelope: EventEnvelope, rows: Rows | None) -> None:
     """Apply one event; with ``rows``, record what it produces (None: replaying silently)."""
-    if event.version != p.version + 1:
-        if event.version <= p.version:
+    if envelope.version != p.version + 1:
+        if envelope.version <= p.version:
             return
-        raise ValueError(f"{p.game_id}: log jumps from {p.version} to {event.version}")
-    state = p.state
-    if event.causation_id != p.cause and event.actor in DECIDERS:
-        _decision(p, event, rows)
-    if event.causation_id != p.cause:
-        p.asked_at = event.recorded_at
-        p.cause = event.causation_id
-    aod.apply(state, to_event(event))
-    p.version = event.version
-    data = event.data
-    if event.type == "building_bought":
-        p.purchases.append((data["seat"], data["building"]))
-        if rows is not None:
-            rows.purchases.append(
-                {
-                    "game_id": p.game_id,
-                    "version": event.version,
-                    "seat": data["seat"],
-                    "building": data["building"],
-                    "price": data["price"],
-                    "turn": state.turn,
-                }
-            )
-    elif event.type == "free_discovery" or (event.type == "expedition" and data["success"]):
-        p.discovered[data["seat"]] += 1
-    elif event.type == "game_ended":
-        p.finished_at = event.recorded_at
+        raise ValueError(f"{p.game_id}: log jumps from {p.version} to {envelope.version}")
+    if envelope.causation_id != p.cause:
+        if envelope.actor in DECIDERS:
+            _decision(p, envelope, rows)
+        p.asked_at = envelope.recorded_at
+        p.cause = envelope.causation_id
+    event = to_event(envelope)
+    p.game.apply(p.state, event)
+    p.version = envelope.version
+    if rows is not None:
+        _facts(p, envelope.version, p.game.facts(p.state, event), rows)
+        rows.events += 1
+    if p.finished_at is None and p.game.is_over(p.state):
+        p.finished_at = envelope.recorded_at
         if rows is not None:
             _finish(p, rows)
-    if rows is not None:
-        rows.events += 1
+
+
+def _facts(p: GameProgress, version: int, facts: Sequence[api.Fact], rows: Rows) -> None:
+    rows.facts.extend(
+        {
+            "game_id": p.game_id,
+            "version": version,
+            "seq": seq,
+            "seat": fact.seat,
+            "kind": fact.kind,
+            "subject": fact.subject,
+            "value": fact.value,
+        }
+        for seq, fact in enumerate(facts)
+    )
 
 
 def _decision(p: GameProgress, event: EventEnvelope, rows: Rows | None) -> None:
@@ -169,13 +174,13 @@ def _decision(p: GameProgress, event: EventEnvelope, rows: Rows | None) -> None:
     p.decisions += 1
     if rows is None:
         return
-    pending = aod.pending(p.state)
+    pending = p.game.pending(p.state)
     seat = event.data.get("seat")
     decision = next((d for d in pending if d.seat == seat), pending[0] if pending else None)
     if decision is None:
         return
     kind = DECIDERS[event.actor or "player"]
-    if kind == "bot" and p.seats[decision.seat].startswith("bot:"):
+    if kind == "bot" and p.seats[decision.seat].startswith(BOT_PREFIX):
         kind = p.seats[decision.seat]  # its level, from the lobby's seats
     asked = p.asked_at or event.recorded_at
     rows.decisions.append(
@@ -185,79 +190,71 @@ def _decision(p: GameProgress, event: EventEnvelope, rows: Rows | None) -> None:
             "seat": decision.seat,
             "seat_kind": kind,
             "kind": decision.kind,
-            "turn": p.state.turn,
             "latency_ms": (event.recorded_at - asked).total_seconds() * 1000,
         }
     )
 
 
 def _finish(p: GameProgress, rows: Rows) -> None:
-    """Final results, building statistics and the game's place in the rating order."""
+    """Final results and the game's place in its rating order."""
     assert p.finished_at is not None
-    scores = aod.score(p.state)
-    nations = p.state.rules.ruleset.nations
-    bought = Counter(seat for seat, _ in p.purchases)
-    for row in scores:
-        seat = row["seat"]
+    results = p.game.results(p.state)
+    for r in results:
         rows.results.append(
             {
                 "game_id": p.game_id,
-                "seat": seat,
-                "player": p.players[seat],
-                "seat_kind": p.seats[seat],
-                "nation": nations[seat].name,
-                "place": row["place"],
-                "won": row["place"] == 1,
-                **{k: row[k] for k in ("colonies", "discoveries", "buildings", "economy")},
-                "total": row["total"],
-                "tiebreak": json.dumps(row["tiebreak"]),
-                "buildings_bought": bought[seat],
-                "discoveries_made": p.discovered[seat],
+                "seat": r.seat,
+                "game": p.game.name,
+                "player": p.players[r.seat],
+                "seat_kind": p.seats[r.seat],
+                "side": r.side,
+                "place": r.place,
+                "won": r.place == 1,
+                "breakdown": json.dumps(r.breakdown),
+                "total": r.total,
+                "tiebreak": json.dumps(list(r.tiebreak)),
             }
         )
-    winners = {row["seat"] for row in scores if row["place"] == 1}
-    rows.bought.update(building for _, building in p.purchases)
-    rows.owner_wins.update(building for seat, building in p.purchases if seat in winners)
     rows.finished.append(
         FinishedGame(
+            p.game.name,
             finish_key(p.finished_at, p.game_id),
             p.game_id,
             p.finished_at,
-            tuple((p.players[row["seat"]], row["place"]) for row in scores),
+            tuple((p.players[r.seat], r.place) for r in results),
         )
     )
 
 
 def snapshot_rows(p: GameProgress, rows: Rows) -> None:
     """The game's row and live standings at its current version (once per batch)."""
-    state = p.state
-    scores = aod.score(state)
+    results = p.game.results(p.state)
     finished = p.finished_at is not None
     rows.games[p.game_id] = {
         "game_id": p.game_id,
+        "game": p.game.name,
         "version": p.version,
         "status": "finished" if finished else "running",
-        "ruleset": state.rules.ruleset.name,
-        "options": json.dumps(state.rules.options, sort_keys=True),
-        "players": state.n,
-        "turn": state.turn,
+        "ruleset": p.ruleset,
+        "options": json.dumps(p.options, sort_keys=True),
+        "players": len(p.players),
         "decisions": p.decisions,
-        "buildings_bought": len(p.purchases),
-        "discoveries": sum(p.discovered),
         "created_at": _utc(p.created_at),
         "finished_at": _utc(p.finished_at) if p.finished_at else None,
         "duration_s": (p.finished_at - p.created_at).total_seconds() if p.finished_at else None,
-        "winners": json.dumps([r["seat"] for r in scores if r["place"] == 1]) if finished else None,
+        "winners": json.dumps([r.seat for r in results if r.place == 1]) if finished else None,
         "finish_key": finish_key(p.finished_at, p.game_id) if p.finished_at else None,
     }
-    for row in scores:
-        rows.standings[(p.game_id, row["seat"])] = {
+    for r in results:
+        rows.standings[(p.game_id, r.seat)] = {
             "game_id": p.game_id,
-            "seat": row["seat"],
+            "seat": r.seat,
+            "game": p.game.name,
             "version": p.version,
-            "player": p.players[row["seat"]],
-            **{k: row[k] for k in ("colonies", "discoveries", "buildings", "economy", "total")},
-            "place": row["place"],
+            "player": p.players[r.seat],
+            "breakdown": json.dumps(r.breakdown),
+            "total": r.total,
+            "place": r.place,
         }
 
 
@@ -266,30 +263,29 @@ def write(conn: Connection, rows: Rows) -> None:
     upsert(conn, table_of(ScoredGame), list(rows.games.values()))
     upsert(conn, table_of(Standing), list(rows.standings.values()))
     upsert(conn, table_of(Decision), rows.decisions)
-    upsert(conn, table_of(Purchase), rows.purchases)
+    upsert(conn, table_of(FactRow), rows.facts)
     upsert(conn, table_of(Result), rows.results)
-    stats = [
-        {"building": b, "bought": rows.bought[b], "owner_wins": rows.owner_wins[b]}
-        for b in sorted(rows.bought)
-    ]
-    upsert(conn, table_of(BuildingStats), stats, add=("bought", "owner_wins"))
 
 
 # --- ratings ------------------------------------------------------------------------------
 
 
 def rate(conn: Connection, games: Sequence[FinishedGame]) -> None:
-    """Rate newly finished games in finish order, first rewinding any game rated already
-    that finished after the earliest of them (it is rated again after them)."""
-    if not games:
-        return
+    """Rate newly finished games, each game's players on their ratings at that game."""
+    for name in sorted({g.game for g in games}):
+        _rate_game(conn, name, [g for g in games if g.game == name])
+
+
+def _rate_game(conn: Connection, name: str, games: Sequence[FinishedGame]) -> None:
+    """Rate newly finished games of the game ``name`` in finish order, first rewinding any
+    game rated already that finished after the earliest of them (it is rated again after
+    them)."""
     history = table_of(RatingChange)
     first = min(g.key for g in games)
-    later = conn.execute(
-        select(history).where(history.c.finish_key > first).order_by(history.c.finish_key)
-    ).all()
+    later_games = (history.c.game == name) & (history.c.finish_key > first)
+    later = conn.execute(select(history).where(later_games).order_by(history.c.finish_key)).all()
     ratings = _load_ratings(
-        conn, {p for g in games for p, _ in g.places} | {r.player for r in later}
+        conn, name, {p for g in games for p, _ in g.places} | {r.player for r in later}
     )
     restored: set[str] = set()
     for change in later:  # earliest first: its "before" is the rating to go back to
@@ -301,11 +297,11 @@ def rate(conn: Connection, games: Sequence[FinishedGame]) -> None:
         current["wins"] -= int(change.won)
     replay = {c.game_id for c in later}
     if later:
-        conn.execute(delete(history).where(history.c.finish_key > first))
+        conn.execute(delete(history).where(later_games))
     again = _finished_games(conn, sorted(replay - {g.game_id for g in games}))
     changes: list[dict[str, Any]] = []
-    for game in sorted([*games, *again], key=lambda g: g.key):
-        changes += _rate_one(ratings, game)
+    for finished in sorted([*games, *again], key=lambda g: g.key):
+        changes += _rate_one(ratings, finished)
     upsert(conn, history, changes)
     upsert(conn, table_of(Rating), [r for r in ratings.values() if r["games"]])
 
@@ -328,6 +324,7 @@ def _rate_one(ratings: dict[str, dict[str, Any]], game: FinishedGame) -> list[di
             {
                 "finish_key": game.key,
                 "player": player,
+                "game": game.game,
                 "game_id": game.game_id,
                 "won": won,
                 "mu_before": current["mu"],
@@ -348,15 +345,15 @@ def _rate_one(ratings: dict[str, dict[str, Any]], game: FinishedGame) -> list[di
     return changes
 
 
-def _load_ratings(conn: Connection, players: set[str]) -> dict[str, dict[str, Any]]:
+def _load_ratings(conn: Connection, name: str, players: set[str]) -> dict[str, dict[str, Any]]:
+    """The ratings at the game ``name`` of ``players`` (fresh ones for newcomers)."""
     table = table_of(Rating)
-    found = {
-        row.player: dict(row._mapping)
-        for row in conn.execute(select(table).where(table.c.player.in_(sorted(players))))
-    }
+    query = select(table).where(table.c.game == name, table.c.player.in_(sorted(players)))
+    found = {row.player: dict(row._mapping) for row in conn.execute(query)}
     fresh = MODEL.rating()
     for player in players - found.keys():
         found[player] = {
+            "game": name,
             "player": player,
             "mu": fresh.mu,
             "sigma": fresh.sigma,
@@ -386,7 +383,6 @@ def _finished_games(conn: Connection, game_ids: Sequence[str]) -> list[FinishedG
     out = []
     for row in conn.execute(select(games).where(games.c.game_id.in_(game_ids))):
         finished_at = row.finished_at.replace(tzinfo=UTC)
-        out.append(
-            FinishedGame(row.finish_key, row.game_id, finished_at, tuple(places[row.game_id]))
-        )
+        game_places = tuple(places[row.game_id])
+        out.append(FinishedGame(row.game, row.finish_key, row.game_id, finished_at, game_places))
     return out

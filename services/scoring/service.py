@@ -28,6 +28,7 @@ from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
 from shared.bus import Keys
+from shared.contracts import EventEnvelope, Notification, Seats
 from shared.eventstore import EventStore, GameCodec
 
 from .db import (
@@ -104,8 +105,8 @@ class ScoringService:
         for raw_stream, entries in reply or []:
             stream = raw_stream.decode()
             for _, fields in entries:
-                game_id = fields[b"g"].decode()
-                targets[game_id] = max(targets.get(game_id, 0), int(fields[b"v"]))
+                note = Notification.from_fields(fields)
+                targets[note.game_id] = max(targets.get(note.game_id, 0), note.version)
                 read += 1
             moves[stream] = (self.positions[stream], entries[-1][0].decode())
         if not read:
@@ -153,45 +154,48 @@ class ScoringService:
         missing = [g for g in targets if g not in self.games]
         applied = await asyncio.to_thread(self._applied, missing) if missing else {}
         todo = [g for g in sorted(targets) if targets[g] > applied.get(g, 0)]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for game_id in todo:
-                cached = self.games.get(game_id)
-                after = cached.version if cached else 0
-                pipe.xrange(
-                    self.keys.log(game_id), min=f"{after + 1}-0", max=f"{targets[game_id]}-0"
-                )
-                if cached is None:
-                    pipe.hgetall(self.keys.seats(game_id))
-            replies: list[Any] = await pipe.execute()
+        ranges = {g: (self.games[g].version if g in self.games else 0, targets[g]) for g in todo}
+        logs, seats = await self._read([g for g in todo if g not in self.games], ranges)
         rows = Rows()
-        position = 0
         for game_id in todo:
-            entries = replies[position]
-            position += 1
-            progress = self.games.get(game_id)
-            if progress is None:
-                seats, position = replies[position], position + 1
-                progress = self._begin(game_id, entries, seats)
-                if progress is None:
-                    continue
-            self._apply(progress, entries, applied.get(game_id, 0), rows)
+            progress = self.games.get(game_id) or self._begin(game_id, logs[game_id], seats)
+            if progress is not None:
+                self._apply(progress, logs[game_id], applied.get(game_id, 0), rows)
         return rows
 
+    async def _read(
+        self, new: Sequence[str], ranges: Mapping[str, tuple[int, int | None]]
+    ) -> tuple[dict[str, list[EventEnvelope]], dict[str, Seats]]:
+        """The games' log ranges, and who plays the seats of the ``new`` ones, together."""
+        logs, seats = await asyncio.gather(self.store.read_many(ranges), self._seats(new))
+        return logs, seats
+
+    async def _seats(self, game_ids: Sequence[str]) -> dict[str, Seats]:
+        """The lobby's seats of each game, in one round trip."""
+        if not game_ids:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.hgetall(self.keys.seats(game_id))
+            found: list[Any] = await pipe.execute()
+        return {g: Seats.from_hash(raw) for g, raw in zip(game_ids, found, strict=True)}
+
     def _begin(
-        self, game_id: str, entries: Any, seats: Mapping[bytes, bytes]
+        self, game_id: str, events: Sequence[EventEnvelope], seats: Mapping[str, Seats]
     ) -> GameProgress | None:
-        events = self.store.decode(entries[:1])
         if not events or events[0].version != 1:
             log.warning("a game's log does not start at version 1", game=game_id)
             return None
-        progress = start(self.codec, events[0], seats)
+        progress = start(self.codec, events[0], seats[game_id])
         self.games[game_id] = progress
         return progress
 
-    def _apply(self, progress: GameProgress, entries: Any, applied: int, rows: Rows) -> None:
-        """Apply a game's log entries: silently up to ``applied`` (already in SQL), with rows
+    def _apply(
+        self, progress: GameProgress, events: Sequence[EventEnvelope], applied: int, rows: Rows
+    ) -> None:
+        """Apply a game's events: silently up to ``applied`` (already in SQL), with rows
         after it; then the game's row and standings."""
-        for event in self.store.decode(entries):
+        for event in events:
             advance(progress, event, rows if event.version > applied else None)
         snapshot_rows(progress, rows)
 
@@ -225,16 +229,12 @@ class ScoringService:
         events = 0
         for i in range(0, len(game_ids), REBUILD_CHUNK):
             chunk = game_ids[i : i + REBUILD_CHUNK]
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for game_id in chunk:
-                    pipe.xrange(self.keys.log(game_id))
-                    pipe.hgetall(self.keys.seats(game_id))
-                logs: list[Any] = await pipe.execute()
+            logs, seats = await self._read(chunk, dict.fromkeys(chunk, (0, None)))
             rows = Rows()
-            for game_id, entries, seats in zip(chunk, logs[0::2], logs[1::2], strict=True):
-                progress = self._begin(game_id, entries, seats)
+            for game_id in chunk:
+                progress = self._begin(game_id, logs[game_id], seats)
                 if progress is not None:
-                    self._apply(progress, entries, 0, rows)
+                    self._apply(progress, logs[game_id], 0, rows)
                     del self.games[game_id]
             finished += rows.finished
             events += rows.events

@@ -15,6 +15,9 @@ from shared.games import age_of_discovery as aod
 from ..lobby.helpers import running_lobby
 from .helpers import game_ids, play_games
 
+GAME = "age_of_discovery"
+PARTS = ["colonies", "discoveries", "buildings", "economy"]
+
 
 async def finished_result(client: httpx.AsyncClient, game_id: str) -> dict[str, Any]:
     for _ in range(2000):
@@ -49,9 +52,15 @@ async def test_standings_results_leaderboard_and_dashboard(
             (r["seat"], r["total"], r["place"]) for r in expected
         ]
         assert result["winners"] == [r["seat"] for r in expected if r["place"] == 1]
+        assert result["game"] == GAME
+        assert [r["breakdown"] for r in result["results"]] == [
+            {k: r[k] for k in PARTS} for r in expected
+        ]
         standings = (await client.get(f"/games/{done}/standings")).json()
-        assert standings["status"] == "finished"
-        assert [s["economy"] for s in standings["standings"]] == [r["economy"] for r in expected]
+        assert standings["status"] == "finished" and standings["game"] == GAME
+        assert [s["breakdown"]["economy"] for s in standings["standings"]] == [
+            r["economy"] for r in expected
+        ]
 
         for _ in range(2000):  # the running game's notifications come after the finished one
             live = await client.get(f"/games/{running}/standings")
@@ -74,15 +83,24 @@ async def test_standings_results_leaderboard_and_dashboard(
         assert board[0]["player"] == winner["player"]  # one game each: the winner leads
         bots = (await client.get("/leaderboard", params={"kind": "bot"})).json()
         assert {row["player"] for row in bots} == {"bot:greedy", "bot:random"}
+        named = (await client.get("/leaderboard", params={"game": GAME})).json()
+        assert named == board  # the default game's leaderboard
         bad = await client.get("/leaderboard", params={"limit": 0})
         assert bad.status_code == 422 and bad.json()["code"] == "invalid_request"
+        chess = await client.get("/leaderboard", params={"game": "chess"})
+        assert chess.status_code == 422 and chess.json()["code"] == "unsupported_game"
+        assert GAME in chess.json()["details"]["known"]
 
         summary = (await client.get("/analytics/summary")).json()
-        assert summary["games_finished"] == 1 and summary["games_running"] == 1
-        assert set(summary["win_rate_by_nation"]) == {"England", "France", "Spain"}
-        assert set(summary["win_rate_by_seat_kind"]) == {"human", "bot:greedy", "bot:random"}
-        bought = sum(r["buildings_bought"] for r in result["results"])
-        assert sum(b["bought"] for b in summary["buildings"]) == bought
+        assert list(summary["games"]) == [GAME]  # a section per game
+        section = summary["games"][GAME]
+        assert section["games_finished"] == 1 and section["games_running"] == 1
+        assert set(section["win_rate_by_side"]) == {"England", "France", "Spain"}
+        assert set(section["win_rate_by_seat_kind"]) == {"human", "bot:greedy", "bot:random"}
+        assert list(section["mean_breakdown"]) == [*PARTS, "total"]
+        bought = sum(r["facts"].get("building_bought", 0) for r in result["results"])
+        assert bought > 0
+        assert sum(b["count"] for b in section["facts"]["building_bought"]) == bought
         page = await client.get("/analytics")
         assert page.headers["content-type"].startswith("text/html")
-        assert "analytics/summary" in page.text and "Win rate by nation" in page.text
+        assert "analytics/summary" in page.text and "Win rate by side" in page.text

@@ -3,28 +3,34 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 from sqlmodel import SQLModel
 
 from services.scoring.db import (
     Decision,
+    FactRow,
     Rating,
     RatingChange,
     Result,
     ScoredGame,
     Standing,
+    create_tables,
     table_of,
 )
+from services.scoring.projection import FinishedGame, finish_key, rate
 from services.scoring.service import ScoringService
 from shared.bus import Keys
+from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 
 from .helpers import dump, game_ids, play_games
 
-PARTS = ("colonies", "discoveries", "buildings", "economy", "total", "place")
+GAME = "age_of_discovery"
+PARTS = ("colonies", "discoveries", "buildings", "economy")
 
 
 async def drain(service: ScoringService) -> None:
@@ -52,26 +58,35 @@ async def test_standings_equal_the_rules_score_and_ratings_follow_places(
 
     expected = {row["seat"]: row for row in aod.score(final)}
     standings = {r["seat"]: r for r in rows(database, Standing)}
-    assert {s: {k: r[k] for k in PARTS} for s, r in standings.items()} == {
-        s: {k: r[k] for k in PARTS} for s, r in expected.items()
+    scored_seats = {
+        s: (json.loads(r["breakdown"]), r["total"], r["place"]) for s, r in standings.items()
     }
+    assert scored_seats == {
+        s: ({k: r[k] for k in PARTS}, r["total"], r["place"]) for s, r in expected.items()
+    }
+    assert {r["game"] for r in standings.values()} == {GAME}
     results = {r["seat"]: r for r in rows(database, Result)}
-    assert {s: r["place"] for s, r in results.items()} == {
-        s: r["place"] for s, r in expected.items()
+    assert {s: (r["place"], r["total"]) for s, r in results.items()} == {
+        s: (r["place"], r["total"]) for s, r in expected.items()
     }
+    assert [json.loads(results[s]["breakdown"]) for s in range(3)] == [
+        {k: expected[s][k] for k in PARTS} for s in range(3)
+    ]
     assert [json.loads(results[s]["tiebreak"]) for s in range(3)] == [
         expected[s]["tiebreak"] for s in range(3)
     ]
     assert [results[s]["seat_kind"] for s in range(3)] == ["human", "bot:greedy", "bot:random"]
-    assert [results[s]["nation"] for s in range(3)] == ["England", "France", "Spain"]
+    assert [results[s]["side"] for s in range(3)] == ["England", "France", "Spain"]
     (scored,) = rows(database, ScoredGame)
     assert scored["status"] == "finished" and scored["version"] == final.version
+    assert scored["game"] == GAME and scored["ruleset"] == "standard"
     assert scored["decisions"] == len(commands) - 1
 
     ratings = {r["player"]: r for r in rows(database, Rating)}
     players = {0: "player:seat 0", 1: "bot:greedy", 2: "bot:random"}
     for seat, row in expected.items():
         rating = ratings[players[seat]]
+        assert rating["game"] == GAME
         assert rating["games"] == 1 and rating["wins"] == int(row["place"] == 1)
         if row["place"] == 1:
             assert rating["mu"] > 25.0
@@ -135,3 +150,127 @@ async def test_two_scoring_services_on_one_database_count_nothing_twice(
     assert {r["status"] for r in rows(database, ScoredGame)} == {"finished"}
     await ScoringService(redis, keys, database).rebuild()
     assert dump(database) == live
+
+
+async def test_facts_are_the_games_own_analytics_of_every_event(
+    redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """The facts table holds what the game's ``facts`` hook said of each event: for The Age
+    of Discovery, every building bought (price as value) and every region discovered."""
+    (game,) = game_ids(keys, 1, "g-facts")
+    await play_games(redis, keys, [(game, 4, 12, None)])
+    await drain(ScoringService(redis, keys, database))
+
+    log = await EventStore(redis, keys).read(game)
+    bought = [
+        (e.version, e.data["seat"], e.data["building"], e.data["price"])
+        for e in log
+        if e.type == "building_bought"
+    ]
+    discovered = [
+        (e.version, e.data["seat"], e.data["region"] or "deck", 0)
+        for e in log
+        if e.type == "free_discovery" or (e.type == "expedition" and e.data["success"])
+    ]
+    facts = sorted(rows(database, FactRow), key=lambda f: (f["version"], f["seq"]))
+    assert bought and discovered
+    assert [
+        (f["version"], f["seat"], f["subject"], f["value"])
+        for f in facts
+        if f["kind"] == "building_bought"
+    ] == bought
+    assert [
+        (f["version"], f["seat"], f["subject"], f["value"])
+        for f in facts
+        if f["kind"] == "discovery"
+    ] == discovered
+    assert {f["kind"] for f in facts} == {"building_bought", "discovery"}
+
+
+def test_ratings_are_per_game_and_rewind_only_their_own_game(database: Engine) -> None:
+    """One player in two games has two ratings; a late finisher of one game rewinds and
+    re-rates that game's later games only, ending where rating in finish order ends."""
+    create_tables(database)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def finished(game: str, game_id: str, minute: int, places: list[int]) -> FinishedGame:
+        moment = at + timedelta(minutes=minute)
+        players = ("player:Ana", "player:Bo")
+        return FinishedGame(
+            game,
+            finish_key(moment, game_id),
+            game_id,
+            moment,
+            tuple(zip(players, places, strict=True)),
+        )
+
+    early, late = finished("chess", "c-1", 1, [1, 2]), finished("chess", "c-2", 2, [2, 1])
+    other = finished("go", "g-1", 3, [2, 1])
+    with database.begin() as conn:  # the later chess game and the go game first
+        for row in (late, other):  # rate() reads the finished game's results back
+            _store_finished(conn, row)
+        rate(conn, [late, other])
+    with database.begin() as conn:
+        _store_finished(conn, early)
+        rate(conn, [early])
+    out_of_order = {(r["game"], r["player"]): r for r in rows(database, Rating)}
+
+    with database.begin() as conn:  # the same games in finish order, from scratch
+        for model in (Rating, RatingChange):
+            conn.execute(table_of(model).delete())
+        rate(conn, [early, late, other])
+    in_order = {(r["game"], r["player"]): r for r in rows(database, Rating)}
+
+    assert set(in_order) == {
+        (game, player) for game in ("chess", "go") for player in ("player:Ana", "player:Bo")
+    }
+    assert [in_order[("chess", p)]["games"] for p in ("player:Ana", "player:Bo")] == [2, 2]
+    assert in_order[("go", "player:Bo")]["games"] == 1
+    assert in_order[("go", "player:Bo")]["mu"] > 25.0 > in_order[("go", "player:Ana")]["mu"]
+    assert in_order[("chess", "player:Ana")]["mu"] != in_order[("go", "player:Ana")]["mu"]
+    assert out_of_order == in_order
+    history = rows(database, RatingChange)
+    assert {(h["game"], h["game_id"]) for h in history} == {
+        ("chess", "c-1"),
+        ("chess", "c-2"),
+        ("go", "g-1"),
+    }
+
+
+def _store_finished(conn: Connection, game: FinishedGame) -> None:
+    """The game and result rows the projection writes for a finished game."""
+    conn.execute(
+        table_of(ScoredGame).insert(),
+        {
+            "game_id": game.game_id,
+            "game": game.game,
+            "version": 1,
+            "status": "finished",
+            "ruleset": "standard",
+            "options": "{}",
+            "players": len(game.places),
+            "decisions": 0,
+            "created_at": game.finished_at,
+            "finished_at": game.finished_at,
+            "finish_key": game.key,
+        },
+    )
+    conn.execute(
+        table_of(Result).insert(),
+        [
+            {
+                "game_id": game.game_id,
+                "seat": seat,
+                "game": game.game,
+                "player": player,
+                "seat_kind": "human",
+                "side": "",
+                "place": place,
+                "won": place == 1,
+                "breakdown": "{}",
+                "total": 0,
+                "tiebreak": "[]",
+            }
+            for seat, (player, place) in enumerate(game.places)
+        ],
+    )
