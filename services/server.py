@@ -1,4 +1,6 @@
-"""Running the services in one process: engine, views projection and the HTTP API."""
+"""Running the services in one process: the composition root, the one module that puts
+services together (engine, bot player, scoring, the views projection and the HTTP API with
+scoring's routes beside the lobby's)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from services.lobby.db import make_engine
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
 from services.runtime import redis_for, stop_on_signals
+from services.scoring.http import router as scoring_routes
 from services.scoring.service import ScoringService
 from shared.bus import Keys
 from shared.observability.metrics import RedisSampler
@@ -51,7 +54,7 @@ async def serve(
             projector = ViewProjector(redis, keys)
             tasks.append(asyncio.create_task(projector.run(stop, settings.claim_idle_ms)))
             assert db is not None
-            app = create_app(redis, keys, db, settings)
+            app = create_app(redis, keys, db, settings, routers=[scoring_routes])
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
             tasks.append(asyncio.create_task(matchmaker.run(stop)))
             sockets = _listen(settings.http_host, settings.http_port)

@@ -6,8 +6,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, make_url
+from sqlalchemy import Engine, inspect, make_url, text
+from sqlalchemy.schema import CreateColumn
 from sqlmodel import Field, SQLModel, create_engine
+
+from shared.games.api import DEFAULT_GAME
 
 
 def _now() -> datetime:
@@ -20,6 +23,7 @@ class LobbyTable(SQLModel, table=True):
     __tablename__ = "lobby_tables"
 
     id: str = Field(primary_key=True, max_length=64)
+    game: str = Field(max_length=64, sa_column_kwargs={"server_default": DEFAULT_GAME})
     ruleset: str = Field(max_length=64)
     options: str  # JSON of the edition options as chosen (defaults filled in)
     seats: int
@@ -51,7 +55,22 @@ def make_engine(url: str, **options: Any) -> Engine:
             Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, **options)
     SQLModel.metadata.create_all(engine)
+    _add_new_columns(engine)
     return engine
+
+
+def _add_new_columns(engine: Engine) -> None:
+    """Add the columns a database made by an older Caravel lacks (a lobby table's game),
+    with their server default: an existing data folder keeps working, its rows taken to be
+    of the default game as old logs are."""
+    inspector = inspect(engine)
+    with engine.begin() as connection:
+        for table in SQLModel.metadata.sorted_tables:
+            present = {c["name"] for c in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name not in present and column.server_default is not None:
+                    ddl = CreateColumn(column).compile(dialect=engine.dialect)
+                    connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {ddl}"))
 
 
 class LobbyTicket(SQLModel, table=True):
@@ -61,8 +80,10 @@ class LobbyTicket(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=64)
     name: str = Field(max_length=64)
+    game: str = Field(max_length=64, sa_column_kwargs={"server_default": DEFAULT_GAME})
+    ruleset: str = Field(max_length=64, sa_column_kwargs={"server_default": "standard"})
     players: int
-    options: str  # JSON, canonical: tickets match when their players and options are equal
+    options: str  # JSON, canonical: tickets match when game, ruleset, players and options do
     status: str = Field(default="waiting", max_length=16, index=True)  # waiting, matched
     table_id: str | None = Field(default=None, max_length=64)
     seat: int | None = None

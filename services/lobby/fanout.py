@@ -24,10 +24,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from shared.bus import Keys
+from shared.contracts import Notification
 
 log = structlog.get_logger("caravel.fanout")
-
-Entry = tuple[int, bytes]  # (version of the entry's last event, its events as a JSON array)
 
 
 class EventFanout:
@@ -35,15 +34,15 @@ class EventFanout:
         self.redis = redis
         self.keys = keys
         self.block_ms = block_ms
-        self._listeners: dict[str, set[asyncio.Queue[Entry]]] = {}
+        self._listeners: dict[str, set[asyncio.Queue[Notification]]] = {}
         self._positions: dict[str, bytes] = {}
         self._reader: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
 
     @asynccontextmanager
-    async def listen(self, game_id: str) -> AsyncIterator[asyncio.Queue[Entry]]:
-        """A queue of the game's stream entries appended from now on, while in the block."""
-        queue: asyncio.Queue[Entry] = asyncio.Queue()
+    async def listen(self, game_id: str) -> AsyncIterator[asyncio.Queue[Notification]]:
+        """A queue of the game's notifications appended from now on, while in the block."""
+        queue: asyncio.Queue[Notification] = asyncio.Queue()
         self._listeners.setdefault(game_id, set()).add(queue)
         try:
             await self._ensure_reading()
@@ -92,5 +91,6 @@ class EventFanout:
             for stream, entries in reply or []:
                 for entry_id, fields in entries:
                     self._positions[stream.decode()] = entry_id
-                    for queue in self._listeners.get(fields[b"g"].decode(), ()):
-                        queue.put_nowait((int(fields[b"v"]), fields[b"e"]))
+                    notification = Notification.from_fields(fields)
+                    for queue in self._listeners.get(notification.game_id, ()):
+                        queue.put_nowait(notification)

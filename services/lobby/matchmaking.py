@@ -7,17 +7,30 @@ import asyncio
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import structlog
 from fastapi.concurrency import run_in_threadpool
 from sqlmodel import Session, select
 
-from .app import Lobby, start_table
+from shared.games import api
+
 from .db import LobbySeat, LobbyTable, LobbyTicket
+from .lobby import Lobby
+from .tables import start_table
 
 log = structlog.get_logger("caravel.matchmaking")
 
-FILL_LEVEL = "greedy"
+FILL_LEVELS = ("greedy", "random")  # the first the game has fills the free seats
+
+
+class Group(NamedTuple):
+    """What tickets must share to meet at one table."""
+
+    game: str
+    ruleset: str
+    players: int
+    options: str
 
 
 class Matchmaker:
@@ -42,13 +55,14 @@ class Matchmaker:
             return []
         try:
             formed = await run_in_threadpool(self._form_tables)
-            for table_id in formed:
-                await start_table(self.lobby, table_id, FILL_LEVEL)
-            return formed
+            for table_id, game in formed:
+                await start_table(self.lobby, table_id, fill_level(game))
+            return [table_id for table_id, _ in formed]
         finally:
             await self.lobby.redis.delete(lock)
 
-    def _form_tables(self) -> list[str]:
+    def _form_tables(self) -> list[tuple[str, str]]:
+        """The tables formed now: (table id, game)."""
         now = datetime.now(UTC)
         with Session(self.lobby.db) as session:
             waiting = session.exec(
@@ -56,28 +70,27 @@ class Matchmaker:
                 .where(LobbyTicket.status == "waiting")
                 .order_by(LobbyTicket.created_at)  # type: ignore[arg-type]
             ).all()
-            groups: dict[tuple[int, str], list[LobbyTicket]] = defaultdict(list)
-            for ticket in waiting:
-                groups[(ticket.players, ticket.options)].append(ticket)
+            groups: dict[Group, list[LobbyTicket]] = defaultdict(list)
+            for t in waiting:
+                groups[Group(t.game, t.ruleset, t.players, t.options)].append(t)
             formed = []
-            for (players, options), tickets in groups.items():
-                while len(tickets) >= players:
-                    formed.append(self._table(session, tickets[:players], players, options))
-                    tickets = tickets[players:]
+            for group, tickets in groups.items():
+                while len(tickets) >= group.players:
+                    seated, tickets = tickets[: group.players], tickets[group.players :]
+                    formed.append((self._table(session, seated, group), group.game))
                 oldest = tickets[0].created_at.replace(tzinfo=UTC) if tickets else None
                 if oldest is not None and now - oldest >= timedelta(seconds=self.wait_s):
-                    formed.append(self._table(session, tickets, players, options))
+                    formed.append((self._table(session, tickets, group), group.game))
             session.commit()
             return formed
 
-    def _table(
-        self, session: Session, tickets: list[LobbyTicket], players: int, options: str
-    ) -> str:
+    def _table(self, session: Session, tickets: list[LobbyTicket], group: Group) -> str:
         table = LobbyTable(
             id=f"t-{uuid.uuid4().hex[:12]}",
-            ruleset="standard",
-            options=options,
-            seats=players,
+            game=group.game,
+            ruleset=group.ruleset,
+            options=group.options,
+            seats=group.players,
             deadline_s=self.lobby.settings.decision_timeout_s,
         )
         session.add(table)
@@ -87,3 +100,9 @@ class Matchmaker:
             ticket.status, ticket.table_id, ticket.seat = "matched", table.id, seat
             session.add(ticket)
         return table.id
+
+
+def fill_level(game: str) -> str:
+    """The bot level that takes the seats nobody queued for."""
+    levels = api.bot_levels(api.get(game))
+    return next(level for level in FILL_LEVELS if level in levels)

@@ -1,10 +1,10 @@
-"""The views projection: each game's public view and per-seat extras, kept in Redis.
+"""The views projection: each game's spectator view and what each seat sees, kept in Redis.
 
 It follows the partition event streams through its own consumer group. An entry only says
 "this game changed, up to this version": the projector brings its cached state of the game
 up to the newest version in the game's log (the engine's log, server side, so it can apply
-the events' hidden parts), then stores the spectator view and, per seat, what only that seat
-sees (its legal commands, its pending casualty choice). A Lua script writes a view only if
+the events' hidden parts), then stores the game's ``view`` for a spectator and, per seat,
+how that seat's view differs from it (``shared.views``). A Lua script writes a view only if
 it is newer than the stored one, so several projectors, redeliveries and any order of
 notifications all leave the newest view. Reads never replay a log.
 """
@@ -16,14 +16,17 @@ import json
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from redis.asyncio import Redis
 
 from shared.bus import Delivery, GroupReader, Keys, ensure_group
+from shared.contracts import Notification
 from shared.eventstore import EventStore, GameCodec
-from shared.games import age_of_discovery as aod
+from shared.games import api
+from shared.views import seat_part
 
 log = structlog.get_logger("caravel.views")
 
@@ -31,23 +34,28 @@ GROUP = "views"
 CACHE_GAMES = 20_000
 
 _WRITE = """
--- KEYS: 1 view hash. ARGV: 1 version, then field/value pairs.
+-- KEYS: 1 view hash, 2 view updates. ARGV: 1 version, 2 game id, then field/value pairs.
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if tonumber(ARGV[1]) <= current then return 0 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'version', ARGV[1], unpack(ARGV, 2))
+redis.call('HSET', KEYS[1], 'version', ARGV[1], unpack(ARGV, 3))
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000, '*', 'g', ARGV[2], 'v', ARGV[1])
 return 1
 """
 
 
-def seat_extras(state: aod.GameState, seat: int) -> dict[str, Any]:
-    """What a seat sees beyond the spectator view."""
-    extras: dict[str, Any] = {
-        "legal_commands": [c.to_dict() for c in aod.legal_commands(state, seat)]
-    }
-    if state.battles and seat in state.choices:
-        extras["your_casualty_choice"] = state.choices[seat]
-    return extras
+@dataclass
+class Projected:
+    """A game as the projector holds it: its state at ``version`` and how many seats it has
+    (counted once, from its results)."""
+
+    state: Any
+    version: int
+    seats: int
+
+    @classmethod
+    def of(cls, state: Any, version: int) -> Projected:
+        return cls(state, version, len(api.of(state).results(state)))
 
 
 class ViewProjector:
@@ -59,7 +67,7 @@ class ViewProjector:
         self.reader = GroupReader(
             redis, GROUP, consumer or f"views-{uuid.uuid4().hex[:8]}", keys.dead_letters()
         )
-        self.games: OrderedDict[str, tuple[aod.GameState, int]] = OrderedDict()
+        self.games: OrderedDict[str, Projected] = OrderedDict()
         self._write = redis.register_script(_WRITE)
         self._streams = [keys.events(p) for p in keys.all_partitions()]
 
@@ -88,12 +96,9 @@ class ViewProjector:
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
         """Project the games the entries name, then acknowledge the entries."""
-        latest: dict[str, int] = {}
-        for d in deliveries:
-            game_id = d.fields[b"g"].decode()
-            latest[game_id] = max(latest.get(game_id, 0), int(d.fields[b"v"]))
-        if latest:
-            await self.project(sorted(latest))
+        changed = {Notification.from_fields(d.fields).game_id for d in deliveries}
+        if changed:
+            await self.project(sorted(changed))
         by_stream: dict[str, list[str]] = {}
         for d in deliveries:
             by_stream.setdefault(d.stream, []).append(d.id)
@@ -103,22 +108,9 @@ class ViewProjector:
     async def project(self, game_ids: Sequence[str]) -> None:
         """Bring each game's view up to the newest version of its log."""
         missing = [g for g in game_ids if g not in self.games]
-        if missing:
-            for game_id, loaded in (await self.store.load_many(missing, self.codec)).items():
-                if loaded.state is not None:
-                    self.games[game_id] = (loaded.state, loaded.version)
-        cached = [g for g in game_ids if g in self.games and g not in missing]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for game_id in cached:
-                pipe.xrange(self.keys.log(game_id), min=f"{self.games[game_id][1] + 1}-0")
-            logs: list[Any] = await pipe.execute()
-        for game_id, entries in zip(cached, logs, strict=True):
-            state, version = self.games[game_id]
-            for event in self.store.decode(entries):
-                if event.version == version + 1:
-                    self.codec.apply(state, event)
-                    version = event.version
-            self.games[game_id] = (state, version)
+        behind = [g for g in game_ids if g in self.games]
+        await self._load(missing)
+        await self._catch_up(behind)
         async with self.redis.pipeline(transaction=False) as pipe:
             for game_id in game_ids:
                 if game_id in self.games:
@@ -127,9 +119,35 @@ class ViewProjector:
         while len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)
 
+    async def _load(self, game_ids: Sequence[str]) -> None:
+        """Cache games not cached yet: snapshot and later events (a game with no log yet
+        stays out)."""
+        if game_ids:
+            for game_id, loaded in (await self.store.load_many(game_ids, self.codec)).items():
+                if loaded.state is not None:
+                    self.games[game_id] = Projected.of(loaded.state, loaded.version)
+
+    async def _catch_up(self, game_ids: Sequence[str]) -> None:
+        """Apply the events cached games lack, read in one round trip."""
+        ranges = {g: (self.games[g].version, None) for g in game_ids}
+        for game_id, events in (await self.store.read_many(ranges)).items():
+            projected = self.games[game_id]
+            for event in events:
+                if event.version == projected.version + 1:
+                    self.codec.apply(projected.state, event)
+                    projected.version = event.version
+
     async def _store_view(self, pipe: Any, game_id: str) -> None:
-        state, version = self.games[game_id]
-        fields: list[Any] = ["public", json.dumps(aod.view(state, None), separators=(",", ":"))]
-        for seat in range(state.n):
-            fields += [f"seat:{seat}", json.dumps(seat_extras(state, seat), separators=(",", ":"))]
-        await self._write(keys=[self.keys.view(game_id)], args=[version, *fields], client=pipe)
+        projected = self.games[game_id]
+        state, game = projected.state, api.of(projected.state)
+        public = game.view(state, None)
+        fields: list[Any] = ["public", _json(public)]
+        for seat in range(projected.seats):
+            fields += [f"seat:{seat}", _json(seat_part(public, game.view(state, seat)))]
+        args = [projected.version, game_id, *fields]
+        updates = self.keys.view_updates(self.keys.partition(game_id))
+        await self._write(keys=[self.keys.view(game_id), updates], args=args, client=pipe)
+
+
+def _json(document: dict[str, Any]) -> str:
+    return json.dumps(document, separators=(",", ":"))

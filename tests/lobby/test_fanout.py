@@ -28,10 +28,12 @@ async def test_listeners_get_their_games_entries_from_listening_on_once_each(
         for version in (2, 3):
             await _append(redis, keys, "g-a", version)
             await _append(redis, keys, "g-b", version)
-        got_a1 = [(await asyncio.wait_for(a1.get(), 10))[0] for _ in range(2)]
-        got_a2 = [(await asyncio.wait_for(a2.get(), 10))[0] for _ in range(2)]
-        got_b = [(await asyncio.wait_for(b.get(), 10))[0] for _ in range(2)]
-        assert got_a1 == got_a2 == got_b == [2, 3]
+        got_a1 = [await asyncio.wait_for(a1.get(), 10) for _ in range(2)]
+        got_a2 = [await asyncio.wait_for(a2.get(), 10) for _ in range(2)]
+        got_b = [await asyncio.wait_for(b.get(), 10) for _ in range(2)]
+        assert [n.version for n in got_a1] == [n.version for n in got_b] == [2, 3]
+        assert got_a1 == got_a2
+        assert {n.game_id for n in got_a1} == {"g-a"} and {n.game_id for n in got_b} == {"g-b"}
         assert a1.empty() and a2.empty() and b.empty()
     reader = fanout._reader
     assert reader is not None
@@ -40,6 +42,6 @@ async def test_listeners_get_their_games_entries_from_listening_on_once_each(
     await _append(redis, keys, "g-a", 4)
     async with fanout.listen("g-a") as again:
         await _append(redis, keys, "g-a", 5)
-        version, events = await asyncio.wait_for(again.get(), 10)
-        assert (version, json.loads(events)[0]["version"]) == (5, 5)
+        notification = await asyncio.wait_for(again.get(), 10)
+        assert (notification.version, notification.events()[0]["version"]) == (5, 5)
         assert again.empty()

@@ -1,0 +1,149 @@
+"""What the lobby's routers share: the :class:`Lobby` object (one dependency for all of them),
+seat claims, the round trip to the engine, and the checks of a game and its options, which
+go through the registry so that the lobby knows no game."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+import structlog
+from fastapi import Depends, Header, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from redis.asyncio import Redis
+from sqlalchemy import Engine
+
+from shared.bus import CommandSender, Keys
+from shared.contracts import CommandEnvelope, CommandResult
+from shared.eventstore import EventStore
+from shared.games import api
+from shared.httpapi import ApiError
+from shared.settings import Settings
+
+from . import tokens
+from .catalog import options_schema
+from .fanout import EventFanout
+
+log = structlog.get_logger("caravel.lobby")
+
+# Names are shown to other players and stored in SQL: printable text only.
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+MAX_SEATS = 8  # what a command envelope's seat allows; each game narrows it
+
+
+class Lobby:
+    """What the routes share: Redis, the key names, the SQL engine, the settings, and the
+    clients built on them (commands to the engine, the game logs, the live fan-out)."""
+
+    def __init__(self, redis: Redis, keys: Keys, db: Engine, settings: Settings) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.db = db
+        self.settings = settings
+        self.key = settings.signing_key()
+        self.sender = CommandSender(redis, keys)
+        self.store = EventStore(redis, keys)
+        self.fanout = EventFanout(redis, keys)
+
+    def claim(self, authorization: str | None, table_id: str) -> tokens.SeatClaim:
+        """The seat a bearer token proves at ``table_id``; 401 or 403 otherwise."""
+        if not authorization or not authorization.startswith("Bearer "):
+            raise ApiError(401, "missing_token", "send 'Authorization: Bearer <seat token>'")
+        try:
+            claim = tokens.verify(self.key, authorization.removeprefix("Bearer ").strip())
+        except tokens.TokenError as e:
+            raise ApiError(401, e.code, e.message) from None
+        if claim.table_id != table_id:
+            raise ApiError(403, "wrong_table", "this seat token belongs to another table")
+        return claim
+
+    async def execute(self, command: CommandEnvelope) -> CommandResult:
+        """Send a command to the engine and wait for its result; 503 if none comes."""
+        timeout_s = self.settings.command_timeout_s
+        try:
+            return await self.sender.execute(command, timeout_s)
+        except TimeoutError:
+            log.warning("the engine did not answer in time", timeout_s=timeout_s)
+            raise ApiError(503, "engine_unavailable", "the engine did not answer in time") from None
+
+
+def get_lobby(request: Request) -> Lobby:
+    return request.app.state.lobby  # type: ignore[no-any-return]
+
+
+LobbyDep = Annotated[Lobby, Depends(get_lobby)]
+Auth = Annotated[str | None, Header(description="Bearer <seat token>")]
+
+
+# --- a game and its options, checked through the registry -------------------------------
+
+
+def game_named(name: str) -> api.AnyGame:
+    """The registered game ``name``; 422 ``unsupported_game`` listing the known ones."""
+    try:
+        return api.get(name)
+    except api.UnknownGame as e:
+        known = e.known
+        message = f"unknown game {name!r}; known: {', '.join(known)}"
+        raise ApiError(422, "unsupported_game", message, {"known": known}) from None
+
+
+def chosen_options(game: api.AnyGame, ruleset: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` of ``ruleset`` as the game resolves them (defaults filled in), checked
+    by compiling the rules; 422 ``bad_options`` naming what is wrong."""
+    try:
+        game.rules(ruleset, options)
+        chosen = game.options_model(ruleset).model_validate(options)
+    except (api.RulesetError, ValidationError) as e:
+        raise ApiError(422, "bad_options", str(e)) from None
+    return chosen.model_dump(mode="json")
+
+
+def check_players(game: api.AnyGame, players: int) -> None:
+    """422 ``bad_player_count`` unless the game is played by that many."""
+    if not game.min_players <= players <= game.max_players:
+        raise ApiError(
+            422,
+            "bad_player_count",
+            f"{game.title} is played by {game.min_players} to {game.max_players}, not {players}",
+            {"min": game.min_players, "max": game.max_players},
+        )
+
+
+def check_bot_level(game: api.AnyGame, level: str) -> None:
+    """422 ``bad_bot`` unless a bot of ``level`` can play the game."""
+    known = api.bot_levels(game)
+    if level not in known:
+        raise ApiError(422, "bad_bot", f"unknown bot level {level!r}", {"known": known})
+
+
+class GameChoice(BaseModel):
+    """The game a table (or a queued player) is for: its ruleset and edition options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    game: str = Field(
+        default=api.DEFAULT_GAME,
+        max_length=64,
+        description="A game of GET /games.",
+        examples=[api.DEFAULT_GAME],
+    )
+    ruleset: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="One of the game's rulesets; none: its default.",
+        examples=["standard"],
+    )
+    options: dict[str, str | int] = Field(
+        default_factory=dict,
+        description="Edition options of the game's ruleset; unset ones take their default.",
+        examples=[{"tile_set": "extended", "navy_vp_per_ship": 3}],
+        json_schema_extra=options_schema(),
+    )
+
+    def resolve(self) -> tuple[api.AnyGame, str, dict[str, Any]]:
+        """The game, the ruleset and the options with defaults filled in; a 422 naming
+        what is wrong otherwise."""
+        game = game_named(self.game)
+        ruleset = self.ruleset or game.default_ruleset
+        return game, ruleset, chosen_options(game, ruleset, self.options)

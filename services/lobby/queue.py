@@ -1,0 +1,68 @@
+"""The matchmaking queue over HTTP: a player asks for a game and polls the ticket until the
+matchmaker has seated them (see :mod:`services.lobby.matchmaking`)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+from sqlmodel import Session
+
+from shared.httpapi import ERRORS, ApiError, Id
+
+from . import tokens
+from .db import LobbyTicket
+from .lobby import MAX_SEATS, NAME_PATTERN, GameChoice, LobbyDep, check_players
+
+router = APIRouter(tags=["queue"])
+
+
+class QueueIn(GameChoice):
+    name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, examples=["Ana"])
+    players: int = Field(ge=1, le=MAX_SEATS, examples=[4])
+
+
+class TicketOut(BaseModel):
+    ticket: str
+    status: str = Field(examples=["waiting", "matched"])
+    table_id: str | None = None
+    seat: int | None = None
+    token: str | None = Field(default=None, description="Your seat token, once matched.")
+
+
+@router.post("/queue", status_code=202, response_model=TicketOut, responses=ERRORS)
+def enter_queue(body: QueueIn, lobby: LobbyDep) -> TicketOut:
+    """Wait for a game with these preferences: a table forms when enough players wait,
+    or after a while with bots in the free seats, and starts by itself."""
+    game, ruleset, options = body.resolve()
+    check_players(game, body.players)
+    ticket = LobbyTicket(
+        id=f"q-{uuid.uuid4().hex[:16]}",
+        name=body.name,
+        game=game.name,
+        ruleset=ruleset,
+        players=body.players,
+        options=json.dumps(options, sort_keys=True),
+    )
+    with Session(lobby.db) as session:
+        session.add(ticket)
+        session.commit()
+        return TicketOut(ticket=ticket.id, status="waiting")
+
+
+@router.get("/queue/{ticket_id}", response_model=TicketOut, responses=ERRORS)
+def ticket_status(ticket_id: Id, lobby: LobbyDep) -> TicketOut:
+    """Poll a ticket; once matched it carries the table, the seat and its token."""
+    with Session(lobby.db) as session:
+        ticket = session.get(LobbyTicket, ticket_id)
+        if ticket is None:
+            raise ApiError(404, "unknown_ticket", f"there is no ticket {ticket_id}")
+        out = TicketOut(ticket=ticket.id, status=ticket.status)
+        if ticket.table_id is not None and ticket.seat is not None:
+            out.table_id, out.seat = ticket.table_id, ticket.seat
+            out.token = tokens.issue(
+                lobby.key, ticket.table_id, ticket.seat, lobby.settings.seat_token_ttl_s
+            )
+        return out

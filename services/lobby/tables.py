@@ -1,0 +1,290 @@
+"""Tables: open one for a game, take and give up seats, and start the game in the engine."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
+
+from shared.contracts import CommandEnvelope, Seats
+from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
+from shared.games import api
+from shared.httpapi import ERRORS, ApiError, Id
+from shared.views import read_view
+
+from . import tokens
+from .db import LobbySeat, LobbyTable
+from .lobby import (
+    MAX_SEATS,
+    NAME_PATTERN,
+    Auth,
+    GameChoice,
+    Lobby,
+    LobbyDep,
+    check_bot_level,
+    check_players,
+)
+
+router = APIRouter(tags=["tables"])
+
+
+class CreateTable(GameChoice):
+    seats: int = Field(ge=1, le=MAX_SEATS, examples=[4])
+    bots: dict[int, str] = Field(
+        default_factory=dict,
+        description="Seats taken by bots, with their level (see the game's bot levels).",
+        examples=[{"2": "greedy", "3": "random"}],
+    )
+    deadline_s: float = Field(default=60.0, gt=0, le=86400, description="Time for each move.")
+
+
+class SeatOut(BaseModel):
+    seat: int
+    kind: str
+    name: str
+    bot_level: str | None = None
+    left: bool = False
+
+
+class TableOut(BaseModel):
+    id: str
+    game: str
+    ruleset: str
+    options: dict[str, Any]
+    seats: int
+    status: str
+    deadline_s: float
+    taken: list[SeatOut]
+
+
+class JoinTable(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, examples=["Ana"])
+    seat: int | None = Field(
+        default=None, ge=0, lt=MAX_SEATS, description="A seat; none: the first free."
+    )
+
+
+class JoinOut(BaseModel):
+    table_id: str
+    seat: int
+    token: str = Field(description="Send it as 'Authorization: Bearer <token>'.")
+
+
+class StartTable(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fill_with_bots: str | None = Field(
+        default=None, description="Give free seats to bots of this level.", examples=["greedy"]
+    )
+
+
+@router.post("/tables", status_code=201, response_model=TableOut, responses=ERRORS)
+def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut:
+    """Open a table: game, ruleset, edition options, seats and which of them are bots."""
+    game, ruleset, options = body.resolve()
+    check_players(game, body.seats)
+    for seat, level in body.bots.items():
+        if not 0 <= seat < body.seats:
+            raise ApiError(422, "bad_seat", f"seat {seat} is not in a {body.seats}-seat table")
+        check_bot_level(game, level)
+    table = LobbyTable(
+        id=f"t-{uuid.uuid4().hex[:12]}",
+        game=game.name,
+        ruleset=ruleset,
+        options=json.dumps(options),
+        seats=body.seats,
+        deadline_s=body.deadline_s,
+    )
+    seats = [
+        LobbySeat(table_id=table.id, seat=s, kind="bot", name=f"{level} bot", bot_level=level)
+        for s, level in sorted(body.bots.items())
+    ]
+    with Session(lobby.db) as session:
+        session.add(table)
+        session.flush()
+        session.add_all(seats)
+        session.commit()
+        session.refresh(table)
+        return table_out(table, _seats(session, table.id))
+
+
+@router.get("/tables", response_model=list[TableOut], responses=ERRORS)
+def list_tables(lobby: LobbyDep, status: Literal["open", "running"] = "open") -> list[TableOut]:
+    """Tables by status (``open`` by default), newest first."""
+    with Session(lobby.db) as session:
+        tables = session.exec(
+            select(LobbyTable)
+            .where(LobbyTable.status == status)
+            .order_by(LobbyTable.created_at.desc())  # type: ignore[attr-defined]
+        ).all()
+        return [table_out(table, _seats(session, table.id)) for table in tables[:200]]
+
+
+@router.get("/tables/{table_id}", response_model=TableOut, responses=ERRORS)
+def get_table(table_id: Id, lobby: LobbyDep) -> TableOut:
+    with Session(lobby.db) as session:
+        table = _table(session, table_id)
+        return table_out(table, _seats(session, table_id))
+
+
+@router.post("/tables/{table_id}/join", status_code=201, response_model=JoinOut, responses=ERRORS)
+def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
+    """Take a seat (a given one, or the first free): the answer carries the seat token."""
+    for _ in range(8):  # lost a race for a seat: try the next free one
+        with Session(lobby.db) as session:
+            table = _table(session, table_id)
+            if table.status != "open":
+                raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
+            seat = _free_seat(table, _seats(session, table_id), body.seat)
+            session.add(LobbySeat(table_id=table_id, seat=seat, kind="human", name=body.name))
+            try:
+                session.commit()
+            except IntegrityError:
+                session.rollback()
+                if body.seat is not None:
+                    raise ApiError(409, "seat_taken", f"seat {seat} is taken") from None
+                continue
+        token = tokens.issue(lobby.key, table_id, seat, lobby.settings.seat_token_ttl_s)
+        return JoinOut(table_id=table_id, seat=seat, token=token)
+    raise ApiError(409, "table_busy", "too many players are joining at once; try again")
+
+
+@router.post("/tables/{table_id}/leave", response_model=TableOut, responses=ERRORS)
+async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> TableOut:
+    """Give a seat up: before the start it frees the seat; in a running game a fallback
+    bot plays it from then on (its moves are recorded as the fallback's)."""
+    claim = lobby.claim(authorization, table_id)
+    table, running = await run_in_threadpool(_leave, lobby.db, table_id, claim.seat)
+    if running:
+        left = Seats(players={claim.seat: LEFT}).to_mapping()
+        await lobby.redis.hset(lobby.keys.seats(table_id), mapping=left)  # type: ignore[arg-type]
+        view = await read_view(lobby.redis, lobby.keys, table_id, claim.seat)
+        if view is not None and view["legal_commands"]:  # its decision is due now
+            member = json.dumps([table_id, view["version"], claim.seat])
+            await lobby.redis.zadd(lobby.keys.deadlines(), {member: 0})
+    return table
+
+
+@router.post("/tables/{table_id}/start", response_model=TableOut, responses=ERRORS)
+async def start(
+    table_id: Id, lobby: LobbyDep, body: StartTable | None = None, authorization: Auth = None
+) -> TableOut:
+    """Start the game once every seat is taken (or filled with bots)."""
+    lobby.claim(authorization, table_id)
+    return await start_table(lobby, table_id, body.fill_with_bots if body else None)
+
+
+async def start_table(lobby: Lobby, table_id: str, fill: str | None) -> TableOut:
+    """Mark a table running (filling free seats with bots if asked), tell the bot player who
+    plays each seat, and create the game in the engine."""
+    table, seats = await run_in_threadpool(_claim_start, lobby.db, table_id, fill)
+    players = {s.seat: HUMAN if s.kind == "human" else f"{BOT_PREFIX}{s.bot_level}" for s in seats}
+    who = Seats(players=players, deadline_s=table.deadline_s)
+    await lobby.redis.hset(lobby.keys.seats(table_id), mapping=who.to_mapping())  # type: ignore[arg-type]
+    command = CommandEnvelope(
+        game_id=table_id,
+        type="create_game",
+        actor="system",
+        payload={
+            "game": table.game,
+            "ruleset": table.ruleset,
+            "options": json.loads(table.options),
+            "players": [s.name for s in seats],
+            "seed": secrets.randbits(48),
+        },
+    )
+    result = await lobby.execute(command)
+    if result.status == "rejected":
+        raise ApiError(409, result.code or "rejected", result.reason or "")
+    return table_out(table, seats)
+
+
+def table_out(table: LobbyTable, seats: list[LobbySeat]) -> TableOut:
+    return TableOut(
+        id=table.id,
+        game=table.game,
+        ruleset=table.ruleset,
+        options=json.loads(table.options),
+        seats=table.seats,
+        status=table.status,
+        deadline_s=table.deadline_s,
+        taken=[SeatOut(**s.model_dump(exclude={"table_id"})) for s in seats],
+    )
+
+
+def _table(session: Session, table_id: str) -> LobbyTable:
+    table = session.get(LobbyTable, table_id)
+    if table is None:
+        raise ApiError(404, "unknown_table", f"there is no table {table_id}")
+    return table
+
+
+def _seats(session: Session, table_id: str) -> list[LobbySeat]:
+    """A table's taken seats, in seat order."""
+    query = select(LobbySeat).where(LobbySeat.table_id == table_id).order_by(LobbySeat.seat)  # type: ignore[arg-type]
+    return list(session.exec(query).all())
+
+
+def _free_seat(table: LobbyTable, seats: list[LobbySeat], wanted: int | None) -> int:
+    """The seat a joining player gets: ``wanted`` if it is free, else the first free one."""
+    taken = {s.seat for s in seats}
+    if wanted is not None:
+        if wanted >= table.seats:
+            raise ApiError(422, "bad_seat", f"the table has {table.seats} seats")
+        if wanted in taken:
+            raise ApiError(409, "seat_taken", f"seat {wanted} is taken")
+        return wanted
+    free = [s for s in range(table.seats) if s not in taken]
+    if not free:
+        raise ApiError(409, "table_full", f"table {table.id} is full")
+    return free[0]
+
+
+def _leave(db: Engine, table_id: str, seat_number: int) -> tuple[TableOut, bool]:
+    """Free a seat (open table) or mark it abandoned (running game); says which."""
+    with Session(db) as session:
+        table = _table(session, table_id)
+        seat = session.get(LobbySeat, (table_id, seat_number))
+        if seat is None or seat.kind != "human" or seat.left:
+            raise ApiError(409, "not_seated", f"seat {seat_number} is not yours any more")
+        running = table.status != "open"
+        if running:
+            seat.left = True
+            session.add(seat)
+        else:
+            session.delete(seat)
+        session.commit()
+        return table_out(table, _seats(session, table_id)), running
+
+
+def _claim_start(db: Engine, table_id: str, fill: str | None) -> tuple[LobbyTable, list[LobbySeat]]:
+    """Mark an open, full table as running (once), filling free seats with bots if asked."""
+    with Session(db) as session:
+        table = _table(session, table_id)
+        if fill is not None:
+            check_bot_level(api.get(table.game), fill)
+        if table.status != "open":
+            raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
+        taken = {s.seat for s in _seats(session, table_id)}
+        free = [s for s in range(table.seats) if s not in taken]
+        if free and fill is None:
+            raise ApiError(409, "table_not_full", f"seats {free} are free", {"free": free})
+        for s in free:
+            session.add(
+                LobbySeat(table_id=table_id, seat=s, kind="bot", name=f"{fill} bot", bot_level=fill)
+            )
+        table.status = "running"
+        session.add(table)
+        session.commit()
+        session.refresh(table)
+        return table, _seats(session, table_id)

@@ -1,0 +1,112 @@
+"""The lobby knows games only through the registry: the catalog, the OpenAPI document, and the
+checks of a table's (or a queued player's) game, options, seats and bots, over real HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+from shared.bus import Keys
+from shared.eventstore import EventStore
+from shared.games import api
+
+from .helpers import bearer, running_lobby
+
+
+async def test_the_catalog_and_the_openapi_document_show_every_game(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """GET /games lists each registered game with its players, rulesets, options, bot levels
+    and commands; OpenAPI documents each game's commands (as the body of a move) and
+    options (of a table)."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        games = (await client.get("/games")).json()
+        spec = (await client.get("/openapi.json")).json()
+    assert [g["name"] for g in games] == api.names()
+    aod = next(g for g in games if g["name"] == api.DEFAULT_GAME)
+    game = api.get(api.DEFAULT_GAME)
+    assert (aod["min_players"], aod["max_players"]) == (game.min_players, game.max_players)
+    assert (aod["min_players"], aod["max_players"]) == (2, 5)
+    assert aod["default_ruleset"] == "standard" and "standard" in aod["rulesets"]
+    assert aod["options"]["properties"]["tile_set"]["enum"] == ["standard", "extended"]
+    assert aod["bot_levels"] == api.bot_levels(game) == ["random", "greedy", "mcts"]
+    assert set(aod["commands"]) == set(game.command_types())
+    assert aod["commands"]["place"]["properties"]["type"] == {"const": "place"}
+
+    body = spec["paths"]["/games/{game_id}/commands"]["post"]["requestBody"]
+    shapes = body["content"]["application/json"]["schema"]["oneOf"]
+    expected = {f"{g.name}.{kind}" for g in map(api.get, api.names()) for kind in g.command_types()}
+    assert {s["title"] for s in shapes} == expected
+    place = next(s for s in shapes if s["title"] == f"{api.DEFAULT_GAME}.place")
+    assert "seat" not in place["properties"] and "seat" not in place["required"]
+    assert {"type", "unit", "box", "command_id"} <= set(place["properties"])
+    assert set(place["required"]) == {"type", "unit", "box"}
+
+    options = _resolve(spec, spec["paths"]["/tables"]["post"]["requestBody"])["properties"]
+    per_game = {s["title"]: s for s in options["options"]["anyOf"]}
+    assert set(per_game) == set(api.names())
+    assert per_game[api.DEFAULT_GAME]["properties"] == aod["options"]["properties"]
+    assert options["game"]["default"] == api.DEFAULT_GAME
+
+
+def _resolve(spec: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """The schema of a request body, its $ref followed."""
+    ref: str = body["content"]["application/json"]["schema"]["$ref"]
+    schema: dict[str, Any] = spec["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    return schema
+
+
+async def test_tables_and_the_queue_take_a_game_and_check_it_through_the_registry(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """An unknown game gets 422 listing the known ones; seats, bot levels and options are
+    checked against the game; a table names its game, and so does its log's first event."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+
+        async def refused(path: str, body: dict[str, Any], code: str) -> dict[str, Any]:
+            response = await client.post(path, json=body)
+            assert response.status_code == 422, response.json()
+            error: dict[str, Any] = response.json()
+            assert error["code"] == code and error["message"], error
+            return error
+
+        for path, body in (
+            ("/tables", {"game": "chess", "seats": 2}),
+            ("/queue", {"game": "chess", "name": "a", "players": 2}),
+        ):
+            error = await refused(path, body, "unsupported_game")
+            assert error["details"]["known"] == api.names()
+            assert all(name in error["message"] for name in api.names())
+        for seats in (1, 6):  # The Age of Discovery is for 2 to 5
+            error = await refused("/tables", {"seats": seats}, "bad_player_count")
+            assert error["details"] == {"min": 2, "max": 5}
+        await refused("/queue", {"name": "a", "players": 6}, "bad_player_count")
+        error = await refused("/tables", {"seats": 2, "bots": {"1": "genius"}}, "bad_bot")
+        assert error["details"]["known"] == api.bot_levels(api.get(api.DEFAULT_GAME))
+        await refused("/tables", {"seats": 2, "ruleset": "nope"}, "bad_options")
+        await refused("/queue", {"name": "a", "players": 2, "options": {"x": 1}}, "bad_options")
+        await refused("/tables", {"seats": 2, "options": {"navy_vp_per_ship": 5}}, "bad_options")
+
+        body = {"game": api.DEFAULT_GAME, "seats": 2, "options": {"navy_vp_per_ship": 3}}
+        table = (await client.post("/tables", json=body)).json()
+        assert (table["game"], table["ruleset"]) == (api.DEFAULT_GAME, "standard")
+        defaults = api.get(api.DEFAULT_GAME).options_model("standard")().model_dump()
+        assert table["options"] == {**defaults, "navy_vp_per_ship": 3}
+        seat = (await client.post(f"/tables/{table['id']}/join", json={"name": "A"})).json()
+        start = f"/tables/{table['id']}/start"
+        bad_fill = await client.post(
+            start, json={"fill_with_bots": "genius"}, headers=bearer(seat["token"])
+        )
+        assert bad_fill.status_code == 422 and bad_fill.json()["code"] == "bad_bot"
+        assert (await client.get(f"/tables/{table['id']}")).json()["status"] == "open"
+        started = await client.post(
+            start, json={"fill_with_bots": "random"}, headers=bearer(seat["token"])
+        )
+        assert started.status_code == 200, started.json()
+    first = (await EventStore(redis, keys).read(table["id"]))[0]
+    assert first.type == "game_created"
+    assert (first.data["game"], first.data["ruleset"]) == (api.DEFAULT_GAME, "standard")
+    assert first.data["options"] == table["options"]
+    assert first.data["players"] == ["A", "random bot"]
