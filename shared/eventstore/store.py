@@ -272,16 +272,13 @@ class EventStore:
             first: list[Any] = await pipe.execute()
         snaps, seens = first[0::2], first[1::2]
         starts = [int(snap[b"v"]) if snap else 0 for snap in snaps]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for game_id, start in zip(game_ids, starts, strict=True):
-                pipe.xrange(k.log(game_id), min=f"{start + 1}-0")
-            logs: list[Any] = await pipe.execute()
+        logs = await self.read_many(
+            {game_id: (start, None) for game_id, start in zip(game_ids, starts, strict=True)}
+        )
         out: dict[str, Loaded[S]] = {}
-        for game_id, snap, seen, version, entries in zip(
-            game_ids, snaps, seens, starts, logs, strict=True
-        ):
+        for game_id, snap, seen, version in zip(game_ids, snaps, seens, starts, strict=True):
             state = codec.restore(json.loads(snap[b"s"])) if snap else None
-            for event in _events(entries):
+            for event in logs[game_id]:
                 if event.version != version + 1:
                     raise ValueError(f"{game_id}: log jumps from {version} to {event.version}")
                 if state is None:
@@ -291,11 +288,6 @@ class EventStore:
             seen_ids = {_text(c): int(v) for c, v in seen.items()}
             out[game_id] = Loaded(state, version, seen_ids)
         return out
-
-    @staticmethod
-    def decode(entries: Any) -> list[EventEnvelope]:
-        """Raw log entries (from XRANGE) to envelopes, server-only parts included."""
-        return _events(entries)
 
     async def game_ids(self, partition: int) -> list[str]:
         return sorted(_text(g) for g in await self.redis.smembers(self.keys.games(partition)))
