@@ -1,4 +1,5 @@
-"""``caravel arena``: bots against each other, in process, seats rotated across games."""
+"""``caravel arena``: bots against each other, in process, seats rotated across games, for
+any registered game."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.games import age_of_discovery as aod
+from shared.games import api
+from shared.games.api import AnyGame, SeatResult
 
 from .bots import Bot, bot
 
@@ -55,54 +57,61 @@ def percentile(ordered: Sequence[float], q: float) -> float:
 
 
 def play(
-    rules: aod.Rules,
+    game: AnyGame,
+    rules: Any,
     bots: Sequence[Bot],
     seed: int,
     stats: dict[str, LevelStats],
     budget_s: float | None = None,
-) -> list[dict[str, Any]]:
+) -> list[SeatResult]:
     """One game; ``bots[seat]`` plays ``seat`` from its observation only, thinking up to
     ``budget_s`` per decision (``None``: each level's default)."""
-    state, _ = aod.new_game(rules, None, len(bots), seed)
+    state, _ = game.new_game(rules, len(bots), seed)
     rng = random.Random(seed)
-    while decisions := aod.pending(state):
+    while decisions := game.pending(state):
         decision = decisions[0]
-        observation = aod.view(state, decision.seat)
+        observation = game.view(state, decision.seat)
         started = time.perf_counter()
         choice = bots[decision.seat].choose(observation, rng, budget_s)
         stats[bots[decision.seat].level].latencies.append(time.perf_counter() - started)
-        aod.decide_into(state, aod.command_from_dict(choice))
-    return aod.score(state)
+        game.decide_into(state, game.parse_command(choice))
+    return game.results(state)
 
 
 def arena(
     levels: Sequence[str],
     games: int,
     seed: int,
+    *,
+    game: str | None = None,
     options: dict[str, Any] | None = None,
-    ruleset: str = "standard",
+    ruleset: str | None = None,
     progress: Callable[[], None] | None = None,
     budget_s: float | None = None,
 ) -> dict[str, Any]:
-    """Play ``games`` games; game g seats the levels rotated by g, so no level keeps a seat."""
-    rules = aod.compile_rules(aod.load_ruleset(ruleset), options)
+    """Play ``games`` games of ``game`` (``None``: the default game) with its ``ruleset``
+    (``None``: the game's default) and edition ``options``; game g seats the levels rotated
+    by g, so no level keeps a seat."""
+    played = api.get(game)
+    rules = played.rules(ruleset or played.default_ruleset, options)
     stats: dict[str, LevelStats] = defaultdict(LevelStats)
     started = time.perf_counter()
     for g in range(games):
         shift = g % len(levels)
         seated = list(levels[shift:]) + list(levels[:shift])
         bots = [bot(level) for level in seated]
-        rows = play(rules, bots, seed + g, stats, budget_s)
-        winners = [row["seat"] for row in rows if row["place"] == 1]
-        for row in rows:
-            level = seated[row["seat"]]
+        results = play(played, rules, bots, seed + g, stats, budget_s)
+        winners = [r.seat for r in results if r.place == 1]
+        for r in results:
+            level = seated[r.seat]
             stats[level].games += 1
-            stats[level].scores.append(row["total"])
-            if row["seat"] in winners:
+            stats[level].scores.append(r.total)
+            if r.seat in winners:
                 stats[level].wins += 1 / len(winners)
         if progress:
             progress()
     return {
+        "game": played.name,
         "games": games,
         "seats": list(levels),
         "seconds": round(time.perf_counter() - started, 2),

@@ -1,8 +1,12 @@
 """Bots that decide from a seat's observation alone: ``random``, ``greedy`` and ``mcts``.
 
-A bot sees exactly what its seat may see: the seat's view (``view(state, seat)``, which
-carries its legal commands). It never receives the game state, so it cannot peek at
-face-down tokens or pile orders. It answers with one of the legal commands.
+A bot sees exactly what its seat may see: the seat's view (``game.view(state, seat)``, which
+carries its legal commands and names its game). It never receives the game state, so it
+cannot peek at face-down tokens or pile orders. It answers with one of the legal commands.
+
+Bots know no game: each looks the observation's game up in the registry and plays it
+through the protocol. ``random`` and ``mcts`` play any game; ``greedy`` plays the game's own
+policy, so it plays only the games that have one (:func:`shared.games.api.bot_levels`).
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from shared.games.age_of_discovery.greedy import greedy_values
+from shared.games import api
+from shared.games.api import AnyGame, Observation
 from shared.settings import Settings
 
 from .mcts import Search
 
-Observation = dict[str, Any]
-Command = dict[str, Any]
+Wire = dict[str, Any]
+"""A command's wire form, as the observation lists it and the bus carries it."""
 
 
 class Bot(Protocol):
@@ -28,10 +33,16 @@ class Bot(Protocol):
 
     def choose(
         self, observation: Observation, rng: random.Random, budget_s: float | None = None
-    ) -> Command:
+    ) -> Wire:
         """One of ``observation["legal_commands"]``, found within ``budget_s`` seconds of
         thinking (``None``: the level's own default; instant levels ignore it)."""
         ...
+
+
+def game_of(observation: Observation) -> AnyGame:
+    """The game an observation belongs to (views projected before games had names: the
+    default game)."""
+    return api.get(observation.get("game"))
 
 
 class RandomBot:
@@ -41,24 +52,25 @@ class RandomBot:
 
     def choose(
         self, observation: Observation, rng: random.Random, budget_s: float | None = None
-    ) -> Command:
+    ) -> Wire:
         return dict(rng.choice(observation["legal_commands"]))
 
 
 class GreedyBot:
-    """A hand-written heuristic: income, colony majorities, age scoring, building values.
-
-    Every legal command gets a value from what the seat can see; the best one is played
-    (ties broken at random). It looks one decision ahead, no further.
-    """
+    """The game's greedy policy: every legal command gets a value from what the seat can
+    see, and the best one is played. It looks one decision ahead, no further."""
 
     level = "greedy"
 
     def choose(
         self, observation: Observation, rng: random.Random, budget_s: float | None = None
-    ) -> Command:
+    ) -> Wire:
+        game = game_of(observation)
+        policy = game.policy()
+        if policy is None:
+            raise ValueError(f"{game.name} has no greedy policy; levels: {api.bot_levels(game)}")
         legal = observation["legal_commands"]
-        values = greedy_values(observation, rng)
+        values = policy(observation, rng)
         return dict(legal[max(range(len(legal)), key=values.__getitem__)])
 
 
@@ -66,7 +78,7 @@ class MctsBot:
     """Information-set Monte-Carlo tree search (:mod:`.mcts`) within a time budget.
 
     ``budget_s`` defaults to the ``bot_think_ms`` setting; ``max_iterations`` caps the search
-    as well, which makes it reproducible for a seeded ``rng`` (tests).
+    as well, which makes it reproducible for a seeded ``rng`` (tests, benchmarks).
     """
 
     level = "mcts"
@@ -77,9 +89,9 @@ class MctsBot:
 
     def choose(
         self, observation: Observation, rng: random.Random, budget_s: float | None = None
-    ) -> Command:
+    ) -> Wire:
         stop = time.perf_counter() + (self.budget_s if budget_s is None else budget_s)
-        search = Search(observation, random.Random(rng.getrandbits(64)), greedy_values)
+        search = Search(game_of(observation), observation, random.Random(rng.getrandbits(64)))
         return search.run(stop, self.max_iterations).to_dict()
 
 

@@ -1,37 +1,32 @@
-"""The ``mcts`` level: single-observer information-set Monte-Carlo tree search (SO-ISMCTS).
+"""The ``mcts`` level: single-observer information-set Monte-Carlo tree search (SO-ISMCTS),
+for any game behind the :class:`~shared.games.api.Game` protocol.
 
 The bot sees its seat's observation only. Each iteration draws a whole state consistent with
-it (:class:`~shared.games.age_of_discovery.Sampler`: unseen tokens, pile and deck orders,
-the generator, other seats' secret casualty picks), then walks one tree shared by all those
-determinizations, choosing among the commands legal in this one (UCB1 with availability
-counts, so a command that is rarely legal is not starved), adds one node, lets the greedy
-bot play every seat for a while, and scores the result with a heuristic. Nodes widen
-progressively, best commands by the greedy values first, so a short budget still searches
-plausible moves. Every seat that moves in the tree maximises its own reward, so opponents
-are modelled as playing to win, not as playing against the observer.
+it (the game's :meth:`~shared.games.api.Game.sampler`: every hidden value drawn anew), then
+walks one tree shared by all those determinizations, choosing among the commands legal in
+this one (UCB1 with availability counts, so a command that is rarely legal is not starved),
+adds one node, plays every seat for a while, and scores the result with the game's
+``evaluate``. The game's greedy policy, when it has one, orders each node's commands (nodes
+widen progressively, best first, so a short budget still searches plausible moves) and
+plays the playouts; without one, playouts are uniformly random and commands keep the
+game's order. Every seat that moves in the tree maximises its own reward, so opponents are
+modelled as playing to win, not as playing against the observer.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
-from functools import lru_cache
+from collections.abc import Sequence
 from typing import Any
 
-from shared.games import age_of_discovery as aod
-from shared.games.age_of_discovery.scoring import colony_vp
-
-Observation = dict[str, Any]
-Values = Callable[[Observation, random.Random], list[float]]
+from shared.games.api import AnyGame, Command, Observation
 
 EXPLORATION = 0.7  # UCB1's constant, for rewards in [0, 1]
 WIDEN_BASE, WIDEN_RATE = 2, 0.5  # a node tries 2 + 0.5·√visits commands, best-ranked first
-ROLLOUT_DECISIONS = 60  # playout length before the heuristic judges (40 and 80 did as well)
-MARGIN_SCALE = 4.0  # VP: a lead this large is worth about three quarters of a win
-MONEY_PER_VP = 4.0  # money left is worth something: it buys buildings and wins tie-breaks
+ROLLOUT_DECISIONS = 60  # playout length before the evaluation judges (40 and 80 did as well)
+MARGIN_SCALE = 4.0  # points: a lead this large is worth about three quarters of a win
 
 
 class Node:
@@ -49,10 +44,10 @@ class Node:
         self.visits = 0
         self.available = 0
         self.reward = 0.0
-        self.children: dict[aod.Command, Node] = {}
-        self.ranked: list[aod.Command] = []
+        self.children: dict[Command, Node] = {}
+        self.ranked: list[Command] = []
 
-    def widen(self, legal: Sequence[aod.Command]) -> aod.Command | None:
+    def widen(self, legal: Sequence[Command]) -> Command | None:
         """The next command to add here, if the node may grow and has one legal now.
 
         A node whose children are all illegal in this determinization (the hidden values
@@ -67,7 +62,7 @@ class Node:
                 return c
         return next((c for c in legal if c not in self.children), None)
 
-    def select(self, legal: Sequence[aod.Command]) -> aod.Command:
+    def select(self, legal: Sequence[Command]) -> Command:
         """UCB1 over the children legal in this determinization; each counts one more
         availability, chosen or not, so a command that is rarely legal is not starved."""
         best, best_value = legal[0], -1.0
@@ -85,26 +80,23 @@ class Node:
 
 
 class Search:
-    """A search from one observation; :meth:`run` answers the observer's best command.
+    """A search of ``game`` from one observation; :meth:`run` answers the observer's best
+    command (commands are the game's frozen dataclasses: they key the tree)."""
 
-    ``values`` scores the legal commands of an observation (the greedy bot's heuristic):
-    it ranks each new node's commands and plays the playouts.
-    """
-
-    def __init__(self, observation: Observation, rnd: random.Random, values: Values) -> None:
+    def __init__(self, game: AnyGame, observation: Observation, rnd: random.Random) -> None:
+        self.game = game
         self.observation = observation
-        rules = _rules(observation["ruleset"], json.dumps(observation["options"], sort_keys=True))
-        self.sampler = aod.Sampler(rules, observation)
+        self.sampler = game.sampler(observation)
+        self.policy = game.policy()
         self.seat: int = observation["seat"]
         self.rnd = rnd
-        self.values = values
         self.root = Node(self.seat)
         self.iterations = 0
 
-    def run(self, stop: float, max_iterations: int | None = None) -> aod.Command:
+    def run(self, stop: float, max_iterations: int | None = None) -> Command:
         """Iterate until ``time.perf_counter()`` reaches ``stop`` (or ``max_iterations`` are
         done), then play the most visited command: the best found so far."""
-        legal = [aod.command_from_dict(c) for c in self.observation["legal_commands"]]
+        legal = [self.game.parse_command(c) for c in self.observation["legal_commands"]]
         if len(legal) == 1:
             return legal[0]
         self.root.ranked = self._rank(self.observation, legal)
@@ -118,78 +110,61 @@ class Search:
 
     def iterate(self, stop: float) -> None:
         """One determinization: select, expand one node, play out, back up the rewards."""
+        game = self.game
         self.iterations += 1
         state = self.sampler.sample(self.rnd.getrandbits(64))
         node, path = self.root, [self.root]
-        while decisions := aod.pending(state):
+        while decisions := game.pending(state):
             # Simultaneous decisions (casualties) are taken in order, the observer's first.
             seat = self.seat if node is self.root else decisions[0].seat
-            legal = aod.legal_commands(state, seat)
-            if node is not self.root and not node.ranked:
-                node.ranked = self._rank(aod.view(state, seat), legal)
+            legal = game.legal_commands(state, seat)
+            if node is not self.root and not node.ranked and self.policy is not None:
+                node.ranked = self._rank(game.view(state, seat), legal)
             new = node.widen(legal)
             if new is not None:
                 child = node.children[new] = Node(seat)
                 child.available += 1
-                aod.decide_into(state, new)
+                game.decide_into(state, new)
                 path.append(child)
                 break
             command = node.select(legal)
             node = node.children[command]
-            aod.decide_into(state, command)
+            game.decide_into(state, command)
             path.append(node)
         rewards = self.playout(state, stop)
         for visited in path:
             visited.visits += 1
             visited.reward += rewards[visited.seat]
 
-    def _rank(self, observation: Observation, legal: list[aod.Command]) -> list[aod.Command]:
-        values = self.values(observation, self.rnd)
+    def _rank(self, observation: Observation, legal: list[Command]) -> list[Command]:
+        """``legal``, best first by the policy (as they come without one)."""
+        if self.policy is None:
+            return legal
+        values = self.policy(observation, self.rnd)
         return [c for _, c in sorted(zip(values, legal, strict=True), key=lambda p: -p[0])]
 
-    def playout(self, state: aod.GameState, stop: float) -> list[float]:
-        """The policy plays every seat for a while (cut short when time is up, so the last
-        iteration ends on time), then each seat's reward in [0, 1]."""
+    def playout(self, state: Any, stop: float) -> list[float]:
+        """The policy (else chance) plays every seat for a while, cut short when time is up
+        so the last iteration ends on time; then each seat's reward in [0, 1]."""
+        game, policy, rnd = self.game, self.policy, self.rnd
         for _ in range(ROLLOUT_DECISIONS):
-            decisions = aod.pending(state)
+            decisions = game.pending(state)
             if not decisions or time.perf_counter() >= stop:
                 break
             seat = decisions[0].seat
-            observation = aod.view(state, seat)
-            values = self.values(observation, self.rnd)
+            if policy is None:
+                game.decide_into(state, rnd.choice(game.legal_commands(state, seat)))
+                continue
+            observation = game.view(state, seat)
+            values = policy(observation, rnd)
             best = max(range(len(values)), key=values.__getitem__)
-            aod.decide_into(state, aod.command_from_dict(observation["legal_commands"][best]))
-        return rewards(state)
+            game.decide_into(state, game.parse_command(observation["legal_commands"][best]))
+        return rewards(game.evaluate(state))
 
 
-@lru_cache(maxsize=16)
-def _rules(ruleset: str, options: str) -> aod.Rules:
-    """Compiled rules, once per ruleset and options (a decision must not reparse files)."""
-    return aod.compile_rules(aod.load_ruleset(ruleset), json.loads(options))
-
-
-def evaluate(state: aod.GameState) -> list[float]:
-    """Each seat's expected final VP, roughly: its score so far, the colony majorities it
-    holds now counted for every age scoring still to come, and its money."""
-    rules = state.rules
-    rows = aod.score(state)
-    to_come = sum(1 for t in rules.ruleset.age_end_turns if t >= state.turn)
-    if state.phase == "over":
-        to_come = 0
-    colonies = [0.0] * state.n
-    if to_come:
-        for units in state.units:
-            for seat, vp in enumerate(colony_vp(units, rules)):
-                colonies[seat] += vp * to_come
-    return [
-        row["total"] + colonies[seat] + state.money[seat] / MONEY_PER_VP
-        for seat, row in enumerate(rows)
-    ]
-
-
-def rewards(state: aod.GameState) -> list[float]:
-    """A won game is worth 1, a lost one 0; between, the margin over the best rival counts."""
-    values = evaluate(state)
+def rewards(values: Sequence[float]) -> list[float]:
+    """A won game is worth 1, a lost one 0; between, the margin over the best rival counts
+    (``values``: each seat's expected final total, as the game evaluates it)."""
     out = []
     for seat, mine in enumerate(values):
         rival = max(v for other, v in enumerate(values) if other != seat)

@@ -3,9 +3,15 @@
 It follows the partition decision streams through its own consumer group (several workers
 share the load). For a bot seat it decides at once; for a seat whose player left, or whose
 deadline passed without a move, a fallback bot decides and the command is recorded with
-actor ``fallback``. A bot sees only its seat's projected view: never the game state.
-Command ids are derived from (game, version, seat), so a redelivered request, or two workers
-answering one, apply a move once.
+actor ``fallback``. It knows no game: the seat's projected view names it, and the bots play
+it through the registry.
+
+A bot sees only its seat's projected view, never the game state, and answers with one of
+the legal commands the request carries. The view must show the request's version: the
+player reads it, and while the projection is behind, blocks on the partition's view-update
+stream (the projector adds an entry after each view it writes) until its game is named,
+instead of polling. Command ids are derived from (game, version, seat), so a redelivered
+request, or two workers answering one, apply a move once.
 
 A searching bot thinks for its budget (``bot_think_ms``) but never past the request's
 deadline: it gets the time left less a safety margin, and answers with the best move found
@@ -28,18 +34,21 @@ from redis.asyncio import Redis
 from structlog.contextvars import bound_contextvars
 
 from shared.bus import CommandSender, Delivery, GroupReader, Keys, ensure_group
-from shared.contracts import CommandEnvelope, DecisionRequest
+from shared.contracts import CommandEnvelope, DecisionRequest, Seats
+from shared.contracts.records import HUMAN, LEFT
+from shared.games import api
+from shared.games.api import AnyGame, Observation
 from shared.observability import metrics
 from shared.settings import Settings
 from shared.views import read_view
 
-from .bots import bot
+from .bots import bot, game_of
 
 log = structlog.get_logger("caravel.ai")
 
 GROUP = "ai"
-FALLBACK_LEVEL = "greedy"
 SAFETY_S = 0.1  # answer this long before a deadline: time to send, and one last iteration
+VIEW_WAIT_S = 2.0  # a view this late leaves its request pending, to be tried again
 
 
 class BotPlayer:
@@ -113,34 +122,32 @@ class BotPlayer:
     async def consider(self, request: DecisionRequest) -> bool:
         """Answer for a bot seat or a seat whose player left, or start a human's clock;
         False when the answer has to wait (the seat's view is not there yet)."""
-        seats = await self.redis.hgetall(self.keys.seats(request.game_id))
-        who = seats.get(str(request.seat).encode(), b"").decode()
-        if who.startswith("bot:"):
-            return await self.play(
-                request.game_id,
-                request.version,
-                request.seat,
-                who[4:],
-                "bot",
-                request.deadline.timestamp(),
-            )
-        if who == "left":
-            return await self.play(
-                request.game_id, request.version, request.seat, FALLBACK_LEVEL, "fallback"
-            )
-        if who == "human":  # the engine set the deadline: the table's, else the default
+        seats = Seats.from_hash(await self.redis.hgetall(self.keys.seats(request.game_id)))
+        who = seats.players.get(request.seat)  # None: no lobby seated anyone, no clock runs
+        level = seats.bot_level(request.seat)
+        turn = (request.game_id, request.version, request.seat)
+        if level is not None:
+            deadline = request.deadline.timestamp()
+            return await self.play(*turn, level, "bot", deadline, request.legal_commands)
+        if who == LEFT:
+            return await self.play(*turn, None, "fallback", None, request.legal_commands)
+        if who == HUMAN:  # the engine set the deadline: the table's, else the default
             member = json.dumps([request.game_id, request.version, request.seat])
             await self.redis.zadd(self.keys.deadlines(), {member: request.deadline.timestamp()})
         return True
 
     async def fire_deadlines(self) -> None:
         """Play for humans whose time ran out (each due entry is taken by one worker; one
-        that cannot be answered yet is due again a second later)."""
-        due = await self.redis.zrangebyscore(self.keys.deadlines(), "-inf", time.time(), 0, 100)
+        that cannot be answered yet is due again a second later). The entry names the
+        request's game, version and seat; the view at that version carries its legal
+        commands."""
+        due: Any = await self.redis.zrangebyscore(
+            self.keys.deadlines(), "-inf", time.time(), 0, 100
+        )
         for member in due:
             if await self.redis.zrem(self.keys.deadlines(), member):
                 game_id, version, seat = json.loads(member)
-                if not await self.play(game_id, version, seat, FALLBACK_LEVEL, "fallback"):
+                if not await self.play(game_id, version, seat, None, "fallback"):
                     await self.redis.zadd(self.keys.deadlines(), {member: time.time() + 1})
 
     async def play(
@@ -148,47 +155,86 @@ class BotPlayer:
         game_id: str,
         version: int,
         seat: int,
-        level: str,
+        level: str | None,
         actor: str,
         deadline: float | None = None,
+        legal: list[dict[str, Any]] | None = None,
     ) -> bool:
         """Decide for ``seat`` at ``version`` from its view, unless the game has moved on;
-        answer before ``deadline`` (a Unix time) when one is given. False when the view
-        has not reached ``version`` yet: nothing was decided."""
+        ``level`` None: the game's fallback level. Choose among ``legal``, the commands the
+        request carried (None: the view's, for a deadline entry). Answer before ``deadline``
+        (a Unix time) when one is given. False when the view has not reached ``version``
+        yet: nothing was decided."""
         command_id = hashlib.sha1(f"{game_id}:{version}:{seat}".encode()).hexdigest()
         with bound_contextvars(game=game_id, command=command_id, seat=seat):  # on every line
             view = await self._view_at(game_id, seat, version)
             if view is None:
                 return False
-            if view["version"] != version or not view["legal_commands"]:
+            legal = view["legal_commands"] if legal is None else legal
+            if view["version"] != version or not legal:
                 return True  # stale: someone moved already, or the seat has nothing to decide
+            observation = {**view, "legal_commands": legal}
+            level = level or fallback_level(game_of(observation))
             budget = self.settings.bot_think_ms / 1000
             if deadline is not None:
                 budget = max(0.0, min(budget, deadline - time.time() - SAFETY_S))
             rng = random.Random(self.rng.getrandbits(64))
             started = time.perf_counter()
-            choice = dict(await asyncio.to_thread(bot(level).choose, view, rng, budget))
+            choice = await asyncio.to_thread(bot(level).choose, observation, rng, budget)
             metrics.BOT_DECISION_SECONDS.labels(level, actor).observe(time.perf_counter() - started)
-            kind = choice.pop("type")
-            choice.pop("seat", None)
+            payload = {k: v for k, v in choice.items() if k not in ("type", "seat")}
             await self.sender.send(
                 CommandEnvelope(
                     command_id=command_id,
                     game_id=game_id,
                     seat=seat,
-                    type=kind,
-                    payload=choice,
+                    type=choice["type"],
+                    payload=payload,
                     actor="bot" if actor == "bot" else "fallback",
                 )
             )
             return True
 
-    async def _view_at(self, game_id: str, seat: int, version: int) -> dict[str, Any] | None:
-        """The seat's view once the projection has caught up with ``version``."""
-        for _ in range(200):
+    async def _view_at(self, game_id: str, seat: int, version: int) -> Observation | None:
+        """The seat's view once the projection has reached ``version`` (None after
+        ``VIEW_WAIT_S``). While it is behind, block on the partition's view updates: their
+        tail is taken before the view is read again, so a write between the two still
+        wakes the wait."""
+        view = await read_view(self.redis, self.keys, game_id, seat)
+        if view is not None and view["version"] >= version:
+            return view
+        updates = self.keys.view_updates(self.keys.partition(game_id))
+        give_up = time.monotonic() + VIEW_WAIT_S
+        after: str | None = await self._tail(updates)
+        while after is not None:
             view = await read_view(self.redis, self.keys, game_id, seat)
             if view is not None and view["version"] >= version:
                 return view
-            await asyncio.sleep(0.01)
+            after = await self._wait_for_update(updates, after, game_id, give_up)
         log.warning("view lagging", game=game_id, version=version)
         return None
+
+    async def _tail(self, stream: str) -> str:
+        newest: Any = await self.redis.xrevrange(stream, count=1)
+        return newest[0][0].decode() if newest else "0-0"
+
+    async def _wait_for_update(
+        self, stream: str, after: str, game_id: str, give_up: float
+    ) -> str | None:
+        """The id of the first view update after ``after`` that names ``game_id``, or None
+        at ``give_up`` (a ``time.monotonic()``)."""
+        wanted = game_id.encode()
+        while (left_ms := int((give_up - time.monotonic()) * 1000)) > 0:
+            reply: Any = await self.redis.xread({stream: after}, count=500, block=left_ms)
+            for _, entries in reply or []:
+                for entry_id, fields in entries:
+                    after = entry_id.decode()
+                    if fields.get(b"g") == wanted:
+                        return after
+        return None
+
+
+def fallback_level(game: AnyGame) -> str:
+    """The level that plays a seat whose player left or ran out of time: the game's greedy
+    policy if it has one (instant, and as good as instant gets), else random."""
+    return "greedy" if "greedy" in api.bot_levels(game) else "random"

@@ -63,6 +63,11 @@ class Keys:
     def decisions(self, p: int) -> str:
         return f"{self._p(p)}:decisions"
 
+    def view_updates(self, p: int) -> str:
+        """The games whose view the projection wrote (``g``, at version ``v``), newest last,
+        trimmed: whoever waits for a view blocks on it instead of polling the view."""
+        return f"{self._p(p)}:viewed"
+
     def rejections(self, p: int) -> str:
         return f"{self._p(p)}:rejections"
 

@@ -3,16 +3,20 @@ observation alone (income, colony majorities, age scoring, building worth for th
 left, expedition odds from what has been revealed). It looks one decision ahead. The
 ``greedy`` bot plays its best command; the ``mcts`` bot orders its search and plays its
 playouts with it.
+
+Prices, the number of turns and the set values are the ruleset's, read once per ruleset:
+the policy runs thousands of times a second inside the search.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from functools import cached_property
-from typing import Any
+from functools import cached_property, lru_cache
+from typing import Any, NamedTuple
 
 from .income import set_income
+from .ruleset import Rules
 
 Observation = dict[str, Any]
 Command = dict[str, Any]
@@ -27,8 +31,29 @@ def greedy_values(observation: Observation, rng: random.Random) -> list[float]:
 
 # --- what the greedy bot reads off its observation -------------------------------------------
 
-BUILDING_PRICES = (10, 14, 20)
-GOODS_REVEALED_PER_TURN = 4
+
+class _Board(NamedTuple):
+    """The figures printed on the board that the policy weighs commands with."""
+
+    prices: tuple[int, ...]  # a building's price, by age
+    turns: int
+    sets: tuple[int, int, int]  # income of any three goods, three alike, four alike
+
+
+@lru_cache(maxsize=16)
+def _board(ruleset: str) -> _Board:
+    """The board of a ruleset, from the game's rules cache (edition options change none of
+    these figures, so the default options do)."""
+    from . import GAME  # the package imports this module before it registers the game
+
+    rules: Rules = GAME.rules(ruleset)
+    r = rules.ruleset
+    values = r.values
+    return _Board(
+        tuple(r.building_prices),
+        r.turns,
+        (values.set_any_three, values.set_three_same, values.set_four_same),
+    )
 
 
 class _Seen:
@@ -36,11 +61,13 @@ class _Seen:
 
     def __init__(self, o: Observation) -> None:
         self.o = o
+        self.board = board = _board(o["ruleset"])
         self.seat: int = o["seat"]
-        self.me = o["players"][self.seat]
+        self.me: dict[str, Any] = o["players"][self.seat]
         self.turn: int = max(o["turn"], 1)
-        self.turns_left = 9 - self.turn
-        self.regions = {r["id"]: r for r in o["regions"]}
+        self.turns_left: int = board.turns + 1 - self.turn  # this turn included
+        self.price: int = board.prices[o["age"] - 1]  # of a building bought now
+        self.regions: dict[str, dict[str, Any]] = {r["id"]: r for r in o["regions"]}
         self.n = len(o["players"])
 
     def goods_counts(self, extra: str | None = None) -> list[int]:
@@ -50,7 +77,8 @@ class _Seen:
         return list(goods.values())
 
     def income(self, extra_good: str | None = None, extra_ships: int = 0) -> int:
-        return set_income(self.goods_counts(extra_good), self.me["ships"] + extra_ships)
+        ships: int = self.me["ships"]
+        return set_income(self.goods_counts(extra_good), ships + extra_ships, self.board.sets)
 
     def colony_gain(self, region_id: str, units: int = 1) -> float:
         """How much adding ``units`` of mine to a region improves my majority there."""
@@ -84,9 +112,6 @@ class _Seen:
     def undiscovered(self) -> list[dict[str, Any]]:
         return [r for r in self.regions.values() if r["token"] == "face_down"]
 
-    def price(self) -> int:
-        return BUILDING_PRICES[self.o["age"] - 1]
-
     # Worth of a box whatever unit goes there: computed once per observation, not per unit
     # (placement offers every unit in every box, and the search asks thousands of times).
 
@@ -118,7 +143,7 @@ def _value_place(s: _Seen, c: Command) -> float:
     if box == "shipping":
         return _value_shipping(s, unit)
     if box == "buildings":
-        if money < s.price() or not s.o["buildings_revealed"]:
+        if money < s.price or not s.o["buildings_revealed"]:
             return -1.0
         return 2.0 + s.best_building / 3
     if box == "discovery":
@@ -163,7 +188,7 @@ def _value_warfare_slot(s: _Seen) -> float:
 def _building_value(s: _Seen, building: str) -> float:
     """A rough worth in VP of a building bought now (turns left matter)."""
     left = s.turns_left
-    table = {
+    table: dict[str, float] = {
         "settlers": 0.8 * left,
         "monastery": 1.2 * left,
         "trade_routes": 1.0 * left,
@@ -196,7 +221,7 @@ def _building_value(s: _Seen, building: str) -> float:
         "power": 2.0 * sum(r["soldiers"][s.seat] for r in s.regions.values()),
         "prosperity": 2.0 * (len(s.me["buildings"]) + 1),
         "glory": 2.0 * sum(1 for r in s.regions.values() if r["units"][s.seat]) + 1.0,
-        "wealth": max(0.0, (s.me["money"] - s.price()) / 5),
+        "wealth": max(0.0, (s.me["money"] - s.price) / 5),
         "migration": 1.0,
         "factory": 5.0 + 2.5 * left,
     }
@@ -207,7 +232,7 @@ def _value_buy(s: _Seen, c: Command) -> float:
     value = _building_value(s, c["building"])
     regions = c.get("regions") or []
     value += sum(0.3 * s.colony_gain(r) for r in regions)
-    return value - s.price() / 4
+    return value - s.price / 4
 
 
 def _value_land(s: _Seen, c: Command) -> float:
@@ -215,7 +240,8 @@ def _value_land(s: _Seen, c: Command) -> float:
 
 
 def _value_take_good(s: _Seen, c: Command) -> float:
-    return s.income(c["good"]) - s.income() + 0.1 * s.me["goods"].get(c["good"], 0)
+    held: int = s.me["goods"].get(c["good"], 0)
+    return s.income(c["good"]) - s.income() + 0.1 * held
 
 
 def _natives_estimate(s: _Seen, region: str | None) -> int:
@@ -226,14 +252,17 @@ def _natives_estimate(s: _Seen, region: str | None) -> int:
 
 
 def _value_expedition(s: _Seen, c: Command) -> float:
-    strength = c["colonists"] + 2 * c["captains"] + c["soldiers"]
+    colonists: int = c["colonists"]
+    captains: int = c["captains"]
+    soldiers: int = c["soldiers"]
+    strength = colonists + 2 * captains + soldiers
     natives = _natives_estimate(s, c["region"])
     if strength < natives:
         return -1.0 - (natives - strength)
-    sent = c["colonists"] + c["captains"] + c["soldiers"]
+    sent = colonists + captains + soldiers
     region_bonus = 0.0 if c["region"] is None else s.colony_gain(c["region"]) * 0.5
     # Win the token (about 5 VP and $2), plunder per soldier, keep spare units for later.
-    return 6.0 + 2.5 * c["soldiers"] + region_bonus - 0.8 * sent
+    return 6.0 + 2.5 * soldiers + region_bonus - 0.8 * sent
 
 
 def _value_pass(s: _Seen, c: Command) -> float:
@@ -243,16 +272,19 @@ def _value_pass(s: _Seen, c: Command) -> float:
 def _value_specialist(s: _Seen, c: Command) -> float:
     cost = 0 if s.o["phase"] == "auction_bonus" else 5
     worth = {"merchant": 6.0, "missionary": 5.5, "captain": 4.5, "soldier": 3.5}[c["unit"]]
-    return worth * (0.5 + s.turns_left / 8) - cost - (3.0 if s.me["money"] - cost < 5 else 0.0)
+    money: int = s.me["money"]
+    return worth * (0.5 + s.turns_left / 8) - cost - (3.0 if money - cost < 5 else 0.0)
 
 
 def _value_battle(s: _Seen, c: Command) -> float:
     r = s.regions[c["region"]]
-    mine, theirs = r["soldiers"][s.seat], r["soldiers"][c["opponent"]]
-    their_units = r["units"][c["opponent"]]
+    soldiers: list[int] = r["soldiers"]
+    units: list[int] = r["units"]
+    mine, theirs = soldiers[s.seat], soldiers[c["opponent"]]
+    their_units = units[c["opponent"]]
     kills = min(mine, their_units)
-    losses = min(theirs, r["units"][s.seat])
-    leads = their_units >= r["units"][s.seat]
+    losses = min(theirs, units[s.seat])
+    leads = their_units >= units[s.seat]
     return 1.5 * kills - 1.7 * losses + (1.0 if leads and kills else 0.0) - 0.5
 
 
@@ -272,7 +304,8 @@ def _value_move(s: _Seen, c: Command) -> float:
 
 
 def _value_bid(s: _Seen, c: Command) -> float:
-    return 1.0 - 0.6 * c["amount"]
+    amount: int = c["amount"]
+    return 1.0 - 0.6 * amount
 
 
 def _value_university(s: _Seen, c: Command) -> float:

@@ -1,0 +1,100 @@
+"""Benchmark: the bots' speed on a fixed set of observations, on one core.
+
+    python benchmarks/bots.py [--iterations 100] [--repeat 200] [--profile]
+
+Plays a few seeded games at random and keeps one seat's observation at fixed decisions;
+then the ``mcts`` bot searches each for a fixed number of iterations (so the work, and the
+answer, depend on the observation and the seed alone) and the ``greedy`` bot answers each
+``--repeat`` times. Prints mcts iterations per second, greedy decisions per second and a
+digest of every answer: equal digests mean equal decisions, so a change to the bots that
+should not change their play can be checked by the digest alone. A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import time
+from typing import Any
+
+from services.ai import MctsBot, bot
+from shared.games.age_of_discovery import (
+    command_from_dict,
+    compile_rules,
+    decide_into,
+    legal_commands,
+    load_ruleset,
+    new_game,
+    pending,
+    view,
+)
+
+GAMES = ((2, 11), (3, 12), (4, 13), (5, 14))  # (players, seed)
+KEEP_EVERY = 40  # keep the observation of every 40th decision that offers a choice
+
+
+def observations() -> list[dict[str, Any]]:
+    """Observations from the start to the end of a few random games, choices only."""
+    rules = compile_rules(load_ruleset("standard"), {})
+    kept = []
+    for players, seed in GAMES:
+        state, _ = new_game(rules, None, players, seed)
+        chooser = random.Random(seed)
+        choices = 0
+        while decisions := pending(state):
+            seat = decisions[0].seat
+            legal = legal_commands(state, seat)
+            if len(legal) > 1:
+                choices += 1
+                if choices % KEEP_EVERY == 0:
+                    kept.append(view(state, seat))
+            decide_into(state, command_from_dict(chooser.choice(legal).to_dict()))
+    return kept
+
+
+def run(iterations: int, repeat: int) -> dict[str, Any]:
+    seen = observations()
+    digest = hashlib.sha256()
+    searcher = MctsBot(budget_s=3600, max_iterations=iterations)
+    started = time.perf_counter()
+    for i, observation in enumerate(seen):
+        digest.update(json.dumps(searcher.choose(observation, random.Random(i))).encode())
+    mcts_s = time.perf_counter() - started
+    greedy = bot("greedy")
+    started = time.perf_counter()
+    for i, observation in enumerate(seen):
+        rng = random.Random(i)
+        for _ in range(repeat):
+            choice = greedy.choose(observation, rng)
+        digest.update(json.dumps(choice).encode())
+    greedy_s = time.perf_counter() - started
+    return {
+        "observations": len(seen),
+        "mcts_iterations_per_second": round(iterations * len(seen) / mcts_s, 1),
+        "greedy_decisions_per_second": round(repeat * len(seen) / greedy_s, 1),
+        "seconds": round(mcts_s + greedy_s, 2),
+        "digest": digest.hexdigest()[:16],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--profile", action="store_true", help="profile with pyinstrument")
+    args = parser.parse_args()
+    if args.profile:
+        from pyinstrument import Profiler
+
+        with Profiler() as profiler:
+            result = run(args.iterations, args.repeat)
+        profiler.print(show_all=False)
+    else:
+        result = run(args.iterations, args.repeat)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
