@@ -47,7 +47,8 @@ async def test_a_whole_game_through_the_engine_replays_to_its_recorded_hash(
         await wait_for(hash_recorded)
         assert await engine.store.final_hash("g-full") == final.state_hash()
         assert await replayed_hash(engine, "g-full") == final.state_hash()
-        assert await redis.exists(keys.snapshot("g-full"))
+        snapshot = json.loads(await redis.hget(keys.snapshot("g-full"), "s"))
+        assert snapshot["game"] == api.DEFAULT_GAME  # a snapshot names its game, as a log does
 
 
 async def test_a_command_delivered_twice_is_applied_once(redis: Redis, keys: Keys) -> None:
