@@ -13,8 +13,12 @@ from hypothesis import strategies as st
 
 from services.ai import BOTS, MctsBot, bot
 from services.ai.arena import arena, wilson
-from services.ai.mcts import Node
+from services.ai.mcts import Node, Search
+from services.ai.service import fallback_level
 from shared.games import age_of_discovery as aod
+from shared.games import api
+from shared.games.age_of_discovery import AgeOfDiscovery
+from shared.games.age_of_discovery.greedy import _Seen
 
 from ..rules.scenarios import OPTIONS
 
@@ -164,3 +168,75 @@ def test_arena_command_takes_a_think_budget() -> None:
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["levels"]["mcts"]["seats_played"] == 1
+
+
+class Unguided(AgeOfDiscovery):
+    """The Age of Discovery without its greedy policy: how the bots meet a game that has
+    none."""
+
+    def policy(self) -> api.Policy | None:  # type: ignore[override]
+        return None
+
+
+@pytest.mark.parametrize("name", api.names())
+def test_every_level_a_game_lists_plays_it_legally_to_its_end(name: str) -> None:
+    """Each of the game's bot levels (``mcts`` capped in iterations) plays seats of a whole
+    game through the protocol, always with one of its seat's legal commands."""
+    game = api.get(name)
+    levels = api.bot_levels(game)
+    players = max(game.min_players, min(len(levels), game.max_players))
+    state, _ = game.new_game(game.rules(game.default_ruleset), players, 3)
+    bots = [MctsBot(max_iterations=3) if level == "mcts" else bot(level) for level in levels]
+    rng = random.Random(3)
+    played = set()
+    while decisions := game.pending(state):
+        seat = decisions[0].seat
+        observation = game.view(state, seat)
+        assert observation["game"] == name
+        player = bots[seat % len(bots)]
+        choice = player.choose(observation, rng, 60)
+        assert choice in observation["legal_commands"]
+        played.add(player.level)
+        game.decide_into(state, game.parse_command(choice))
+    assert game.is_over(state) and played == set(levels[:players])
+
+
+def test_the_levels_a_game_lists_are_bots_and_greedy_needs_a_policy() -> None:
+    for name in api.names():
+        game = api.get(name)
+        assert set(api.bot_levels(game)) <= set(BOTS)
+        assert ("greedy" in api.bot_levels(game)) == (game.policy() is not None)
+    assert api.bot_levels(Unguided()) == ["random", "mcts"]
+    assert fallback_level(api.get()) == "greedy" and fallback_level(Unguided()) == "random"
+
+
+def test_a_search_without_a_policy_keeps_the_games_order_and_plays_out_at_random() -> None:
+    """A game without a policy: the root's commands stay in the game's order, every
+    iteration is backed up through one of them, and the answer is legal."""
+    game = Unguided()
+    state, _ = game.new_game(game.rules("standard"), 3, 5)
+    observation = game.view(state, game.pending(state)[0].seat)
+    legal = [game.parse_command(c) for c in observation["legal_commands"]]
+    search = Search(game, observation, random.Random(5))
+    choice = search.run(float("inf"), max_iterations=40)
+    assert choice in legal and search.iterations == 40
+    assert search.root.ranked == legal
+    assert sum(child.visits for child in search.root.children.values()) == 40
+
+
+def test_the_greedy_policy_prices_buildings_as_the_rules_do() -> None:
+    """In games of greedy bots, every building bought cost what the policy read off the
+    ruleset for that moment: the price of the age, from the ruleset, as the engine charges."""
+    game = api.get()
+    bought = 0
+    for players, seed in ((2, 1), (4, 2), (5, 3)):
+        state, _ = game.new_game(game.rules("standard"), players, seed)
+        rng = random.Random(seed)
+        while decisions := game.pending(state):
+            observation = game.view(state, decisions[0].seat)
+            choice = bot("greedy").choose(observation, rng)
+            for event in game.decide_into(state, game.parse_command(choice)):
+                if event.type == "building_bought":
+                    assert event.data["price"] == _Seen(observation).price
+                    bought += 1
+    assert bought

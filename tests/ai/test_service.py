@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from redis.asyncio import Redis
 
+from services.ai import service
 from services.ai.service import BotPlayer
 from services.lobby.views import ViewProjector
 from shared.bus import CommandSender, GroupReader, Keys, ensure_group
-from shared.contracts import CommandEnvelope, DecisionRequest
+from shared.contracts import CommandEnvelope, DecisionRequest, Seats
+from shared.contracts.records import BOT_PREFIX
 from shared.eventstore import EventStore
 
 from ..backbone.helpers import create_game, running_engine, settings_for, wait_for
@@ -33,15 +37,19 @@ async def bots_serving(redis: Redis, keys: Keys, think_ms: int) -> AsyncIterator
             await asyncio.gather(*tasks)
 
 
-async def _seat_bots(redis: Redis, keys: Keys, game_id: str, deadline_s: float) -> None:
-    mapping = {"0": "bot:mcts", "1": "bot:random", "deadline_s": str(deadline_s)}
-    await redis.hset(keys.seats(game_id), mapping=mapping)  # type: ignore[misc]
+async def _seat(
+    redis: Redis, keys: Keys, game_id: str, bots: tuple[str, str], deadline_s: float | None = None
+) -> None:
+    """Seat two bots, as the lobby does before it creates the game."""
+    seats = Seats({seat: f"{BOT_PREFIX}{level}" for seat, level in enumerate(bots)}, deadline_s)
+    mapping: dict[Any, Any] = seats.to_mapping()
+    await redis.hset(keys.seats(game_id), mapping=mapping)
 
 
 async def test_a_bot_game_runs_to_its_end_through_the_engine(redis: Redis, keys: Keys) -> None:
     """Two bot seats (mcts and random) with a short move deadline: the bot player answers
     every decision request from the bus and the game reaches its end, every move the bots'."""
-    await _seat_bots(redis, keys, "g-bots", deadline_s=0.15)
+    await _seat(redis, keys, "g-bots", ("mcts", "random"), deadline_s=0.15)
     async with bots_serving(redis, keys, think_ms=1000):
         result = await CommandSender(redis, keys).execute(create_game("g-bots", players=2))
         assert result.status == "accepted"
@@ -60,19 +68,20 @@ async def test_a_deadline_shorter_than_the_budget_is_still_met(redis: Redis, key
     """The mcts seat may think 5 s, but each move is due 0.3 s after its request: every
     answer reaches the command stream before its request's deadline (the stream entry id is
     the Redis server's clock, in ms)."""
-    await _seat_bots(redis, keys, "g-due", deadline_s=0.3)
+    await _seat(redis, keys, "g-due", ("mcts", "random"), deadline_s=0.3)
     partition = keys.partition("g-due")
     async with bots_serving(redis, keys, think_ms=5000):
         await CommandSender(redis, keys).execute(create_game("g-due", players=2))
 
         async def answered() -> list[tuple[DecisionRequest, float]]:
-            commands = await redis.xrange(keys.commands(partition))
+            commands: Any = await redis.xrange(keys.commands(partition))
             sent = {}
             for entry_id, fields in commands:
                 command = CommandEnvelope.model_validate_json(fields[b"c"])
                 sent[command.command_id] = int(entry_id.split(b"-")[0]) / 1000
             out = []
-            for _, fields in await redis.xrange(keys.decisions(partition)):
+            requests: Any = await redis.xrange(keys.decisions(partition))
+            for _, fields in requests:
                 request = DecisionRequest.model_validate_json(fields[b"r"])
                 key = f"{request.game_id}:{request.version}:{request.seat}".encode()
                 command_id = hashlib.sha1(key).hexdigest()
@@ -93,7 +102,7 @@ async def test_a_request_a_dead_worker_left_pending_is_answered_by_a_live_one(
 ) -> None:
     """A worker read the first decision request and died without answering: a live bot
     player reclaims it once it has been idle for CARAVEL_CLAIM_IDLE_MS, and the game moves."""
-    await redis.hset(keys.seats("g-orphan"), mapping={"0": "bot:random", "1": "bot:random"})  # type: ignore[misc]
+    await _seat(redis, keys, "g-orphan", ("random", "random"))
     stream = keys.decisions(keys.partition("g-orphan"))
     stop = asyncio.Event()
     projector = ViewProjector(redis, keys)
@@ -118,3 +127,64 @@ async def test_a_request_a_dead_worker_left_pending_is_answered_by_a_live_one(
     expected = hashlib.sha1(f"g-orphan:{request.version}:{request.seat}".encode()).hexdigest()
     assert (answer.actor, answer.causation_id) == ("bot", expected)
     assert not await redis.xpending_range(stream, "ai", "-", "+", 10)  # answered, acknowledged
+
+
+async def _first_request(redis: Redis, keys: Keys, game_id: str) -> DecisionRequest:
+    stream = keys.decisions(keys.partition(game_id))
+
+    async def asked() -> bool:
+        return bool(await redis.xlen(stream))
+
+    await wait_for(asked)
+    first: Any = await redis.xrange(stream, count=1)
+    [(_, fields)] = first
+    return DecisionRequest.model_validate_json(fields[b"r"])
+
+
+async def test_a_request_waits_for_its_view_and_the_projection_wakes_it(
+    redis: Redis, keys: Keys
+) -> None:
+    """The request is there before the seat's view: the bot player waits (no answer, no
+    command), the projector writes the view and announces it on the partition's view
+    updates, and the bot answers at once, choosing among the commands the request carries
+    (here cut down to one, so its answer can only be that one)."""
+    await _seat(redis, keys, "g-wake", ("random", "random"))
+    partition = keys.partition("g-wake")
+    async with running_engine(redis, keys):
+        await CommandSender(redis, keys).execute(create_game("g-wake", players=2))
+        request = await _first_request(redis, keys, "g-wake")
+        only = request.legal_commands[-1]
+        request = request.model_copy(update={"legal_commands": [only]})
+        player = BotPlayer(redis, keys, settings_for(keys))
+        answering = asyncio.create_task(player.consider(request))
+        await asyncio.sleep(0.3)
+        assert not answering.done()
+        assert await redis.xlen(keys.commands(partition)) == 1  # create_game only
+        projector = ViewProjector(redis, keys)
+        await projector.start()
+        projected = time.monotonic()
+        assert await projector.step(block_ms=1000) >= 1
+        assert await asyncio.wait_for(answering, service.VIEW_WAIT_S) is True
+        assert time.monotonic() - projected < 1.0
+        updates: Any = await redis.xrange(keys.view_updates(partition))
+        [(_, update)] = updates
+        assert update == {b"g": b"g-wake", b"v": str(request.version).encode()}
+    commands: Any = await redis.xrange(keys.commands(partition))
+    sent = [CommandEnvelope.model_validate_json(fields[b"c"]) for _, fields in commands]
+    answer = next(c for c in sent if c.actor == "bot")
+    assert {"type": answer.type, "seat": answer.seat, **answer.payload} == only
+
+
+async def test_a_view_that_never_comes_leaves_the_request_unanswered(
+    redis: Redis, keys: Keys
+) -> None:
+    """No projection runs: after waiting ``VIEW_WAIT_S`` the bot player gives up without
+    answering (the request stays pending, to be reclaimed and tried again)."""
+    await _seat(redis, keys, "g-blind", ("greedy", "greedy"))
+    async with running_engine(redis, keys):
+        await CommandSender(redis, keys).execute(create_game("g-blind", players=2))
+        request = await _first_request(redis, keys, "g-blind")
+        started = time.monotonic()
+        assert await BotPlayer(redis, keys, settings_for(keys)).consider(request) is False
+        assert time.monotonic() - started >= service.VIEW_WAIT_S
+    assert await redis.xlen(keys.commands(keys.partition("g-blind"))) == 1  # create_game only
