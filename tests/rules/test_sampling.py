@@ -1,8 +1,9 @@
 """States sampled from a seat's view (the bots' determinizations) are faithful and blind.
 
 For reachable states (random games stopped at random points; 2-5 players; every edition
-option) and every seat: the sampled state shows the seat exactly its view; it depends on
-the view alone, not on the hidden values behind it; and it plays on to a legal finish.
+option): a sampled state plays on to a legal finish of The Age of Discovery (turn 8).
+That the sampled state shows the seat exactly its view and depends on the view alone, not
+on the hidden values behind it, is checked for every game by tests/games.
 """
 
 from __future__ import annotations
@@ -32,26 +33,6 @@ def reachable(options: dict[str, Any], players: int, seed: int, stop: float) -> 
         seat = rnd.choice(decisions).seat
         aod.decide_into(state, rnd.choice(aod.legal_commands(state, seat)))
     return state
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    players=st.integers(2, 5),
-    options=OPTIONS,
-    seed=st.integers(0, 2**32 - 1),
-    stop=st.floats(0, 1),
-)
-def test_a_sampled_state_shows_the_seat_its_view_and_hides_nothing_it_did_not_see(
-    players: int, options: dict[str, Any], seed: int, stop: float
-) -> None:
-    state = reachable(options, players, seed, stop)
-    twin = aod.determinize(state, seed + 1)
-    for seat in range(players):
-        seen = aod.view(state, seat)
-        sampled = aod.sample_state(state.rules, seen, seed)
-        assert aod.view(sampled, seat) == seen
-        from_twin = aod.sample_state(state.rules, aod.view(twin, seat), seed)
-        assert from_twin.state_hash() == sampled.state_hash()
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
