@@ -74,18 +74,23 @@ class Spec:
 
 def specs(name: str) -> st.SearchStrategy[Spec]:
     """Games of the registered game ``name``: any ruleset it ships, options, players."""
+    return _specs(name)
+
+
+@st.composite
+def _specs(draw: st.DrawFn, name: str) -> Spec:
+    """A composite rather than ``builds``, so that hypothesis reports a failing example as
+    the ``Spec(...)`` that replays it."""
     game = api.get(name)
-    setups = st.sampled_from(game.rulesets()).flatmap(
-        lambda ruleset: option_choices(game, ruleset).map(
-            lambda options: (ruleset, tuple(sorted(options.items())))
-        )
-    )
-    return st.builds(
-        lambda setup, players, seed, play_seed: Spec(name, *setup, players, seed, play_seed),
-        setups,
-        st.integers(game.min_players, game.max_players),
-        SEEDS,
-        SEEDS,
+    ruleset = draw(st.sampled_from(game.rulesets()))
+    options = draw(option_choices(game, ruleset))
+    return Spec(
+        name=name,
+        ruleset=ruleset,
+        options=tuple(sorted(options.items())),
+        players=draw(st.integers(game.min_players, game.max_players)),
+        seed=draw(SEEDS),
+        play_seed=draw(SEEDS),
     )
 
 
