@@ -10,6 +10,7 @@ import httpx
 from redis.asyncio import Redis
 
 from shared.bus import Keys
+from shared.games.api import DEFAULT_GAME
 
 from .helpers import bearer, running_lobby, wait_for_view
 
@@ -27,9 +28,10 @@ async def test_players_with_the_same_preferences_are_seated_together(
     redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:
     """Three players queue for a 3-player extended game (and one for a 2-player game, who
-    must not join them): the three share one table, in distinct seats, and it starts."""
+    must not join them): the three share one table of their game, in distinct seats, and it
+    starts."""
     async with running_lobby(redis_url, keys, database_url, tmp_path, match_wait_s="60") as client:
-        wanted = {"players": 3, "options": {"tile_set": "extended"}}
+        wanted = {"game": DEFAULT_GAME, "players": 3, "options": {"tile_set": "extended"}}
         tickets = [
             (await client.post("/queue", json={"name": f"p{i}", **wanted})).json()["ticket"]
             for i in range(3)
@@ -40,6 +42,7 @@ async def test_players_with_the_same_preferences_are_seated_together(
         assert sorted(m["seat"] for m in matched) == [0, 1, 2]
         table = (await client.get(f"/tables/{matched[0]['table_id']}")).json()
         assert table["status"] == "running" and table["options"]["tile_set"] == "extended"
+        assert (table["game"], table["ruleset"]) == (DEFAULT_GAME, "standard")
         assert [s["kind"] for s in table["taken"]] == ["human"] * 3
         assert (await client.get(f"/queue/{other}")).json()["status"] == "waiting"
         view = await wait_for_view(client, table["id"], matched[0]["token"], 1)
