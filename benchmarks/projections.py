@@ -2,7 +2,8 @@
 
     python benchmarks/projections.py --games 1000 [--redis-url URL] [--postgres-url URL]
 
-Plays ``--games`` random 4-player games with the rules core in process and appends each
+Plays ``--games`` random 4-player games of ``--game`` (the default game unless named) with
+its rules core in process and appends each
 command's events through the event store (the engine's atomic script: logs, partition
 streams, the games registry), in a Redis key namespace of its own. Then it times
 ``rebuild`` of the scoring projection on a fresh SQLite file and, unless ``--postgres-url``
@@ -30,13 +31,11 @@ from services.scoring.service import ScoringService
 from shared.bus import Keys, connect, delete_namespace
 from shared.contracts import EncodedEvent, encode_event
 from shared.eventstore import Append, EventStore
-from shared.games import age_of_discovery as aod
-
-RULES = aod.compile_rules(aod.load_ruleset("standard"), {})
+from shared.games import api
 
 
 def _encode(
-    game_id: str, version: int, events: list[aod.Event], command_id: str, actor: str
+    game_id: str, version: int, events: list[api.Event], command_id: str, actor: str
 ) -> list[EncodedEvent]:
     at = datetime.now(UTC).isoformat()
     return [
@@ -47,7 +46,7 @@ def _encode(
             type=e.type,
             data=e.data,
             secret=e.secret,
-            visibility=e.visibility,
+            visibility=e.visibility,  # type: ignore[arg-type]  # api.Event says str | int
             causation_id=command_id,
             correlation_id=command_id,
             actor=actor,
@@ -57,15 +56,15 @@ def _encode(
     ]
 
 
-def play(game_id: str, seed: int) -> list[Append]:
+def play(game: api.AnyGame, game_id: str, seed: int) -> list[Append]:
     """One random game as the engine would append it: one append per command."""
     chooser = random.Random(seed)
-    state, events = aod.new_game(RULES, None, 4, seed)
+    state, events = game.new_game(game.rules(game.default_ruleset), 4, seed)
     appends = [Append(game_id, 0, _encode(game_id, 0, events, f"{game_id}:c0", "system"), "")]
     version = len(events)
-    while decisions := aod.pending(state):
+    while decisions := game.pending(state):
         seat = chooser.choice(decisions).seat
-        events = aod.decide_into(state, chooser.choice(aod.legal_commands(state, seat)))
+        events = game.decide_into(state, chooser.choice(game.legal_commands(state, seat)))
         command_id = f"{game_id}:c{len(appends)}"
         appends.append(
             Append(game_id, version, _encode(game_id, version, events, command_id, "bot"))
@@ -74,11 +73,11 @@ def play(game_id: str, seed: int) -> list[Append]:
     return appends
 
 
-async def fill(store: EventStore, games: int, seed: int) -> int:
+async def fill(store: EventStore, game: api.AnyGame, games: int, seed: int) -> int:
     """Append ``games`` finished games; returns how many events were written."""
     events = 0
     for i in range(games):
-        appends = play(f"bench-{i}", seed + i)
+        appends = play(game, f"bench-{i}", seed + i)
         for start in range(0, len(appends), 500):
             results = await store.append_many(appends[start : start + 500])
             assert all(r.status == "ok" for r in results), results
@@ -105,10 +104,11 @@ async def rebuild(redis_url: str, keys: Keys, database_url: str) -> dict[str, An
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     keys = Keys(prefix=f"cvbench-{uuid.uuid4().hex[:8]}", partitions=64)
     redis = connect(args.redis_url)
-    out: dict[str, Any] = {"games": args.games}
+    game = api.get(args.game)
+    out: dict[str, Any] = {"game": game.name, "games": args.games}
     try:
         started = time.perf_counter()
-        out["events"] = await fill(EventStore(redis, keys), args.games, args.seed)
+        out["events"] = await fill(EventStore(redis, keys), game, args.games, args.seed)
         out["fill_seconds"] = round(time.perf_counter() - started, 1)
         with tempfile.TemporaryDirectory() as folder:
             sqlite_url = f"sqlite:///{os.path.join(folder, 'bench.db')}"
@@ -134,6 +134,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--game", default=api.DEFAULT_GAME, choices=api.names())
     parser.add_argument("--games", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(

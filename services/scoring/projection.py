@@ -145,7 +145,8 @@ def advance(p: GameProgress, envelope: EventEnvelope, rows: Rows | None) -> None
     p.game.apply(p.state, event)
     p.version = envelope.version
     if rows is not None:
-        _facts(p, envelope.version, p.game.facts(p.state, event), rows)
+        if facts := p.game.facts(p.state, event):
+            _facts(p, envelope.version, facts, rows)
         rows.events += 1
     if p.finished_at is None and p.game.is_over(p.state):
         p.finished_at = envelope.recorded_at

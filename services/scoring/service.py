@@ -45,7 +45,7 @@ from .projection import FinishedGame, GameProgress, Rows, advance, rate, snapsho
 log = structlog.get_logger("caravel.scoring")
 
 CACHE_GAMES = 20_000
-REBUILD_CHUNK = 50
+REBUILD_CHUNK = 10
 
 
 @dataclass(frozen=True)
