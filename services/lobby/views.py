@@ -12,7 +12,6 @@ notifications all leave the newest view. Reads never replay a log.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from pydantic_core import to_json
 from redis.asyncio import Redis
 
 from shared.bus import Delivery, GroupReader, Keys, ensure_group
@@ -149,5 +149,7 @@ class ViewProjector:
         await self._write(keys=[self.keys.view(game_id), updates], args=args, client=pipe)
 
 
-def _json(document: dict[str, Any]) -> str:
-    return json.dumps(document, separators=(",", ":"))
+def _json(document: dict[str, Any]) -> bytes:
+    """Compact JSON, encoded in Rust (pydantic's core): a few times faster than ``json``,
+    and every notification writes a game's views."""
+    return to_json(document)
