@@ -147,18 +147,19 @@ class Search:
         """The policy (else chance) plays every seat for a while, cut short when time is up
         so the last iteration ends on time; then each seat's reward in [0, 1]."""
         game, policy, rnd = self.game, self.policy, self.rnd
+        pending, decide_into = game.pending, game.decide_into  # bound once: the hot loop
         for _ in range(ROLLOUT_DECISIONS):
-            decisions = game.pending(state)
+            decisions = pending(state)
             if not decisions or time.perf_counter() >= stop:
                 break
             seat = decisions[0].seat
             if policy is None:
-                game.decide_into(state, rnd.choice(game.legal_commands(state, seat)))
+                decide_into(state, rnd.choice(game.legal_commands(state, seat)))
                 continue
             observation = game.view(state, seat)
             values = policy(observation, rnd)
             best = max(range(len(values)), key=values.__getitem__)
-            game.decide_into(state, game.parse_command(observation["legal_commands"][best]))
+            decide_into(state, game.parse_command(observation["legal_commands"][best]))
         return rewards(game.evaluate(state))
 
 
