@@ -336,7 +336,7 @@ def check_probe(probe: Probe, data: st.DataObject) -> None:
 
 
 @per_game
-@settings(max_examples=15, **PROPERTY_SETTINGS)
+@settings(max_examples=20, **PROPERTY_SETTINGS)
 @given(data=st.data())
 def test_refused_commands_change_nothing(name: str, data: st.DataObject) -> None:
     """Invariant: at the first decision of every kind, at random decisions and after the
@@ -354,7 +354,7 @@ def test_refused_commands_change_nothing(name: str, data: st.DataObject) -> None
     seen: set[str] = set()
     for _, legal, command in play.choices():
         new = {d.kind for d in game.pending(play.state)} - kinds
-        if new or play.rnd.random() < 0.005:
+        if new or play.rnd.random() < 0.015:
             kinds |= new
             check_probe(Probe.at(play, shapes, seen), data)
         if play.rnd.random() < 0.2:
@@ -436,7 +436,7 @@ def check_public_log(play: Play) -> None:
 
 
 @per_game
-@settings(max_examples=15, **PROPERTY_SETTINGS)
+@settings(max_examples=20, **PROPERTY_SETTINGS)
 @given(data=st.data())
 def test_hidden_values_reach_no_view_and_no_public_event(name: str, data: st.DataObject) -> None:
     """Invariant (hidden information; see the module's docstring): at random points of a
