@@ -265,14 +265,15 @@ def typed_commands(draw: st.DrawFn, probe: Probe) -> dict[str, Any]:
     how = draw(st.sampled_from(["any", "near", "foreign"] if probe.legal else ["any"]))
     if how == "any":
         answering = sorted({c.type for c in probe.legal})
-        kinds = answering if answering and draw(st.booleans()) else sorted(probe.shapes)
+        own_kind: bool = bool(answering) and draw(st.booleans())
+        kinds = answering if own_kind else sorted(probe.shapes)
         shape = probe.shapes[draw(st.sampled_from(kinds))]
-        raw = {"type": shape["properties"]["type"]["const"], "seat": draw(probe.seat())}
+        drawn = {"type": shape["properties"]["type"]["const"], "seat": draw(probe.seat())}
         for key, prop in shape["properties"].items():
-            if key not in raw and (key in shape["required"] or draw(st.booleans())):
-                raw[key] = draw(probe.value(prop))
-        return raw
-    raw = wire(draw(st.sampled_from(probe.legal)))
+            if key not in drawn and (key in shape["required"] or draw(st.booleans())):
+                drawn[key] = draw(probe.value(prop))
+        return drawn
+    raw: dict[str, Any] = wire(draw(st.sampled_from(probe.legal)))
     if how == "foreign":
         raw["seat"] = draw(st.sampled_from([s for s in probe.play.seats if s != raw["seat"]]))
         return raw
@@ -328,9 +329,8 @@ def check_probe(probe: Probe, data: st.DataObject) -> None:
     for _ in range(2):
         check_wire(probe, data.draw(mangled_commands(probe)), typed=False)
     if probe.legal:
-        odd_seat = dataclasses.replace(
-            data.draw(st.sampled_from(probe.legal)), seat=data.draw(not_seats)
-        )
+        not_a_seat: Any = data.draw(not_seats)
+        odd_seat = dataclasses.replace(data.draw(st.sampled_from(probe.legal)), seat=not_a_seat)
         assert_refused(play, odd_seat)
     assert_refused(play, data.draw(json_values | st.builds(object)))
 
