@@ -278,9 +278,13 @@ def arena_command(
     seats: Annotated[
         str, typer.Option(help="Bot level per seat, comma-separated (random, greedy, mcts).")
     ] = "greedy,random,random,random",
+    game_name: Annotated[str, typer.Option("--game", help=GAME_HELP)] = api.DEFAULT_GAME,
     games: Annotated[int, typer.Option(min=1)] = 200,
     seed: Annotated[int, typer.Option()] = 1,
-    ruleset: Annotated[str, typer.Option()] = "standard",
+    ruleset: Annotated[
+        str | None,
+        typer.Option(help="A shipped ruleset name or a .toml path (default: the game's)."),
+    ] = None,
     option: Annotated[list[str] | None, typer.Option("--option", help="KEY=VALUE")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
     budget_ms: Annotated[
@@ -290,17 +294,19 @@ def arena_command(
 ) -> None:
     """Bots against each other, seats rotated across games: win rates with 95% intervals."""
     from services.ai.arena import arena
-    from services.ai.bots import BOTS
 
+    game = game_named(game_name)
     levels = [s.strip() for s in seats.split(",") if s.strip()]
-    unknown = [level for level in levels if level not in BOTS]
+    known = api.bot_levels(game)
+    unknown = [level for level in levels if level not in known]
     if unknown:
-        raise typer.BadParameter(f"unknown levels {unknown}; known: {', '.join(BOTS)}")
-    if not 2 <= len(levels) <= 5:
-        raise typer.BadParameter("2 to 5 seats")
+        raise typer.BadParameter(
+            f"unknown levels {unknown}; known: {', '.join(known)}", param_hint="--seats"
+        )
+    check_players(game, len(levels))
     try:
         options = parse_options(option or [])
-        api.get().rules(ruleset, options)
+        game.rules(ruleset or game.default_ruleset, options)
     except api.RulesetError as e:
         raise typer.BadParameter(str(e)) from None
     with _progress(err_console if as_json else console) as progress:
@@ -309,10 +315,11 @@ def arena_command(
             levels,
             games,
             seed,
-            options,
-            ruleset,
-            lambda: progress.advance(task),
-            None if budget_ms is None else budget_ms / 1000,
+            game=game.name,
+            options=options,
+            ruleset=ruleset,
+            progress=lambda: progress.advance(task),
+            budget_s=None if budget_ms is None else budget_ms / 1000,
         )
     if as_json:
         print(json.dumps(result))
