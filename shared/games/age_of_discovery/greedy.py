@@ -4,8 +4,9 @@ left, expedition odds from what has been revealed). It looks one decision ahead.
 ``greedy`` bot plays its best command; the ``mcts`` bot orders its search and plays its
 playouts with it.
 
-Prices, the number of turns and the set values are the ruleset's, read once per ruleset:
-the policy runs thousands of times a second inside the search.
+Every figure printed on the board (prices, turns, set values, the training cost, colony
+size, unit strengths) is the ruleset's, read once per ruleset: the policy runs thousands of
+times a second inside the search. The weights of the heuristic are the policy's own.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class _Board(NamedTuple):
     prices: tuple[int, ...]  # a building's price, by age
     turns: int
     sets: tuple[int, int, int]  # income of any three goods, three alike, four alike
+    training_cost: int  # a specialist's price
+    colony_min: int  # units that hold a region's good
+    shipping: dict[str, int]  # a unit's strength in the shipping box
+    discovery: tuple[int, int, int]  # strength of a colonist, a captain, a soldier sent out
 
 
 @lru_cache(maxsize=16)
@@ -49,10 +54,15 @@ def _board(ruleset: str) -> _Board:
     rules: Rules = GAME.rules(ruleset)
     r = rules.ruleset
     values = r.values
+    found = values.discovery_value
     return _Board(
         tuple(r.building_prices),
         r.turns,
         (values.set_any_three, values.set_three_same, values.set_four_same),
+        values.training_cost,
+        values.colony_min_units,
+        {unit: strength for unit, strength in values.shipping_value.items()},
+        (found["colonist"], found["captain"], found["soldier"]),
     )
 
 
@@ -86,11 +96,12 @@ class _Seen:
         mine = r["units"][self.seat]
         others = max((u for s, u in enumerate(r["units"]) if s != self.seat), default=0)
         after = mine + units
+        colony = self.board.colony_min
         value = 0.0
-        if r["good_present"] and mine < 3 <= after:
+        if r["good_present"] and mine < colony <= after:
             value += 3.0  # the region's good
         if mine <= others < after:
-            value += 4.0 if after >= 3 else 2.5  # take the lead
+            value += 4.0 if after >= colony else 2.5  # take the lead
         elif after == others:
             value += 1.5  # draw level
         elif after > others:
@@ -105,9 +116,14 @@ class _Seen:
         found = [r for r in self.regions.values() if r["discovered"]]
         return max((self.colony_gain(r["id"], units) for r in found), default=0.0)
 
+    def strength(self, colonists: int, captains: int, soldiers: int) -> int:
+        """What an expedition of these units counts against the natives."""
+        colonist, captain, soldier = self.board.discovery
+        return colonist * colonists + captain * captains + soldier * soldiers
+
     def discovery_strength(self) -> int:
         box = self.me["discovery_box"]
-        return int(box["colonists"] + 2 * box["captains"] + box["soldiers"])
+        return self.strength(box["colonists"], box["captains"], box["soldiers"])
 
     def undiscovered(self) -> list[dict[str, Any]]:
         return [r for r in self.regions.values() if r["token"] == "face_down"]
@@ -167,10 +183,11 @@ def _value_place(s: _Seen, c: Command) -> float:
 def _value_shipping(s: _Seen, unit: str) -> float:
     if not s.o["ship_in_box"]:
         return -0.5
+    values = s.board.shipping
     strength = [0] * s.n
     for entry in s.o["boxes"]["shipping"]:
-        strength[entry["seat"]] += 2 if entry["unit"] in ("captain", "merchant") else 1
-    mine = strength[s.seat] + (2 if unit in ("captain", "merchant") else 1)
+        strength[entry["seat"]] += values[entry["unit"]]
+    mine = strength[s.seat] + values[unit]
     best_other = max((v for seat, v in enumerate(strength) if seat != s.seat), default=0)
     if mine <= best_other:
         return 0.3
@@ -255,7 +272,7 @@ def _value_expedition(s: _Seen, c: Command) -> float:
     colonists: int = c["colonists"]
     captains: int = c["captains"]
     soldiers: int = c["soldiers"]
-    strength = colonists + 2 * captains + soldiers
+    strength = s.strength(colonists, captains, soldiers)
     natives = _natives_estimate(s, c["region"])
     if strength < natives:
         return -1.0 - (natives - strength)
@@ -270,7 +287,7 @@ def _value_pass(s: _Seen, c: Command) -> float:
 
 
 def _value_specialist(s: _Seen, c: Command) -> float:
-    cost = 0 if s.o["phase"] == "auction_bonus" else 5
+    cost = 0 if s.o["phase"] == "auction_bonus" else s.board.training_cost
     worth = {"merchant": 6.0, "missionary": 5.5, "captain": 4.5, "soldier": 3.5}[c["unit"]]
     money: int = s.me["money"]
     return worth * (0.5 + s.turns_left / 8) - cost - (3.0 if money - cost < 5 else 0.0)
