@@ -132,6 +132,8 @@ def test_arena_command_prints_json_last() -> None:
             "-m",
             "services.cli",
             "arena",
+            "--game",
+            "age_of_discovery",
             "--seats",
             "greedy,random",
             "--games",
@@ -144,6 +146,7 @@ def test_arena_command_prints_json_last() -> None:
     )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["game"] == "age_of_discovery"
     assert set(summary["levels"]) == {"greedy", "random"}
     assert set(summary["levels"]["greedy"]) >= {"win_rate", "ci95", "mean_score", "latency_ms"}
     bad = subprocess.run(
@@ -153,6 +156,13 @@ def test_arena_command_prints_json_last() -> None:
         timeout=60,
     )
     assert bad.returncode != 0 and "unknown levels" in bad.stderr
+    unknown = subprocess.run(
+        [sys.executable, "-m", "services.cli", "arena", "--game", "chess"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert unknown.returncode != 0 and "unknown game 'chess'" in unknown.stderr
 
 
 def test_arena_command_takes_a_think_budget() -> None:
