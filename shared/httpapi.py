@@ -1,5 +1,5 @@
 """What every HTTP router of Caravel shares: one error shape, ``{"code", "message",
-"details"}`` with a 4xx (or 503) status, and the id path parameter.
+"details"}`` with a 4xx (or 503) status, the id path parameter, and the app's SQL engine.
 
 The lobby and scoring routers raise :class:`ApiError`; :func:`install_error_handlers` turns it,
 validation failures and Starlette's own errors into that shape.
@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Path, Request
+from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from sqlalchemy import Engine
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 Id = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", description="An id the lobby issued.")]
+
+
+def get_db(request: Request) -> Engine:
+    """The app's SQL engine (``app.state.db``): the routers of several services read SQL
+    through it without knowing which service made the app."""
+    return request.app.state.db  # type: ignore[no-any-return]
+
+
+Db = Annotated[Engine, Depends(get_db)]
 
 
 class ApiError(Exception):

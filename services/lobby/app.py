@@ -25,8 +25,8 @@ from .lobby import Lobby
 def create_app(
     redis: Redis, keys: Keys, db: Engine, settings: Settings, routers: Sequence[APIRouter] = ()
 ) -> FastAPI:
-    """The lobby's app; ``routers`` (scoring's, say) share its error shape and its
-    :class:`Lobby` (``app.state.lobby``: the SQL engine among others)."""
+    """The lobby's app; ``routers`` (scoring's, say) share its error shape and its SQL
+    engine (``shared.httpapi.Db``)."""
     lobby = Lobby(redis, keys, db, settings)
 
     @asynccontextmanager
@@ -41,6 +41,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.lobby = lobby
+    app.state.db = db
     install_error_handlers(app)
     for router in (catalog.router, tables.router, queue.router, games.router, *routers):
         app.include_router(router)

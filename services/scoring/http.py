@@ -1,7 +1,8 @@
 """Scoring over HTTP: standings, results, leaderboards, analytics and a dashboard page.
 
-The lobby's app includes this router. Everything is read from the scoring tables; nothing
-here replays a log. Every game scores in its own terms, so a score is a total with the
+The composition root (services/server.py) puts this router beside the lobby's; it reads SQL
+through the app's engine (``shared.httpapi.Db``). Everything is read from the scoring tables;
+nothing here replays a log. Every game scores in its own terms, so a score is a total with the
 game's breakdown of it as an object, ratings are per game, and the analytics summary has a
 section per game, with the game's facts (its ``facts`` hook) counted by kind and subject. The
 dashboard is one HTML page drawing inline SVG from ``/analytics/summary`` with a few lines of
@@ -15,24 +16,17 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection, Engine, Integer, cast, func, select
+from sqlalchemy import Connection, Integer, cast, func, select
 
 from shared.games import api
-from shared.httpapi import ERRORS, ApiError, Id
+from shared.httpapi import ERRORS, ApiError, Db, Id
 
 from .db import Decision, FactRow, Rating, Result, ScoredGame, Standing, table_of
 
 router = APIRouter(tags=["scoring"])
-
-
-def get_db(request: Request) -> Engine:
-    return request.app.state.lobby.db  # type: ignore[no-any-return]
-
-
-Db = Annotated[Engine, Depends(get_db)]
 BREAKDOWN_EXAMPLE = {"colonies": 14, "discoveries": 9, "buildings": 12, "economy": 6}
 
 
