@@ -11,7 +11,7 @@ from services.lobby.views import GROUP, Projected, ViewProjector
 from shared.bus import CommandSender, GroupReader, Keys, ensure_group
 from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
-from shared.views import read_view
+from shared.views import read_view, seat_part
 
 from ..backbone.helpers import RULES, create_game, play_locally, running_engine, wait_for
 
@@ -111,3 +111,18 @@ async def test_what_a_dead_projector_left_pending_is_projected_by_a_live_one(
     view = await read_view(redis, keys, "g-lost", None)
     log = await EventStore(redis, keys).read("g-lost")
     assert view is not None and view["version"] == log[-1].version
+
+
+async def test_a_seat_view_that_drops_or_changes_spectator_fields_reads_back_whole(
+    redis: Redis, keys: Keys
+) -> None:
+    """Any game's seat view, stored as its difference from the spectator's, reads back as
+    it was: fields added, changed and dropped (The Age of Discovery never drops one)."""
+    public = {"seat": None, "board": [1, 2], "hidden_count": 3, "version": 7}
+    seat_view = {"seat": 1, "board": [1, 2], "hand": ["a"], "version": 7}
+    part = seat_part(public, seat_view)
+    assert part == {"set": {"seat": 1, "hand": ["a"]}, "unset": ["hidden_count"]}
+    mapping = {"version": 7, "public": json.dumps(public), "seat:1": json.dumps(part)}
+    await redis.hset(keys.view("g-any"), mapping=mapping)  # type: ignore[arg-type]
+    assert await read_view(redis, keys, "g-any", 1) == seat_view
+    assert await read_view(redis, keys, "g-any", None) == public
