@@ -30,6 +30,7 @@ from structlog.contextvars import bound_contextvars
 from services.lobby.views import read_view
 from shared.bus import CommandSender, Delivery, GroupReader, Keys, ensure_group
 from shared.contracts import CommandEnvelope, DecisionRequest
+from shared.loops import keep_running
 from shared.observability import metrics
 from shared.settings import Settings
 
@@ -64,18 +65,17 @@ class BotPlayer:
         """Answer until ``stop``. Every ``CARAVEL_CLAIM_IDLE_MS`` / 2, first take over the
         requests another worker left pending that long (it died, or could not answer yet)."""
         await self.start()
-        while not stop.is_set():
-            try:
-                wait_ms = await self._wait_ms()
-                await self.handle(
-                    await self.reader.next_batch(
-                        self.streams, 200, wait_ms, self.settings.claim_idle_ms
-                    )
-                )
-                await self.fire_deadlines()
-            except Exception:
-                log.exception("bot player batch failed; its requests stay pending")
-                await asyncio.sleep(1)
+        await keep_running(
+            stop, self.serve_round, log, "bot player batch failed; its requests stay pending"
+        )
+
+    async def serve_round(self) -> None:
+        """Answer one batch of requests, then play for the humans whose time ran out."""
+        wait_ms = await self._wait_ms()
+        await self.handle(
+            await self.reader.next_batch(self.streams, 200, wait_ms, self.settings.claim_idle_ms)
+        )
+        await self.fire_deadlines()
 
     async def _wait_ms(self) -> int:
         """How long to wait for requests: until the next deadline, 100 ms at most."""
@@ -113,7 +113,7 @@ class BotPlayer:
     async def consider(self, request: DecisionRequest) -> bool:
         """Answer for a bot seat or a seat whose player left, or start a human's clock;
         False when the answer has to wait (the seat's view is not there yet)."""
-        seats = await self.redis.hgetall(self.keys.seats(request.game_id))
+        seats: Any = await self.redis.hgetall(self.keys.seats(request.game_id))
         who = seats.get(str(request.seat).encode(), b"").decode()
         if who.startswith("bot:"):
             return await self.play(
@@ -136,7 +136,9 @@ class BotPlayer:
     async def fire_deadlines(self) -> None:
         """Play for humans whose time ran out (each due entry is taken by one worker; one
         that cannot be answered yet is due again a second later)."""
-        due = await self.redis.zrangebyscore(self.keys.deadlines(), "-inf", time.time(), 0, 100)
+        due: Any = await self.redis.zrangebyscore(
+            self.keys.deadlines(), "-inf", time.time(), 0, 100
+        )
         for member in due:
             if await self.redis.zrem(self.keys.deadlines(), member):
                 game_id, version, seat = json.loads(member)

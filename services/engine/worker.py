@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from pydantic import ValidationError
@@ -36,8 +36,10 @@ from shared.contracts import (
     Rejection,
     encode_event,
 )
+from shared.contracts.envelopes import Visibility
 from shared.eventstore import Append, EventStore
 from shared.games import age_of_discovery as aod
+from shared.loops import keep_running
 from shared.observability import metrics
 from shared.settings import Settings
 
@@ -134,6 +136,7 @@ class Engine:
         self.held: set[int] = set()
         self.fresh: set[int] = set()  # partitions just acquired: reclaim their pending first
         self.stats: Counter[str] = Counter()
+        self._next_reclaim = 0.0  # when idle pending entries are next taken over
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
         self._streams = {self.keys.commands(p): p for p in self.keys.all_partitions()}
@@ -146,22 +149,43 @@ class Engine:
             await ensure_group(self.redis, stream, GROUP)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Serve until ``stop`` is set: leases, reclaiming, and the command loop."""
+        """Serve until ``stop`` is set: leases, reclaiming, and the command loop. A failed
+        round (Redis away, say) is logged and retried after a backoff (``keep_running``),
+        having dropped what the engine can no longer trust (:meth:`distrust`)."""
         await self.start()
         await self.rebalance()
-        leases = asyncio.create_task(self._lease_loop(stop))
-        next_reclaim = 0.0
+        period = self.settings.lease_ttl_ms / 3000
+        leases = asyncio.create_task(
+            keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
+        )
         try:
-            while not stop.is_set():
-                now = time.monotonic()
-                if self.fresh or now >= next_reclaim:
-                    await self.reclaim()
-                    next_reclaim = now + self.settings.claim_idle_ms / 2000
-                await self.step(block_ms=50)
+            await keep_running(
+                stop, self.serve_round, log, "engine round failed", on_error=self.distrust
+            )
         finally:
             leases.cancel()
             await asyncio.gather(leases, return_exceptions=True)
-            await self.release_all()
+            try:
+                await self.release_all()
+            except Exception:  # stopping while Redis is away: the leases expire by themselves
+                log.exception("could not release the leases", engine=self.id)
+
+    async def serve_round(self) -> None:
+        """Reclaim when due (at once in fresh partitions), then read and handle one batch."""
+        now = time.monotonic()
+        if self.fresh or now >= self._next_reclaim:
+            await self.reclaim()
+            self._next_reclaim = now + self.settings.claim_idle_ms / 2000
+        await self.step(block_ms=50)
+
+    def distrust(self) -> None:
+        """After a failed round: cached games may be behind their logs (another engine may
+        have taken a partition over while this one could not renew its lease), and entries
+        read but not handled sit in this consumer's pending list. Drop every cached game and
+        reclaim every held partition's pending entries before reading new ones."""
+        self.stats["round_errors"] += 1
+        self.games.clear()
+        self.fresh |= self.held
 
     async def step(self, block_ms: int | None = None) -> int:
         """Read and handle one batch of new commands; returns how many were read."""
@@ -190,15 +214,6 @@ class Engine:
         self.fresh.clear()
 
     # --- leases ----------------------------------------------------------------------------
-
-    async def _lease_loop(self, stop: asyncio.Event) -> None:
-        period = self.settings.lease_ttl_ms / 3000
-        while not stop.is_set():
-            await asyncio.sleep(period)
-            try:
-                await self.rebalance()
-            except Exception:  # a failed round is retried next period
-                log.exception("lease round failed", engine=self.id)
 
     async def rebalance(self) -> None:
         """Heartbeat, renew held leases, then hold a fair share of the partitions."""
@@ -373,7 +388,7 @@ class Engine:
                 type=e.type,
                 data=e.data,
                 secret=e.secret,
-                visibility=e.visibility,
+                visibility=cast(Visibility, e.visibility),  # the rules core's: public or a seat
                 causation_id=env.command_id,
                 correlation_id=env.correlation_id or env.command_id,
                 actor=env.actor,

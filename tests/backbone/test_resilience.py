@@ -1,0 +1,96 @@
+"""The engine on a real Redis that fails under it: lost connections, lost data, lost leases."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from fastapi import FastAPI
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from services.engine import Engine
+from services.health import Health, operations_routes
+from shared.bus import CommandSender, Keys, connect
+
+from ..lobby.helpers import free_port
+from .helpers import create_game, running_engine, same_partition, settings_for
+
+NO_RETRY = Retry(NoBackoff(), 0)  # errors reach the engine's loop at once, not after retries
+
+
+async def _kill_connections(redis: Redis, name: str) -> int:
+    """Close every connection of the clients called ``name`` (as a Redis restart would)."""
+    ids = [c["id"] for c in await redis.client_list() if c.get("name") == name]
+    for client_id in ids:
+        await redis.client_kill_filter(_id=client_id)
+    return len(ids)
+
+
+async def test_the_engine_serves_again_after_redis_cut_its_connections(
+    redis: Redis, redis_url: str, keys: Keys
+) -> None:
+    """Redis drops the engine's connections while it runs (a restart, a failover, a cut
+    network): the engine logs the failed round, backs off and carries on, so a command sent
+    afterwards is answered."""
+    name = f"{keys.prefix}-engine"
+    engine_redis = connect(redis_url, client_name=name, retry=NO_RETRY)
+    sender = CommandSender(redis, keys)
+    try:
+        async with running_engine(engine_redis, keys) as engine:
+            assert (await sender.execute(create_game("g-cut-1"))).status == "accepted"
+
+            for _ in range(10):  # half a second of cut connections
+                await _kill_connections(redis, name)
+                await asyncio.sleep(0.05)
+            result = await sender.execute(create_game("g-cut-2"), timeout_s=10)
+            assert result.status == "accepted"
+            assert engine.stats["round_errors"] > 0  # the cuts did fail rounds
+            assert not engine.fresh  # the held partitions were reclaimed after the failure
+    finally:
+        await engine_redis.aclose()
+
+
+async def test_the_engine_makes_its_group_again_when_redis_lost_it(
+    redis: Redis, keys: Keys
+) -> None:
+    """A Redis restarted without its data has lost the consumer groups: the engine makes its
+    group again (from the stream's start) instead of failing every round."""
+    first, second = same_partition(keys, "g-lost", 2)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        assert (await sender.execute(create_game(first))).status == "accepted"
+        await redis.delete(keys.commands(keys.partition(first)))  # the stream and its group
+        result = await sender.execute(create_game(second), timeout_s=10)
+        assert result.status == "accepted"
+
+
+async def test_liveness_fails_when_the_engine_loop_died(redis: Redis, keys: Keys) -> None:
+    """An engine that cannot start (its Redis refuses connections) ends its task with the
+    error: /livez answers 503 naming it, so the orchestrator restarts the process; while
+    its loops run, /livez is 200."""
+    away = connect(f"redis://127.0.0.1:{free_port()}/0", retry=NO_RETRY)
+    stop = asyncio.Event()
+    dead = asyncio.create_task(Engine(away, settings_for(keys), keys).run(stop), name="engine")
+    alive = asyncio.create_task(stop.wait(), name="ai")
+    await asyncio.wait([dead], timeout=10)
+    try:
+        answer = await _livez(Health(redis, None, [alive, dead]))
+        assert (await _livez(Health(redis, None, [alive]))).status_code == 200
+    finally:
+        stop.set()
+        await alive
+        await away.aclose()
+    assert answer.status_code == 503
+    body = answer.json()
+    assert body["code"] == "loop_died" and body["message"].startswith("engine: ")
+    assert "ConnectionError" in body["message"]
+
+
+async def _livez(health: Health) -> httpx.Response:
+    app = FastAPI()
+    app.include_router(operations_routes(health))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://caravel") as client:
+        return await client.get("/livez")
