@@ -250,14 +250,19 @@ class Engine:
         for p in won[need:]:
             await self._release(keys=[self.keys.lease(p)], args=[self.id])
         for p in won[:need]:
+            self._forget_games(p)  # cached while it was not held, if ever: behind its log
             self.held.add(p)
             self.fresh.add(p)
         if won:
             log.info("leases", engine=self.id, held=len(self.held), live=len(live))
 
     def _drop(self, p: int) -> None:
+        """The lease on ``p`` is gone: another engine writes its games from now on."""
         self.held.discard(p)
         self.fresh.discard(p)
+        self._forget_games(p)
+
+    def _forget_games(self, p: int) -> None:
         for game_id in [g for g in self.games if self.keys.partition(g) == p]:
             del self.games[game_id]
 
@@ -270,7 +275,12 @@ class Engine:
     # --- commands --------------------------------------------------------------------------
 
     async def handle(self, deliveries: Sequence[Delivery], attempt: int = 0) -> None:
-        """Decide every delivery in order, then write the whole batch in one round trip."""
+        """Decide every delivery in order, then write the whole batch in one round trip.
+
+        Deliveries of partitions no longer held (the lease went while the batch was read)
+        are left pending, neither handled nor acknowledged: the new owner reclaims them, and
+        handling them here would cache games this engine no longer writes."""
+        deliveries = [d for d in deliveries if self._streams[d.stream] in self.held]
         outcomes: list[tuple[Delivery, str | None, Append | Finish]] = []
         parsed = [(d, self._parse(d)) for d in deliveries]
         await self._prefetch([env for _, env in parsed if isinstance(env, CommandEnvelope)])

@@ -15,7 +15,7 @@ from services.health import Health, operations_routes
 from shared.bus import CommandSender, Keys, connect
 
 from ..lobby.helpers import free_port
-from .helpers import create_game, running_engine, same_partition, settings_for
+from .helpers import create_game, play_locally, running_engine, same_partition, settings_for
 
 NO_RETRY = Retry(NoBackoff(), 0)  # errors reach the engine's loop at once, not after retries
 
@@ -94,3 +94,54 @@ async def _livez(health: Health) -> httpx.Response:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://caravel") as client:
         return await client.get("/livez")
+
+
+async def _serve(engine: Engine) -> None:
+    """One pass of what the engine's loop does: reclaim, then read until nothing is new."""
+    await engine.reclaim()
+    while await engine.step(block_ms=20):
+        pass
+
+
+async def test_a_batch_read_before_the_lease_was_lost_is_left_to_the_new_owner(
+    redis: Redis, keys: Keys
+) -> None:
+    """Engine A reads a batch, loses the partition's lease (B takes it) before handling it,
+    then gets the partition back: A leaves that batch pending for B instead of handling it
+    and caching the game, and after B's moves A decides on the game as it is, not on what
+    it cached before (which would reject a legal move out of turn)."""
+    game_id = "g-lease"
+    commands, _ = play_locally(game_id, players=3, seed=1, limit=3)
+    create, first, second, third = commands
+    assert second.seat != third.seat  # so a state missing `second` refuses `third`
+    p = keys.partition(game_id)
+    sender = CommandSender(redis, keys)
+    a = Engine(redis, settings_for(keys), keys, engine_id="engine-a")
+    await a.start()
+    await a.rebalance()
+    await sender.send(create)
+    await _serve(a)
+    await sender.send(first)
+    batch = await a.reader.read([keys.commands(p)], 10, None)
+    await redis.set(keys.lease(p), "engine-b")  # A's lease expired and B took it
+    await a.rebalance()
+    assert p not in a.held
+    await a.handle(batch)
+    assert game_id not in a.games  # nothing cached for a partition A does not hold
+    pending = await redis.xpending(keys.commands(p), "engine")
+    assert pending["pending"] == 1  # `first` is left for the new owner
+
+    b = Engine(redis, settings_for(keys), keys, engine_id="engine-b")
+    b.held, b.fresh = {p}, {p}
+    await sender.send(second)
+    await _serve(b)
+    await redis.delete(keys.lease(p))  # B goes away; A takes the partition back
+    await a.rebalance()
+    assert p in a.held
+    await sender.send(third)
+    await _serve(a)
+
+    for command in (create, first, second, third):
+        result = await sender.result(game_id, command.command_id)
+        assert result is not None and result.status == "accepted", (command.type, result)
+    assert await a.store.version(game_id) == result.version
