@@ -788,6 +788,41 @@ def test_final_score_adds_every_source() -> None:
     assert row["total"] == 10 + token_vp + card_vp + 6 + 6
 
 
+def test_economy_vp_is_the_set_income_of_turn_eight() -> None:
+    """§6: economy VP at the end = the income from sets in turn 8 (phase C). A good received
+    after that income, in phase D (here West Indies Company's third sugar), is kept but does
+    not count: two sugar and a fish paid $1 in turn 8, so economy is 1, not the 3 that
+    three sugar would pay."""
+    state = game(players=2)
+    give_building(state, 0, "west_indies_company")
+    sugar = good(state, "sugar")
+    state.goods[0][sugar] = 2
+    state.goods[0][good(state, "fish")] = 1
+    state.goods_pile.remove(sugar)
+    state.goods_pile.append(sugar)  # the top of the pile: what West Indies Company gives
+    start_placement(state, {0: {"colonist": 1}}, turn=8)
+    events = place_in_order(state, [(0, "colonist", "warfare")])
+
+    assert money_events(events, "income") == [(0, 1)]
+    (taken,) = [d for d in events_of(events, "good_taken") if d["seat"] == 0]
+    assert taken["good"] == "sugar" and state.goods[0][sugar] == 3
+    (ended,) = events_of(events, "game_ended")
+    assert state.phase == "over" and ended["scores"] == score(state)
+    assert score(state)[0]["economy"] == 1
+    assert set_income(state.goods[0], 0) == 3  # what the goods held at the end would pay
+
+
+def test_a_snapshot_from_before_the_turn_income_was_kept_still_loads() -> None:
+    """Snapshots stored before the state kept what the sets paid load with what the goods
+    held pay (as economy VP was computed then)."""
+    state = game(players=2)
+    state.goods[0][good(state, "sugar")] = 3
+    snapshot = state.to_snapshot()
+    del snapshot["income_sets"]
+    restored = GameState.from_snapshot(state.rules, snapshot)
+    assert restored.income_sets == [3, 0]
+
+
 # --- Income: the best partition (§6) ---------------------------------------------------------
 
 SHIP = -1
