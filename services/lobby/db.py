@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy import Engine, make_url
 from sqlmodel import Field, SQLModel, create_engine
 
+from shared.sql import create_schema
+
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -50,7 +52,7 @@ def make_engine(url: str, **options: Any) -> Engine:
         if database and database != ":memory:":  # a fresh data folder: make it
             Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, **options)
-    SQLModel.metadata.create_all(engine)
+    create_schema(engine)
     return engine
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from threading import Barrier
 
-from sqlalchemy import inspect
+from sqlalchemy import create_engine, inspect
 
 from services.lobby.db import make_engine
+from services.scoring.db import TABLES as SCORING_TABLES
+from services.scoring.db import create_tables
 
 
 def test_a_sqlite_database_in_a_data_folder_not_made_yet_is_created(tmp_path: Path) -> None:
@@ -18,3 +22,37 @@ def test_a_sqlite_database_in_a_data_folder_not_made_yet_is_created(tmp_path: Pa
         assert "lobby_tables" in inspect(engine).get_table_names()
     finally:
         engine.dispose()
+
+
+def test_lobby_and_scoring_starting_together_on_a_fresh_database_both_get_their_tables(
+    database_url: str,
+) -> None:
+    """`caravel lobby` and `caravel scoring` started at once on an empty database (threads
+    here, each with its engine as each process has): every one creates the tables it needs
+    without failing on the tables another is creating, and they are all there after."""
+    racers = 6
+    start = Barrier(racers)
+
+    def lobby() -> None:
+        start.wait()
+        make_engine(database_url).dispose()
+
+    def scoring() -> None:
+        engine = create_engine(database_url)
+        try:
+            start.wait()
+            create_tables(engine)
+        finally:
+            engine.dispose()
+
+    with ThreadPoolExecutor(racers) as pool:
+        started = [pool.submit(lobby if i % 2 else scoring) for i in range(racers)]
+        for future in started:
+            future.result()  # raises what a racer raised
+    engine = create_engine(database_url)
+    try:
+        tables = set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+    assert {"lobby_tables", "lobby_seats", "lobby_tickets"} <= tables
+    assert {table.name for table in SCORING_TABLES} <= tables
