@@ -199,10 +199,12 @@ class Engine:
         return len(deliveries)
 
     async def reclaim(self) -> None:
-        """Take over pending entries: all of them in fresh partitions, idle ones elsewhere."""
+        """Take over pending entries: all of them in fresh partitions, idle ones elsewhere.
+        A partition whose lease goes meanwhile is left alone: its entries, which this engine
+        no longer handles, would be claimed again and again until dead-lettered."""
         for p in sorted(self.held):
             idle = 0 if p in self.fresh else self.settings.claim_idle_ms
-            while True:
+            while p in self.held:
                 batch = await self.reader.reclaim(
                     self.keys.commands(p), idle, self.settings.batch_size
                 )

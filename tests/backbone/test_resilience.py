@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import httpx
 from fastapi import FastAPI
@@ -12,7 +13,7 @@ from redis.backoff import NoBackoff
 
 from services.engine import Engine
 from services.health import Health, operations_routes
-from shared.bus import CommandSender, Keys, connect
+from shared.bus import CommandSender, Delivery, Keys, connect
 
 from ..lobby.helpers import free_port
 from .helpers import create_game, play_locally, running_engine, same_partition, settings_for
@@ -145,3 +146,29 @@ async def test_a_batch_read_before_the_lease_was_lost_is_left_to_the_new_owner(
         result = await sender.result(game_id, command.command_id)
         assert result is not None and result.status == "accepted", (command.type, result)
     assert await a.store.version(game_id) == result.version
+
+
+async def test_a_lease_lost_while_reclaiming_stops_the_reclaim(redis: Redis, keys: Keys) -> None:
+    """The lease loop finds the partition's lease gone while the engine reclaims its pending
+    commands batch by batch: the engine stops reclaiming there, leaving the rest pending for
+    the new owner, instead of claiming them again and again until they are dead-lettered."""
+    game_id = "g-reclaim"
+    p = keys.partition(game_id)
+
+    class LosesTheLease(Engine):
+        async def handle(self, deliveries: Sequence[Delivery], attempt: int = 0) -> None:
+            await super().handle(deliveries, attempt)
+            self._drop(p)  # what the lease loop does when it finds the lease gone
+
+    commands, _ = play_locally(game_id, players=2, seed=3, limit=5)
+    sender = CommandSender(redis, keys)
+    engine = LosesTheLease(redis, settings_for(keys, batch_size=2), keys)
+    await engine.start()
+    for command in commands:
+        await sender.send(command)
+    await engine.reader.read([keys.commands(p)], 100, None)  # delivered, then left pending
+    engine.held, engine.fresh = {p}, {p}
+    await asyncio.wait_for(engine.reclaim(), 10)
+    assert not await redis.xlen(keys.dead_letters())
+    pending = await redis.xpending(keys.commands(p), "engine")
+    assert pending["pending"] == len(commands) - 2  # one batch handled, the rest left
