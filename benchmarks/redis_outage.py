@@ -26,6 +26,7 @@ from redis.asyncio import Redis
 from services.engine import Engine
 from shared.bus import CommandSender, Keys, connect
 from shared.contracts import CommandEnvelope
+from shared.observability import configure_logging
 from shared.settings import Settings
 
 
@@ -106,6 +107,7 @@ def main() -> None:
     parser.add_argument("--down-s", type=float, default=3.0)
     parser.add_argument("--redis-server", default="/usr/bin/redis-server")
     options = parser.parse_args()
+    configure_logging(Settings().log_level)  # as the services log: JSON lines on stderr
     print(json.dumps(asyncio.run(measure(options.redis_server, options.runs, options.down_s))))
 
 
