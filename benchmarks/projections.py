@@ -46,7 +46,7 @@ def _encode(
             type=e.type,
             data=e.data,
             secret=e.secret,
-            visibility=e.visibility,  # type: ignore[arg-type]  # api.Event says str | int
+            visibility=e.visibility,
             causation_id=command_id,
             correlation_id=command_id,
             actor=actor,

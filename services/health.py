@@ -48,6 +48,16 @@ class Health:
             problems.append(f"{stopped} of {len(self.tasks)} service loops stopped")
         return problems
 
+    def dead(self) -> list[str]:
+        """Service loops that ended with an exception. Every loop retries its failed rounds
+        (``shared.loops.keep_running``), so one that ended this way will not come back by
+        itself: only a restart of the process helps."""
+        return [
+            f"{task.get_name()}: {task.exception()!r}"
+            for task in self.tasks
+            if task.done() and not task.cancelled() and task.exception() is not None
+        ]
+
 
 def operations_routes(health: Health) -> APIRouter:
     """``/livez``, ``/readyz`` and ``/metrics``: for probes and Prometheus, so they stay out
@@ -55,9 +65,14 @@ def operations_routes(health: Health) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     @router.get("/livez")
-    async def livez() -> dict[str, str]:
-        """The process answers (its event loop runs)."""
-        return {"status": "ok"}
+    async def livez() -> JSONResponse:
+        """The process answers (its event loop runs) and none of its service loops died: a
+        503 asks the orchestrator to restart it."""
+        dead = health.dead()
+        if dead:
+            body = {"code": "loop_died", "message": "; ".join(dead), "details": {}}
+            return JSONResponse(body, status_code=503)
+        return JSONResponse({"status": "ok"})
 
     @router.get("/readyz")
     async def readyz() -> JSONResponse:

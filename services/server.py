@@ -43,25 +43,29 @@ async def serve(
         tasks = []
         db = make_engine(settings.sql_url()) if scoring or lobby else None  # one pool for both
         if engine:
-            tasks.append(asyncio.create_task(Engine(redis, settings, keys).run(stop)))
+            tasks.append(
+                asyncio.create_task(Engine(redis, settings, keys).run(stop), name="engine")
+            )
         if ai:
-            tasks.append(asyncio.create_task(BotPlayer(redis, keys, settings).run(stop)))
+            tasks.append(asyncio.create_task(BotPlayer(redis, keys, settings).run(stop), name="ai"))
         if scoring:
             assert db is not None
             scorer = ScoringService(redis, keys, db, settings.batch_size)
-            tasks.append(asyncio.create_task(scorer.run(stop)))
+            tasks.append(asyncio.create_task(scorer.run(stop), name="scoring"))
         if lobby:
             projector = ViewProjector(redis, keys)
-            tasks.append(asyncio.create_task(projector.run(stop, settings.claim_idle_ms)))
+            tasks.append(
+                asyncio.create_task(projector.run(stop, settings.claim_idle_ms), name="views")
+            )
             assert db is not None
             app = create_app(redis, keys, db, settings, routers=[scoring_routes])
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
-            tasks.append(asyncio.create_task(matchmaker.run(stop)))
+            tasks.append(asyncio.create_task(matchmaker.run(stop), name="matchmaker"))
             sockets = _listen(settings.http_host, settings.http_port)
         else:  # metrics and health only, on a port of their own (0: none)
             app = FastAPI(title="Caravel operations")
             sockets = _listen(settings.http_host, settings.metrics_port, required=False)
-        tasks.append(asyncio.create_task(RedisSampler(redis, keys).run(stop)))
+        tasks.append(asyncio.create_task(RedisSampler(redis, keys).run(stop), name="sampler"))
         health = Health(redis, db, tasks)
         app.include_router(operations_routes(health))
         server = None
@@ -73,7 +77,7 @@ async def serve(
                 timeout_graceful_shutdown=3,  # open WebSockets do not hold a stop up
             )
             server = _Server(config)
-            tasks.append(asyncio.create_task(server.serve(sockets)))
+            tasks.append(asyncio.create_task(server.serve(sockets), name="http"))
         await stop.wait()
         if server is not None:
             server.should_exit = True

@@ -6,6 +6,9 @@ With nothing set, ``caravel up`` starts an embedded Redis and keeps its data und
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 from pathlib import Path
 
 from pydantic import Field
@@ -62,14 +65,28 @@ class Settings(BaseSettings):
         """The configured secret, or one made once and kept in the data folder."""
         if self.secret:
             return self.secret.encode()
-        path = self.data_dir / "secret"
-        if not path.exists():
-            import secrets
-
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(secrets.token_hex(32))
-            path.chmod(0o600)
-        return path.read_text().strip().encode()
+        return kept_secret(self.data_dir / "secret")
 
     def sql_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'caravel.db'}"
+
+
+def kept_secret(path: Path) -> bytes:
+    """The key in ``path``, made first if there is none.
+
+    The key is written to a file of its own created with mode 0600 (never readable by
+    others, not even for a moment), then linked into place, which fails if ``path`` exists:
+    of processes starting together on a fresh data folder, one wins and the others read its
+    key, whole, so seat tokens signed by one lobby verify in the others."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+            with contextlib.suppress(FileExistsError):  # another process won the race
+                os.link(draft, path)
+        finally:
+            draft.unlink()
+    return path.read_text().strip().encode()

@@ -38,6 +38,7 @@ from shared.contracts import CommandEnvelope, DecisionRequest, Seats
 from shared.contracts.records import HUMAN, LEFT
 from shared.games import api
 from shared.games.api import AnyGame, Observation
+from shared.loops import keep_running
 from shared.observability import metrics
 from shared.settings import Settings
 from shared.views import read_view
@@ -73,18 +74,17 @@ class BotPlayer:
         """Answer until ``stop``. Every ``CARAVEL_CLAIM_IDLE_MS`` / 2, first take over the
         requests another worker left pending that long (it died, or could not answer yet)."""
         await self.start()
-        while not stop.is_set():
-            try:
-                wait_ms = await self._wait_ms()
-                await self.handle(
-                    await self.reader.next_batch(
-                        self.streams, 200, wait_ms, self.settings.claim_idle_ms
-                    )
-                )
-                await self.fire_deadlines()
-            except Exception:
-                log.exception("bot player batch failed; its requests stay pending")
-                await asyncio.sleep(1)
+        await keep_running(
+            stop, self.serve_round, log, "bot player batch failed; its requests stay pending"
+        )
+
+    async def serve_round(self) -> None:
+        """Answer one batch of requests, then play for the humans whose time ran out."""
+        wait_ms = await self._wait_ms()
+        await self.handle(
+            await self.reader.next_batch(self.streams, 200, wait_ms, self.settings.claim_idle_ms)
+        )
+        await self.fire_deadlines()
 
     async def _wait_ms(self) -> int:
         """How long to wait for requests: until the next deadline, 100 ms at most."""

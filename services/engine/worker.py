@@ -39,6 +39,7 @@ from shared.contracts import (
 )
 from shared.eventstore import Append, EventStore, GameCodec
 from shared.games import api
+from shared.loops import keep_running
 from shared.observability import metrics
 from shared.settings import Settings
 
@@ -143,6 +144,7 @@ class Engine:
         self.held: set[int] = set()
         self.fresh: set[int] = set()  # partitions just acquired: reclaim their pending first
         self.stats: Counter[str] = Counter()
+        self._next_reclaim = 0.0  # when idle pending entries are next taken over
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
         self._streams = {self.keys.commands(p): p for p in self.keys.all_partitions()}
@@ -155,22 +157,43 @@ class Engine:
             await ensure_group(self.redis, stream, GROUP)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Serve until ``stop`` is set: leases, reclaiming, and the command loop."""
+        """Serve until ``stop`` is set: leases, reclaiming, and the command loop. A failed
+        round (Redis away, say) is logged and retried after a backoff (``keep_running``),
+        having dropped what the engine can no longer trust (:meth:`distrust`)."""
         await self.start()
         await self.rebalance()
-        leases = asyncio.create_task(self._lease_loop(stop))
-        next_reclaim = 0.0
+        period = self.settings.lease_ttl_ms / 3000
+        leases = asyncio.create_task(
+            keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
+        )
         try:
-            while not stop.is_set():
-                now = time.monotonic()
-                if self.fresh or now >= next_reclaim:
-                    await self.reclaim()
-                    next_reclaim = now + self.settings.claim_idle_ms / 2000
-                await self.step(block_ms=50)
+            await keep_running(
+                stop, self.serve_round, log, "engine round failed", on_error=self.distrust
+            )
         finally:
             leases.cancel()
             await asyncio.gather(leases, return_exceptions=True)
-            await self.release_all()
+            try:
+                await self.release_all()
+            except Exception:  # stopping while Redis is away: the leases expire by themselves
+                log.exception("could not release the leases", engine=self.id)
+
+    async def serve_round(self) -> None:
+        """Reclaim when due (at once in fresh partitions), then read and handle one batch."""
+        now = time.monotonic()
+        if self.fresh or now >= self._next_reclaim:
+            await self.reclaim()
+            self._next_reclaim = now + self.settings.claim_idle_ms / 2000
+        await self.step(block_ms=50)
+
+    def distrust(self) -> None:
+        """After a failed round: cached games may be behind their logs (another engine may
+        have taken a partition over while this one could not renew its lease), and entries
+        read but not handled sit in this consumer's pending list. Drop every cached game and
+        reclaim every held partition's pending entries before reading new ones."""
+        self.stats["round_errors"] += 1
+        self.games.clear()
+        self.fresh |= self.held
 
     async def step(self, block_ms: int | None = None) -> int:
         """Read and handle one batch of new commands; returns how many were read."""
@@ -184,10 +207,12 @@ class Engine:
         return len(deliveries)
 
     async def reclaim(self) -> None:
-        """Take over pending entries: all of them in fresh partitions, idle ones elsewhere."""
+        """Take over pending entries: all of them in fresh partitions, idle ones elsewhere.
+        A partition whose lease goes meanwhile is left alone: its entries, which this engine
+        no longer handles, would be claimed again and again until dead-lettered."""
         for p in sorted(self.held):
             idle = 0 if p in self.fresh else self.settings.claim_idle_ms
-            while True:
+            while p in self.held:
                 batch = await self.reader.reclaim(
                     self.keys.commands(p), idle, self.settings.batch_size
                 )
@@ -199,15 +224,6 @@ class Engine:
         self.fresh.clear()
 
     # --- leases ----------------------------------------------------------------------------
-
-    async def _lease_loop(self, stop: asyncio.Event) -> None:
-        period = self.settings.lease_ttl_ms / 3000
-        while not stop.is_set():
-            await asyncio.sleep(period)
-            try:
-                await self.rebalance()
-            except Exception:  # a failed round is retried next period
-                log.exception("lease round failed", engine=self.id)
 
     async def rebalance(self) -> None:
         """Heartbeat, renew held leases, then hold a fair share of the partitions."""
@@ -244,14 +260,19 @@ class Engine:
         for p in won[need:]:
             await self._release(keys=[self.keys.lease(p)], args=[self.id])
         for p in won[:need]:
+            self._forget_games(p)  # cached while it was not held, if ever: behind its log
             self.held.add(p)
             self.fresh.add(p)
         if won:
             log.info("leases", engine=self.id, held=len(self.held), live=len(live))
 
     def _drop(self, p: int) -> None:
+        """The lease on ``p`` is gone: another engine writes its games from now on."""
         self.held.discard(p)
         self.fresh.discard(p)
+        self._forget_games(p)
+
+    def _forget_games(self, p: int) -> None:
         for game_id in [g for g in self.games if self.keys.partition(g) == p]:
             del self.games[game_id]
 
@@ -264,7 +285,12 @@ class Engine:
     # --- commands --------------------------------------------------------------------------
 
     async def handle(self, deliveries: Sequence[Delivery], attempt: int = 0) -> None:
-        """Decide every delivery in order, then write the whole batch in one round trip."""
+        """Decide every delivery in order, then write the whole batch in one round trip.
+
+        Deliveries of partitions no longer held (the lease went while the batch was read)
+        are left pending, neither handled nor acknowledged: the new owner reclaims them, and
+        handling them here would cache games this engine no longer writes."""
+        deliveries = [d for d in deliveries if self._streams[d.stream] in self.held]
         outcomes: list[tuple[Delivery, str | None, Append | Finish]] = []
         parsed = [(d, self._parse(d)) for d in deliveries]
         await self._prefetch([env for _, env in parsed if isinstance(env, CommandEnvelope)])
@@ -382,8 +408,7 @@ class Engine:
                 type=e.type,
                 data=e.data,
                 secret=e.secret,
-                # A game's event is "public" or one seat's: api.Event types it loosely.
-                visibility=e.visibility,  # type: ignore[arg-type]
+                visibility=e.visibility,
                 causation_id=env.command_id,
                 correlation_id=env.correlation_id or env.command_id,
                 actor=env.actor,

@@ -11,6 +11,7 @@ from sqlalchemy.schema import CreateColumn
 from sqlmodel import Field, SQLModel, create_engine
 
 from shared.games.api import DEFAULT_GAME
+from shared.sql import create_schema
 
 
 def _now() -> datetime:
@@ -54,7 +55,7 @@ def make_engine(url: str, **options: Any) -> Engine:
         if database and database != ":memory:":  # a fresh data folder: make it
             Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, **options)
-    SQLModel.metadata.create_all(engine)
+    create_schema(engine)
     _add_new_columns(engine)
     return engine
 

@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from shared.bus import Keys
 from shared.contracts import Notification
+from shared.loops import Backoff
 
 log = structlog.get_logger("caravel.fanout")
 
@@ -77,6 +78,7 @@ class EventFanout:
     async def _read(self) -> None:
         """Read every partition stream and hand each entry to its game's listeners; return
         once nobody listens (the next listener starts a fresh reader)."""
+        backoff = Backoff()
         while self._listeners:
             try:
                 reply: Any = await self.redis.xread(
@@ -85,9 +87,11 @@ class EventFanout:
                     block=self.block_ms,
                 )
             except RedisError as e:
-                log.warning("event fan-out read failed; retrying", error=str(e))
-                await asyncio.sleep(0.5)
+                delay = backoff.next_delay()
+                log.warning("event fan-out read failed; retrying", error=str(e), retry_in_s=delay)
+                await asyncio.sleep(delay)
                 continue
+            backoff.reset()
             for stream, entries in reply or []:
                 for entry_id, fields in entries:
                     self._positions[stream.decode()] = entry_id

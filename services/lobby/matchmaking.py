@@ -14,6 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlmodel import Session, select
 
 from shared.games import api
+from shared.loops import keep_running
 
 from .db import LobbySeat, LobbyTable, LobbyTicket
 from .lobby import Lobby
@@ -40,12 +41,9 @@ class Matchmaker:
         self.period_s = period_s
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await self.round()
-            except Exception:  # a failed round is tried again next period
-                log.exception("matchmaking round failed")
-            await asyncio.sleep(self.period_s)
+        """Form tables every ``period_s`` until ``stop``; a failed round is retried."""
+        failure = "matchmaking round failed"
+        await keep_running(stop, self.round, log, failure, period_s=self.period_s)
 
     async def round(self) -> list[str]:
         """Form every table that can be formed now (one lobby process at a time); returns

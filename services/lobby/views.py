@@ -26,6 +26,7 @@ from shared.bus import Delivery, GroupReader, Keys, ensure_group
 from shared.contracts import Notification
 from shared.eventstore import EventStore, GameCodec
 from shared.games import api
+from shared.loops import keep_running
 from shared.views import seat_part
 
 log = structlog.get_logger("caravel.views")
@@ -79,14 +80,13 @@ class ViewProjector:
         """Project until ``stop``; every ``claim_idle_ms`` / 2, first take over what another
         projector left pending that long (it died), and a batch that fails stays pending."""
         await self.start()
-        while not stop.is_set():
-            try:
-                await self.handle(
-                    await self.reader.next_batch(self._streams, 500, 100, claim_idle_ms)
-                )
-            except Exception:
-                log.exception("views batch failed; it stays pending and is reclaimed")
-                await asyncio.sleep(1)
+
+        async def serve_round() -> None:
+            await self.handle(await self.reader.next_batch(self._streams, 500, 100, claim_idle_ms))
+
+        await keep_running(
+            stop, serve_round, log, "views batch failed; it stays pending and is reclaimed"
+        )
 
     async def step(self, block_ms: int | None = None, count: int = 500) -> int:
         """Project one batch of notifications; returns how many entries it read."""

@@ -14,6 +14,8 @@ from sqlalchemy import Connection, Engine, Table, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Field, SQLModel
 
+from shared.sql import create_schema
+
 PROJECTION = "scoring"
 
 
@@ -163,7 +165,8 @@ TABLES: list[Table] = [
 
 
 def create_tables(db: Engine) -> None:
-    SQLModel.metadata.create_all(db, tables=TABLES)
+    """Create the projection's missing tables (under the schema lock: see shared.sql)."""
+    create_schema(db, TABLES)
 
 
 def drop_tables(db: Engine) -> None:

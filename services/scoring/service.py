@@ -30,6 +30,7 @@ from sqlalchemy import Engine, select
 from shared.bus import Keys
 from shared.contracts import EventEnvelope, Notification, Seats
 from shared.eventstore import EventStore, GameCodec
+from shared.loops import keep_running
 
 from .db import (
     CheckpointMoved,
@@ -71,6 +72,7 @@ class ScoringService:
         self.games: OrderedDict[str, GameProgress] = OrderedDict()
         self.streams = [keys.events(p) for p in keys.all_partitions()]
         self.positions: dict[str, str] = {}
+        self._reread = False  # a round failed: read the checkpoints from SQL again
 
     async def start(self) -> None:
         """Create the tables if needed and read the checkpoints."""
@@ -84,13 +86,20 @@ class ScoringService:
     async def run(self, stop: asyncio.Event) -> None:
         """Project until ``stop`` is set; a failed batch is read again after a pause."""
         await self.start()
-        while not stop.is_set():
-            try:
-                await self.step(block_ms=100)
-            except Exception:
-                log.exception("scoring batch failed; reading it again", scoring=self.id)
-                await asyncio.sleep(1)
-                self.positions = await asyncio.to_thread(self._checkpoints)
+        failure = "scoring batch failed; reading it again"
+        await keep_running(stop, self.serve_round, log, failure, on_error=self.distrust)
+
+    async def serve_round(self) -> None:
+        """Read the checkpoints again if a round failed, then project one batch."""
+        if self._reread:
+            self.positions = await asyncio.to_thread(self._checkpoints)
+            self._reread = False
+        await self.step(block_ms=100)
+
+    def distrust(self) -> None:
+        """After a failed round the positions read may be ahead of SQL: read them again
+        (in the next round, so a database still away is retried, not fatal)."""
+        self._reread = True
 
     async def step(self, block_ms: int | None = None) -> int:
         """Project one batch of notifications; returns how many entries it read."""

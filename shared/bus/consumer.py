@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,8 +67,11 @@ class GroupReader:
         """New entries of ``streams`` for this consumer (blocking up to ``block_ms``)."""
         if not streams:
             return []
-        raw: Any = await self.redis.xreadgroup(
-            self.group, self.consumer, dict.fromkeys(streams, ">"), count=count, block=block_ms
+        raw: Any = await self._in_group(
+            streams,
+            lambda: self.redis.xreadgroup(
+                self.group, self.consumer, dict.fromkeys(streams, ">"), count=count, block=block_ms
+            ),
         )
         return [
             Delivery(_text(stream), _text(entry_id), fields)
@@ -77,11 +80,27 @@ class GroupReader:
             if fields is not None
         ]
 
+    async def _in_group(self, streams: Sequence[str], call: Callable[[], Awaitable[Any]]) -> Any:
+        """``call()``; if a stream has lost its group (a Redis restarted without its data
+        has none), make the groups again, from the start of the streams, and call again,
+        instead of failing every round until a restart."""
+        try:
+            return await call()
+        except ResponseError as e:
+            if "NOGROUP" not in str(e):
+                raise
+        for stream in streams:
+            await ensure_group(self.redis, stream, self.group)
+        return await call()
+
     async def reclaim(self, stream: str, min_idle_ms: int, count: int) -> list[Delivery]:
         """Take over entries pending longer than ``min_idle_ms`` (XAUTOCLAIM); dead-letter
         the ones delivered too often. Returns the entries to handle again, in order."""
-        reply: Any = await self.redis.xautoclaim(
-            stream, self.group, self.consumer, min_idle_ms, start_id="0-0", count=count
+        reply: Any = await self._in_group(
+            [stream],
+            lambda: self.redis.xautoclaim(
+                stream, self.group, self.consumer, min_idle_ms, start_id="0-0", count=count
+            ),
         )
         claimed = [(_text(i), f) for i, f in reply[1] if f is not None]
         if not claimed:

@@ -50,7 +50,10 @@ class Keys:
         return self._g(game_id, "view")
 
     def result(self, game_id: str, command_id: str) -> str:
-        return f"{self._p(self.partition(game_id))}:result:{command_id}"
+        """The engine's answer to a command sent to a game. Senders choose command ids, so
+        two games may get the same one: the game is in the key, ended by a ``/`` (which a
+        game id cannot hold) so no (game, command) pair shares a key with another."""
+        return f"{self._g(game_id, 'result')}/{command_id}"
 
     # Per partition
     def commands(self, p: int) -> str:

@@ -17,7 +17,7 @@ import pkgutil
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -63,8 +63,9 @@ class Decision(NamedTuple):
     kind: str
 
 
-SERVER = "server"
-PUBLIC = "public"
+PUBLIC: Literal["public"] = "public"
+Visibility = Literal["public"] | int
+"""Who may see an event: everyone, or one seat (a private choice before it is revealed)."""
 
 
 class Event(NamedTuple):
@@ -78,7 +79,7 @@ class Event(NamedTuple):
     type: str
     data: dict[str, Any]
     secret: dict[str, Any] | None = None
-    visibility: str | int = PUBLIC
+    visibility: Visibility = PUBLIC
 
     def to_dict(self, include_secret: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "data": self.data, "visibility": self.visibility}

@@ -15,7 +15,6 @@ right when engines come, go or take over each other's games.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import structlog
@@ -23,6 +22,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from redis.asyncio import Redis
 
 from shared.bus import Keys
+from shared.loops import keep_running
 
 log = structlog.get_logger("caravel.metrics")
 
@@ -71,13 +71,8 @@ class RedisSampler:
         self.every_s = every_s
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await self.sample()
-            except Exception:  # Redis away for a moment: the gauges keep their last values
-                log.warning("sampling redis failed", exc_info=True)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.every_s)
+        # Redis away for a moment: the gauges keep their last values.
+        await keep_running(stop, self.sample, log, "sampling redis failed", period_s=self.every_s)
 
     async def sample(self) -> None:
         """Read every partition stream's groups, the registries of games and the dead

@@ -86,3 +86,16 @@ async def wait_for(predicate: Any, timeout_s: float = 20.0, every_s: float = 0.0
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError("condition not reached in time")
         await asyncio.sleep(every_s)
+
+
+def same_partition(keys: Keys, prefix: str, count: int) -> list[str]:
+    """``count`` game ids (``prefix-<n>``) that all fall in one partition."""
+    by_partition: dict[int, list[str]] = {}
+    n = 0
+    while True:
+        game_id = f"{prefix}-{n}"
+        found = by_partition.setdefault(keys.partition(game_id), [])
+        found.append(game_id)
+        if len(found) == count:
+            return found
+        n += 1

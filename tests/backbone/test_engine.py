@@ -19,6 +19,7 @@ from .helpers import (
     play_locally,
     replayed_hash,
     running_engine,
+    same_partition,
     settings_for,
     wait_for,
 )
@@ -259,3 +260,22 @@ async def test_a_delivery_is_read_once_per_group(redis: Redis, keys: Keys) -> No
     got = await a.reader.read([keys.commands(p)], 10, None)
     again = await a.reader.read([keys.commands(p)], 10, None)
     assert [type(d) for d in got] == [Delivery] and again == []
+
+
+async def test_two_games_of_one_partition_answer_the_same_command_id_apart(
+    redis: Redis, keys: Keys
+) -> None:
+    """Command ids are chosen by senders, so two games of one partition can receive the same
+    one: each sender reads its own game's answer (accepted for one, rejected for the other),
+    not the other game's."""
+    first, second = same_partition(keys, "g-shared-id", 2)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        created = create_game(first).model_copy(update={"command_id": "same"})
+        assert (await sender.execute(created)).status == "accepted"
+        unknown = CommandEnvelope(command_id="same", game_id=second, seat=0, type="pass")
+        refused = await sender.execute(unknown)
+        accepted = await sender.result(first, "same")
+    assert (refused.game_id, refused.status, refused.code) == (second, "rejected", "unknown_game")
+    assert accepted is not None
+    assert (accepted.game_id, accepted.status) == (first, "accepted")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from threading import Barrier
 
-from sqlalchemy import inspect
+from sqlalchemy import create_engine, inspect
 from sqlmodel import Session
 
 from services.lobby.db import LobbyTable, make_engine
+from services.scoring.db import TABLES as SCORING_TABLES
+from services.scoring.db import create_tables
 from shared.games.api import DEFAULT_GAME
 
 
@@ -48,3 +52,37 @@ def test_a_database_of_an_older_caravel_gains_the_game_column(tmp_path: Path) ->
         assert columns.count("game") == 1
     finally:
         engine.dispose()
+
+
+def test_lobby_and_scoring_starting_together_on_a_fresh_database_both_get_their_tables(
+    database_url: str,
+) -> None:
+    """`caravel lobby` and `caravel scoring` started at once on an empty database (threads
+    here, each with its engine as each process has): every one creates the tables it needs
+    without failing on the tables another is creating, and they are all there after."""
+    racers = 6
+    start = Barrier(racers)
+
+    def lobby() -> None:
+        start.wait()
+        make_engine(database_url).dispose()
+
+    def scoring() -> None:
+        engine = create_engine(database_url)
+        try:
+            start.wait()
+            create_tables(engine)
+        finally:
+            engine.dispose()
+
+    with ThreadPoolExecutor(racers) as pool:
+        started = [pool.submit(lobby if i % 2 else scoring) for i in range(racers)]
+        for future in started:
+            future.result()  # raises what a racer raised
+    engine = create_engine(database_url)
+    try:
+        tables = set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+    assert {"lobby_tables", "lobby_seats", "lobby_tickets"} <= tables
+    assert {table.name for table in SCORING_TABLES} <= tables

@@ -788,6 +788,41 @@ def test_final_score_adds_every_source() -> None:
     assert row["total"] == 10 + token_vp + card_vp + 6 + 6
 
 
+def test_economy_vp_is_the_set_income_of_turn_eight() -> None:
+    """§6: economy VP at the end = the income from sets in turn 8 (phase C). A good received
+    after that income, in phase D (here West Indies Company's third sugar), is kept but does
+    not count: two sugar and a fish paid $1 in turn 8, so economy is 1, not the 3 that
+    three sugar would pay."""
+    state = game(players=2)
+    give_building(state, 0, "west_indies_company")
+    sugar = good(state, "sugar")
+    state.goods[0][sugar] = 2
+    state.goods[0][good(state, "fish")] = 1
+    state.goods_pile.remove(sugar)
+    state.goods_pile.append(sugar)  # the top of the pile: what West Indies Company gives
+    start_placement(state, {0: {"colonist": 1}}, turn=8)
+    events = place_in_order(state, [(0, "colonist", "warfare")])
+
+    assert money_events(events, "income") == [(0, 1)]
+    (taken,) = [d for d in events_of(events, "good_taken") if d["seat"] == 0]
+    assert taken["good"] == "sugar" and state.goods[0][sugar] == 3
+    (ended,) = events_of(events, "game_ended")
+    assert state.phase == "over" and ended["scores"] == score(state)
+    assert score(state)[0]["economy"] == 1
+    assert set_income(state.goods[0], 0) == 3  # what the goods held at the end would pay
+
+
+def test_a_snapshot_from_before_the_turn_income_was_kept_still_loads() -> None:
+    """Snapshots stored before the state kept what the sets paid load with what the goods
+    held pay (as economy VP was computed then)."""
+    state = game(players=2)
+    state.goods[0][good(state, "sugar")] = 3
+    snapshot = state.to_snapshot()
+    del snapshot["income_sets"]
+    restored = GameState.from_snapshot(state.rules, snapshot)
+    assert restored.income_sets == [3, 0]
+
+
 # --- Income: the best partition (§6) ---------------------------------------------------------
 
 SHIP = -1
@@ -922,3 +957,60 @@ def test_university_moves_the_owner_in_turn_order(edition: str, order_after: lis
     assert pending(state) == (Decision(0, "place"),)
     run(state, until="turn_started")
     assert state.order == order_after
+
+
+# --- Refusals say what is wrong, never Python's None -----------------------------------------
+
+
+def _reason(state: GameState, command: Command) -> str:
+    """The human reason ``command`` is refused with (the state left unchanged)."""
+    before = state.state_hash()
+    with pytest.raises(RuleViolation) as refused:
+        decide(state, command)
+    assert state.state_hash() == before
+    return refused.value.reason
+
+
+def test_a_specialists_placement_must_name_one_of_its_spaces() -> None:
+    """§5 Specialists: each occupant takes the specialist of its space (captain, merchant,
+    missionary, soldier) or trains: a unit sent there without a space, or to a space the box
+    does not have, is refused with the spaces it does have."""
+    state = game(players=2)
+    start_placement(state, {0: {"colonist": 1}})
+    spaces = "one of captain, merchant, missionary, soldier, training"
+    assert _reason(state, Place(0, "colonist", "specialists")) == (
+        f"the Specialists box needs a space: {spaces}"
+    )
+    assert _reason(state, Place(0, "colonist", "specialists", "admiral")) == (
+        f"the Specialists box has no space 'admiral': {spaces}"
+    )
+
+
+def test_an_expedition_to_the_deck_while_a_region_is_undiscovered_names_the_deck() -> None:
+    """§5 Discovery: only once every region is discovered do expeditions draw the top card
+    of the discovery deck (a target of no region); before that, the refusal names the deck
+    and the regions that can be targeted."""
+    state = game(players=2)
+    token = token_with(state, natives=2)
+    put_token(state, "florida", token)
+    start_placement(state, {0: {"colonist": 1}})
+    place_in_order(state, [(0, "colonist", "discovery")])
+    reason = _reason(state, Expedition(0, 1, 0, 0, None))
+    assert reason.startswith("no expedition can target the discovery deck now; it can target ")
+    assert "'florida'" in reason and "None" not in reason
+
+
+def test_a_command_without_a_seat_or_an_optional_field_reads_plainly() -> None:
+    """§3 I / §8 University: a command naming no seat is refused as such; a University move
+    of oneself in the turn order (no space) by a player without the University is refused
+    naming the move, with no empty field shown."""
+    state = game(players=2)
+    start_placement(state, {0: {"colonist": 1}})
+    no_seat = Place(None, "colonist", "shipping")  # type: ignore[arg-type]  # as from the wire
+    assert _reason(state, no_seat) == "the command names no seat: this game has seats 0 to 1"
+    assert _reason(state, Place(5, "colonist", "shipping")) == (
+        "there is no seat 5: this game has seats 0 to 1"
+    )
+    assert _reason(state, UseUniversity(0, "turn_order")) == (
+        "university (box 'turn_order') is not allowed here"
+    )

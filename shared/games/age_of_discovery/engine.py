@@ -524,7 +524,8 @@ def _check(s: GameState, command: Command) -> Decision:
         raise RuleViolation("game_over", "the game is over")
     seat = command.seat
     if not isinstance(seat, int) or not 0 <= seat < s.n:
-        raise RuleViolation("unknown_seat", f"there is no seat {seat!r} in this game")
+        named = "the command names no seat" if seat is None else f"there is no seat {seat!r}"
+        raise RuleViolation("unknown_seat", f"{named}: this game has seats 0 to {s.n - 1}")
     decisions = pending(s)
     decision = next((d for d in decisions if d.seat == seat), None)
     if decision is None:
@@ -543,7 +544,15 @@ def _check(s: GameState, command: Command) -> Decision:
 
 def _check_listed(s: GameState, command: Command) -> None:
     if command not in legal_commands(s, command.seat):
-        raise RuleViolation("illegal", f"{command.type} is not allowed here: {command}")
+        raise RuleViolation("illegal", f"{_describe(command)} is not allowed here")
+
+
+def _describe(command: Command) -> str:
+    """A command for a message: its type and the fields it sets (an unset optional field
+    is left out rather than shown as Python's None)."""
+    fields = {k: v for k, v in command.to_dict().items() if k not in ("type", "seat")}
+    shown = ", ".join(f"{k} {v!r}" for k, v in fields.items() if v is not None)
+    return f"{command.type} ({shown})" if shown else command.type
 
 
 def _check_place(s: GameState, c: Command) -> None:
@@ -555,7 +564,9 @@ def _check_place(s: GameState, c: Command) -> None:
         raise RuleViolation("no_unit", f"seat {c.seat} has no {c.unit} left to place")
     if c.box == "specialists":
         if c.space not in SPECIALIST_SPACES:
-            raise RuleViolation("illegal_space", f"the Specialists box has no space {c.space!r}")
+            named = "needs a space" if c.space is None else f"has no space {c.space!r}"
+            spaces = ", ".join(SPECIALIST_SPACES)
+            raise RuleViolation("illegal_space", f"the Specialists box {named}: one of {spaces}")
     elif c.space is not None:
         raise RuleViolation("illegal_space", f"the {c.box} box takes no space name")
     slot = SLOT_OF.get((c.box, c.space))
@@ -575,6 +586,8 @@ def _check_buy(s: GameState, c: Command) -> None:
     if s.money[c.seat] < _price(s):
         raise RuleViolation("not_enough_money", f"{c.building} costs ${_price(s)}")
     if c.regions not in _buy_choices(s, c.seat, b):
+        if not c.regions:
+            raise RuleViolation("illegal_region", f"{c.building} needs regions chosen")
         raise RuleViolation("illegal_region", f"{c.building} cannot take regions {list(c.regions)}")
 
 
@@ -588,8 +601,18 @@ def _check_expedition(s: GameState, c: Command) -> None:
         raise RuleViolation(
             "no_unit", f"seat {c.seat} has only {have} (colonists, captains, soldiers) in Discovery"
         )
-    if c.region not in _expedition_targets(s):
-        raise RuleViolation("illegal_region", f"no expedition can target {c.region!r} now")
+    targets = _expedition_targets(s)
+    if c.region not in targets:
+        named = ", ".join(_target_name(t) for t in targets) or "nothing"
+        raise RuleViolation(
+            "illegal_region",
+            f"no expedition can target {_target_name(c.region)} now; it can target {named}",
+        )
+
+
+def _target_name(region: str | None) -> str:
+    """An expedition target for a message: a region, or (None) the discovery deck."""
+    return "the discovery deck" if region is None else repr(region)
 
 
 def _check_war(s: GameState, c: Command) -> None:

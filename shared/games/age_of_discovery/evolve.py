@@ -13,7 +13,7 @@ from typing import Any
 from ..api import Event
 from .commands import SPECIALIST_SPACES
 from .ruleset import CAPTAIN, SOLDIER, UNITS
-from .state import GameState
+from .state import GameState, income_from_sets
 
 UNIT = {name: i for i, name in enumerate(UNITS)}
 SPACE = {name: i for i, name in enumerate(SPECIALIST_SPACES)}
@@ -80,7 +80,10 @@ def _turn_order(s: GameState, d: dict[str, Any], secret: Any) -> None:
 
 @handles("money")
 def _money(s: GameState, d: dict[str, Any], secret: Any) -> None:
-    s.money[d["seat"]] += d["amount"]
+    seat = d["seat"]
+    s.money[seat] += d["amount"]
+    if d["reason"] == "income":  # phase C: what the sets paid is the economy VP of turn 8
+        s.income_sets[seat] = income_from_sets(s.rules, s.goods[seat], s.ships[seat])
 
 
 @handles("units_granted")
@@ -96,6 +99,7 @@ def _units_granted(s: GameState, d: dict[str, Any], secret: Any) -> None:
 @handles("turn_started")
 def _turn_started(s: GameState, d: dict[str, Any], secret: Any) -> None:
     s.turn = d["turn"]
+    s.income_sets = [0] * s.n  # a seat whose sets pay nothing this turn gets no income event
     s.phase = "placement"
     s.queue = s.order[:]
     s.to_place = sum(sum(a) for a in s.avail)

@@ -110,6 +110,7 @@ def _public_state(rules: Rules, o: Observation) -> GameState:
         s.disc[seat] = [box["colonists"], box["captains"], box["soldiers"]]
         s.received[seat] = p["units_received"]
         s.returned[seat] = p["units_returned"]
+        s.income_sets[seat] = p["income_from_sets"]
     _assign_tokens(rules, o, s)
     for r, region in enumerate(o["regions"]):
         s.units[r] = list(region["units"])

@@ -1,8 +1,9 @@
 """Scoring: colony majorities at each age end (rules §7) and the final breakdown.
 
 ``score`` is valid at any moment (live standings) and final once the game is over: colony
-VP scored so far, discovery VP, building VP (fixed and conditional), economy VP (this turn's
-income from sets alone), the total, the tie-break keys and the place.
+VP scored so far, discovery VP, building VP (fixed and conditional), economy VP (income from
+sets alone: what turn 8's income phase paid, once paid; before, what the goods held would
+pay), the total, the tie-break keys and the place.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .income import set_income
 from .ruleset import Rules
-from .state import GameState
+from .state import GameState, income_from_sets
+
+_AFTER_INCOME = frozenset({"upkeep", "over"})  # the phases that follow phase C in a turn
 
 
 def colony_vp(units: Sequence[int], rules: Rules) -> list[int]:
@@ -62,11 +64,14 @@ def building_vp(s: GameState, seat: int) -> int:
 
 
 def economy_vp(s: GameState, seat: int) -> int:
-    """Income from sets of goods and ships only (buildings' money excluded)."""
-    v = s.rules.ruleset.values
-    return set_income(
-        s.goods[seat], s.ships[seat], (v.set_any_three, v.set_three_same, v.set_four_same)
-    )
+    """Income from sets of goods and ships only (buildings' money excluded), rules §6.
+
+    Once the last turn's income is paid, the income its sets paid then: a good received
+    later (West Indies Company, a region's good through Stable or Migration, in phase D)
+    does not count. Before that, what the goods held now would pay (live standings)."""
+    if s.phase in _AFTER_INCOME and s.turn >= s.rules.ruleset.turns:
+        return s.income_sets[seat]
+    return income_from_sets(s.rules, s.goods[seat], s.ships[seat])
 
 
 def score(s: GameState) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ import hashlib
 import json
 from typing import Any
 
+from .income import set_income
 from .ruleset import Rules
 
 # Fields copied by one level of list copy; nested lists of lists get a second level.
@@ -37,6 +38,7 @@ _FLAT = (
     "auction_order",
     "received",
     "returned",
+    "income_sets",
     "dock",
     "shipping",
 )
@@ -134,6 +136,7 @@ class GameState:
     auction_order: list[int]
     received: list[int]
     returned: list[int]
+    income_sets: list[int]  # per seat: income from sets paid this turn (economy VP at the end)
 
     def copy(self) -> GameState:
         new = GameState.__new__(GameState)
@@ -161,7 +164,13 @@ class GameState:
         s = cls.__new__(cls)
         s.rules = rules
         for name in (*_SCALAR, *_FLAT, *_NESTED):
-            setattr(s, name, json.loads(json.dumps(snapshot[name])))
+            if name in snapshot:
+                setattr(s, name, json.loads(json.dumps(snapshot[name])))
+        if "income_sets" not in snapshot:  # a snapshot from before it was kept
+            s.income_sets = [
+                income_from_sets(rules, goods, ships)
+                for goods, ships in zip(s.goods, s.ships, strict=True)
+            ]
         s.names = tuple(s.names)
         s.dock = [tuple(x) for x in s.dock]  # type: ignore[misc]
         s.shipping = [tuple(x) for x in s.shipping]  # type: ignore[misc]
@@ -173,6 +182,12 @@ class GameState:
         """A digest of the whole state: equal states, equal hashes (replay checks)."""
         text = json.dumps(self.to_snapshot(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+def income_from_sets(rules: Rules, goods: list[int], ships: int) -> int:
+    """What a seat's goods and ships pay as sets (rules §6), under the ruleset's values."""
+    v = rules.ruleset.values
+    return set_income(goods, ships, (v.set_any_three, v.set_three_same, v.set_four_same))
 
 
 def blank_state(rules: Rules, players: int) -> GameState:
@@ -235,4 +250,5 @@ def blank_state(rules: Rules, players: int) -> GameState:
     s.auction_order = [-1] * n
     s.received = [0] * n
     s.returned = [0] * n
+    s.income_sets = [0] * n
     return s

@@ -48,6 +48,7 @@ def _player(s: GameState, seat: int) -> dict[str, Any]:
         # Counters of public events, so that a bot's sampled state is whole (see sampling).
         "units_received": s.received[seat],
         "units_returned": s.returned[seat],
+        "income_from_sets": s.income_sets[seat],  # paid this turn: turn 8's is economy VP
     }
 
 

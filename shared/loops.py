@@ -1,0 +1,74 @@
+"""Service loops that outlive errors: the one way every Caravel loop retries.
+
+A loop that lets an exception escape ends its task for good while the process looks alive,
+so every service loop runs its rounds through :func:`keep_running`: a failed round is logged
+with its traceback, the service drops what it can no longer trust (``on_error``), waits a
+delay that doubles with each consecutive failure up to a cap (so a Redis that is away is not
+hammered, and one that is back is used again within the cap), and tries again. Only a stop
+ends the loop, so a task that ended with an exception is one that never got going: health
+checks report it (``services/health.py``) and the orchestrator restarts the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+FIRST_DELAY_S = 0.05
+MAX_DELAY_S = 2.0
+
+
+class Backoff:
+    """Delays after consecutive failures: ``first_s``, doubling, capped at ``cap_s``; a
+    success starts again from ``first_s``."""
+
+    def __init__(self, first_s: float = FIRST_DELAY_S, cap_s: float = MAX_DELAY_S) -> None:
+        self.first_s = first_s
+        self.cap_s = cap_s
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        """Count one more failure; returns how long to wait before the next attempt."""
+        self.failures += 1
+        return float(min(self.cap_s, self.first_s * 2 ** min(self.failures - 1, 32)))
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+async def wait_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or less if ``stop`` is set meanwhile (a stop is never held up)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def keep_running(
+    stop: asyncio.Event,
+    round_: Callable[[], Awaitable[Any]],
+    log: Any,
+    failure: str,
+    *,
+    period_s: float = 0.0,
+    on_error: Callable[[], None] | None = None,
+    backoff: Backoff | None = None,
+) -> None:
+    """Run ``round_`` until ``stop`` is set, ``period_s`` apart (0: at once again).
+
+    A round that raises is logged (``log.exception(failure)``), ``on_error`` drops the
+    caller's untrusted caches, and the next round comes after a backoff delay."""
+    backoff = backoff or Backoff()
+    while not stop.is_set():
+        try:
+            await round_()
+        except Exception:
+            delay = backoff.next_delay()
+            log.exception(failure, retry_in_s=delay, failures=backoff.failures)
+            if on_error is not None:
+                on_error()
+            await wait_or_stop(stop, delay)
+            continue
+        backoff.reset()
+        if period_s > 0:
+            await wait_or_stop(stop, period_s)

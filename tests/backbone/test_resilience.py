@@ -1,0 +1,174 @@
+"""The engine on a real Redis that fails under it: lost connections, lost data, lost leases."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import httpx
+from fastapi import FastAPI
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from services.engine import Engine
+from services.health import Health, operations_routes
+from shared.bus import CommandSender, Delivery, Keys, connect
+
+from ..lobby.helpers import free_port
+from .helpers import create_game, play_locally, running_engine, same_partition, settings_for
+
+NO_RETRY = Retry(NoBackoff(), 0)  # errors reach the engine's loop at once, not after retries
+
+
+async def _kill_connections(redis: Redis, name: str) -> int:
+    """Close every connection of the clients called ``name`` (as a Redis restart would)."""
+    ids = [c["id"] for c in await redis.client_list() if c.get("name") == name]
+    for client_id in ids:
+        await redis.client_kill_filter(_id=client_id)
+    return len(ids)
+
+
+async def test_the_engine_serves_again_after_redis_cut_its_connections(
+    redis: Redis, redis_url: str, keys: Keys
+) -> None:
+    """Redis drops the engine's connections while it runs (a restart, a failover, a cut
+    network): the engine logs the failed round, backs off and carries on, so a command sent
+    afterwards is answered."""
+    name = f"{keys.prefix}-engine"
+    engine_redis = connect(redis_url, client_name=name, retry=NO_RETRY)
+    sender = CommandSender(redis, keys)
+    try:
+        async with running_engine(engine_redis, keys) as engine:
+            assert (await sender.execute(create_game("g-cut-1"))).status == "accepted"
+
+            for _ in range(10):  # half a second of cut connections
+                await _kill_connections(redis, name)
+                await asyncio.sleep(0.05)
+            result = await sender.execute(create_game("g-cut-2"), timeout_s=10)
+            assert result.status == "accepted"
+            assert engine.stats["round_errors"] > 0  # the cuts did fail rounds
+            assert not engine.fresh  # the held partitions were reclaimed after the failure
+    finally:
+        await engine_redis.aclose()
+
+
+async def test_the_engine_makes_its_group_again_when_redis_lost_it(
+    redis: Redis, keys: Keys
+) -> None:
+    """A Redis restarted without its data has lost the consumer groups: the engine makes its
+    group again (from the stream's start) instead of failing every round."""
+    first, second = same_partition(keys, "g-lost", 2)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        assert (await sender.execute(create_game(first))).status == "accepted"
+        await redis.delete(keys.commands(keys.partition(first)))  # the stream and its group
+        result = await sender.execute(create_game(second), timeout_s=10)
+        assert result.status == "accepted"
+
+
+async def test_liveness_fails_when_the_engine_loop_died(redis: Redis, keys: Keys) -> None:
+    """An engine that cannot start (its Redis refuses connections) ends its task with the
+    error: /livez answers 503 naming it, so the orchestrator restarts the process; while
+    its loops run, /livez is 200."""
+    away = connect(f"redis://127.0.0.1:{free_port()}/0", retry=NO_RETRY)
+    stop = asyncio.Event()
+    dead = asyncio.create_task(Engine(away, settings_for(keys), keys).run(stop), name="engine")
+    alive = asyncio.create_task(stop.wait(), name="ai")
+    await asyncio.wait([dead], timeout=10)
+    try:
+        answer = await _livez(Health(redis, None, [alive, dead]))
+        assert (await _livez(Health(redis, None, [alive]))).status_code == 200
+    finally:
+        stop.set()
+        await alive
+        await away.aclose()
+    assert answer.status_code == 503
+    body = answer.json()
+    assert body["code"] == "loop_died" and body["message"].startswith("engine: ")
+    assert "ConnectionError" in body["message"]
+
+
+async def _livez(health: Health) -> httpx.Response:
+    app = FastAPI()
+    app.include_router(operations_routes(health))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://caravel") as client:
+        return await client.get("/livez")
+
+
+async def _serve(engine: Engine) -> None:
+    """One pass of what the engine's loop does: reclaim, then read until nothing is new."""
+    await engine.reclaim()
+    while await engine.step(block_ms=20):
+        pass
+
+
+async def test_a_batch_read_before_the_lease_was_lost_is_left_to_the_new_owner(
+    redis: Redis, keys: Keys
+) -> None:
+    """Engine A reads a batch, loses the partition's lease (B takes it) before handling it,
+    then gets the partition back: A leaves that batch pending for B instead of handling it
+    and caching the game, and after B's moves A decides on the game as it is, not on what
+    it cached before (which would reject a legal move out of turn)."""
+    game_id = "g-lease"
+    commands, _ = play_locally(game_id, players=3, seed=1, limit=3)
+    create, first, second, third = commands
+    assert second.seat != third.seat  # so a state missing `second` refuses `third`
+    p = keys.partition(game_id)
+    sender = CommandSender(redis, keys)
+    a = Engine(redis, settings_for(keys), keys, engine_id="engine-a")
+    await a.start()
+    await a.rebalance()
+    await sender.send(create)
+    await _serve(a)
+    await sender.send(first)
+    batch = await a.reader.read([keys.commands(p)], 10, None)
+    await redis.set(keys.lease(p), "engine-b")  # A's lease expired and B took it
+    await a.rebalance()
+    assert p not in a.held
+    await a.handle(batch)
+    assert game_id not in a.games  # nothing cached for a partition A does not hold
+    pending = await redis.xpending(keys.commands(p), "engine")
+    assert pending["pending"] == 1  # `first` is left for the new owner
+
+    b = Engine(redis, settings_for(keys), keys, engine_id="engine-b")
+    b.held, b.fresh = {p}, {p}
+    await sender.send(second)
+    await _serve(b)
+    await redis.delete(keys.lease(p))  # B goes away; A takes the partition back
+    await a.rebalance()
+    assert p in a.held
+    await sender.send(third)
+    await _serve(a)
+
+    for command in (create, first, second, third):
+        result = await sender.result(game_id, command.command_id)
+        assert result is not None and result.status == "accepted", (command.type, result)
+    assert await a.store.version(game_id) == result.version
+
+
+async def test_a_lease_lost_while_reclaiming_stops_the_reclaim(redis: Redis, keys: Keys) -> None:
+    """The lease loop finds the partition's lease gone while the engine reclaims its pending
+    commands batch by batch: the engine stops reclaiming there, leaving the rest pending for
+    the new owner, instead of claiming them again and again until they are dead-lettered."""
+    game_id = "g-reclaim"
+    p = keys.partition(game_id)
+
+    class LosesTheLease(Engine):
+        async def handle(self, deliveries: Sequence[Delivery], attempt: int = 0) -> None:
+            await super().handle(deliveries, attempt)
+            self._drop(p)  # what the lease loop does when it finds the lease gone
+
+    commands, _ = play_locally(game_id, players=2, seed=3, limit=5)
+    sender = CommandSender(redis, keys)
+    engine = LosesTheLease(redis, settings_for(keys, batch_size=2), keys)
+    await engine.start()
+    for command in commands:
+        await sender.send(command)
+    await engine.reader.read([keys.commands(p)], 100, None)  # delivered, then left pending
+    engine.held, engine.fresh = {p}, {p}
+    await asyncio.wait_for(engine.reclaim(), 10)
+    assert not await redis.xlen(keys.dead_letters())
+    pending = await redis.xpending(keys.commands(p), "engine")
+    assert pending["pending"] == len(commands) - 2  # one batch handled, the rest left
