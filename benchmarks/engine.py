@@ -13,7 +13,6 @@ import json
 import time
 
 from shared.games import api
-from shared.games.simulate import play_random_game
 
 
 def run(games: int, players: int, seed: int, name: str = api.DEFAULT_GAME) -> dict[str, float]:
@@ -22,7 +21,7 @@ def run(games: int, players: int, seed: int, name: str = api.DEFAULT_GAME) -> di
     decisions = events = 0
     started = time.perf_counter()
     for i in range(games):
-        played = play_random_game(game, rules, players, seed + i)
+        played = api.play_random_game(game, rules, players, seed + i)
         decisions += played.decisions
         events += len(played.events)
     elapsed = time.perf_counter() - started

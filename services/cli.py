@@ -14,7 +14,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from shared.games import api
-from shared.games.simulate import play_random_game
 from shared.observability import configure_logging
 from shared.settings import Settings
 
@@ -108,7 +107,7 @@ def simulate(
     with _progress(err_console if as_json else console) as progress:
         task = progress.add_task("simulating", total=games)
         for i in range(games):
-            played = play_random_game(game, rules, players, seed + i, keep_log=False)
+            played = api.play_random_game(game, rules, players, seed + i, keep_log=False)
             results.append(game.results(played.state))
             decisions += played.decisions
             progress.advance(task)

@@ -16,6 +16,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from shared.games import api
+
 Id = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", description="An id the lobby issued.")]
 
 
@@ -72,3 +74,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
         return shape(e.status_code, code, str(e.detail))
+
+
+def game_named(name: str) -> api.AnyGame:
+    """The registered game ``name``; 422 ``unsupported_game`` listing the known ones."""
+    try:
+        return api.get(name)
+    except api.UnknownGame as e:
+        message = f"unknown game {name!r}; known: {', '.join(e.known)}"
+        raise ApiError(422, "unsupported_game", message, {"known": e.known}) from None

@@ -26,7 +26,6 @@ router = APIRouter(tags=["games"])
 
 # Rule violations the caller caused by timing rather than by the command's content.
 CONFLICT_CODES = {"out_of_turn", "game_over", "game_exists"}
-LAST_EVENT = "game_ended"  # every log ends with it, as it starts with game_created
 
 
 class CommandOut(BaseModel):
@@ -152,7 +151,7 @@ async def stream_events(
             sent = event.version
             if event.visible_to(seat):
                 await send(event.encode().public)
-            if event.type == LAST_EVENT:
+            if event.type == api.GAME_ENDED:
                 return
         while True:
             notification = await notifications.get()
@@ -162,5 +161,5 @@ async def stream_events(
                 if raw["version"] > sent and api.Event.from_dict(raw).visible_to(seat):
                     await send(json.dumps(raw, separators=(",", ":")))
                 sent = max(sent, raw["version"])
-                if raw["type"] == LAST_EVENT:
+                if raw["type"] == api.GAME_ENDED:
                     return

@@ -17,7 +17,7 @@ from shared.bus import CommandSender, Keys
 from shared.contracts import CommandEnvelope, CommandResult
 from shared.eventstore import EventStore
 from shared.games import api
-from shared.httpapi import ApiError
+from shared.httpapi import ApiError, game_named
 from shared.settings import Settings
 
 from . import tokens
@@ -76,16 +76,6 @@ Auth = Annotated[str | None, Header(description="Bearer <seat token>")]
 
 
 # --- a game and its options, checked through the registry -------------------------------
-
-
-def game_named(name: str) -> api.AnyGame:
-    """The registered game ``name``; 422 ``unsupported_game`` listing the known ones."""
-    try:
-        return api.get(name)
-    except api.UnknownGame as e:
-        known = e.known
-        message = f"unknown game {name!r}; known: {', '.join(known)}"
-        raise ApiError(422, "unsupported_game", message, {"known": known}) from None
 
 
 def chosen_options(game: api.AnyGame, ruleset: str, options: Mapping[str, Any]) -> dict[str, Any]:

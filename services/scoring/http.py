@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, Integer, cast, func, select
 
 from shared.games import api
-from shared.httpapi import ERRORS, ApiError, Db, Id
+from shared.httpapi import ERRORS, ApiError, Db, Id, game_named
 
 from .db import Decision, FactRow, Rating, Result, ScoredGame, Standing, table_of
 
@@ -163,10 +163,7 @@ def leaderboard(
     """Players of one game by openskill ordinal (skill at one game says little of another);
     bots are rated as players of their own, per level. 422 ``unsupported_game`` for a game
     that is not registered."""
-    if game not in api.names():
-        known = api.names()
-        message = f"unknown game {game!r}; known: {', '.join(known)}"
-        raise ApiError(422, "unsupported_game", message, {"known": known})
+    game_named(game)
     table = table_of(Rating)
     query = (
         select(table)

@@ -17,7 +17,7 @@ class GameCodec:
     """Builds, evolves and snapshots the state of a game of any registered kind."""
 
     def initial(self, first: EventEnvelope) -> Any:
-        if first.type != "game_created":
+        if first.type != api.GAME_CREATED:
             raise ValueError(f"{first.game_id}: a log starts with game_created, not {first.type}")
         return api.get(first.data["game"]).initial(to_event(first))
 

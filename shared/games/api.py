@@ -24,6 +24,12 @@ from pydantic import BaseModel, TypeAdapter
 DEFAULT_GAME = "age_of_discovery"
 """The game of logs, tables and requests that name none (everything before games had names)."""
 
+GAME_CREATED = "game_created"
+"""Every log's first event; its data names the ``game``, ``ruleset``, ``options`` and
+``players``."""
+GAME_ENDED = "game_ended"
+"""The last event of every finished game's log: followers close their streams on it."""
+
 Observation = dict[str, Any]
 """A seat's view as :meth:`Game.view` returns it (JSON-ready, its legal commands included)."""
 
@@ -255,7 +261,8 @@ class Game(Protocol[S, R]):
     # Playing
     def new_game(self, rules: R, players: Sequence[str] | int, seed: int) -> tuple[S, list[Event]]:
         """The initial state and the events that produce it; the first is ``game_created``
-        with ``game``, ``ruleset``, ``options`` and ``players`` in its data."""
+        with ``game``, ``ruleset``, ``options`` and ``players`` in its data. The event that
+        ends the game (when :meth:`is_over` turns true) is ``game_ended``."""
         ...
 
     def initial(self, first: Event) -> S:
@@ -431,3 +438,38 @@ def catalog() -> list[CatalogEntry]:
             )
         )
     return out
+
+
+# --- random play -----------------------------------------------------------------------------
+# Complete games between random legal players, in process, for any registered game: the
+# CLI's ``simulate``, tests and benchmarks drive a game through its protocol alone.
+
+
+@dataclass
+class PlayedGame:
+    """One finished game: its final state, whole log and how many decisions it took."""
+
+    state: Any
+    events: list[Event] = field(default_factory=list)
+    decisions: int = 0
+
+
+def play_random_game(
+    game: AnyGame, rules: Any, players: int, seed: int, keep_log: bool = True
+) -> PlayedGame:
+    """Play one game to the end, every seat choosing uniformly among its legal commands.
+
+    The same seed plays the same game: the chooser is seeded with it, like the deal."""
+    chooser = random.Random(seed)
+    state, events = game.new_game(rules, players, seed)
+    played = PlayedGame(state, events if keep_log else [])
+    # Bound once: this loop is the benchmark of the rules core.
+    pending, legal_commands, decide_into = game.pending, game.legal_commands, game.decide_into
+    choice = chooser.choice
+    while decisions := pending(state):
+        command = choice(legal_commands(state, choice(decisions).seat))
+        new_events = decide_into(state, command)
+        if keep_log:
+            played.events += new_events
+        played.decisions += 1
+    return played

@@ -562,6 +562,7 @@ def check_finish(play: Play) -> None:
     and has final results."""
     game = play.game
     assert game.is_over(play.state)
+    assert play.log[-1].type == api.GAME_ENDED
     assert list(game.pending(play.state)) == []
     assert all_legal(play, play.state) == [[] for _ in play.seats]
     check_results(play)
