@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import structlog
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy import Engine
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.games import api
+
+log = structlog.get_logger("caravel.http")
 
 Id = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", description="An id the lobby issued.")]
 
@@ -69,6 +74,14 @@ def install_error_handlers(app: FastAPI) -> None:
         return shape(
             422, "invalid_request", "the request does not match the API", {"errors": errors}
         )
+
+    @app.exception_handler(RedisConnectionError)
+    @app.exception_handler(RedisTimeoutError)
+    async def redis_down(request: Request, e: Exception) -> JSONResponse:
+        """Redis is down or does not answer: a 503 the client may retry, not a 500. The
+        client reconnects by itself on the next request, so nothing needs a restart."""
+        log.warning("redis does not answer", path=request.url.path, error=str(e))
+        return shape(503, "redis_unavailable", "the game store does not answer; retry shortly")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from redis.asyncio import Redis
@@ -9,6 +10,8 @@ from redis.asyncio import Redis
 from shared.contracts import CommandEnvelope, CommandResult
 
 from .keys import Keys
+
+WAIT_SLICE_S = 1.0  # well under any socket timeout a client is given
 
 
 class CommandSender:
@@ -38,11 +41,14 @@ class CommandSender:
         Reading does not consume it: a sender may ask again.
         """
         key = self.keys.result(game_id, command_id)
-        raw: Any
-        if timeout_s > 0:
-            raw = await self.redis.blmove(key, key, timeout_s, "LEFT", "LEFT")  # type: ignore[arg-type]
-        else:
-            raw = await self.redis.lindex(key, 0)
+        raw: Any = await self.redis.lindex(key, 0) if timeout_s <= 0 else None
+        deadline = time.monotonic() + timeout_s
+        while raw is None and (left := deadline - time.monotonic()) > 0:
+            # In slices: a blocking read longer than the client's socket timeout (redis-py:
+            # 5 s) fails with redis' TimeoutError instead of returning None. At least 10 ms:
+            # Redis takes a timeout that rounds to 0 ms as "block for ever".
+            wait = max(min(left, WAIT_SLICE_S), 0.01)
+            raw = await self.redis.blmove(key, key, wait, "LEFT", "LEFT")  # type: ignore[arg-type]
         return None if raw is None else CommandResult.model_validate_json(raw)
 
     async def execute(self, command: CommandEnvelope, timeout_s: float = 5) -> CommandResult:

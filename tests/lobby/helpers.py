@@ -39,9 +39,15 @@ def caravel_env(redis_url: str, keys: Keys, **settings: str) -> dict[str, str]:
 
 @asynccontextmanager
 async def running_lobby(
-    redis_url: str, keys: Keys, database_url: str, data_dir: Path, **settings: str
+    redis_url: str,
+    keys: Keys,
+    database_url: str,
+    data_dir: Path,
+    command: str = "up",
+    **settings: str,
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """Run `caravel up` on this test's Redis namespace and database; yield an HTTP client."""
+    """Run `caravel up` (or another ``command`` that serves the API, such as `lobby`) on this
+    test's Redis namespace and database; yield an HTTP client."""
     port = free_port()
     env = caravel_env(
         redis_url,
@@ -53,7 +59,7 @@ async def running_lobby(
         **settings,
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "up"],
+        [sys.executable, "-m", "services.cli", command],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -1,0 +1,117 @@
+"""The HTTP API while Redis is down, and after: 503s in the error shape, then service again
+without a restart. Each test runs a Redis server of its own, to stop and start."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from shared.bus import Keys, connect
+
+from .helpers import bearer, running_lobby, wait_for_view
+
+REDIS_SERVER = "/usr/bin/redis-server"
+
+
+class RedisServer:
+    """A private ``redis-server`` without persistence, on a fixed port, that a test stops
+    and starts again (empty, like a restart that lost its data: the worst case)."""
+
+    def __init__(self, folder: Path) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        self.folder = folder
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    async def start(self) -> None:
+        command = [REDIS_SERVER, "--port", str(self.port), "--save", "", "--appendonly", "no"]
+        command += ["--dir", str(self.folder)]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        for _ in range(500):
+            client = connect(self.url, retry=None)
+            try:
+                await client.ping()
+                return
+            except Exception:
+                await asyncio.sleep(0.01)
+            finally:
+                await client.aclose()
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+@pytest.fixture
+async def redis_server(tmp_path: Path) -> AsyncIterator[RedisServer]:
+    if not Path(REDIS_SERVER).exists():
+        pytest.skip("needs /usr/bin/redis-server")
+    server = RedisServer(tmp_path)
+    await server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def assert_unavailable(response: httpx.Response, code: str) -> None:
+    assert response.status_code == 503, response.text
+    assert response.json()["code"] == code and response.json()["message"]
+
+
+async def test_redis_down_answers_503_then_the_api_recovers_without_a_restart(
+    redis_server: RedisServer, database_url: str, tmp_path: Path
+) -> None:
+    keys = Keys("outage", partitions=2)
+    async with running_lobby(redis_server.url, keys, database_url, tmp_path / "up") as client:
+        table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Ana"})).json()
+        started = await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+        assert started.status_code == 200, started.text
+        view = await wait_for_view(client, table["id"], me["token"], 1)
+        move = view["legal_commands"][0] if view["legal_commands"] else {"type": "pass"}
+
+        redis_server.stop()
+        game, auth = f"/games/{table['id']}", bearer(me["token"])
+        assert_unavailable(await client.get(f"{game}/view", headers=auth), "redis_unavailable")
+        assert_unavailable(
+            await client.post(f"{game}/commands", json=move, headers=auth),
+            "redis_unavailable",
+        )
+        assert (await client.get("/readyz")).status_code == 503
+
+        await redis_server.start()  # empty: the old game is gone, a new one must work
+        table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Bo"})).json()
+        started = await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+        assert started.status_code == 200 or started.json()["code"] == "engine_unavailable"
+        view = await wait_for_view(client, table["id"], me["token"], 1)
+        answered = await client.get(f"/games/{table['id']}/legal", headers=bearer(me["token"]))
+        assert answered.status_code == 200, answered.text
+
+
+async def test_an_engine_that_does_not_answer_is_a_503_after_the_whole_wait(
+    redis_server: RedisServer, database_url: str, tmp_path: Path
+) -> None:
+    """With no engine, a command waits the lobby's whole command timeout (longer than the
+    Redis client's 5 s socket timeout) and is answered 503 engine_unavailable."""
+    keys = Keys("no-engine", partitions=2)
+    serve = running_lobby(
+        redis_server.url, keys, database_url, tmp_path, command="lobby", command_timeout_s="6"
+    )
+    async with serve as client:
+        table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Ana"})).json()
+        started = await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+        assert_unavailable(started, "engine_unavailable")
