@@ -45,6 +45,9 @@ class LobbySeat(SQLModel, table=True):
     name: str = Field(max_length=64)
     bot_level: str | None = Field(default=None, max_length=16)
     left: bool = False
+    # Who holds the seat now: drawn anew each time it is taken, and named by the seat token,
+    # so that a token outlives neither its holder's leaving nor a new holder's arrival.
+    holder: str = Field(default="", max_length=64, sa_column_kwargs={"server_default": ""})
 
 
 def make_engine(url: str, **options: Any) -> Engine:

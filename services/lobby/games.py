@@ -63,7 +63,7 @@ async def send_command(
 ) -> CommandOut:
     """Play a move for your seat: accepted with the game's new version, or a 4xx with
     the rules' code and reason."""
-    claim = lobby.claim(authorization, game_id)
+    claim = await lobby.claim(authorization, game_id)
     fields = dict(command)
     kind = fields.pop("type", None)
     command_id = fields.pop("command_id", None) or uuid.uuid4().hex
@@ -92,14 +92,14 @@ async def send_command(
 )
 async def get_view(game_id: Id, lobby: LobbyDep, authorization: Auth = None) -> JSONResponse:
     """The game as your seat sees it (with a seat token), or as a spectator (without)."""
-    seat = lobby.claim(authorization, game_id).seat if authorization else None
+    seat = (await lobby.claim(authorization, game_id)).seat if authorization else None
     return JSONResponse(await _view(lobby, game_id, seat))  # JSON-ready: no re-encoding
 
 
 @router.get("/games/{game_id}/legal", response_model=LegalOut, responses=ERRORS)
 async def get_legal(game_id: Id, lobby: LobbyDep, authorization: Auth = None) -> LegalOut:
     """Your seat's legal commands now (empty when you have nothing to decide)."""
-    seat = lobby.claim(authorization, game_id).seat
+    seat = (await lobby.claim(authorization, game_id)).seat
     view = await _view(lobby, game_id, seat)
     return LegalOut(version=view["version"], seat=seat, legal_commands=view["legal_commands"])
 
@@ -115,7 +115,7 @@ async def events(
     seat = None
     if token:
         try:
-            seat = lobby.claim(f"Bearer {token}", game_id).seat
+            seat = (await lobby.claim(f"Bearer {token}", game_id)).seat
         except ApiError as e:
             await websocket.accept()  # then close with a reason the client can read
             await websocket.close(code=4401, reason=e.code)

@@ -9,9 +9,11 @@ from typing import Annotated, Any
 
 import structlog
 from fastapi import Depends, Header, Request
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from redis.asyncio import Redis
 from sqlalchemy import Engine
+from sqlmodel import Session
 
 from shared.bus import CommandSender, Keys
 from shared.contracts import CommandEnvelope, CommandResult
@@ -22,6 +24,7 @@ from shared.settings import Settings
 
 from . import tokens
 from .catalog import options_schema
+from .db import LobbySeat
 from .fanout import EventFanout
 
 log = structlog.get_logger("caravel.lobby")
@@ -45,8 +48,14 @@ class Lobby:
         self.store = EventStore(redis, keys)
         self.fanout = EventFanout(redis, keys)
 
-    def claim(self, authorization: str | None, table_id: str) -> tokens.SeatClaim:
-        """The seat a bearer token proves at ``table_id``; 401 or 403 otherwise."""
+    def token(self, table_id: str, seat: int, holder: str) -> str:
+        """A seat token for ``holder`` of ``seat``, valid for CARAVEL_SEAT_TOKEN_TTL_S."""
+        return tokens.issue(self.key, table_id, seat, holder, self.settings.seat_token_ttl_s)
+
+    async def claim(self, authorization: str | None, table_id: str) -> tokens.SeatClaim:
+        """The seat a bearer token proves at ``table_id``: 401 if it is missing, forged or
+        expired; 403 if it is another table's, or if its holder no longer holds the seat (they
+        left, or someone took it since): a signature alone would outlive the holder."""
         if not authorization or not authorization.startswith("Bearer "):
             raise ApiError(401, "missing_token", "send 'Authorization: Bearer <seat token>'")
         try:
@@ -55,7 +64,15 @@ class Lobby:
             raise ApiError(401, e.code, e.message) from None
         if claim.table_id != table_id:
             raise ApiError(403, "wrong_table", "this seat token belongs to another table")
+        if not await run_in_threadpool(self._holds, claim):
+            message = f"this token no longer holds seat {claim.seat}; join again"
+            raise ApiError(403, "not_seated", message)
         return claim
+
+    def _holds(self, claim: tokens.SeatClaim) -> bool:
+        with Session(self.db) as session:
+            seat = session.get(LobbySeat, (claim.table_id, claim.seat))
+        return seat is not None and not seat.left and seat.holder == claim.holder
 
     async def execute(self, command: CommandEnvelope) -> CommandResult:
         """Send a command to the engine and wait for its result; 503 if none comes."""

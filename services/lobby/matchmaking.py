@@ -94,7 +94,10 @@ class Matchmaker:
         session.add(table)
         session.flush()
         for seat, ticket in enumerate(tickets):
-            session.add(LobbySeat(table_id=table.id, seat=seat, kind="human", name=ticket.name))
+            human = LobbySeat(
+                table_id=table.id, seat=seat, kind="human", name=ticket.name, holder=ticket.id
+            )
+            session.add(human)
             ticket.status, ticket.table_id, ticket.seat = "matched", table.id, seat
             session.add(ticket)
         return table.id

@@ -12,7 +12,6 @@ from sqlmodel import Session
 
 from shared.httpapi import ERRORS, ApiError, Id
 
-from . import tokens
 from .db import LobbyTicket
 from .lobby import MAX_SEATS, NAME_PATTERN, GameChoice, LobbyDep, check_players
 
@@ -62,7 +61,5 @@ def ticket_status(ticket_id: Id, lobby: LobbyDep) -> TicketOut:
         out = TicketOut(ticket=ticket.id, status=ticket.status)
         if ticket.table_id is not None and ticket.seat is not None:
             out.table_id, out.seat = ticket.table_id, ticket.seat
-            out.token = tokens.issue(
-                lobby.key, ticket.table_id, ticket.seat, lobby.settings.seat_token_ttl_s
-            )
+            out.token = lobby.token(ticket.table_id, ticket.seat, holder=ticket.id)
         return out

@@ -20,7 +20,6 @@ from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.views import read_view
 
-from . import tokens
 from .db import LobbySeat, LobbyTable
 from .lobby import (
     MAX_SEATS,
@@ -146,7 +145,10 @@ def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
             if table.status != "open":
                 raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
             seat = _free_seat(table, _seats(session, table_id), body.seat)
-            session.add(LobbySeat(table_id=table_id, seat=seat, kind="human", name=body.name))
+            holder = uuid.uuid4().hex
+            session.add(
+                LobbySeat(table_id=table_id, seat=seat, kind="human", name=body.name, holder=holder)
+            )
             try:
                 session.commit()
             except IntegrityError:
@@ -154,8 +156,7 @@ def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
                 if body.seat is not None:
                     raise ApiError(409, "seat_taken", f"seat {seat} is taken") from None
                 continue
-        token = tokens.issue(lobby.key, table_id, seat, lobby.settings.seat_token_ttl_s)
-        return JoinOut(table_id=table_id, seat=seat, token=token)
+        return JoinOut(table_id=table_id, seat=seat, token=lobby.token(table_id, seat, holder))
     raise ApiError(409, "table_busy", "too many players are joining at once; try again")
 
 
@@ -163,7 +164,7 @@ def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
 async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> TableOut:
     """Give a seat up: before the start it frees the seat; in a running game a fallback
     bot plays it from then on (its moves are recorded as the fallback's)."""
-    claim = lobby.claim(authorization, table_id)
+    claim = await lobby.claim(authorization, table_id)
     table, running = await run_in_threadpool(_leave, lobby.db, table_id, claim.seat)
     if running:
         left = Seats(players={claim.seat: LEFT}).to_mapping()
@@ -180,7 +181,7 @@ async def start(
     table_id: Id, lobby: LobbyDep, body: StartTable | None = None, authorization: Auth = None
 ) -> TableOut:
     """Start the game once every seat is taken (or filled with bots)."""
-    lobby.claim(authorization, table_id)
+    await lobby.claim(authorization, table_id)
     return await start_table(lobby, table_id, body.fill_with_bots if body else None)
 
 

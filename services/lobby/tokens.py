@@ -1,4 +1,8 @@
-"""Seat tokens: proof that the bearer holds one seat of one table, signed with HMAC-SHA256."""
+"""Seat tokens: proof that the bearer holds one seat of one table, signed with HMAC-SHA256.
+
+A token names the seat's holder (an id drawn when the seat is taken): a seat given up and
+taken again has a new holder, so the old token no longer acts for it (the lobby checks the
+holder against the seat's row)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ class SeatClaim:
     table_id: str
     seat: int
     expires: int
+    holder: str = ""  # "": a token issued before holders existed, for a seat taken then
 
 
 def _b64(data: bytes) -> str:
@@ -32,9 +37,13 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def issue(key: bytes, table_id: str, seat: int, ttl_s: int, now: float | None = None) -> str:
+def issue(
+    key: bytes, table_id: str, seat: int, holder: str, ttl_s: int, now: float | None = None
+) -> str:
+    """A token for ``holder`` of ``seat`` at ``table_id``, valid for ``ttl_s``."""
     expires = int((time.time() if now is None else now) + ttl_s)
-    payload = _b64(json.dumps({"t": table_id, "s": seat, "e": expires}).encode())
+    claims = {"t": table_id, "s": seat, "e": expires, "h": holder}
+    payload = _b64(json.dumps(claims).encode())
     signature = _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
     return f"{payload}.{signature}"
 
@@ -47,7 +56,7 @@ def verify(key: bytes, token: str, now: float | None = None) -> SeatClaim:
         raise TokenError("invalid_token", "the seat token is not valid")
     try:
         data = json.loads(_unb64(payload))
-        claim = SeatClaim(str(data["t"]), int(data["s"]), int(data["e"]))
+        claim = SeatClaim(str(data["t"]), int(data["s"]), int(data["e"]), str(data.get("h", "")))
     except (ValueError, KeyError, TypeError):
         raise TokenError("invalid_token", "the seat token is not valid") from None
     if claim.expires < (time.time() if now is None else now):

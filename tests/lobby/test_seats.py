@@ -1,0 +1,44 @@
+"""Who holds a seat: a token dies with its holder's leaving, one name takes one seat, and a
+table of bots starts by itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from shared.bus import Keys
+
+from .helpers import bearer, running_lobby, wait_for_view
+
+
+async def test_a_token_given_up_by_leaving_acts_for_no_one(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A player joins and leaves before the start; with the old token they can neither
+    start the table, nor make the seat's next holder leave, nor act for them."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        at = f"/tables/{table['id']}"
+        old = (await client.post(f"{at}/join", json={"name": "Eve", "seat": 0})).json()
+        assert (await client.post(f"{at}/leave", headers=bearer(old["token"]))).status_code == 200
+        new = (await client.post(f"{at}/join", json={"name": "Ana", "seat": 0})).json()
+        for action in ("start", "leave"):  # the table is full now: only the holder may
+            refused = await client.post(f"{at}/{action}", headers=bearer(old["token"]))
+            assert refused.status_code == 403 and refused.json()["code"] == "not_seated"
+        after = (await client.get(at)).json()
+        assert after["status"] == "open"
+        assert [s["name"] for s in after["taken"]] == ["Ana", "random bot"]
+
+        started = await client.post(f"{at}/start", headers=bearer(new["token"]))
+        assert started.status_code == 200, started.text
+        view = await wait_for_view(client, table["id"], new["token"], 1)
+        game = f"/games/{table['id']}"
+        for path in ("view", "legal"):
+            refused = await client.get(f"{game}/{path}", headers=bearer(old["token"]))
+            assert refused.status_code == 403 and refused.json()["code"] == "not_seated"
+        move = (view["legal_commands"] or [{"type": "pass"}])[0]
+        refused = await client.post(f"{game}/commands", json=move, headers=bearer(old["token"]))
+        assert refused.status_code == 403 and refused.json()["code"] == "not_seated"
+        mine = await client.get(f"{game}/legal", headers=bearer(new["token"]))
+        assert mine.status_code == 200
