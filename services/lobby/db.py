@@ -28,7 +28,7 @@ class LobbyTable(SQLModel, table=True):
     ruleset: str = Field(max_length=64)
     options: str  # JSON of the edition options as chosen (defaults filled in)
     seats: int
-    status: str = Field(default="open", max_length=16, index=True)  # open, running
+    status: str = Field(default="open", max_length=16, index=True)  # open, running, finished
     deadline_s: float
     created_at: datetime = Field(default_factory=_now)
 

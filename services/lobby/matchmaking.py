@@ -73,12 +73,13 @@ class Matchmaker:
                 groups[Group(t.game, t.ruleset, t.players, t.options)].append(t)
             formed = []
             for group, tickets in groups.items():
-                while len(tickets) >= group.players:
-                    seated, tickets = tickets[: group.players], tickets[group.players :]
+                while len(seated := one_per_name(tickets)[: group.players]) == group.players:
                     formed.append((self._table(session, seated, group), group.game))
+                    tickets = [t for t in tickets if t not in seated]
                 oldest = tickets[0].created_at.replace(tzinfo=UTC) if tickets else None
                 if oldest is not None and now - oldest >= timedelta(seconds=self.wait_s):
-                    formed.append((self._table(session, tickets, group), group.game))
+                    seated = one_per_name(tickets)
+                    formed.append((self._table(session, seated, group), group.game))
             session.commit()
             return formed
 
@@ -101,6 +102,14 @@ class Matchmaker:
             ticket.status, ticket.table_id, ticket.seat = "matched", table.id, seat
             session.add(ticket)
         return table.id
+
+
+def one_per_name(tickets: list[LobbyTicket]) -> list[LobbyTicket]:
+    """The first ticket of each name: a name holds one seat at a table (it is rated once)."""
+    first: dict[str, LobbyTicket] = {}
+    for ticket in tickets:
+        first.setdefault(ticket.name, ticket)
+    return list(first.values())
 
 
 def fill_level(game: str) -> str:

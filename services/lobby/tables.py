@@ -59,7 +59,7 @@ class TableOut(BaseModel):
     ruleset: str
     options: dict[str, Any]
     seats: int
-    status: str
+    status: str = Field(examples=["open", "running", "finished"])
     deadline_s: float
     taken: list[SeatOut]
 
@@ -88,8 +88,16 @@ class StartTable(BaseModel):
 
 
 @router.post("/tables", status_code=201, response_model=TableOut, responses=ERRORS)
-def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut:
-    """Open a table: game, ruleset, edition options, seats and which of them are bots."""
+async def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut:
+    """Open a table: game, ruleset, edition options, seats and which of them are bots. A
+    table of bots only starts at once (no one would hold a token to start it)."""
+    table = await run_in_threadpool(_create, lobby.db, body)
+    if len(table.taken) == table.seats:
+        return await start_table(lobby, table.id, None)
+    return table
+
+
+def _create(db: Engine, body: CreateTable) -> TableOut:
     game, ruleset, options = body.resolve()
     check_players(game, body.seats)
     for seat, level in body.bots.items():
@@ -108,7 +116,7 @@ def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut:
         LobbySeat(table_id=table.id, seat=s, kind="bot", name=f"{level} bot", bot_level=level)
         for s, level in sorted(body.bots.items())
     ]
-    with Session(lobby.db) as session:
+    with Session(db) as session:
         session.add(table)
         session.flush()
         session.add_all(seats)
@@ -118,20 +126,63 @@ def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut:
 
 
 @router.get("/tables", response_model=list[TableOut], responses=ERRORS)
-def list_tables(lobby: LobbyDep, status: Literal["open", "running"] = "open") -> list[TableOut]:
-    """Tables by status (``open`` by default), newest first."""
-    with Session(lobby.db) as session:
+async def list_tables(
+    lobby: LobbyDep, status: Literal["open", "running", "finished"] = "open"
+) -> list[TableOut]:
+    """Tables by status (``open`` by default), newest first, at most 200."""
+    if status != "open":
+        await mark_finished(lobby, await run_in_threadpool(_running, lobby.db))
+    return await run_in_threadpool(_list, lobby.db, status)
+
+
+@router.get("/tables/{table_id}", response_model=TableOut, responses=ERRORS)
+async def get_table(table_id: Id, lobby: LobbyDep) -> TableOut:
+    await mark_finished(lobby, [table_id])
+    return await run_in_threadpool(_get, lobby.db, table_id)
+
+
+async def mark_finished(lobby: Lobby, table_ids: list[str]) -> None:
+    """Mark ``finished`` those of ``table_ids`` whose game is over. The engine records every
+    finished game in its partition's set (``Keys.finished``), so the lobby checks that set
+    when tables are read: it needs no loop of its own and imports no other service."""
+    if not table_ids:
+        return
+    async with lobby.redis.pipeline(transaction=False) as pipe:
+        for table_id in table_ids:
+            pipe.sismember(lobby.keys.finished(lobby.keys.partition(table_id)), table_id)
+        over = [t for t, done in zip(table_ids, await pipe.execute(), strict=True) if done]
+    if over:
+        await run_in_threadpool(_set_finished, lobby.db, over)
+
+
+def _running(db: Engine) -> list[str]:
+    with Session(db) as session:
+        query = select(LobbyTable.id).where(LobbyTable.status == "running")
+        return list(session.exec(query).all())
+
+
+def _set_finished(db: Engine, table_ids: list[str]) -> None:
+    with Session(db) as session:
+        query = select(LobbyTable).where(LobbyTable.id.in_(table_ids))  # type: ignore[attr-defined]
+        for table in session.exec(query).all():
+            table.status = "finished"
+            session.add(table)
+        session.commit()
+
+
+def _list(db: Engine, status: str) -> list[TableOut]:
+    with Session(db) as session:
         tables = session.exec(
             select(LobbyTable)
             .where(LobbyTable.status == status)
             .order_by(LobbyTable.created_at.desc())  # type: ignore[attr-defined]
+            .limit(200)
         ).all()
-        return [table_out(table, _seats(session, table.id)) for table in tables[:200]]
+        return [table_out(table, _seats(session, table.id)) for table in tables]
 
 
-@router.get("/tables/{table_id}", response_model=TableOut, responses=ERRORS)
-def get_table(table_id: Id, lobby: LobbyDep) -> TableOut:
-    with Session(lobby.db) as session:
+def _get(db: Engine, table_id: str) -> TableOut:
+    with Session(db) as session:
         table = _table(session, table_id)
         return table_out(table, _seats(session, table_id))
 
@@ -144,7 +195,11 @@ def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
             table = _table(session, table_id)
             if table.status != "open":
                 raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
-            seat = _free_seat(table, _seats(session, table_id), body.seat)
+            taken = _seats(session, table_id)
+            if any(s.kind == "human" and s.name == body.name for s in taken):
+                message = f"{body.name!r} already holds a seat at table {table_id}"
+                raise ApiError(409, "name_taken", message)
+            seat = _free_seat(table, taken, body.seat)
             holder = uuid.uuid4().hex
             session.add(
                 LobbySeat(table_id=table_id, seat=seat, kind="human", name=body.name, holder=holder)

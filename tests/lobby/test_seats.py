@@ -3,6 +3,7 @@ table of bots starts by itself."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from redis.asyncio import Redis
@@ -42,3 +43,38 @@ async def test_a_token_given_up_by_leaving_acts_for_no_one(
         assert refused.status_code == 403 and refused.json()["code"] == "not_seated"
         mine = await client.get(f"{game}/legal", headers=bearer(new["token"]))
         assert mine.status_code == 200
+
+
+async def test_one_name_holds_one_seat_at_a_table(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table = (await client.post("/tables", json={"seats": 3})).json()
+        at = f"/tables/{table['id']}"
+        assert (await client.post(f"{at}/join", json={"name": "Ana"})).status_code == 201
+        twice = await client.post(f"{at}/join", json={"name": "Ana", "seat": 2})
+        assert twice.status_code == 409 and twice.json()["code"] == "name_taken"
+        assert [s["name"] for s in (await client.get(at)).json()["taken"]] == ["Ana"]
+        assert (await client.post(f"{at}/join", json={"name": "ana"})).status_code == 201
+
+
+async def test_a_table_of_bots_starts_at_once_and_is_finished_when_its_game_ends(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        bots = {"0": "random", "1": "random"}
+        created = await client.post("/tables", json={"seats": 2, "bots": bots})
+        assert created.status_code == 201 and created.json()["status"] == "running"
+        table = created.json()["id"]
+        for _ in range(6000):
+            if (await client.get(f"/tables/{table}")).json()["status"] == "finished":
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("the game of bots never finished")
+        running = (await client.get("/tables", params={"status": "running"})).json()
+        finished = (await client.get("/tables", params={"status": "finished"})).json()
+        assert table not in {t["id"] for t in running}
+        assert table in {t["id"] for t in finished}
+        events = (await client.get(f"/games/{table}/view")).json()
+        assert events["version"] > 2
