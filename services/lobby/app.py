@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
+from fastapi_offline import FastAPIOffline
 from redis.asyncio import Redis
 from sqlalchemy import Engine
 
@@ -34,7 +35,8 @@ def create_app(
         yield
         await lobby.fanout.close()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs and /redoc with their scripts served here: no CDN needed
+        static_url="/docs/assets",
         title="Caravel",
         version="0.1.0",
         description="Tables, seats, moves and live views of the games of GET /games.",
