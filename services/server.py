@@ -62,6 +62,7 @@ async def serve(
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
             tasks.append(asyncio.create_task(matchmaker.run(stop), name="matchmaker"))
             sockets = _listen(settings.http_host, settings.http_port)
+            _announce(settings)
         else:  # metrics and health only, on a port of their own (0: none)
             app = FastAPI(title="Caravel operations")
             sockets = _listen(settings.http_host, settings.metrics_port, required=False)
@@ -91,6 +92,16 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+def _announce(settings: Settings) -> None:
+    """Say where the API is, once its port is bound: the JSON logs on stderr are for
+    machines; these three lines on stdout are what a person starting Caravel looks for."""
+    any_address = settings.http_host in ("0.0.0.0", "::", "")
+    url = f"http://{'127.0.0.1' if any_address else settings.http_host}:{settings.http_port}"
+    print(f"Caravel serves  {url}", flush=True)
+    print(f"API docs at     {url}/docs", flush=True)
+    print(f"Data folder     {settings.data_dir.resolve()}", flush=True)
 
 
 def _listen(host: str, port: int, required: bool = True) -> list[socket.socket]:

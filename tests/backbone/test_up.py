@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+
 from shared.bus import CommandSender, Keys, connect
+from tests.lobby.helpers import free_port
 
 from .helpers import play_locally, wait_for
 
@@ -18,10 +21,11 @@ from .helpers import play_locally, wait_for
 async def test_caravel_up_serves_games_from_an_embedded_redis(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")}
     env["CARAVEL_DATA_DIR"] = str(tmp_path / "data")
+    env["CARAVEL_HTTP_PORT"] = str(port := free_port())
     up = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "up"],
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
     settings_file = tmp_path / "data" / "redis.db.settings"
@@ -40,6 +44,8 @@ async def test_caravel_up_serves_games_from_an_embedded_redis(tmp_path: Path) ->
             assert result.status == "accepted", result
         assert result.version == final.version
         await redis.aclose()
+        docs = httpx.get(f"http://127.0.0.1:{port}/docs", timeout=10)
+        assert docs.status_code == 200
     finally:
         up.send_signal(signal.SIGTERM)
         try:
@@ -48,3 +54,8 @@ async def test_caravel_up_serves_games_from_an_embedded_redis(tmp_path: Path) ->
             if up.poll() is None:
                 up.kill()
     assert (tmp_path / "data" / "redis.db").stat().st_size > 0  # the log outlives the process
+    assert up.stdout is not None
+    said = up.stdout.read().decode().splitlines()  # where it serves, its docs, its data
+    assert f"Caravel serves  http://127.0.0.1:{port}" in said
+    assert f"API docs at     http://127.0.0.1:{port}/docs" in said
+    assert f"Data folder     {(tmp_path / 'data').resolve()}" in said
