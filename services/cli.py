@@ -413,7 +413,8 @@ def projections_rebuild(
     keys = Keys(settings.key_prefix, settings.partitions)
 
     async def run(progress: Progress) -> RebuildReport:
-        async with redis_for(settings) as redis:
+        async with redis_for(settings) as pools:
+            redis = pools.client()
             scorer = ScoringService(redis, keys, make_engine(settings.sql_url()))
             total = sum([await redis.scard(keys.games(p)) for p in keys.all_partitions()])
             task = progress.add_task(f"rebuilding {name}", total=total)

@@ -34,9 +34,30 @@ class EmbeddedRedis:
         self._server.shutdown(save=True)
 
 
+class RedisPools:
+    """A Redis client, with a connection pool of its own, for each service of a process: a
+    service that uses up its pool (a flood of WebSockets on the lobby's) waits alone, and
+    the engine, the bots and scoring keep their connections."""
+
+    def __init__(self, url: str, max_connections: int) -> None:
+        self.url = url
+        self.max_connections = max_connections
+        self._clients: list[Redis] = []
+
+    def client(self) -> Redis:
+        """A new client with its own pool, closed with the others."""
+        client = connect(self.url, max_connections=self.max_connections)
+        self._clients.append(client)
+        return client
+
+    async def aclose(self) -> None:
+        for client in self._clients:
+            await client.aclose()
+
+
 @asynccontextmanager
-async def redis_for(settings: Settings) -> AsyncIterator[Redis]:
-    """The configured Redis, or an embedded one under ``CARAVEL_DATA_DIR``."""
+async def redis_for(settings: Settings) -> AsyncIterator[RedisPools]:
+    """Clients of the configured Redis, or of an embedded one under ``CARAVEL_DATA_DIR``."""
     embedded = None
     url = settings.redis_url
     if not url:
@@ -47,12 +68,12 @@ async def redis_for(settings: Settings) -> AsyncIterator[Redis]:
             redis_url=url,
             data_dir=str(settings.data_dir),
         )
-    redis = connect(url)
+    pools = RedisPools(url, settings.redis_max_connections)
     try:
-        await redis.ping()
-        yield redis
+        await pools.client().ping()
+        yield pools
     finally:
-        await redis.aclose()
+        await pools.aclose()
         if embedded is not None:
             embedded.close()
 

@@ -38,27 +38,27 @@ async def serve(
     """Serve until SIGINT or SIGTERM; ``engine``, ``lobby``, ``ai`` and ``scoring`` choose
     what runs."""
     keys = Keys(settings.key_prefix, settings.partitions)
-    async with redis_for(settings) as redis:
+    async with redis_for(settings) as pools:
         stop = stop_on_signals()
         tasks = []
         db = make_engine(settings.sql_url()) if scoring or lobby else None  # one pool for both
         if engine:
-            tasks.append(
-                asyncio.create_task(Engine(redis, settings, keys).run(stop), name="engine")
-            )
+            engine_service = Engine(pools.client(), settings, keys)
+            tasks.append(asyncio.create_task(engine_service.run(stop), name="engine"))
         if ai:
-            tasks.append(asyncio.create_task(BotPlayer(redis, keys, settings).run(stop), name="ai"))
+            bots = BotPlayer(pools.client(), keys, settings)
+            tasks.append(asyncio.create_task(bots.run(stop), name="ai"))
         if scoring:
             assert db is not None
-            scorer = ScoringService(redis, keys, db, settings.batch_size)
+            scorer = ScoringService(pools.client(), keys, db, settings.batch_size)
             tasks.append(asyncio.create_task(scorer.run(stop), name="scoring"))
         if lobby:
-            projector = ViewProjector(redis, keys)
+            projector = ViewProjector(pools.client(), keys)
             tasks.append(
                 asyncio.create_task(projector.run(stop, settings.claim_idle_ms), name="views")
             )
             assert db is not None
-            app = create_app(redis, keys, db, settings, routers=[scoring_routes])
+            app = create_app(pools.client(), keys, db, settings, routers=[scoring_routes])
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
             tasks.append(asyncio.create_task(matchmaker.run(stop), name="matchmaker"))
             sockets = _listen(settings.http_host, settings.http_port)
@@ -66,6 +66,7 @@ async def serve(
         else:  # metrics and health only, on a port of their own (0: none)
             app = FastAPI(title="Caravel operations")
             sockets = _listen(settings.http_host, settings.metrics_port, required=False)
+        redis = pools.client()  # metrics and health
         tasks.append(asyncio.create_task(RedisSampler(redis, keys).run(stop), name="sampler"))
         health = Health(redis, db, tasks)
         app.include_router(operations_routes(health))
@@ -76,6 +77,7 @@ async def serve(
                 log_level="warning",
                 log_config=None,  # its lines go through configure_logging: JSON
                 timeout_graceful_shutdown=3,  # open WebSockets do not hold a stop up
+                ws_max_size=settings.max_body_bytes,  # a larger frame closes the socket (1009)
             )
             server = _Server(config)
             tasks.append(asyncio.create_task(server.serve(sockets), name="http"))

@@ -60,6 +60,26 @@ class Settings(BaseSettings):
     command_timeout_s: float = Field(
         default=10.0, gt=0, description="How long the lobby waits for the engine's answer."
     )
+    redis_max_connections: int = Field(
+        default=100, ge=1, description="Connections of each service's own Redis pool."
+    )
+    max_body_bytes: int = Field(
+        default=64 * 1024, ge=1024, description="Largest request body and WebSocket frame."
+    )
+    ws_max_per_client: int = Field(
+        default=32, ge=1, description="Open WebSockets one client (IP) may hold per lobby."
+    )
+    ws_max_total: int = Field(default=2000, ge=1, description="Open WebSockets per lobby.")
+    join_rate: float = Field(
+        default=5.0, gt=0, description="Joins (tables, seats, queue) per second per client."
+    )
+    join_burst: int = Field(default=50, ge=1, description="Joins a client may make at once.")
+    command_rate: float = Field(default=20.0, gt=0, description="Commands per second per client.")
+    command_burst: int = Field(default=100, ge=1, description="Commands a client may send at once.")
+    socket_rate: float = Field(
+        default=5.0, gt=0, description="WebSocket connections per second per client."
+    )
+    socket_burst: int = Field(default=50, ge=1, description="WebSockets a client may open at once.")
 
     def signing_key(self) -> bytes:
         """The configured secret, or one made once and kept in the data folder."""

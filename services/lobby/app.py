@@ -19,7 +19,7 @@ from shared.bus import Keys
 from shared.httpapi import install_error_handlers
 from shared.settings import Settings
 
-from . import catalog, games, queue, tables
+from . import catalog, games, limits, queue, tables
 from .lobby import Lobby
 
 
@@ -45,6 +45,7 @@ def create_app(
     app.state.lobby = lobby
     app.state.db = db
     install_error_handlers(app)
+    limits.install(app, redis, keys, settings)  # body sizes, rates, open sockets
     for router in (catalog.router, tables.router, queue.router, games.router, *routers):
         app.include_router(router)
     return app

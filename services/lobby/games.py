@@ -4,14 +4,18 @@ go to the engine as they come, views come from the views projection."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import re
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Annotated, Any, NamedTuple
 
 from fastapi import APIRouter, Body, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.websockets import WebSocketState
 from structlog.contextvars import bound_contextvars
 
 from shared.contracts import CommandEnvelope
@@ -20,12 +24,15 @@ from shared.httpapi import ERRORS, ApiError, Id
 from shared.views import read_view
 
 from .catalog import command_body_schema
+from .limits import Limits, Refused, client_of
 from .lobby import Auth, Lobby, LobbyDep
 
 router = APIRouter(tags=["games"])
 
 # Rule violations the caller caused by timing rather than by the command's content.
 CONFLICT_CODES = {"out_of_turn", "game_over", "game_exists"}
+# A version a socket resumes after: digits only (no sign, exponent or fraction), at most 15.
+AFTER = re.compile(r"[0-9]{1,15}")
 
 
 class CommandOut(BaseModel):
@@ -106,26 +113,84 @@ async def get_legal(game_id: Id, lobby: LobbyDep, authorization: Auth = None) ->
 
 @router.websocket("/games/{game_id}/ws")
 async def events(
-    websocket: WebSocket, game_id: str, after: int = 0, token: str | None = None
+    websocket: WebSocket, game_id: str, after: str = "0", token: str | None = None
 ) -> None:
     """The events your seat may see (with ?token=; public ones without), from version
     ``after`` + 1 on, then live. Reconnect with the last version you got: nothing is
-    missed and nothing comes twice."""
+    missed and nothing comes twice. Closes after the game's last event; a refusal closes
+    with a code and a reason (see the README)."""
     lobby: Lobby = websocket.app.state.lobby
+    limits: Limits = websocket.app.state.limits
+    client = client_of(websocket.scope)
+    try:
+        with limits.socket_slot(client):  # held before the client sees the socket open
+            await websocket.accept()
+            await limits.take("sockets", client)
+            start = await _start(lobby, game_id, token, after)
+            if not start.over:
+                streaming = stream_events(
+                    lobby, game_id, start.seat, start.after, websocket.send_text
+                )
+                await _until_disconnect(websocket, streaming)
+            await websocket.close(reason="game_over")
+    except Refused as refused:
+        if websocket.client_state == WebSocketState.CONNECTING:
+            await websocket.accept()  # then close with a reason the client can read
+        code = 4429 if refused.status == 429 else refused.status
+        await websocket.close(code=code, reason=f"{refused.code}: {refused.message}"[:120])
+    except WebSocketDisconnect:
+        return
+
+
+async def _until_disconnect(websocket: WebSocket, streaming: Coroutine[Any, Any, None]) -> None:
+    """Run ``streaming`` until it ends or the client goes: a client that leaves while its
+    game is quiet gives its socket back at once, not at the game's next event."""
+    stream = asyncio.create_task(streaming)
+    gone = asyncio.create_task(_disconnected(websocket))
+    done, pending = await asyncio.wait({stream, gone}, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect):
+            await task
+    if gone in done:
+        raise WebSocketDisconnect
+    stream.result()
+
+
+async def _disconnected(websocket: WebSocket) -> None:
+    """Wait for the client to go (what it sends meanwhile is ignored)."""
+    while (await websocket.receive())["type"] != "websocket.disconnect":
+        pass
+
+
+class _Start(NamedTuple):
+    seat: int | None
+    after: int
+    over: bool  # the game is over and ``after`` is at or past its end
+
+
+async def _start(lobby: Lobby, game_id: str, token: str | None, after: str) -> _Start:
+    """Where a socket starts: its seat, the version it follows from, and whether there is
+    anything left to send; :class:`Refused` for a bad token (4401), a bad ``after``
+    (4400) or a game that does not exist (4404)."""
     seat = None
     if token:
         try:
             seat = (await lobby.claim(f"Bearer {token}", game_id)).seat
         except ApiError as e:
-            await websocket.accept()  # then close with a reason the client can read
-            await websocket.close(code=4401, reason=e.code)
-            return
-    await websocket.accept()
-    try:
-        await stream_events(lobby, game_id, seat, after, websocket.send_text)
-        await websocket.close()
-    except WebSocketDisconnect:
-        return
+            raise Refused(4401, e.code, e.message) from None
+    if not AFTER.fullmatch(after):
+        raise Refused(4400, "bad_after", "after is a version: a whole number from 0 on")
+    tail: Any = await lobby.redis.xrevrange(lobby.keys.log(game_id), count=1)
+    if not tail:
+        raise Refused(4404, "unknown_game", f"there is no game {game_id} (yet)")
+    entry_id, fields = tail[0]
+    last = int(entry_id.split(b"-")[0])  # a log entry's id is its version
+    version = int(after)
+    if version > last:
+        raise Refused(4400, "bad_after", f"after is past the game's version {last}")
+    ended = json.loads(fields[b"e"])["type"] == api.GAME_ENDED
+    return _Start(seat, version, ended and version >= last)
 
 
 async def _view(lobby: Lobby, game_id: str, seat: int | None) -> dict[str, Any]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import websockets
 from redis.asyncio import Redis
+from websockets.asyncio.client import ClientConnection
 
 from shared.bus import Keys
 from shared.eventstore import EventStore
@@ -61,3 +65,89 @@ async def _receive_close(url: str) -> int | None:
     except websockets.InvalidStatus as refused:
         return refused.response.status_code
     return None
+
+
+async def _closed(ws: ClientConnection) -> tuple[int | None, str]:
+    """How the server closed ``ws`` (code, reason), after any messages it sent first."""
+    with contextlib.suppress(websockets.ConnectionClosed):
+        async for _ in ws:
+            pass
+    return (ws.close_code, ws.close_reason or "")
+
+
+async def _refusal(url: str, **connect: Any) -> tuple[int | None, str]:
+    """How the server closes a socket to ``url`` by itself ((None, "open") if it does not
+    within 20 s: a socket it should have refused)."""
+    async with websockets.connect(url, **connect) as ws:
+        try:
+            return await asyncio.wait_for(_closed(ws), 20)
+        except TimeoutError:
+            return (None, "open")
+
+
+async def _my_turn(client: httpx.AsyncClient, game_id: str, token: str) -> list[dict[str, Any]]:
+    """The seat's legal commands once it has some (a bot may move first)."""
+    for _ in range(2000):
+        legal = (await client.get(f"/games/{game_id}/legal", headers=bearer(token))).json()
+        if legal["legal_commands"]:
+            return legal["legal_commands"]  # type: ignore[no-any-return]
+        await asyncio.sleep(0.005)
+    raise TimeoutError("the seat never had a decision")
+
+
+async def test_sockets_past_the_caps_are_refused_and_the_engine_keeps_answering(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """With 3 sockets per client and 5 in all, a client's 4th socket and the lobby's 6th are
+    closed at once with a reason (4429, 4503); the open ones stream, and a command is still
+    answered meanwhile. A socket given back makes room again."""
+    limits = {"ws_max_per_client": "3", "ws_max_total": "5"}
+    async with running_lobby(redis_url, keys, database_url, tmp_path, **limits) as client:
+        body = {"seats": 2, "bots": {"1": "greedy"}, "deadline_s": 3600}
+        table = (await client.post("/tables", json=body)).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "A"})).json()
+        await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+        url = f"ws://{client.base_url.host}:{client.base_url.port}/games/{table['id']}/ws"
+        async with contextlib.AsyncExitStack() as held:
+            for source in ("127.0.0.1",) * 3 + ("127.0.0.2",) * 2:
+                ws = await held.enter_async_context(websockets.connect(url, local_addr=(source, 0)))
+                assert json.loads(await ws.recv())["type"] == "game_created"  # it streams
+            per_client = await _refusal(url, local_addr=("127.0.0.1", 0))
+            in_all = await _refusal(url, local_addr=("127.0.0.3", 0))
+            command = (await _my_turn(client, table["id"], me["token"]))[0]
+            answered = await client.post(
+                f"/games/{table['id']}/commands", json=command, headers=bearer(me["token"])
+            )
+        again = await _refusal(f"{url}?after=999999", local_addr=("127.0.0.3", 0))
+    assert per_client[0] == 4429 and per_client[1].startswith("too_many_sockets")
+    assert in_all[0] == 4503 and in_all[1].startswith("too_many_sockets")
+    assert answered.status_code == 200 and answered.json()["status"] == "accepted"
+    assert again[0] == 4400  # served (and refused for its own reason): the slots came back
+
+
+async def test_a_bad_after_an_unknown_game_and_a_finished_game_close_with_a_reason(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """``after`` of -5, 1e23, abc or past the game's version: 4400 bad_after; an unknown
+    game: 4404; a finished game followed from its end: closed at once, normally, saying
+    the game is over."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        body = {"seats": 2, "bots": {"1": "greedy"}, "deadline_s": 0.02}
+        table = (await client.post("/tables", json=body)).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "A"})).json()
+        await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+        base = f"ws://{client.base_url.host}:{client.base_url.port}/games"
+        url = f"{base}/{table['id']}/ws"
+        bad = [await _refusal(f"{url}?after={after}") for after in ("-5", "1e23", "abc", "99999")]
+        unknown = await _refusal(f"{base}/no-such-game/ws")
+        whole = await _receive(url)  # to the end of the game
+        end = whole[-1]["version"]
+        at_end = await _refusal(f"{url}?after={end}")
+        past_end = await _refusal(f"{url}?after={end + 1}")
+    assert [code for code, _ in bad] == [4400] * 4
+    assert all(reason.startswith("bad_after: ") for _, reason in bad)
+    assert "past the game's version" in bad[3][1]
+    assert unknown[0] == 4404 and unknown[1].startswith("unknown_game")
+    assert whole[-1]["type"] == "game_ended"
+    assert at_end == (1000, "game_over")
+    assert past_end[0] == 4400

@@ -1,0 +1,216 @@
+"""Limits that keep one client from taking a lobby for itself: request body size, requests
+per client (joins, commands, WebSockets) and open WebSockets per client and in all.
+
+A client is its IP address (as uvicorn reports it). Rates are token buckets kept in Redis,
+so every lobby replica draws on the same bucket; a bucket costs one script call, one round
+trip, and expires once full again. Open sockets are counted per process: a socket lives in
+the process that holds it.
+
+Refusals take the API's one error shape: 413 ``payload_too_large`` and 429 ``rate_limited``
+with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+import structlog
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from shared.bus import Keys
+from shared.httpapi import ErrorOut
+from shared.settings import Settings
+
+log = structlog.get_logger("caravel.limits")
+
+# KEYS: 1 bucket. ARGV: 1 tokens per second, 2 burst. Returns the seconds to wait before a
+# token is there ("0": one was taken). Redis's clock, so replicas agree on the time.
+_TAKE = """
+local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(bucket[1]) or burst
+local at = tonumber(bucket[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+local wait = 0
+if tokens >= 1 then tokens = tokens - 1 else wait = (1 - tokens) / rate end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 1)
+return tostring(wait)
+"""
+
+
+class Refused(Exception):
+    """A request or socket refused by a limit: the status (or close code), the error code
+    and the message; ``retry_after_s`` for a rate."""
+
+    def __init__(
+        self, status: int, code: str, message: str, retry_after_s: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.retry_after_s = retry_after_s
+
+    def response(self) -> JSONResponse:
+        headers = {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
+        details = {} if self.retry_after_s is None else {"retry_after_s": self.retry_after_s}
+        body = ErrorOut(code=self.code, message=self.message, details=details)
+        return JSONResponse(body.model_dump(), status_code=self.status, headers=headers)
+
+
+@dataclass(frozen=True)
+class Rate:
+    per_second: float
+    burst: int
+
+
+def client_of(scope: Scope) -> str:
+    """The client's address (uvicorn takes it from X-Forwarded-For behind a trusted proxy)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+class Limits:
+    """The lobby's limits: rates per client in Redis, open sockets in this process."""
+
+    def __init__(self, redis: Redis, keys: Keys, settings: Settings) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.settings = settings
+        self.rates = {
+            "joins": Rate(settings.join_rate, settings.join_burst),
+            "commands": Rate(settings.command_rate, settings.command_burst),
+            "sockets": Rate(settings.socket_rate, settings.socket_burst),
+        }
+        self.sockets: Counter[str] = Counter()
+        self._take = redis.register_script(_TAKE)
+
+    async def take(self, kind: str, client: str) -> None:
+        """Take one of ``client``'s ``kind`` tokens; :class:`Refused` (429) if none is left.
+        If Redis does not answer, the request goes through: the limit must not become an
+        outage of its own (the request then meets Redis's 503 anyway)."""
+        rate = self.rates[kind]
+        key = f"{self.keys.prefix}:rate:{kind}:{client}"
+        try:
+            wait = float(await self._take(keys=[key], args=[rate.per_second, rate.burst]))
+        except RedisError as e:
+            log.warning("rate limit not checked: redis does not answer", error=str(e))
+            return
+        if wait > 0:
+            retry = max(1, math.ceil(wait))
+            message = f"too many {kind} from {client}; retry in {retry} s"
+            raise Refused(429, "rate_limited", message, retry)
+
+    @contextmanager
+    def socket_slot(self, client: str) -> Iterator[None]:
+        """Hold one of the process's open sockets for ``client`` while in the block;
+        :class:`Refused` if the client, or the lobby, holds as many as it may."""
+        if self.sockets[client] >= self.settings.ws_max_per_client:
+            raise Refused(4429, "too_many_sockets", "too many open sockets from this client")
+        if self.sockets.total() >= self.settings.ws_max_total:
+            raise Refused(4503, "too_many_sockets", "the lobby holds all the sockets it may")
+        self.sockets[client] += 1
+        try:
+            yield
+        finally:
+            self.sockets[client] -= 1
+            if not self.sockets[client]:
+                del self.sockets[client]
+
+
+def rate_kind(method: str, path: str) -> str | None:
+    """Which rate a request draws on: joins (a table made or joined, a queue ticket),
+    commands, or none."""
+    if method != "POST":
+        return None
+    parts = path.strip("/").split("/")
+    if parts in (["tables"], ["queue"]) or (len(parts) == 3 and parts[::2] == ["tables", "join"]):
+        return "joins"
+    if len(parts) == 3 and parts[::2] == ["games", "commands"]:
+        return "commands"
+    return None
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class LimitsMiddleware:
+    """HTTP requests: a body larger than ``CARAVEL_MAX_BODY_BYTES`` gets 413 (from its
+    Content-Length before it is read, or as soon as a chunked body passes the limit), and a
+    client out of tokens gets 429; neither reaches the routes, so nothing changes."""
+
+    def __init__(self, app: ASGIApp, limits: Limits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            self._check_length(scope)
+            kind = rate_kind(scope["method"], scope["path"])
+            if kind is not None:
+                await self.limits.take(kind, client_of(scope))
+        except Refused as refused:
+            await refused.response()(scope, receive, send)
+            return
+        await self._bounded(scope, receive, send)
+
+    def _check_length(self, scope: Scope) -> None:
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self._max:
+                raise self._too_large()
+
+    @property
+    def _max(self) -> int:
+        return self.limits.settings.max_body_bytes
+
+    def _too_large(self) -> Refused:
+        return Refused(413, "payload_too_large", f"a request body is {self._max} bytes at most")
+
+    async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app with a body cut off at the limit: past it, the app's answer (routes
+        turn a failed read into a 400) is replaced by the 413."""
+        seen = 0
+        over = False
+        started = False
+
+        async def bounded_receive() -> Message:
+            nonlocal seen, over
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self._max:
+                over = True
+                raise _TooLarge
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if over and not started:
+                return  # the app's answer to a body it could not read: the 413 replaces it
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        with suppress(_TooLarge):  # not caught by the app: it stopped at the read
+            await self.app(scope, bounded_receive, guarded_send)
+        if over and not started:
+            await self._too_large().response()(scope, receive, send)
+
+
+def install(app: FastAPI, redis: Redis, keys: Keys, settings: Settings) -> Limits:
+    """Put the limits on ``app`` (``app.state.limits``, used by the WebSocket route)."""
+    limits = Limits(redis, keys, settings)
+    app.state.limits = limits
+    app.add_middleware(LimitsMiddleware, limits=limits)
+    return limits
