@@ -18,6 +18,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy import Engine
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+from starlette.types import Scope
 
 from shared.games import api
 
@@ -50,7 +52,7 @@ class ErrorOut(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 422, 503)
+    status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 413, 422, 429, 503)
 }
 
 
@@ -86,7 +88,25 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
-        return shape(e.status_code, code, str(e.detail))
+        response = shape(e.status_code, code, str(e.detail))
+        response.headers.update(e.headers or {})
+        if e.status_code == 405:
+            response.headers["Allow"] = ", ".join(allowed_methods(app, request.scope))
+        return response
+
+
+def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
+    """Every method some route takes at the request's path, found by asking each route with
+    each method. Starlette's own ``Allow`` names only the first route whose path matched,
+    though ``GET`` and ``POST`` of one path are two routes; RFC 9110 wants them all."""
+    return [
+        method
+        for method in METHODS
+        if any(r.matches({**scope, "method": method})[0] == Match.FULL for r in app.router.routes)
+    ]
+
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 def game_named(name: str) -> api.AnyGame:

@@ -46,3 +46,60 @@ def command_body_schema() -> dict[str, Any]:
 def options_schema() -> dict[str, Any]:
     """A table's ``options``: one of the games' edition options (of its default ruleset)."""
     return {"anyOf": [{**entry.options, "title": entry.name} for entry in _catalog()]}
+
+
+# What the OpenAPI document says a request may hold is what some game accepts: a client (or a
+# schema-driven fuzzer) that keeps to it is refused only for what depends on the game chosen
+# or on the table's state. The server still checks it all (a 422 naming what is wrong).
+
+
+def players_schema() -> dict[str, Any]:
+    """A table's seats or a queued player's count: from the fewest to the most any game takes."""
+    entries = _catalog()
+    return {
+        "minimum": min(e.min_players for e in entries),
+        "maximum": max(e.max_players for e in entries),
+    }
+
+
+def seat_schema() -> dict[str, Any]:
+    """A seat number: 0 up to the last seat of the largest table."""
+    return {"minimum": 0, "maximum": players_schema()["maximum"] - 1}
+
+
+def game_schema() -> dict[str, Any]:
+    return {"enum": [e.name for e in _catalog()]}
+
+
+def ruleset_schema() -> dict[str, Any]:
+    """A ruleset of some game, or none (the game's default)."""
+    return {"enum": [*sorted({r for e in _catalog() for r in e.rulesets}), None]}
+
+
+def bot_level_schema() -> dict[str, Any]:
+    return {"enum": sorted({level for e in _catalog() for level in e.bot_levels})}
+
+
+def bots_schema() -> dict[str, Any]:
+    """A table's bots: seat numbers as keys (JSON keys are strings), bot levels as values."""
+    last = seat_schema()["maximum"]
+    return {
+        "propertyNames": {"enum": [str(seat) for seat in range(last + 1)]},
+        "additionalProperties": {"type": "string", **bot_level_schema()},
+    }
+
+
+def bots_within_seats() -> dict[str, Any]:
+    """A new table's bots sit at its seats: for each table size, the seat numbers it has."""
+    low, high = players_schema()["minimum"], players_schema()["maximum"]
+    return {
+        "anyOf": [
+            {
+                "properties": {
+                    "seats": {"const": n},
+                    "bots": {"propertyNames": {"enum": [str(s) for s in range(n)]}},
+                }
+            }
+            for n in range(low, high + 1)
+        ]
+    }

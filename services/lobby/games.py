@@ -29,8 +29,9 @@ from .lobby import Auth, Lobby, LobbyDep
 
 router = APIRouter(tags=["games"])
 
-# Rule violations the caller caused by timing rather than by the command's content.
-CONFLICT_CODES = {"out_of_turn", "game_over", "game_exists"}
+# Rule violations of a command's shape (what the OpenAPI document describes): a 422. Every
+# other one is a conflict with the game's state (its turn, board, money): a 409.
+SHAPE_CODES = {"malformed", "unknown_command"}
 # A version a socket resumes after: digits only (no sign, exponent or fraction), at most 15.
 AFTER = re.compile(r"[0-9]{1,15}")
 
@@ -83,11 +84,13 @@ async def send_command(
         )
     except ValueError as e:
         raise ApiError(422, "malformed", str(e).splitlines()[0]) from None
+    if command.get("command_id"):  # the client's own id: a retry must be the same command
+        await lobby.check_reuse(envelope)
     with bound_contextvars(game=game_id, command=command_id, seat=claim.seat):
         result = await lobby.execute(envelope)
     if result.status == "rejected":
         code = result.code or "rejected"
-        status = 404 if code == "unknown_game" else 409 if code in CONFLICT_CODES else 422
+        status = 404 if code == "unknown_game" else 422 if code in SHAPE_CODES else 409
         raise ApiError(status, code, result.reason or "", {"command_id": command_id})
     return CommandOut(status=result.status, version=result.version, command_id=command_id)
 

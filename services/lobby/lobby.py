@@ -4,6 +4,8 @@ go through the registry so that the lobby knows no game."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -23,7 +25,7 @@ from shared.httpapi import ApiError, game_named
 from shared.settings import Settings
 
 from . import tokens
-from .catalog import options_schema
+from .catalog import game_schema, options_schema, ruleset_schema
 from .db import LobbySeat
 from .fanout import EventFanout
 
@@ -31,6 +33,7 @@ log = structlog.get_logger("caravel.lobby")
 
 # Names are shown to other players and stored in SQL: printable text only.
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+COMMAND_ID_TTL_S = 3600  # as long as the engine keeps a command's result
 MAX_SEATS = 8  # what a command envelope's seat allows; each game narrows it
 
 
@@ -73,6 +76,19 @@ class Lobby:
         with Session(self.db) as session:
             seat = session.get(LobbySeat, (claim.table_id, claim.seat))
         return seat is not None and not seat.left and seat.holder == claim.holder
+
+    async def check_reuse(self, command: CommandEnvelope) -> None:
+        """409 ``command_id_reused`` if a client's command id came before with another
+        command: a retry must be the same command, else the first one's answer (kept under
+        that id) would be taken for this one's."""
+        seen = [command.seat, command.type, command.payload]
+        digest = hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()
+        key = f"{self.keys.result(command.game_id, command.command_id)}/digest"
+        if not await self.redis.set(key, digest, nx=True, ex=COMMAND_ID_TTL_S):
+            first = await self.redis.get(key)
+            if first is not None and first not in (digest, digest.encode()):
+                message = f"command_id {command.command_id!r} was sent with another command"
+                raise ApiError(409, "command_id_reused", message)
 
     async def execute(self, command: CommandEnvelope) -> CommandResult:
         """Send a command to the engine and wait for its result; 503 if none comes."""
@@ -134,12 +150,14 @@ class GameChoice(BaseModel):
         max_length=64,
         description="A game of GET /games.",
         examples=[api.DEFAULT_GAME],
+        json_schema_extra=game_schema(),
     )
     ruleset: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9_-]{1,64}$",
         description="One of the game's rulesets; none: its default.",
         examples=["standard"],
+        json_schema_extra=ruleset_schema(),
     )
     options: dict[str, str | int] = Field(
         default_factory=dict,

@@ -12,6 +12,7 @@ from sqlmodel import Session
 
 from shared.httpapi import ERRORS, ApiError, Id
 
+from .catalog import players_schema
 from .db import LobbyTicket
 from .lobby import MAX_SEATS, NAME_PATTERN, GameChoice, LobbyDep, check_players
 
@@ -20,7 +21,7 @@ router = APIRouter(tags=["queue"])
 
 class QueueIn(GameChoice):
     name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, examples=["Ana"])
-    players: int = Field(ge=1, le=MAX_SEATS, examples=[4])
+    players: int = Field(ge=1, le=MAX_SEATS, examples=[4], json_schema_extra=players_schema())
 
 
 class TicketOut(BaseModel):

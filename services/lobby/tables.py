@@ -20,6 +20,7 @@ from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.views import read_view
 
+from .catalog import bot_level_schema, bots_schema, bots_within_seats, players_schema, seat_schema
 from .db import LobbySeat, LobbyTable
 from .lobby import (
     MAX_SEATS,
@@ -36,11 +37,15 @@ router = APIRouter(tags=["tables"])
 
 
 class CreateTable(GameChoice):
-    seats: int = Field(ge=1, le=MAX_SEATS, examples=[4])
+    model_config = ConfigDict(json_schema_extra=bots_within_seats())
+
+    seats: int = Field(ge=1, le=MAX_SEATS, examples=[4], json_schema_extra=players_schema())
     bots: dict[int, str] = Field(
         default_factory=dict,
-        description="Seats taken by bots, with their level (see the game's bot levels).",
+        description="Seats taken by bots, with their level (see the game's bot levels). "
+        "A table of bots only starts at once.",
         examples=[{"2": "greedy", "3": "random"}],
+        json_schema_extra=bots_schema(),
     )
     deadline_s: float = Field(default=60.0, gt=0, le=86400, description="Time for each move.")
 
@@ -69,7 +74,11 @@ class JoinTable(BaseModel):
 
     name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, examples=["Ana"])
     seat: int | None = Field(
-        default=None, ge=0, lt=MAX_SEATS, description="A seat; none: the first free."
+        default=None,
+        ge=0,
+        lt=MAX_SEATS,
+        description="A seat; none: the first free.",
+        json_schema_extra=seat_schema(),
     )
 
 
@@ -83,7 +92,10 @@ class StartTable(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     fill_with_bots: str | None = Field(
-        default=None, description="Give free seats to bots of this level.", examples=["greedy"]
+        default=None,
+        description="Give free seats to bots of this level.",
+        examples=["greedy"],
+        json_schema_extra={"enum": [*bot_level_schema()["enum"], None]},
     )
 
 
@@ -143,14 +155,12 @@ async def get_table(table_id: Id, lobby: LobbyDep) -> TableOut:
 
 async def mark_finished(lobby: Lobby, table_ids: list[str]) -> None:
     """Mark ``finished`` those of ``table_ids`` whose game is over. The engine records every
-    finished game in its partition's set (``Keys.finished``), so the lobby checks that set
-    when tables are read: it needs no loop of its own and imports no other service."""
+    finished game in its partition's set (``Keys.finished``; an archived one in
+    ``Keys.archived``), so the lobby checks those sets when tables are read: it needs no loop
+    of its own and imports no other service."""
     if not table_ids:
         return
-    async with lobby.redis.pipeline(transaction=False) as pipe:
-        for table_id in table_ids:
-            pipe.sismember(lobby.keys.finished(lobby.keys.partition(table_id)), table_id)
-        over = [t for t, done in zip(table_ids, await pipe.execute(), strict=True) if done]
+    over = await lobby.store.over(table_ids)
     if over:
         await run_in_threadpool(_set_finished, lobby.db, over)
 
@@ -295,8 +305,8 @@ def _free_seat(table: LobbyTable, seats: list[LobbySeat], wanted: int | None) ->
     """The seat a joining player gets: ``wanted`` if it is free, else the first free one."""
     taken = {s.seat for s in seats}
     if wanted is not None:
-        if wanted >= table.seats:
-            raise ApiError(422, "bad_seat", f"the table has {table.seats} seats")
+        if wanted >= table.seats:  # a conflict with this table, not a malformed request
+            raise ApiError(409, "bad_seat", f"the table has {table.seats} seats")
         if wanted in taken:
             raise ApiError(409, "seat_taken", f"seat {wanted} is taken")
         return wanted

@@ -156,7 +156,9 @@ def result(game_id: Id, db: Db) -> ResultOut:
 @router.get("/leaderboard", response_model=list[LeaderOut], responses=ERRORS)
 def leaderboard(
     db: Db,
-    game: Annotated[str, Query(description="The game's registry name.")] = api.DEFAULT_GAME,
+    game: Annotated[
+        str, Query(description="The game's registry name.", json_schema_extra={"enum": api.names()})
+    ] = api.DEFAULT_GAME,
     kind: Literal["all", "human", "bot"] = "all",
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> list[LeaderOut]:

@@ -1,4 +1,5 @@
-"""The API's documentation works offline: /docs and /redoc load only what the server serves."""
+"""The API's documentation: /docs and /redoc work offline (they load only what the server
+serves), and the OpenAPI document says what the server accepts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from shared.bus import Keys
+from shared.games import api
 
 from .helpers import running_lobby
 
@@ -29,3 +31,37 @@ async def test_the_docs_pages_load_only_local_addresses_that_answer(
             for address in addresses:
                 assert address.startswith("/"), address
                 assert (await client.get(address)).status_code == 200, address
+
+
+async def test_the_openapi_document_and_405s_say_what_the_server_accepts(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Seat counts, bot seats and levels in the schema are those some game takes: the edge of
+    each range is accepted, one past it refused. A 405 names every method of the path."""
+    entries = api.catalog()
+    low, high = min(e.min_players for e in entries), max(e.max_players for e in entries)
+    levels = sorted({level for e in entries for level in e.bot_levels})
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+        table = schemas["CreateTable"]["properties"]
+        assert (table["seats"]["minimum"], table["seats"]["maximum"]) == (low, high)
+        assert table["bots"]["propertyNames"]["enum"] == [str(s) for s in range(high)]
+        assert table["bots"]["additionalProperties"]["enum"] == levels
+        players = schemas["QueueIn"]["properties"]["players"]
+        assert (players["minimum"], players["maximum"]) == (low, high)
+        assert schemas["JoinTable"]["properties"]["seat"]["maximum"] == high - 1
+
+        widest = {"seats": high, "bots": {str(s): levels[0] for s in range(1, high)}}
+        assert (await client.post("/tables", json=widest)).status_code == 201
+        bot_off_the_table = {"seats": low, "bots": {str(low): levels[0]}}
+        for refused in ({"seats": low - 1}, {"seats": high + 1}, bot_off_the_table):
+            assert (await client.post("/tables", json=refused)).status_code == 422, refused
+
+        for method, path, allowed in (
+            ("TRACE", "/tables", "GET, POST"),
+            ("DELETE", "/tables/t-1/join", "POST"),
+            ("PUT", "/games", "GET"),
+        ):
+            answer = await client.request(method, path)
+            assert answer.status_code == 405 and answer.json()["code"] == "method_not_allowed"
+            assert answer.headers["allow"] == allowed

@@ -78,3 +78,23 @@ async def test_a_table_of_bots_starts_at_once_and_is_finished_when_its_game_ends
         assert table in {t["id"] for t in finished}
         events = (await client.get(f"/games/{table}/view")).json()
         assert events["version"] > 2
+
+
+async def test_a_command_id_sent_again_with_another_command_is_refused(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A retry (same id, same command) gets the first answer; the same id with another
+    command gets 409 command_id_reused rather than the first command's answer."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Ana"})).json()
+        await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+        await wait_for_view(client, table["id"], me["token"], 1)
+        commands, auth = f"/games/{table['id']}/commands", bearer(me["token"])
+        first = await client.post(commands, json={"type": "bid", "command_id": "c1"}, headers=auth)
+        assert first.status_code == 422 and first.json()["code"] == "malformed"
+        again = await client.post(commands, json={"type": "bid", "command_id": "c1"}, headers=auth)
+        assert again.status_code == 422 and again.json()["code"] == "malformed"
+        other = {"type": "bid", "amount": 0, "command_id": "c1"}
+        reused = await client.post(commands, json=other, headers=auth)
+        assert reused.status_code == 409 and reused.json()["code"] == "command_id_reused"
