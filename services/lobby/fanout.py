@@ -1,5 +1,6 @@
-"""One reader of the partition event streams per lobby process, fanning entries out to the
-WebSockets that follow each game.
+"""One reader of the partition event and decision streams per lobby process, fanning
+entries out to the WebSockets that follow each game: the events' notifications, and the
+decision requests the engine adds with them (a seat's socket tells it its turn).
 
 A blocking XREAD per WebSocket would hold a Redis connection per open socket and read
 every other game's entries once per socket; one shared reader holds one connection and
@@ -24,10 +25,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from shared.bus import Keys
-from shared.contracts import Notification
+from shared.contracts import DecisionRequest, Notification
 from shared.loops import Backoff
 
 log = structlog.get_logger("caravel.fanout")
+
+Delivered = Notification | DecisionRequest
 
 
 class EventFanout:
@@ -35,15 +38,18 @@ class EventFanout:
         self.redis = redis
         self.keys = keys
         self.block_ms = block_ms
-        self._listeners: dict[str, set[asyncio.Queue[Notification]]] = {}
+        self._listeners: dict[str, set[asyncio.Queue[Delivered]]] = {}
+        self._decisions = {keys.decisions(p) for p in keys.all_partitions()}
         self._positions: dict[str, bytes] = {}
         self._reader: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
 
     @asynccontextmanager
-    async def listen(self, game_id: str) -> AsyncIterator[asyncio.Queue[Notification]]:
-        """A queue of the game's notifications appended from now on, while in the block."""
-        queue: asyncio.Queue[Notification] = asyncio.Queue()
+    async def listen(self, game_id: str) -> AsyncIterator[asyncio.Queue[Delivered]]:
+        """A queue of the game's notifications and decision requests appended from now on,
+        while in the block. A request comes after the notification of its version, except
+        when a read cuts the event stream short (then before it)."""
+        queue: asyncio.Queue[Delivered] = asyncio.Queue()
         self._listeners.setdefault(game_id, set()).add(queue)
         try:
             await self._ensure_reading()
@@ -65,7 +71,8 @@ class EventFanout:
         async with self._starting:
             if self._reader is not None and not self._reader.done():
                 return
-            streams = [self.keys.events(p) for p in self.keys.all_partitions()]
+            events = [self.keys.events(p) for p in self.keys.all_partitions()]
+            streams = events + sorted(self._decisions)  # events first in each reply
             async with self.redis.pipeline(transaction=False) as pipe:
                 for stream in streams:
                     pipe.xrevrange(stream, count=1)
@@ -93,8 +100,16 @@ class EventFanout:
                 continue
             backoff.reset()
             for stream, entries in reply or []:
+                name = stream.decode()
                 for entry_id, fields in entries:
-                    self._positions[stream.decode()] = entry_id
-                    notification = Notification.from_fields(fields)
-                    for queue in self._listeners.get(notification.game_id, ()):
-                        queue.put_nowait(notification)
+                    self._positions[name] = entry_id
+                    self._deliver(name, fields)
+
+    def _deliver(self, stream: str, fields: dict[bytes, bytes]) -> None:
+        item: Delivered
+        if stream in self._decisions:
+            item = DecisionRequest.model_validate_json(fields[b"r"])
+        else:
+            item = Notification.from_fields(fields)
+        for queue in self._listeners.get(item.game_id, ()):
+            queue.put_nowait(item)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from starlette.websockets import WebSocketState
 from structlog.contextvars import bound_contextvars
 
-from shared.contracts import CommandEnvelope
+from shared.contracts import CommandEnvelope, DecisionRequest
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.views import read_view
@@ -34,6 +34,8 @@ router = APIRouter(tags=["games"])
 SHAPE_CODES = {"malformed", "unknown_command"}
 # A version a socket resumes after: digits only (no sign, exponent or fraction), at most 15.
 AFTER = re.compile(r"[0-9]{1,15}")
+# How many of a partition's newest decision requests a socket looks through for its seat's.
+DECISION_LOOKBACK = 500
 
 
 class CommandOut(BaseModel):
@@ -212,22 +214,79 @@ async def stream_events(
 ) -> None:
     """Send a game's events visible to ``seat`` after version ``after``: the log first, then
     what the fan-out delivers (listening starts before the log is read, so there is no gap;
-    versions already sent are skipped). Returns after the game's last event."""
-    async with lobby.fanout.listen(game_id) as notifications:
-        sent = after
+    versions already sent are skipped). A seat is also sent its decision requests, each
+    after the events of its version (the one due when the log is read, if any, first).
+    Returns after the game's last event."""
+    follower = _Follower(seat, after, send)
+    async with lobby.fanout.listen(game_id) as deliveries:
         for event in await lobby.store.read(game_id, after):
-            sent = event.version
-            if event.visible_to(seat):
-                await send(event.encode().public)
-            if event.type == api.GAME_ENDED:
+            public = event.encode().public if event.visible_to(seat) else None
+            if await follower.event(event.version, public, event.type == api.GAME_ENDED):
                 return
+        if seat is not None:
+            for request in await _due_decisions(lobby, game_id, seat, follower.sent):
+                await follower.decision(request)
         while True:
-            notification = await notifications.get()
-            if notification.version <= sent:
+            item = await deliveries.get()
+            if isinstance(item, DecisionRequest):
+                await follower.decision(item)
                 continue
-            for raw in notification.events():
-                if raw["version"] > sent and api.Event.from_dict(raw).visible_to(seat):
-                    await send(json.dumps(raw, separators=(",", ":")))
-                sent = max(sent, raw["version"])
-                if raw["type"] == api.GAME_ENDED:
+            for raw in item.events():
+                if raw["version"] <= follower.sent:
+                    continue
+                visible = api.Event.from_dict(raw).visible_to(seat)
+                public = json.dumps(raw, separators=(",", ":")) if visible else None
+                if await follower.event(raw["version"], public, raw["type"] == api.GAME_ENDED):
                     return
+
+
+class _Follower:
+    """What one socket has sent: events up to ``sent``, and its seat's decision requests,
+    each once and never ahead of the events of its version."""
+
+    def __init__(
+        self, seat: int | None, after: int, send: Callable[[str], Awaitable[None]]
+    ) -> None:
+        self.seat, self.sent, self.send = seat, after, send
+        self.decided = 0  # the version of the last request sent
+        self.held: DecisionRequest | None = None  # a request ahead of the events sent
+
+    async def event(self, version: int, public: str | None, last: bool) -> bool:
+        """Send one event (``public`` None: not the seat's to see); True after the last."""
+        self.sent = version
+        if public is not None:
+            await self.send(public)
+        held, self.held = self.held, None
+        if held is not None:
+            await self.decision(held)
+        return last
+
+    async def decision(self, request: DecisionRequest) -> None:
+        if request.seat != self.seat or request.version <= self.decided:
+            return
+        if request.version > self.sent:
+            self.held = request
+        elif request.version == self.sent:  # an older one is stale: the game moved on
+            self.decided = request.version
+            await self.send(json.dumps({"type": "decision", **request.model_dump(mode="json")}))
+
+
+async def _due_decisions(
+    lobby: Lobby, game_id: str, seat: int, version: int
+) -> list[DecisionRequest]:
+    """The seat's request at ``version`` if one is due: the newest of the game's requests
+    among the partition's last ``DECISION_LOOKBACK`` (older ones: GET /legal still says)."""
+    stream = lobby.keys.decisions(lobby.keys.partition(game_id))
+    entries: Any = await lobby.redis.xrevrange(stream, count=DECISION_LOOKBACK)
+    needle = f'"{game_id}"'.encode()
+    for _, fields in entries:
+        if needle not in fields[b"r"]:
+            continue  # another game's: not worth parsing
+        request = DecisionRequest.model_validate_json(fields[b"r"])
+        if request.game_id != game_id or request.version > version:
+            continue
+        if request.version < version:
+            return []  # the game's newest request is older than its log: nothing is due
+        if request.seat == seat:
+            return [request]
+    return []

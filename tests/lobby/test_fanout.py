@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 
 from services.lobby.fanout import EventFanout
 from shared.bus import Keys
+from shared.contracts import DecisionRequest, Notification
 
 
 async def _append(redis: Redis, keys: Keys, game_id: str, version: int) -> None:
@@ -43,5 +45,28 @@ async def test_listeners_get_their_games_entries_from_listening_on_once_each(
     async with fanout.listen("g-a") as again:
         await _append(redis, keys, "g-a", 5)
         notification = await asyncio.wait_for(again.get(), 10)
+        assert isinstance(notification, Notification)
         assert (notification.version, notification.events()[0]["version"]) == (5, 5)
         assert again.empty()
+
+
+async def test_listeners_get_their_games_decision_requests_after_their_events(
+    redis: Redis, keys: Keys
+) -> None:
+    """The engine adds a game's decision requests to the partition's decision stream with
+    its events: a listener of the game gets both, the events' notification first."""
+    fanout = EventFanout(redis, keys, block_ms=50)
+    async with fanout.listen("g-a") as a:
+        for game_id in ("g-b", "g-a"):
+            request = DecisionRequest(
+                game_id=game_id, version=3, seat=1, kind="place",
+                deadline=datetime.now(UTC), legal_commands=[{"type": "pass"}],
+            )  # fmt: skip
+            await _append(redis, keys, game_id, 3)
+            stream = keys.decisions(keys.partition(game_id))
+            await redis.xadd(stream, {"r": request.model_dump_json()})
+        first = await asyncio.wait_for(a.get(), 10)
+        second = await asyncio.wait_for(a.get(), 10)
+        assert isinstance(first, Notification) and first.version == 3
+        assert second == request  # g-a's, whole (g-b's went to nobody)
+        assert a.empty()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from websockets.asyncio.client import ClientConnection
 from shared.bus import Keys
 from shared.eventstore import EventStore
 
-from .helpers import bearer, running_lobby
+from .helpers import bearer, running_lobby, wait_for_view
 
 
 async def _receive(url: str, stop_after: int | None = None) -> list[dict[str, Any]]:
@@ -49,6 +50,7 @@ async def test_a_client_that_reconnects_misses_nothing_and_gets_nothing_twice(
         forged = await _receive_close(f"{base}?token=bad.token")
     log = await EventStore(redis, keys).read(table["id"])
     visible = [e.version for e in log if e.visibility in ("public", 0)]
+    got = [m for m in got if m["type"] != "decision"]  # the seat's turns (see below)
     assert [e["version"] for e in got] == visible
     assert got[-1]["type"] == "game_ended"
     assert [e["version"] for e in spectator] == [e.version for e in log if e.visibility == "public"]
@@ -151,3 +153,59 @@ async def test_a_bad_after_an_unknown_game_and_a_finished_game_close_with_a_reas
     assert whole[-1]["type"] == "game_ended"
     assert at_end == (1000, "game_over")
     assert past_end[0] == 4400
+
+
+async def _until_decision(ws: ClientConnection, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The next decision request on ``ws``; the events before it go to ``events``."""
+    while True:
+        message = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        if message["type"] == "decision":
+            return message  # type: ignore[no-any-return]
+        events.append(message)
+
+
+async def test_a_seat_is_told_its_turn_with_its_legal_commands_and_deadline(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A seat's socket sends its decision request when one is due, after the events of its
+    version: kind, deadline and the legal commands GET /legal gives. Played, the next one
+    comes at a later version; a socket opened while one is due gets it first."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        body = {"seats": 2, "bots": {"1": "greedy"}, "deadline_s": 3600}
+        table = (await client.post("/tables", json=body)).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "A"})).json()
+        await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+        base = f"ws://{client.base_url.host}:{client.base_url.port}/games/{table['id']}/ws"
+        events: list[dict[str, Any]] = []
+        async with websockets.connect(f"{base}?token={me['token']}") as ws:
+            first = await _until_decision(ws, events)
+            before_first = [e["version"] for e in events]
+            view = await wait_for_view(client, table["id"], me["token"], first["version"])
+            played = await client.post(
+                f"/games/{table['id']}/commands",
+                json=first["legal_commands"][0],
+                headers=bearer(me["token"]),
+            )
+            second = await _until_decision(ws, events)
+            before_second = [e["version"] for e in events]
+        resume = f"{base}?token={me['token']}&after={second['version']}"
+        async with websockets.connect(resume) as ws:
+            again = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        spectator_events: list[dict[str, Any]] = []
+        async with websockets.connect(f"{base}?after={second['version'] - 1}") as ws:
+            spectator_events.append(json.loads(await asyncio.wait_for(ws.recv(), 30)))
+            with contextlib.suppress(TimeoutError):
+                spectator_events.append(json.loads(await asyncio.wait_for(ws.recv(), 1)))
+    log = await EventStore(redis, keys).read(table["id"])
+    mine = [e.version for e in log if e.visibility in ("public", 0)]
+    assert (first["seat"], first["game_id"]) == (0, table["id"])
+    assert before_first == [v for v in mine if v <= first["version"]]  # its events came first
+    assert before_second == [v for v in mine if v <= second["version"]]
+    assert isinstance(first["kind"], str) and first["kind"]
+    assert datetime.fromisoformat(first["deadline"]) > datetime.now(UTC) + timedelta(minutes=50)
+    assert view["version"] == first["version"]
+    assert first["legal_commands"] == view["legal_commands"]
+    assert played.status_code == 200, played.json()
+    assert second["version"] > first["version"] and second["seat"] == 0
+    assert again == second
+    assert all(m["type"] != "decision" for m in spectator_events)
