@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
+from typing import Any
 
 import httpx
 from redis.asyncio import Redis
@@ -163,7 +164,7 @@ async def test_seat_tokens_and_bad_input(
 
 async def _play_until_over(
     client: httpx.AsyncClient, game: str, token: str, seat: int, act: bool
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Follow a game as ``seat``; play its moves (greedy) only if ``act``."""
     bot, rng, version = GreedyBot(), random.Random(seat), 1
     for _ in range(5000):
