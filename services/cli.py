@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -16,6 +19,10 @@ from rich.table import Table
 from shared.games import api
 from shared.observability import configure_logging
 from shared.settings import Settings
+
+if TYPE_CHECKING:
+    from shared.contracts import EventEnvelope
+    from shared.eventstore import EventStore
 
 app = typer.Typer(
     help="Caravel: an open, event-sourced backend for hosting board games online.",
@@ -177,11 +184,102 @@ def _print_summary(result: dict[str, Any]) -> None:
     )
 
 
-@app.command("games")
-def games_command(
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array.")] = False,
-) -> None:
+games_app = typer.Typer(
+    help="The registered games (alone or `list`); `export` and `import` move a game's log."
+)
+app.add_typer(games_app, name="games")
+JSON_LIST = typer.Option("--json", help="Print one JSON array.")
+
+
+@games_app.callback(invoke_without_command=True)
+def games_command(ctx: typer.Context, as_json: Annotated[bool, JSON_LIST] = False) -> None:
     """The registered games: players, rulesets, edition options and bot levels."""
+    if ctx.invoked_subcommand is None:
+        _list_games(as_json)
+
+
+@games_app.command("list")
+def games_list(as_json: Annotated[bool, JSON_LIST] = False) -> None:
+    """The registered games: players, rulesets, edition options and bot levels."""
+    _list_games(as_json)
+
+
+@games_app.command("export")
+def games_export(
+    game_id: Annotated[str, typer.Argument(help="The game (its table id).")],
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="A file (gzip if it ends in .gz); else stdout."),
+    ] = None,
+) -> None:
+    """Write a game's whole log as JSON lines (from Redis, or from the archive once the game
+    was archived), with its server-only parts: keep the file private."""
+    from shared.eventstore import export_log, logfile
+
+    async def run(store: EventStore) -> tuple[list[EventEnvelope], bool]:
+        return await export_log(store, game_id), bool(await store.archived([game_id]))
+
+    events, archived = _with_store(run)
+    if not events:
+        err_console.print(f"there is no game {game_id}")
+        raise typer.Exit(1)
+    if output is None:
+        sys.stdout.buffer.write(logfile.dump_lines(events))
+    else:
+        logfile.write_file(output, events)
+    where = "the archive" if archived else "Redis"
+    err_console.print(f"game {game_id}: {len(events)} events from {where}")
+
+
+@games_app.command("import")
+def games_import(
+    file: Annotated[Path, typer.Argument(help="A log written by `caravel games export`.")],
+) -> None:
+    """Load a game's log into Redis, versions as they were (refused if the game exists)."""
+    from shared.eventstore import GameExists, import_log, logfile
+
+    try:
+        events = logfile.read_file(file)
+    except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
+        raise typer.BadParameter(f"cannot read {file}: {e}", param_hint="FILE") from None
+
+    async def run(store: EventStore) -> int:
+        return await import_log(store, events)
+
+    try:
+        version = _with_store(run)
+    except (GameExists, ValueError) as e:
+        err_console.print(str(e))
+        raise typer.Exit(1) from None
+    err_console.print(f"game {events[0].game_id}: imported {version} events")
+
+
+T = TypeVar("T")
+
+
+def _with_store(work: Callable[[EventStore], Awaitable[T]]) -> T:
+    """Run ``work`` with the configured Redis and the archive in the configured database."""
+    from services.lobby.db import make_engine
+    from services.runtime import redis_for
+    from shared.bus import Keys
+    from shared.eventstore import Archive, EventStore
+
+    settings = Settings()
+    configure_logging("WARNING")
+    keys = Keys(settings.key_prefix, settings.partitions)
+    db = make_engine(settings.sql_url())
+
+    async def run() -> T:
+        async with redis_for(settings) as pools:
+            return await work(EventStore(pools.client(), keys, archive=Archive(db)))
+
+    try:
+        return asyncio.run(run())
+    finally:
+        db.dispose()
+
+
+def _list_games(as_json: bool) -> None:
     entries = api.catalog()
     if as_json:
         print(
@@ -416,7 +514,8 @@ def projections_rebuild(
         async with redis_for(settings) as pools:
             redis = pools.client()
             scorer = ScoringService(redis, keys, make_engine(settings.sql_url()))
-            total = sum([await redis.scard(keys.games(p)) for p in keys.all_partitions()])
+            registries = [k(p) for p in keys.all_partitions() for k in (keys.games, keys.archived)]
+            total = sum([await redis.scard(registry) for registry in registries])
             task = progress.add_task(f"rebuilding {name}", total=total)
             return await scorer.rebuild(lambda games: progress.advance(task, games))
 

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from services.ai.service import BotPlayer
 from services.engine import Engine
+from services.engine.janitor import Janitor
 from services.health import Health, operations_routes
 from services.lobby.app import create_app
 from services.lobby.db import make_engine
@@ -24,6 +25,7 @@ from services.runtime import redis_for, stop_on_signals
 from services.scoring.http import router as scoring_routes
 from services.scoring.service import ScoringService
 from shared.bus import Keys
+from shared.eventstore import Archive
 from shared.observability.metrics import RedisSampler
 from shared.settings import Settings
 
@@ -41,10 +43,16 @@ async def serve(
     async with redis_for(settings) as pools:
         stop = stop_on_signals()
         tasks = []
-        db = make_engine(settings.sql_url()) if scoring or lobby else None  # one pool for both
+        # One pool for all: the lobby's and scoring's tables, and the engine's archive.
+        db = make_engine(settings.sql_url()) if scoring or lobby or engine else None
         if engine:
-            engine_service = Engine(pools.client(), settings, keys)
+            assert db is not None
+            archive = Archive(db)
+            engine_service = Engine(pools.client(), settings, keys, archive=archive)
             tasks.append(asyncio.create_task(engine_service.run(stop), name="engine"))
+            # Trims and archives the partitions this engine holds the lease of.
+            janitor = Janitor(pools.client(), keys, settings, archive, lambda: engine_service.held)
+            tasks.append(asyncio.create_task(janitor.run(stop), name="janitor"))
         if ai:
             bots = BotPlayer(pools.client(), keys, settings)
             tasks.append(asyncio.create_task(bots.run(stop), name="ai"))

@@ -47,6 +47,18 @@ class Settings(BaseSettings):
         default=5, ge=1, description="Deliveries before an entry goes to the dead letters."
     )
     batch_size: int = Field(default=200, ge=1, description="Stream entries read per batch.")
+    stream_retention_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="Stream entries younger than this are kept even once every consumer "
+        "group has handled them (streams without a group: trimmed by this alone).",
+    )
+    archive_after_s: float = Field(
+        default=3600.0,
+        ge=0,
+        description="A finished game's log moves to the SQL archive this long after its end "
+        "(once every consumer group has passed its last event).",
+    )
     decision_timeout_s: float = Field(default=60.0, gt=0, description="Default move deadline.")
     bot_think_ms: int = Field(default=1000, ge=0, description="Default bot time budget.")
     log_level: str = Field(default="INFO")

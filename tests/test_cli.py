@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from redis.asyncio import Redis
+from sqlalchemy import Engine
+
+from services.engine.janitor import Janitor
+from shared.bus import Keys
+from shared.eventstore import Archive, EventStore, GameCodec
+from shared.eventstore.logfile import load_lines, read_file
+from tests.backbone.helpers import play_to_the_end, running_engine, settings_for
 
 
-def caravel(*args: str) -> subprocess.CompletedProcess[str]:
+def caravel(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "services.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
 
 
@@ -87,3 +102,56 @@ def test_games_lists_every_registered_game() -> None:
     assert aod["options"]["properties"]["tile_set"]["enum"] == ["standard", "extended"]
     table = caravel("games")
     assert table.returncode == 0 and "tile_set: standard|extended" in table.stdout
+
+
+async def test_games_export_delete_import_round_trip(
+    redis: Redis, keys: Keys, redis_url: str, database_url: str, database: Engine, tmp_path: Path
+) -> None:
+    """A finished game exported, deleted and imported again: the same events, versions and
+    final hash; importing it twice is refused; once archived, it exports from the archive."""
+    env = {
+        **os.environ,
+        "CARAVEL_REDIS_URL": redis_url,
+        "CARAVEL_KEY_PREFIX": keys.prefix,
+        "CARAVEL_PARTITIONS": str(keys.partitions),
+        "CARAVEL_DATABASE_URL": database_url,
+        "CARAVEL_DATA_DIR": str(tmp_path / "data"),
+    }
+
+    async def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(caravel, "games", *args, env=env)
+
+    game_id = "g-moved"
+    async with running_engine(redis, keys):
+        final_hash = await play_to_the_end(redis, keys, game_id, players=2, seed=21)
+    store = EventStore(redis, keys, archive=Archive(database))
+    events = await store.read(game_id)
+
+    exported = await run("export", game_id, "-o", str(tmp_path / "game.jsonl.gz"))
+    assert exported.returncode == 0, exported.stderr
+    assert read_file(tmp_path / "game.jsonl.gz") == events
+
+    p = keys.partition(game_id)
+    await redis.delete(keys.log(game_id), keys.meta(game_id), keys.seen(game_id))
+    await redis.delete(keys.snapshot(game_id))
+    await redis.srem(keys.games(p), game_id)
+    await redis.srem(keys.finished(p), game_id)
+    assert await store.read(game_id) == []
+    missing = await run("export", game_id)
+    assert missing.returncode == 1 and f"no game {game_id}" in missing.stderr
+
+    imported = await run("import", str(tmp_path / "game.jsonl.gz"))
+    assert imported.returncode == 0, imported.stderr
+    assert await store.read(game_id) == events
+    assert await store.final_hash(game_id) == final_hash
+    assert GameCodec().state_hash(GameCodec().replay(events)) == final_hash
+    twice = await run("import", str(tmp_path / "game.jsonl.gz"))
+    assert twice.returncode == 1 and "exists already" in twice.stderr
+
+    settings = settings_for(keys, archive_after_s=0)
+    janitor = Janitor(redis, keys, settings, Archive(database), keys.all_partitions)
+    await janitor.tend(p)
+    assert not await redis.exists(keys.log(game_id))
+    archived = await run("export", game_id)
+    assert archived.returncode == 0 and "from the archive" in archived.stderr
+    assert load_lines(archived.stdout.encode()) == events

@@ -37,7 +37,7 @@ from shared.contracts import (
     Seats,
     encode_event,
 )
-from shared.eventstore import Append, EventStore, GameCodec
+from shared.eventstore import Append, Archive, EventStore, GameCodec
 from shared.games import api
 from shared.loops import keep_running
 from shared.observability import metrics
@@ -131,13 +131,16 @@ class Engine:
         settings: Settings | None = None,
         keys: Keys | None = None,
         engine_id: str | None = None,
+        archive: Archive | None = None,
     ) -> None:
         self.redis = redis
         self.settings = settings or Settings()
         s = self.settings
         self.keys = keys or Keys(s.key_prefix, s.partitions)
         self.id = engine_id or f"engine-{uuid.uuid4().hex[:8]}"
-        self.store = EventStore(redis, self.keys, GROUP)
+        # With the archive, a command to an archived game finds it (and is refused, the
+        # game being over) instead of finding no game at all.
+        self.store = EventStore(redis, self.keys, GROUP, archive)
         self.reader = GroupReader(redis, GROUP, self.id, self.keys.dead_letters(), s.max_deliveries)
         self.codec = GameCodec()
         self.games: OrderedDict[str, CachedGame] = OrderedDict()

@@ -186,16 +186,14 @@ async def _start(lobby: Lobby, game_id: str, token: str | None, after: str) -> _
             raise Refused(4401, e.code, e.message) from None
     if not AFTER.fullmatch(after):
         raise Refused(4400, "bad_after", "after is a version: a whole number from 0 on")
-    tail: Any = await lobby.redis.xrevrange(lobby.keys.log(game_id), count=1)
-    if not tail:
+    newest = await lobby.store.last_event(game_id)  # an archived game's too
+    if newest is None:
         raise Refused(4404, "unknown_game", f"there is no game {game_id} (yet)")
-    entry_id, fields = tail[0]
-    last = int(entry_id.split(b"-")[0])  # a log entry's id is its version
+    last = newest.version
     version = int(after)
     if version > last:
         raise Refused(4400, "bad_after", f"after is past the game's version {last}")
-    ended = json.loads(fields[b"e"])["type"] == api.GAME_ENDED
-    return _Start(seat, version, ended and version >= last)
+    return _Start(seat, version, newest.type == api.GAME_ENDED and version >= last)
 
 
 async def _view(lobby: Lobby, game_id: str, seat: int | None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from sqlmodel import Session
 
 from shared.bus import CommandSender, Keys
 from shared.contracts import CommandEnvelope, CommandResult
-from shared.eventstore import EventStore
+from shared.eventstore import Archive, EventStore
 from shared.games import api
 from shared.httpapi import ApiError, game_named
 from shared.settings import Settings
@@ -48,7 +48,7 @@ class Lobby:
         self.settings = settings
         self.key = settings.signing_key()
         self.sender = CommandSender(redis, keys)
-        self.store = EventStore(redis, keys)
+        self.store = EventStore(redis, keys, archive=Archive(db))  # archived games too
         self.fanout = EventFanout(redis, keys)
 
     def token(self, table_id: str, seat: int, holder: str) -> str:

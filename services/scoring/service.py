@@ -28,8 +28,9 @@ from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
 from shared.bus import Keys
+from shared.bus.retention import mark_read
 from shared.contracts import EventEnvelope, Notification, Seats
-from shared.eventstore import EventStore, GameCodec
+from shared.eventstore import Archive, EventStore, GameCodec
 from shared.loops import keep_running
 
 from .db import (
@@ -47,6 +48,9 @@ log = structlog.get_logger("caravel.scoring")
 
 CACHE_GAMES = 20_000
 REBUILD_CHUNK = 10
+# Scoring reads without a consumer group; it marks its SQL checkpoints as this group's
+# position so that trimming keeps what it has not read (shared.bus.retention).
+MARK_GROUP = "scoring"
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ class ScoringService:
         self.db = db
         self.batch_size = batch_size
         self.id = f"scoring-{uuid.uuid4().hex[:8]}"
-        self.store = EventStore(redis, keys)
+        self.store = EventStore(redis, keys, archive=Archive(db))  # archived games too
         self.codec = GameCodec()
         self.games: OrderedDict[str, GameProgress] = OrderedDict()
         self.streams = [keys.events(p) for p in keys.all_partitions()]
@@ -78,6 +82,7 @@ class ScoringService:
         """Create the tables if needed and read the checkpoints."""
         await asyncio.to_thread(create_tables, self.db)
         self.positions = await asyncio.to_thread(self._checkpoints)
+        await mark_read(self.redis, MARK_GROUP, self.positions)
 
     def _checkpoints(self) -> dict[str, str]:
         with self.db.begin() as conn:
@@ -132,6 +137,7 @@ class ScoringService:
             self._forget(targets)
             raise
         self.positions.update({stream: new for stream, (_, new) in moves.items()})
+        await mark_read(self.redis, MARK_GROUP, {stream: new for stream, (_, new) in moves.items()})
         for game_id in targets:  # a finished game gets no more events
             progress = self.games.get(game_id)
             if progress is not None and progress.finished_at is not None:
@@ -180,14 +186,8 @@ class ScoringService:
         return logs, seats
 
     async def _seats(self, game_ids: Sequence[str]) -> dict[str, Seats]:
-        """The lobby's seats of each game, in one round trip."""
-        if not game_ids:
-            return {}
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for game_id in game_ids:
-                pipe.hgetall(self.keys.seats(game_id))
-            found: list[Any] = await pipe.execute()
-        return {g: Seats.from_hash(raw) for g, raw in zip(game_ids, found, strict=True)}
+        """The lobby's seats of each game (an archived game's from the archive)."""
+        return await self.store.seats(game_ids)
 
     def _begin(
         self, game_id: str, events: Sequence[EventEnvelope], seats: Mapping[str, Seats]
@@ -222,8 +222,8 @@ class ScoringService:
         async with self.redis.pipeline(transaction=False) as pipe:
             for stream in self.streams:
                 pipe.xrevrange(stream, count=1)
-            for p in self.keys.all_partitions():
-                pipe.smembers(self.keys.games(p))
+            for p in self.keys.all_partitions():  # the games in Redis and the archived ones
+                pipe.sunion([self.keys.games(p), self.keys.archived(p)])
             replies: list[Any] = await pipe.execute()
         n = len(self.streams)
         positions = {
@@ -232,6 +232,7 @@ class ScoringService:
         }
         game_ids = sorted(g.decode() for members in replies[n:] for g in members)
         await asyncio.to_thread(self._set_checkpoints, positions)
+        await mark_read(self.redis, MARK_GROUP, positions)
         self.games.clear()
         finished: list[FinishedGame] = []
         writing: asyncio.Future[None] | None = None

@@ -75,12 +75,18 @@ class Keys:
         return f"{self._p(p)}:rejections"
 
     def games(self, p: int) -> str:
-        """Every game ever created in the partition (the engine adds it with its first event)."""
+        """The partition's games held in Redis (the engine adds one with its first event;
+        archiving moves it to :meth:`archived`)."""
         return f"{self._p(p)}:games"
 
     def finished(self, p: int) -> str:
-        """The partition's games that are over: the others are running."""
+        """The partition's games in Redis that are over: the others are running."""
         return f"{self._p(p)}:finished"
+
+    def archived(self, p: int) -> str:
+        """The ids of the partition's games whose log was moved to the SQL archive: all that
+        Redis keeps of them, so a reader knows where to look and no new game takes the id."""
+        return f"{self._p(p)}:archived"
 
     def lease(self, p: int) -> str:
         return f"{self._p(p)}:lease"

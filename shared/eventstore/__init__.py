@@ -1,6 +1,26 @@
-"""The game event log on Redis Streams: atomic appends, reads, snapshots, loading."""
+"""The game event log on Redis Streams: atomic appends, reads, snapshots, loading; and the
+SQL archive of finished games, read through the same store."""
 
+from .archive import Archive, ArchivedGame, ArchiveMismatch, archive_game
 from .codec import GameCodec, to_event
-from .store import Append, AppendResult, Codec, EventStore, Loaded
+from .store import Append, AppendResult, Codec, EventStore, Finished, FinishedLog, Loaded
+from .transfer import GameExists, export_log, import_log
 
-__all__ = ["Append", "AppendResult", "Codec", "EventStore", "GameCodec", "Loaded", "to_event"]
+__all__ = [
+    "Append",
+    "AppendResult",
+    "Archive",
+    "ArchiveMismatch",
+    "ArchivedGame",
+    "Codec",
+    "EventStore",
+    "Finished",
+    "FinishedLog",
+    "GameCodec",
+    "GameExists",
+    "Loaded",
+    "archive_game",
+    "export_log",
+    "import_log",
+    "to_event",
+]

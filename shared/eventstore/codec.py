@@ -7,6 +7,7 @@ too. The event store, the engine, the views, scoring and the bots all load games
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from shared.contracts import EventEnvelope
@@ -30,6 +31,19 @@ class GameCodec:
 
     def restore(self, snapshot: dict[str, Any]) -> Any:
         return api.get(snapshot.get("game", api.DEFAULT_GAME)).restore(snapshot)
+
+    def replay(self, events: Iterable[EventEnvelope]) -> Any:
+        """The state a whole log leads to (None for an empty one), as loading builds it."""
+        state = None
+        for event in events:
+            if state is None:
+                state = self.initial(event)
+            self.apply(state, event)
+        return state
+
+    def state_hash(self, state: Any) -> str:
+        """The hash the engine records as a finished game's final hash."""
+        return api.of(state).state_hash(state)
 
 
 def to_event(envelope: EventEnvelope) -> api.Event:

@@ -7,10 +7,17 @@ in a field of its own) and, redacted, as one entry per command to the partition'
 stream (``g`` game, ``v`` last version, ``n`` count, ``e`` JSON array), records the command as
 seen, stores the sender's result, acknowledges the command stream entry and adds any decision
 requests. A stale version is a conflict and writes nothing.
+
+A finished game's log moves to the SQL archive (``archive.py``); Redis then keeps only its id,
+in the partition's ``archived`` set. Given the archive, :meth:`EventStore.read_many` (and so
+``read``, ``load`` and ``load_many``) and :meth:`EventStore.seats` read an archived game
+from there, so readers need not know where a game lives; an append that would start a new
+game under an archived id is refused.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,13 +26,13 @@ from typing import Any, Generic, Protocol, TypeVar
 from redis.asyncio import Redis
 
 from shared.bus.keys import Keys
-from shared.contracts import CommandResult, EncodedEvent, EventEnvelope, load_event
+from shared.contracts import CommandResult, EncodedEvent, EventEnvelope, Seats, load_event
 
 RESULT_TTL_S = 3600
 
 _APPEND = """
 -- KEYS: 1 log, 2 partition events, 3 meta, 4 seen, 5 partition games, 6 result,
---       7 command stream, 8 decisions
+--       7 command stream, 8 decisions, 9 partition archived games
 -- ARGV: 1 expected version, 2 command id, 3 game id, 4 group, 5 entry id, 6 result ttl,
 --       7 result json, 8 event count, then (public json, secret json or '') pairs, then
 --       decision jsons. The log keeps the secret beside the public event; the partition
@@ -36,6 +43,9 @@ if ARGV[2] ~= '' then
   if seen then return {'duplicate', seen} end
 end
 if version ~= tonumber(ARGV[1]) then return {'conflict', tostring(version)} end
+if version == 0 and redis.call('SISMEMBER', KEYS[9], ARGV[3]) == 1 then
+  return {'archived', '0'}
+end
 local n = tonumber(ARGV[8])
 local publics = {}
 for i = 0, n - 1 do
@@ -79,6 +89,50 @@ if ARGV[4] ~= '' then redis.call('XACK', KEYS[2], ARGV[3], ARGV[4]) end
 return 1
 """
 
+_FINISHED = """
+-- A game is over: its final hash ('' keeps the one recorded), when it finished (Redis time,
+-- ms) and the partition event stream's last entry then, at or after the game's last one.
+-- The first time and entry recorded stay. KEYS: 1 meta, 2 finished, 3 partition events
+-- ARGV: 1 game id, 2 final hash
+local now = redis.call('TIME')
+local ms = string.format('%d', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
+local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+local entry = '0-0'
+if #last > 0 then entry = last[1][1] end
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'final_hash', ARGV[2]) end
+redis.call('HSETNX', KEYS[1], 'finished_ms', ms)
+redis.call('HSETNX', KEYS[1], 'final_entry', entry)
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+"""
+
+_FORGET = """
+-- Delete an archived game's keys, if it is still the game that was archived (same version
+-- and final hash); its id moves from the partition's games to its archived games.
+-- KEYS: 1 meta, 2 log, 3 seen, 4 snapshot, 5 seats, 6 view, 7 games, 8 finished, 9 archived
+-- ARGV: 1 game id, 2 version, 3 final hash
+if redis.call('HGET', KEYS[1], 'version') ~= ARGV[2]
+   or redis.call('HGET', KEYS[1], 'final_hash') ~= ARGV[3] then
+  return 0
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('SREM', KEYS[7], ARGV[1])
+redis.call('SREM', KEYS[8], ARGV[1])
+redis.call('SADD', KEYS[9], ARGV[1])
+return 1
+"""
+
+
+class ArchiveReader(Protocol):
+    """What the event store reads from the archive of finished games (``archive.Archive``);
+    its methods block (SQL), so the store calls them in a thread."""
+
+    def logs(self, game_ids: Sequence[str]) -> dict[str, list[EventEnvelope]]: ...
+
+    def seats(self, game_ids: Sequence[str]) -> dict[str, dict[str, str]]: ...
+
+    def has(self, game_id: str) -> bool: ...
+
 
 @dataclass
 class Append:
@@ -98,8 +152,32 @@ class Append:
 
 @dataclass(frozen=True)
 class AppendResult:
-    status: str  # "ok", "duplicate" or "conflict"
+    status: str  # "ok", "duplicate", "conflict" or "archived" (the id is an archived game's)
     version: int
+
+
+@dataclass(frozen=True)
+class FinishedLog:
+    """A finished game as Redis holds it: what the archive keeps of it."""
+
+    game_id: str
+    events: list[EventEnvelope]
+    final_hash: str
+    seats: dict[str, str]
+
+    @property
+    def version(self) -> int:
+        return self.events[-1].version if self.events else 0
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A game in a partition's finished set: when it finished (Redis time, ms) and the
+    partition event stream's last entry then (None for both if not recorded)."""
+
+    game_id: str
+    finished_ms: int | None
+    final_entry: str | None
 
 
 S = TypeVar("S")
@@ -129,14 +207,24 @@ class ConflictError(Exception):
 
 
 class EventStore:
-    """Append, read and snapshot game logs. Every method is one round trip or a pipeline."""
+    """Append, read and snapshot game logs. Every method is one round trip or a pipeline
+    (reading an archived game takes one more, and a query of the archive)."""
 
-    def __init__(self, redis: Redis, keys: Keys, group: str = "engine") -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        group: str = "engine",
+        archive: ArchiveReader | None = None,
+    ) -> None:
         self.redis = redis
         self.keys = keys
         self.group = group
+        self.archive = archive
         self._append = redis.register_script(_APPEND)
         self._finish = redis.register_script(_FINISH)
+        self._finished = redis.register_script(_FINISHED)
+        self._forget = redis.register_script(_FORGET)
 
     # --- writing -------------------------------------------------------------------------
 
@@ -152,6 +240,7 @@ class EventStore:
             k.result(a.game_id, a.command_id or "-"),
             k.commands(p),
             k.decisions(p),
+            k.archived(p),
         ]
         result = CommandResult(
             command_id=a.command_id, game_id=a.game_id, status="accepted", version=a.version
@@ -222,11 +311,39 @@ class EventStore:
 
     async def record_final_hash(self, game_id: str, state_hash: str) -> None:
         """The hash of a finished game's final state, to check replays against; the game
-        joins its partition's finished games."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(self.keys.meta(game_id), "final_hash", state_hash)
-            pipe.sadd(self.keys.finished(self.keys.partition(game_id)), game_id)
-            await pipe.execute()
+        joins its partition's finished games, with when it finished (for archiving)."""
+        await self._record_finished(game_id, state_hash)
+
+    async def stamp_finished(self, game_ids: Sequence[str]) -> None:
+        """Record when finished games finished, for those that have no such record (they
+        finished before it was kept): archiving counts its grace period from now."""
+        for game_id in game_ids:
+            await self._record_finished(game_id, "")
+
+    async def _record_finished(self, game_id: str, state_hash: str) -> None:
+        k = self.keys
+        p = k.partition(game_id)
+        keys = [k.meta(game_id), k.finished(p), k.events(p)]
+        await self._finished(keys=keys, args=[game_id, state_hash])
+
+    async def forget(self, game_id: str, version: int, final_hash: str) -> bool:
+        """Delete an archived game from Redis (its log, meta, seen ids, snapshot, seats and
+        views), unless it has changed since it was read for the archive; its id moves to the
+        partition's archived games. Only once the archive is written and verified."""
+        k = self.keys
+        p = k.partition(game_id)
+        keys = [
+            k.meta(game_id),
+            k.log(game_id),
+            k.seen(game_id),
+            k.snapshot(game_id),
+            k.seats(game_id),
+            k.view(game_id),
+            k.games(p),
+            k.finished(p),
+            k.archived(p),
+        ]
+        return bool(await self._forget(keys=keys, args=[game_id, version, final_hash]))
 
     # --- reading -------------------------------------------------------------------------
 
@@ -242,13 +359,115 @@ class EventStore:
         self, ranges: Mapping[str, tuple[int, int | None]]
     ) -> dict[str, list[EventEnvelope]]:
         """Several games' events with versions in ``(after, upto]`` (``upto`` None: to the
-        end), in one pipelined round trip, so that no reader runs XRANGE on a log itself."""
+        end), in one pipelined round trip, so that no reader runs XRANGE on a log itself.
+        Archived games' events come from the archive (one more round trip, and a query, only
+        when some range is empty)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for game_id, (after, upto) in ranges.items():
                 top = "+" if upto is None else f"{upto}-0"
                 pipe.xrange(self.keys.log(game_id), min=f"{after + 1}-0", max=top)
             logs: list[Any] = await pipe.execute()
-        return {game_id: _events(entries) for game_id, entries in zip(ranges, logs, strict=True)}
+        out = {game_id: _events(entries) for game_id, entries in zip(ranges, logs, strict=True)}
+        archived = await self.archived([g for g, events in out.items() if not events])
+        if archived and self.archive is not None:
+            found = await asyncio.to_thread(self.archive.logs, archived)
+            for game_id in archived:
+                after, upto = ranges[game_id]
+                out[game_id] = [
+                    e
+                    for e in found.get(game_id, [])
+                    if e.version > after and (upto is None or e.version <= upto)
+                ]
+        return out
+
+    async def last_event(self, game_id: str) -> EventEnvelope | None:
+        """The game's newest event (None: there is no such game), archived games' too."""
+        tail: Any = await self.redis.xrevrange(self.keys.log(game_id), count=1)
+        if tail:
+            return _events(tail)[0]
+        archived = await self.read(game_id) if await self.archived([game_id]) else []
+        return archived[-1] if archived else None
+
+    async def over(self, game_ids: Sequence[str]) -> list[str]:
+        """Those of ``game_ids`` that are over: in their partition's finished games, or
+        archived (only finished games are)."""
+        k = self.keys
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.sismember(k.finished(k.partition(game_id)), game_id)
+                pipe.sismember(k.archived(k.partition(game_id)), game_id)
+            found: list[Any] = await pipe.execute()
+        pairs = zip(game_ids, found[0::2], found[1::2], strict=True)
+        return [game_id for game_id, finished, archived in pairs if finished or archived]
+
+    async def archived(self, game_ids: Sequence[str]) -> list[str]:
+        """Those of ``game_ids`` whose log is in the archive (none without an archive)."""
+        if not game_ids or self.archive is None:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.sismember(self.keys.archived(self.keys.partition(game_id)), game_id)
+            found: list[Any] = await pipe.execute()
+        return [g for g, yes in zip(game_ids, found, strict=True) if yes]
+
+    async def seats(self, game_ids: Sequence[str]) -> dict[str, Seats]:
+        """Who played each seat of the games (the lobby's seats hash), archived ones too."""
+        if not game_ids:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.hgetall(self.keys.seats(game_id))
+            found: list[Any] = await pipe.execute()
+        raw: dict[str, Mapping[Any, Any]] = dict(zip(game_ids, found, strict=True))
+        archived = await self.archived([g for g, seats in raw.items() if not seats])
+        if archived and self.archive is not None:
+            raw.update(await asyncio.to_thread(self.archive.seats, archived))
+        return {game_id: Seats.from_hash(seats) for game_id, seats in raw.items()}
+
+    async def exists(self, game_id: str) -> bool:
+        """A game of that id is in Redis or in the archive."""
+        k = self.keys
+        p = k.partition(game_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.exists(k.meta(game_id), k.log(game_id))
+            pipe.sismember(k.games(p), game_id)
+            pipe.sismember(k.archived(p), game_id)
+            found: list[Any] = await pipe.execute()
+        if any(found):
+            return True
+        return self.archive is not None and await asyncio.to_thread(self.archive.has, game_id)
+
+    async def finished_games(self, partition: int) -> list[Finished]:
+        """The partition's finished games still in Redis, with when they finished."""
+        members = sorted(_text(g) for g in await self.redis.smembers(self.keys.finished(partition)))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in members:
+                pipe.hmget(self.keys.meta(game_id), ["finished_ms", "final_entry"])
+            found: list[Any] = await pipe.execute()
+        return [
+            Finished(g, None if ms is None else int(ms), None if entry is None else _text(entry))
+            for g, (ms, entry) in zip(members, found, strict=True)
+        ]
+
+    async def finished_log(self, game_id: str) -> FinishedLog | None:
+        """A finished game's whole log, final hash and seats, read from Redis in one round
+        trip; None if Redis holds no finished game of that id (or not a whole log of it)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.keys.meta(game_id))
+            pipe.xrange(self.keys.log(game_id))
+            pipe.hgetall(self.keys.seats(game_id))
+            meta, entries, seats = await pipe.execute()
+        if b"final_hash" not in meta:
+            return None
+        events = _events(entries)
+        if not events or events[-1].version != int(meta.get(b"version", 0)):
+            return None
+        return FinishedLog(
+            game_id,
+            events,
+            _text(meta[b"final_hash"]),
+            {_text(k): _text(v) for k, v in seats.items()},
+        )
 
     async def final_hash(self, game_id: str) -> str | None:
         raw = await self.redis.hget(self.keys.meta(game_id), "final_hash")

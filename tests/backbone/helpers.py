@@ -11,7 +11,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from services.engine import Engine
-from shared.bus import Keys
+from shared.bus import CommandSender, Keys
 from shared.contracts import CommandEnvelope
 from shared.games import age_of_discovery as aod
 from shared.settings import Settings
@@ -99,3 +99,20 @@ def same_partition(keys: Keys, prefix: str, count: int) -> list[str]:
         if len(found) == count:
             return found
         n += 1
+
+
+async def play_to_the_end(
+    redis: Redis, keys: Keys, game_id: str, players: int = 3, seed: int = 4
+) -> str:
+    """Send a whole legal game to the running engine (all at once: the engine handles a
+    partition in order) and wait until it records the final hash, which it returns."""
+    commands, final = play_locally(game_id, players, seed)
+    sender = CommandSender(redis, keys)
+    for command in commands:
+        await sender.send(command)
+
+    async def finished() -> bool:
+        return bool(await redis.hget(keys.meta(game_id), "final_hash"))
+
+    await wait_for(finished, timeout_s=60)
+    return final.state_hash()

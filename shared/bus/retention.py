@@ -1,0 +1,131 @@
+"""Trimming streams behind every reader, so Redis does not keep every entry for ever.
+
+A stream entry may go once no reader can still need it:
+
+- every consumer group has been delivered it (its ``last-delivered-id`` is at or past it,
+  ``XINFO GROUPS``) and none holds it unacknowledged (the smallest id in the group's pending
+  list, ``XPENDING``, is above it): a pending entry is still reclaimed and handled again;
+- and it is older than the retention (``CARAVEL_STREAM_RETENTION_S``): readers without a
+  group (the lobby's WebSocket fan-out, a person reading the rejections) read the recent
+  past, and the retention is how far back they may fall.
+
+A stream with no consumer group is trimmed by the retention alone: nothing says who reads
+it. A reader that keeps its own position rather than a group (scoring keeps it in SQL)
+publishes it with :func:`mark_read`, as a group that is never read through, so that its
+entries wait for it like any group's. A group made after entries were trimmed (a consumer
+started for the first time, later than the retention) does not get them back: create the
+groups when a deployment starts, and rebuild a projection that starts late.
+
+One Lua script per stream computes the point and trims (``XTRIM MINID``, exact) at once, so
+no group moves or appears between the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+_TRIM = """
+-- KEYS: 1 stream. ARGV: 1 retention in ms.
+-- Returns {the first id kept, the first id a group still needs ('' if no group), removed}.
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return {tonumber(ms), tonumber(seq)}
+end
+local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
+local function text(id) return string.format('%d-%d', id[1], id[2]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'0-0', '', 0} end
+local now = redis.call('TIME')
+local point = {tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+               - tonumber(ARGV[1]), 0}
+local floor = nil
+for _, fields in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local group = {}
+  for i = 1, #fields, 2 do group[fields[i]] = fields[i + 1] end
+  local delivered = parse(group['last-delivered-id'])
+  local need = {delivered[1], delivered[2] + 1}
+  if tonumber(group['pending']) > 0 then
+    local first = parse(redis.call('XPENDING', KEYS[1], group['name'])[2])
+    if less(first, need) then need = first end
+  end
+  if floor == nil or less(need, floor) then floor = need end
+end
+if floor ~= nil and less(floor, point) then point = floor end
+local removed = 0
+if point[1] > 0 or point[2] > 0 then
+  removed = redis.call('XTRIM', KEYS[1], 'MINID', text(point))
+end
+return {text(point), floor and text(floor) or '', removed}
+"""
+
+_MARK = """
+-- KEYS: 1 stream. ARGV: 1 group, 2 the last id read.
+local moved = redis.pcall('XGROUP', 'SETID', KEYS[1], ARGV[1], ARGV[2])
+if type(moved) == 'table' and moved.err then
+  redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[1], ARGV[2], 'MKSTREAM')
+end
+return 1
+"""
+
+
+def stream_id(text: str) -> tuple[int, int]:
+    """A stream entry id (``<ms>-<seq>``) as a pair that orders like the ids."""
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass(frozen=True)
+class Trimmed:
+    """One stream after trimming: entries below ``kept_from`` are gone; ``needed_from`` is
+    the first entry some group has yet to handle (None: the stream has no group)."""
+
+    stream: str
+    kept_from: str
+    needed_from: str | None
+    removed: int
+
+    def passed(self, entry_id: str) -> bool:
+        """Every group has handled ``entry_id`` (true of any entry when there is no group)."""
+        return self.needed_from is None or stream_id(entry_id) < stream_id(self.needed_from)
+
+
+class Trimmer:
+    """Trims streams behind their consumer groups, keeping ``retention_s`` of the recent past."""
+
+    def __init__(self, redis: Redis, retention_s: float) -> None:
+        self.redis = redis
+        self.retention_ms = int(retention_s * 1000)
+        self._trim = redis.register_script(_TRIM)
+
+    async def trim(self, streams: Sequence[str]) -> list[Trimmed]:
+        """Trim ``streams`` in one round trip (one script each: a cluster-safe pipeline when
+        the streams share a slot, as one partition's do)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for stream in streams:
+                await self._trim(keys=[stream], args=[self.retention_ms], client=pipe)
+            replies: list[Any] = await pipe.execute()
+        return [
+            Trimmed(stream, _text(kept), _text(needed) or None, int(removed))
+            for stream, (kept, needed, removed) in zip(streams, replies, strict=True)
+        ]
+
+
+async def mark_read(redis: Redis, group: str, positions: Mapping[str, str]) -> None:
+    """Publish how far a reader without a consumer group has read each stream (the id of
+    the last entry it is done with), as ``group``'s position: the trimmer then keeps what
+    it has not read. Call it after the position is saved where the reader keeps it, so the
+    mark is never ahead of it."""
+    if not positions:
+        return
+    script = redis.register_script(_MARK)
+    async with redis.pipeline(transaction=False) as pipe:
+        for stream, last_id in positions.items():
+            await script(keys=[stream], args=[group, last_id], client=pipe)
+        await pipe.execute()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
