@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, inspect, make_url, text
+from sqlalchemy import Engine, Index, inspect, make_url, text
 from sqlalchemy.schema import CreateColumn
 from sqlmodel import Field, SQLModel, create_engine
 
@@ -33,11 +33,26 @@ class LobbyTable(SQLModel, table=True):
     created_at: datetime = Field(default_factory=_now)
 
 
+HUMAN_SEAT = text("kind = 'human'")
+
+
 class LobbySeat(SQLModel, table=True):
     """One taken seat. The primary key (table, seat) is what keeps two players out of one
-    seat, whatever the concurrency."""
+    seat, whatever the concurrency; the unique index on (table, name) of human seats keeps
+    one name to one seat (a name is rated once). Databases made before that index have the
+    join's check alone."""
 
     __tablename__ = "lobby_seats"
+    __table_args__ = (
+        Index(
+            "lobby_seats_one_per_name",
+            "table_id",
+            "name",
+            unique=True,
+            sqlite_where=HUMAN_SEAT,
+            postgresql_where=HUMAN_SEAT,
+        ),
+    )
 
     table_id: str = Field(foreign_key="lobby_tables.id", primary_key=True, max_length=64)
     seat: int = Field(primary_key=True)

@@ -216,10 +216,8 @@ def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
             )
             try:
                 session.commit()
-            except IntegrityError:
+            except IntegrityError:  # lost a race for the seat, or for the name: look again
                 session.rollback()
-                if body.seat is not None:
-                    raise ApiError(409, "seat_taken", f"seat {seat} is taken") from None
                 continue
         return JoinOut(table_id=table_id, seat=seat, token=lobby.token(table_id, seat, holder))
     raise ApiError(409, "table_busy", "too many players are joining at once; try again")

@@ -58,6 +58,21 @@ async def test_one_name_holds_one_seat_at_a_table(
         assert (await client.post(f"{at}/join", json={"name": "ana"})).status_code == 201
 
 
+async def test_one_name_rushing_a_table_gets_one_seat(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Five joins under one name at once: one seat, four name_taken (the database's unique
+    index decides the races the join's own check cannot see)."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        at = f"/tables/{(await client.post('/tables', json={'seats': 5})).json()['id']}"
+        answers = await asyncio.gather(
+            *(client.post(f"{at}/join", json={"name": "Ana"}) for _ in range(5))
+        )
+        assert sorted(a.status_code for a in answers) == [201, 409, 409, 409, 409]
+        assert {a.json()["code"] for a in answers if a.status_code == 409} == {"name_taken"}
+        assert [s["name"] for s in (await client.get(at)).json()["taken"]] == ["Ana"]
+
+
 async def test_a_table_of_bots_starts_at_once_and_is_finished_when_its_game_ends(
     redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:
