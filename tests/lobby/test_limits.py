@@ -1,0 +1,98 @@
+"""The lobby's limits over real HTTP and WebSockets: request bodies and frames are bounded,
+and joins, commands and sockets per client are rate limited (429 with Retry-After)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import websockets
+from redis.asyncio import Redis
+from websockets.asyncio.client import ClientConnection
+
+from shared.bus import Keys
+
+from .helpers import bearer, running_lobby
+
+MEGABYTE = 1_000_000
+PAD = "caravel-padding-" * (MEGABYTE // 16)  # findable in Redis, were it ever stored
+
+
+async def _chunked(body: bytes) -> AsyncIterator[bytes]:
+    """A body sent chunked (no Content-Length): the server sees its size only as it reads."""
+    for start in range(0, len(body), 16_384):
+        yield body[start : start + 16_384]
+
+
+async def _close_of(ws: ClientConnection) -> tuple[int | None, str]:
+    """How the server closes ``ws`` by itself ((None, "open") if not within 20 s)."""
+
+    async def drained() -> None:
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for _ in ws:
+                pass
+
+    try:
+        await asyncio.wait_for(drained(), 20)
+    except TimeoutError:
+        return (None, "open")
+    return (ws.close_code, ws.close_reason or "")
+
+
+def _refused(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text[:300]
+    error: dict[str, Any] = response.json()
+    assert set(error) == {"code", "message", "details"} and error["code"] == code, error
+    return error
+
+
+async def _started_table(client: httpx.AsyncClient) -> tuple[str, str]:
+    """A running game of one human (whose token is returned) and a bot, no deadline soon."""
+    body = {"seats": 2, "bots": {"1": "greedy"}, "deadline_s": 3600}
+    table = (await client.post("/tables", json=body)).json()
+    me = (await client.post(f"/tables/{table['id']}/join", json={"name": "A"})).json()
+    started = await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+    assert started.is_success, started.text
+    return table["id"], me["token"]
+
+
+async def test_large_bodies_and_frames_are_refused_and_change_nothing(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A 1 MB POST /tables gets 413 payload_too_large (with a Content-Length, and chunked)
+    and makes no table; a 1 MB command gets 413 and never reaches Redis; a 1 MB WebSocket
+    frame closes the socket (1009, message too big)."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        big_table = {"seats": 2, "options": {"pad": PAD}}
+        sized = await client.post("/tables", json=big_table)
+        chunked = await client.post(
+            "/tables",
+            content=_chunked(f'{{"seats": 2, "name": "{PAD}"}}'.encode()),
+            headers={"content-type": "application/json"},
+        )
+        tables = (await client.get("/tables")).json()
+        game_id, token = await _started_table(client)
+        big_command = await client.post(
+            f"/games/{game_id}/commands",
+            json={"type": "place", "unit": "colonist", "box": "dock", "pad": PAD},
+            headers=bearer(token),
+        )
+        url = f"ws://{client.base_url.host}:{client.base_url.port}/games/{game_id}/ws"
+        async with websockets.connect(url, max_size=None) as ws:
+            await ws.send(PAD)
+            frame_close = (await _close_of(ws))[0]
+        small = await client.post("/tables", json={"seats": 2})  # the lobby still serves
+    error = _refused(sized, 413, "payload_too_large")
+    assert "65536 bytes" in error["message"]
+    _refused(chunked, 413, "payload_too_large")
+    assert tables == []  # neither refused body made a table
+    _refused(big_command, 413, "payload_too_large")
+    stored: Any = await redis.xrange(keys.commands(keys.partition(game_id)))
+    assert stored  # the game's commands are there: the refused one is not among them
+    assert all(b"caravel-padding-" not in b"".join(fields.values()) for _, fields in stored)
+    assert frame_close == 1009
+    assert small.is_success
