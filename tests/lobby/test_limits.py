@@ -96,3 +96,52 @@ async def test_large_bodies_and_frames_are_refused_and_change_nothing(
     assert all(b"caravel-padding-" not in b"".join(fields.values()) for _, fields in stored)
     assert frame_close == 1009
     assert small.is_success
+
+
+async def test_bursts_past_a_clients_rates_get_429_with_retry_after_then_are_served(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """With tiny rates, one join, command or socket past the burst is refused: 429
+    rate_limited with Retry-After (4429 for a socket), and nothing is made; after waiting
+    what Retry-After says, the client is served again."""
+    rates = {
+        "join_rate": "0.5",
+        "join_burst": "2",
+        "command_rate": "0.5",
+        "command_burst": "1",
+        "socket_rate": "0.5",
+        "socket_burst": "1",
+    }
+    async with running_lobby(redis_url, keys, database_url, tmp_path, **rates) as client:
+        game_id, token = await _started_table(client)  # two joins: a table and a seat
+        too_many_tables = await client.post("/tables", json={"seats": 2})
+        tables_after_refusal = [
+            len((await client.get(f"/tables?status={status}")).json())
+            for status in ("open", "running")
+        ]
+        move = {"type": "no_such_command"}
+        path = f"/games/{game_id}/commands"
+        first_move = await client.post(path, json=move, headers=bearer(token))
+        too_many_moves = await client.post(
+            f"/games/{game_id}/commands", json=move, headers=bearer(token)
+        )
+        url = f"ws://{client.base_url.host}:{client.base_url.port}/games/{game_id}/ws"
+        async with websockets.connect(url) as held:
+            await held.recv()  # the first socket streams
+            async with websockets.connect(url) as second:
+                socket_refusal = await _close_of(second)
+        await asyncio.sleep(int(too_many_tables.headers["Retry-After"]))
+        table_again = await client.post("/tables", json={"seats": 2})
+        await asyncio.sleep(int(too_many_moves.headers["Retry-After"]))
+        move_again = await client.post(
+            f"/games/{game_id}/commands", json=move, headers=bearer(token)
+        )
+    error = _refused(too_many_tables, 429, "rate_limited")
+    assert int(too_many_tables.headers["Retry-After"]) >= 1
+    assert error["details"]["retry_after_s"] == int(too_many_tables.headers["Retry-After"])
+    assert tables_after_refusal == [0, 1]  # the refused one made nothing
+    assert first_move.status_code != 429
+    _refused(too_many_moves, 429, "rate_limited")
+    assert socket_refusal[0] == 4429 and socket_refusal[1].startswith("rate_limited")
+    assert table_again.is_success
+    assert move_again.status_code not in (429, 500)
