@@ -34,6 +34,9 @@ class EmbeddedRedis:
         self._server.shutdown(save=True)
 
 
+POOL_WAIT_S = 5.0  # a command waits this long for a free connection of its service's pool
+
+
 class RedisPools:
     """A Redis client, with a connection pool of its own, for each service of a process: a
     service that uses up its pool (a flood of WebSockets on the lobby's) waits alone, and
@@ -46,7 +49,7 @@ class RedisPools:
 
     def client(self) -> Redis:
         """A new client with its own pool, closed with the others."""
-        client = connect(self.url, max_connections=self.max_connections)
+        client = connect(self.url, POOL_WAIT_S, max_connections=self.max_connections)
         self._clients.append(client)
         return client
 

@@ -12,9 +12,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any, NamedTuple
 
+import structlog
 from fastapi import APIRouter, Body, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from redis.exceptions import RedisError
 from starlette.websockets import WebSocketState
 from structlog.contextvars import bound_contextvars
 
@@ -27,6 +29,7 @@ from .catalog import command_body_schema
 from .limits import Limits, Refused, client_of
 from .lobby import Auth, Lobby, LobbyDep
 
+log = structlog.get_logger("caravel.lobby")
 router = APIRouter(tags=["games"])
 
 # Rule violations of a command's shape (what the OpenAPI document describes): a 422. Every
@@ -143,6 +146,9 @@ async def events(
             await websocket.accept()  # then close with a reason the client can read
         code = 4429 if refused.status == 429 else refused.status
         await websocket.close(code=code, reason=f"{refused.code}: {refused.message}"[:120])
+    except RedisError as e:  # its pool is busy (a flood) or Redis is away: come back later
+        log.warning("socket closed: redis does not answer", error=str(e))
+        await websocket.close(code=1013, reason="redis_unavailable: try again shortly")
     except WebSocketDisconnect:
         return
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import hiredis
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import Connection, UnixDomainSocketConnection
 from redis.exceptions import DataError
 
@@ -36,9 +36,14 @@ class HiredisUnixConnection(UnixDomainSocketConnection):
         return _pack(args)
 
 
-def connect(url: str, **options: Any) -> Redis:
-    """An asyncio client for ``url`` (``redis://``, ``rediss://`` or ``unix://``)."""
-    client = Redis.from_url(url, **options)
+def connect(url: str, wait_s: float | None = None, **options: Any) -> Redis:
+    """An asyncio client for ``url`` (``redis://``, ``rediss://`` or ``unix://``). With
+    ``wait_s``, a command finding every connection of the pool in use waits that long for
+    one (then ``ConnectionError``) instead of failing at once: a burst queues, not fails."""
+    if wait_s is None:
+        client = Redis.from_url(url, **options)
+    else:
+        client = Redis.from_pool(BlockingConnectionPool.from_url(url, timeout=wait_s, **options))
     pool = client.connection_pool
     if pool.connection_class is UnixDomainSocketConnection:
         pool.connection_class = HiredisUnixConnection
