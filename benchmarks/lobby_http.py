@@ -128,6 +128,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "CARAVEL_HTTP_PORT": str(port),
         "CARAVEL_KEY_PREFIX": f"cvhttp-{uuid.uuid4().hex[:8]}",
         "CARAVEL_LOG_LEVEL": "WARNING",
+        # Every simulated player sends from this one address: lift the per-client limits.
+        **{
+            f"CARAVEL_{kind}_{what}": "1000000"
+            for kind in ("JOIN", "COMMAND", "SOCKET")
+            for what in ("RATE", "BURST")
+        },
+        "CARAVEL_WS_MAX_PER_CLIENT": "100000",
     }
     if args.redis_url:
         env["CARAVEL_REDIS_URL"] = args.redis_url

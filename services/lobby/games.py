@@ -193,13 +193,16 @@ async def _start(lobby: Lobby, game_id: str, token: str | None, after: str) -> _
     if not AFTER.fullmatch(after):
         raise Refused(4400, "bad_after", "after is a version: a whole number from 0 on")
     newest = await lobby.store.last_event(game_id)  # an archived game's too
-    if newest is None:
+    # A table just started has its seats written before the engine creates its game: a
+    # client that opens its socket at once follows it from the start.
+    if newest is None and not await lobby.redis.exists(lobby.keys.seats(game_id)):
         raise Refused(4404, "unknown_game", f"there is no game {game_id} (yet)")
-    last = newest.version
+    last = newest.version if newest else 0
     version = int(after)
     if version > last:
         raise Refused(4400, "bad_after", f"after is past the game's version {last}")
-    return _Start(seat, version, newest.type == api.GAME_ENDED and version >= last)
+    over = newest is not None and newest.type == api.GAME_ENDED and version >= last
+    return _Start(seat, version, over)
 
 
 async def _view(lobby: Lobby, game_id: str, seat: int | None) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from websockets.asyncio.client import ClientConnection
 from shared.bus import Keys
 from shared.eventstore import EventStore
 
-from .helpers import bearer, running_lobby, wait_for_view
+from .helpers import bearer, caravel_env, running_lobby, wait_for_view
 
 
 async def _receive(url: str, stop_after: int | None = None) -> list[dict[str, Any]]:
@@ -209,3 +211,36 @@ async def test_a_seat_is_told_its_turn_with_its_legal_commands_and_deadline(
     assert second["version"] > first["version"] and second["seat"] == 0
     assert again == second
     assert all(m["type"] != "decision" for m in spectator_events)
+
+
+async def test_a_socket_opened_before_the_engine_made_the_game_follows_it_from_the_start(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A client opens its socket as soon as its table is started. The lobby has seated the
+    players but no engine has created the game yet (none runs here): the socket is not
+    refused as an unknown game, and once an engine comes and creates it, the socket gets the
+    game from its first event. A game nobody started is still refused (4404)."""
+    async with running_lobby(
+        redis_url, keys, database_url, tmp_path, command="lobby", command_timeout_s="1"
+    ) as client:
+        body = {"seats": 2, "bots": {"1": "random"}}
+        table = (await client.post("/tables", json=body)).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "A"})).json()
+        started = await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+        assert started.status_code == 503  # no engine answered: the command stays queued
+        assert await EventStore(redis, keys).read(table["id"]) == []
+        base = f"ws://{client.base_url.host}:{client.base_url.port}/games"
+        assert await _receive_close(f"{base}/no-such-table/ws") == 4404
+        async with websockets.connect(f"{base}/{table['id']}/ws?token={me['token']}") as ws:
+            engine = subprocess.Popen(
+                [sys.executable, "-m", "services.cli", "engine"],
+                env=caravel_env(redis_url, keys, metrics_port="0", lease_ttl_ms="1000"),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                first = json.loads(await asyncio.wait_for(ws.recv(), timeout=60))
+            finally:
+                engine.terminate()
+                engine.wait(timeout=30)
+    assert (first["type"], first["version"]) == ("game_created", 1)
