@@ -283,7 +283,12 @@ def _list_games(as_json: bool) -> None:
     entries = api.catalog()
     if as_json:
         print(
-            json.dumps([{k: v for k, v in asdict(e).items() if k != "commands"} for e in entries])
+            json.dumps(
+                [
+                    {k: v for k, v in asdict(e).items() if k not in ("commands", "view")}
+                    for e in entries
+                ]
+            )
         )
         return
     table = Table(title="games")

@@ -1,6 +1,6 @@
 """The registered games as clients discover them: ``GET /games``, and the per-game shapes the
 OpenAPI document shows (each game's commands as the HTTP body takes them, each game's
-edition options), all drawn from the registry's catalog."""
+edition options and views), all drawn from the registry's catalog."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ _catalog = cache(api.catalog)  # games register at import: the catalog never cha
 @router.get("/games", response_model=list[api.CatalogEntry], responses=ERRORS)
 def list_games() -> list[api.CatalogEntry]:
     """Every game the server hosts: players, rulesets, edition options (JSON schema), bot
-    levels and the JSON schema of each command."""
+    levels and the JSON schemas of each command and of a view."""
     return _catalog()
 
 
@@ -41,6 +41,27 @@ def command_body_schema() -> dict[str, Any]:
                 }
             )
     return {"oneOf": shapes}
+
+
+def view_schema() -> dict[str, Any]:
+    """``GET /games/{id}/view``'s answer: one of the games' views, each game's schema with its
+    ``$defs`` inlined (its local references would not resolve inside the OpenAPI document,
+    and inlining keeps games' model names from colliding in its components)."""
+    return {"oneOf": [_inline(entry.view, entry.view.get("$defs", {})) for entry in _catalog()]}
+
+
+def _inline(schema: Any, defs: dict[str, Any]) -> Any:
+    """``schema`` with every ``#/$defs/...`` reference replaced by its definition (views'
+    schemas are not recursive) and ``$defs`` dropped."""
+    if isinstance(schema, list):
+        return [_inline(item, defs) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        return _inline({**defs[ref.removeprefix("#/$defs/")], **rest}, defs)
+    return {k: _inline(v, defs) for k, v in schema.items() if k != "$defs"}
 
 
 def options_schema() -> dict[str, Any]:

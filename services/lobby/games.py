@@ -25,7 +25,7 @@ from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.views import read_view
 
-from .catalog import command_body_schema
+from .catalog import command_body_schema, view_schema
 from .limits import Limits, Refused, client_of
 from .lobby import Auth, Lobby, LobbyDep
 
@@ -102,7 +102,7 @@ async def send_command(
 
 @router.get(
     "/games/{game_id}/view",
-    responses={**ERRORS, 200: {"content": {"application/json": {"schema": {"type": "object"}}}}},
+    responses={**ERRORS, 200: {"content": {"application/json": {"schema": view_schema()}}}},
     response_class=JSONResponse,
 )
 async def get_view(game_id: Id, lobby: LobbyDep, authorization: Auth = None) -> JSONResponse:

@@ -189,6 +189,15 @@ def command_schema(cls: type[Command]) -> dict[str, Any]:
     return schema
 
 
+def command_wire_schema(cls: type[Command]) -> dict[str, Any]:
+    """The JSON schema of a command exactly as :meth:`Command.to_dict` writes it (a view's
+    legal commands): every field present, defaults included, and nothing else."""
+    schema = command_schema(cls)
+    schema["required"] = list(schema["properties"])
+    schema["additionalProperties"] = False
+    return schema
+
+
 @dataclass(frozen=True)
 class SeatResult:
     """One seat's standing: valid at any moment (live), final once the game is over.
@@ -315,6 +324,12 @@ class Game(Protocol[S, R]):
         never a hidden value."""
         ...
 
+    def view_schema(self) -> dict[str, Any]:
+        """The JSON schema of :meth:`view`'s answer, a seat's or a spectator's (local
+        ``$defs`` references): what clients and the OpenAPI document rely on, kept exact
+        enough that a test validating real views against it catches a view that drifts."""
+        ...
+
     def determinize(self, state: S, seed: int) -> S:
         """A copy whose hidden values are resampled consistently with everything public."""
         ...
@@ -406,7 +421,7 @@ def bot_levels(game: AnyGame) -> list[str]:
 
 @dataclass(frozen=True)
 class CatalogEntry:
-    """A game as clients discover it: players, rulesets, options and command shapes."""
+    """A game as clients discover it: players, rulesets, options, command and view shapes."""
 
     name: str
     title: str
@@ -417,6 +432,8 @@ class CatalogEntry:
     options: dict[str, Any]
     bot_levels: list[str]
     commands: dict[str, Any] = field(default_factory=dict)
+    view: dict[str, Any] = field(default_factory=dict)
+    """The JSON schema of a seat's (or a spectator's) view of the game."""
 
 
 def catalog() -> list[CatalogEntry]:
@@ -435,6 +452,7 @@ def catalog() -> list[CatalogEntry]:
                 options=game.options_model(game.default_ruleset).model_json_schema(),
                 bot_levels=bot_levels(game),
                 commands={t: command_schema(c) for t, c in game.command_types().items()},
+                view=game.view_schema(),
             )
         )
     return out

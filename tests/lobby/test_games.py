@@ -3,16 +3,18 @@ checks of a table's (or a queued player's) game, options, seats and bots, over r
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema_rs
 from redis.asyncio import Redis
 
 from shared.bus import Keys
 from shared.eventstore import EventStore
 from shared.games import api
 
-from .helpers import bearer, running_lobby
+from .helpers import bearer, running_lobby, wait_for_view
 
 
 async def test_the_catalog_and_the_openapi_document_show_every_game(
@@ -49,6 +51,34 @@ async def test_the_catalog_and_the_openapi_document_show_every_game(
     assert set(per_game) == set(api.names())
     assert per_game[api.DEFAULT_GAME]["properties"] == aod["options"]["properties"]
     assert options["game"]["default"] == api.DEFAULT_GAME
+
+
+async def test_the_openapi_document_describes_the_views_the_api_answers(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """GET /games/{id}/view's 200 schema is one of the games' view schemas, self-contained
+    (no ``$defs`` references, which would not resolve in the document), and the views the
+    API answers, a seat's and a spectator's, conform to it; other objects do not."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        spec = (await client.get("/openapi.json")).json()
+        body = {"seats": 3, "bots": {"1": "random", "2": "random"}, "deadline_s": 3600}
+        table = (await client.post("/tables", json=body)).json()
+        joined = (await client.post(f"/tables/{table['id']}/join", json={"name": "v"})).json()
+        started = await client.post(f"/tables/{table['id']}/start", headers=bearer(joined["token"]))
+        assert started.status_code == 200
+        seat_view = await wait_for_view(client, table["id"], joined["token"], 1)
+        spectator = (await client.get(f"/games/{table['id']}/view")).json()
+    answer = spec["paths"]["/games/{game_id}/view"]["get"]["responses"]["200"]
+    schema = answer["content"]["application/json"]["schema"]
+    assert len(schema["oneOf"]) == len(api.names())
+    assert "$ref" not in json.dumps(schema) and "$defs" not in json.dumps(schema)
+    check = jsonschema_rs.Draft202012Validator(schema)
+    assert seat_view["seat"] == 0 and "legal_commands" in seat_view
+    assert spectator["seat"] is None and "legal_commands" not in spectator
+    for view in (seat_view, spectator):
+        assert check.is_valid(view), [e.message for e in check.iter_errors(view)][:3]
+        assert not check.is_valid({**view, "unexpected": 1})
+    assert not check.is_valid({"type": "object"})
 
 
 def _resolve(spec: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ evaluation).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache, lru_cache
@@ -131,6 +132,14 @@ class AgeOfDiscovery:
 
     def view(self, state: GameState, seat: int | None) -> Observation:
         return views.view(state) if seat is None else views.seat_view(state, seat)
+
+    def view_schema(self) -> dict[str, Any]:
+        """Described by types in :mod:`.view_model`, apart from ``views`` (kept fast);
+        imported here, so that processes that never document views (bots, the engine) do not
+        build its pydantic schemas at import."""
+        from . import view_model
+
+        return copy.deepcopy(view_model.view_schema())
 
     def determinize(self, state: GameState, seed: int) -> GameState:
         return views.determinize(state, seed)
