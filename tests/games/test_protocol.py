@@ -16,14 +16,15 @@ hidden values alone:
   public information legitimately parts. A step whose redacted events are identical in both
   twins must leave every view identical: the whole public log is then the same, so a view
   that differs shows a value no event carried (a leak into the views). The converse (every
-  view identical after a step, so identical events) is checked only for steps that record a
-  draw in a secret part: in general an event may name which of two pieces that look the
-  same was revealed (The Age of Discovery's expedition event carries the token's ``index``;
-  tokens with equal faces are interchangeable, ``determinize`` relabels them and no view
-  tells them apart), which is no leak. The walk stops at the first difference, or after a
-  few steps, and a new twin is drawn later in the game. Which events may reveal a value is
-  the game's business, tested by the game's own suite (tests/rules for The Age of
-  Discovery);
+  view identical after a step, so identical events) is not a property: an event may name
+  which of two pieces that look the same was revealed (The Age of Discovery's expedition
+  event carries the token's ``index``; ``determinize`` relabels tokens with equal faces),
+  and a value may be revealed and hidden again in one step (a card drawn for a failed
+  expedition and shuffled back into the deck: the event shows it, no view keeps it), which
+  are no leaks. The literal check below covers what the converse was after. The walk
+  stops at the first difference, or after a few steps, and a new twin is drawn later in
+  the game. Which events may reveal a value is the game's business, tested by the game's
+  own suite (tests/rules for The Age of Discovery);
 - literally: no redacted event and no view carries a distinctive value of a secret part
   (a large integer such as a seed or a generator state, a long sequence of many distinct
   items such as a pile or deck order). Such values do not turn up in public data by
@@ -385,12 +386,6 @@ def twin_of(play: Play, seed: int) -> Any:
     return twin
 
 
-def draws_chance(events: list[Event]) -> bool:
-    """Whether the server recorded a hidden value (a draw, a new generator state) in the
-    step: the events' secret parts are where chance outcomes go."""
-    return any(e.secret is not None for e in events)
-
-
 def distinctive(value: Any) -> set[Any]:
     """The values inside ``value`` that would not turn up elsewhere by coincidence: large
     integers (generator states, seeds) and long sequences of many distinct items (pile and
@@ -443,8 +438,7 @@ def test_hidden_values_reach_no_view_and_no_public_event(name: str, data: st.Dat
     game, every view, the pending decisions and every seat's legal commands are the same in
     the state and in ``determinize(state, k)`` for two seeds, and views are JSON; walking
     the state and a twin on with the same commands, identical redacted events leave every
-    view identical, and a step that draws must not show its draw in an event unless a view
-    shows it too; no view and no redacted event holds a distinctive secret value; redacted
+    view identical; no view and no redacted event holds a distinctive secret value; redacted
     events are JSON with no secret part."""
     play = data.draw(specs(name)).start()
     game = play.game
@@ -460,11 +454,9 @@ def test_hidden_values_reach_no_view_and_no_public_event(name: str, data: st.Dat
         stepped += 1
         twin_events = game.decide_into(twin, command)
         same_events = public(twin_events) == public(events)
-        same_views = all_views(play, twin) == all_views(play, play.state)
         if same_events:
+            same_views = all_views(play, twin) == all_views(play, play.state)
             assert same_views, f"a view shows what no public event carried ({command})"
-        elif same_views and draws_chance(events + twin_events):
-            pytest.fail(f"a public event carries a hidden draw: {command} {public(events)}")
         if not same_events or steps == WALK:
             twin = None
     twin_of(play, data.draw(SEEDS))
@@ -562,7 +554,8 @@ def check_finish(play: Play) -> None:
     and has final results."""
     game = play.game
     assert game.is_over(play.state)
-    assert play.log[-1].type == api.GAME_ENDED
+    if play.log:  # a state sampled from a view has no log of its own
+        assert play.log[-1].type == api.GAME_ENDED
     assert list(game.pending(play.state)) == []
     assert all_legal(play, play.state) == [[] for _ in play.seats]
     check_results(play)
