@@ -30,9 +30,10 @@ import uuid
 from typing import Any
 
 # benchmarks/ is on the path when this file runs: the same random games as the rebuild's.
-from projections import play  # type: ignore[import-not-found]
+from projections import play
 from redis.asyncio import Redis
-from sqlalchemy import create_engine, func, select, text
+from scratch import postgres_schema  # beside this script
+from sqlalchemy import func, select
 
 from services.engine.janitor import Janitor
 from services.lobby.db import make_engine
@@ -175,18 +176,8 @@ def main() -> None:
             url = f"sqlite:///{os.path.join(folder, 'archive.db')}"
             print(json.dumps(asyncio.run(run(args, url))))
         return
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(args.postgres_url)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        separator = "&" if "?" in args.postgres_url else "?"
-        url = f"{args.postgres_url}{separator}options=-csearch_path%3D{schema}"
+    with postgres_schema(args.postgres_url) as url:
         print(json.dumps({"database": "postgresql", **asyncio.run(run(args, url))}))
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from scratch import postgres_schema  # beside this script
 
 from services.lobby.db import make_engine
 from services.scoring.service import ScoringService
@@ -114,18 +114,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             sqlite_url = f"sqlite:///{os.path.join(folder, 'bench.db')}"
             out["sqlite"] = await rebuild(args.redis_url, keys, sqlite_url)
         if args.postgres_url:
-            schema = f"bench_{uuid.uuid4().hex[:8]}"
-            admin = create_engine(args.postgres_url)
-            with admin.begin() as conn:
-                conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-            try:
-                separator = "&" if "?" in args.postgres_url else "?"
-                url = f"{args.postgres_url}{separator}options=-csearch_path%3D{schema}"
+            with postgres_schema(args.postgres_url) as url:
                 out["postgresql"] = await rebuild(args.redis_url, keys, url)
-            finally:
-                with admin.begin() as conn:
-                    conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-                admin.dispose()
     finally:
         await delete_namespace(redis, keys.prefix)
         await redis.aclose()
