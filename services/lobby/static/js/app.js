@@ -181,7 +181,7 @@ async function followGame(table, seatInfo) {
   const id = table.id, token = seatInfo?.token, mine = seatInfo?.seat ?? null;
   const game = await gameModule(table.game);
   const clock = new TurnClock(h("span", { class: "clock", "data-testid": "clock" }));
-  let view = null, refreshing = false, again = false, sending = false;
+  let view = null, refreshing = false, again = false, sending = false, played = 0;
   $("moves-h").textContent = token ? "Your moves" : "Watching";
   $("status").textContent = token ? `You play seat ${mine + 1}.` : "You are watching (public view).";
 
@@ -232,7 +232,8 @@ async function followGame(table, seatInfo) {
     moves(view.legal_commands ?? []);
     const { seat: _seat, ...body } = command;
     try {
-      await post(`/games/${id}/commands`, body, { token });
+      const answer = await post(`/games/${id}/commands`, body, { token });
+      played = Math.max(played, answer.version ?? 0); // no view older than this move again
       $("error").textContent = "";
       view = { ...view, legal_commands: [] }; // the next view brings the next decision
     } catch (error) {
@@ -257,7 +258,7 @@ async function followGame(table, seatInfo) {
           if (error.code !== "unknown_game") throw error;
           await sleep(150); again = true; continue; // the views projection has not seen it yet
         }
-        if (next.version < stream.version) { await sleep(80); again = true; continue; }
+        if (next.version < Math.max(stream.version, played)) { await sleep(80); again = true; continue; }
         if (!view || next.version >= view.version) render(next);
       } while (again);
     } catch (error) { showError($("error"), error); } finally { refreshing = false; }

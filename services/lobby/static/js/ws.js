@@ -7,6 +7,7 @@ export class GameStream {
     Object.assign(this, { gameId, token, onEvent, onDecision, onState, onEnd });
     this.version = 0;
     this.reconnects = 0;
+    this.received = []; // every event version as it arrived, repeats included (tests look)
     this.closed = false;
     this.delay = 250;
   }
@@ -25,6 +26,7 @@ export class GameStream {
 
   receive(item) {
     if (item.type === "decision") { this.onDecision?.(item); return; }
+    this.received.push(item.version);
     if (item.version <= this.version) return; // already seen (never expected)
     this.version = item.version;
     this.onEvent?.(item);
