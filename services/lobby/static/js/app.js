@@ -131,8 +131,9 @@ async function leaderboard() {
 async function tablePage() {
   const tableId = decodeURIComponent(location.pathname.split("/")[2]);
   let table = await get(`/tables/${encodeURIComponent(tableId)}`);
-  $("title").textContent = `${title(table.game)} · table ${table.id}`;
-  document.title = `${title(table.game)} · Caravel`;
+  const name = (await get("/games")).find((g) => g.name === table.game)?.title ?? title(table.game);
+  $("title").textContent = `${name} · table ${table.id}`;
+  document.title = `${name} · Caravel`;
   let seat = savedSeat(tableId);
   if (table.status === "open") table = await waitForStart(table, (s) => { seat = s; });
   $("join").hidden = true;
@@ -340,10 +341,10 @@ async function replayPage() {
     $("event").textContent = game.describe(events[index], at.view);
     probe.shown = index;
   };
-  const pause = () => { clearInterval(timer); timer = null; $("play").textContent = "▶"; $("play").setAttribute("aria-label", "Play"); };
+  const pause = () => { clearInterval(timer); timer = null; $("play").textContent = "Play"; $("play").setAttribute("aria-label", "Play"); };
   const playing = () => {
     if (timer) { pause(); return; }
-    $("play").textContent = "⏸"; $("play").setAttribute("aria-label", "Pause");
+    $("play").textContent = "Pause"; $("play").setAttribute("aria-label", "Pause");
     timer = setInterval(() => { if (index >= steps.length - 1) pause(); else show(index + 1); }, 1000 / Number($("speed").value));
   };
   $("first").onclick = () => show(0);

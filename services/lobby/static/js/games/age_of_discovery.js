@@ -22,16 +22,18 @@ const BOXES = ["initiative", "dock", "goods", "shipping", "buildings", "discover
 const color = (view, seat) => COLORS[view.players?.[seat]?.color] ?? "#888";
 const nation = (view, seat) => view.players?.[seat]?.nation ?? `Seat ${seat + 1}`;
 
-export function draw(board, view, ctx = {}) {
-  const svg = s("svg", { viewBox: "0 0 1000 720", role: "img",
-    "aria-label": `The Age of Discovery, turn ${view.turn}, ${words(view.phase)}` });
-  svg.append(s("text", { x: 20, y: 30, class: "heading", "font-size": 20, "font-weight": 700 },
-    `Turn ${view.turn} of age ${AGES[view.age] ?? view.age} · ${title(view.phase)}`));
-  svg.append(s("text", { x: 20, y: 700, "font-size": 14, fill: "#444" }, waiting(view)));
-  drawMap(svg, view);
-  drawBoxes(svg, view);
-  drawMarket(svg, view);
-  clear(board, svg);
+export function draw(board, view) {
+  // Two drawings, side by side on a wide screen and one above the other on a phone: each
+  // stays large enough to read at 390 px.
+  const map = s("svg", { viewBox: "0 0 440 620", role: "img", "aria-label": "The map of the New World" });
+  const boxes = s("svg", { viewBox: "440 40 550 630", role: "img", "aria-label": "The boxes and the market" });
+  drawMap(map, view);
+  drawBoxes(boxes, view);
+  drawMarket(boxes, view);
+  clear(board,
+    h("h2", { class: "board-title" }, `Turn ${view.turn} of age ${AGES[view.age] ?? view.age} · ${title(view.phase)}`),
+    h("div", { class: "board-parts" }, map, boxes),
+    h("p", { class: "waiting" }, waiting(view)));
 }
 
 function waiting(view) {
@@ -41,7 +43,7 @@ function waiting(view) {
 }
 
 function drawMap(svg, view) {
-  svg.append(s("text", { x: 20, y: 60, "font-size": 13, fill: "#555" }, "The New World"));
+  svg.append(s("text", { x: 20, y: 40, "font-size": 14, fill: "#555" }, "The New World"));
   view.regions.forEach((region, index) => {
     const [x, y, w, hgt] = MAP[region.id] ?? [20 + (index % 2) * 210, 60 + Math.floor(index / 2) * 95, 200, 85];
     const g = s("g", { "data-target": `region:${region.id}`, "aria-label": title(region.id) });
@@ -105,7 +107,8 @@ function drawBoxes(svg, view) {
       });
     } else b[box].forEach((seat) => put(seat, ""));
     if (box === "dock" && b.dock_x !== null) {
-      g.append(s("text", { x: x + width - 110, y: y + 26, "font-size": 11 }, `dock ${b.dock_x}×${b.dock_y}`));
+      const spaces = [b.dock_x, b.dock_y].filter((n) => n !== null).join(" and ");
+      g.append(s("text", { x: x + width - 110, y: y + 26, "font-size": 11 }, `spaces ${spaces}`));
     }
     if (box === "shipping") {
       g.append(s("text", { x: x + width - 150, y: y + 26, "font-size": 11 },
