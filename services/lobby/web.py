@@ -71,12 +71,13 @@ async def replay_view(
 ) -> JSONResponse:
     """A finished game as a spectator saw it at ``version`` (none: its end): the public
     view, the public event of that version (null if it was one seat's) and the game's last
-    version. 409 ``game_not_finished`` while the game runs: a replay shows no live game."""
+    version. 409 ``game_not_finished`` while the game runs (a replay shows no live game) and
+    409 ``bad_version`` past its last version (a conflict with the game, not a bad shape)."""
     log = await _finished_log(lobby, game_id)
     last = log[-1].version
     at = last if version is None else version
     if at > last:
-        raise ApiError(422, "bad_version", f"the game's last version is {last}", {"last": last})
+        raise ApiError(409, "bad_version", f"the game's last version is {last}", {"last": last})
     state = _replayed(lobby, game_id, log, at)
     view = api.of(state).view(state, None)
     view["version"] = at

@@ -45,7 +45,7 @@ async def test_replay_view_is_the_public_view_of_a_finished_game_at_each_version
         assert hidden, "the game's log has secret values: the leak check below can fail"
 
         past = await client.get(f"/games/{game_id}/replay/view", params={"version": last + 1})
-        assert (past.status_code, past.json()["code"]) == (422, "bad_version")
+        assert (past.status_code, past.json()["code"]) == (409, "bad_version")
         zero = await client.get(f"/games/{game_id}/replay/view", params={"version": 0})
         assert zero.status_code == 422
 
