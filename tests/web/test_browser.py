@@ -8,12 +8,21 @@ page at 1,400 and 390 px go to the artefacts folder (see helpers.artifacts)."""
 from __future__ import annotations
 
 import random
+import re
 import statistics
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from playwright.async_api import BrowserContext, ConsoleMessage, Page, Route, async_playwright
+import httpx
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Page,
+    Route,
+    async_playwright,
+)
 from redis.asyncio import Redis
 
 from shared.bus import Keys
@@ -75,7 +84,46 @@ async def probe(page: Page, expression: str) -> Any:
     return await page.evaluate(f"() => {expression}")
 
 
-async def play_to_the_end(player: Page, watcher: Page, rnd: random.Random) -> int:
+async def assert_turn_shows_a_clock(player: Page) -> None:
+    """When it is the person's turn, the page says so and its clock counts down (m:ss)."""
+    await player.wait_for_function(READY, timeout=60_000)
+    if await player.locator("[data-testid=your-turn]").count():
+        clock = await player.locator("[data-testid=clock]").inner_text()
+        assert re.fullmatch(r"[0-9]+:[0-5][0-9]", clock), clock
+
+
+async def play_on_the_board(player: Page) -> None:
+    """Click a highlighted part of the board: it plays the one move it stands for, or picks
+    the moves it stands for in the list and focuses the first (then Enter plays it)."""
+    await player.wait_for_function(READY, timeout=60_000)
+    targets = player.locator("#board .target")
+    if await targets.count():
+        await targets.first.click()
+        await player.keyboard.press("Enter")
+
+
+async def play_with_the_generic_drawing(player: Page, traffic: Traffic) -> None:
+    """The same seat in a second tab drawn by the generic module (what a game without a
+    drawing module gets): the view as a tree, the players, and a legal move played from it."""
+    context = player.context
+    tab = traffic.page(await context.new_page())
+    await tab.goto(f"{player.url}?draw=generic")
+    await tab.wait_for_function(READY, timeout=60_000)
+    assert await tab.locator("[data-testid=view-tree]").count() == 1
+    assert await tab.locator("#players article").count() == 4
+    await shoot(tab, "table-generic")
+    moves = tab.locator("[data-testid=move]:not([disabled])")
+    if await moves.count():
+        await moves.first.click()
+        await tab.wait_for_function("() => window.__caravel.played > 0")
+        played = await probe(tab, "window.__caravel.played")
+        assert not await tab.locator("#error").inner_text()
+        # The first tab's moves are stale until its view catches up with the move.
+        await player.wait_for_function(f"() => window.__caravel.view.version >= {played}")
+    await tab.close()
+
+
+async def play_to_the_end(player: Page, watcher: Page, rnd: random.Random, traffic: Traffic) -> int:
     """Click (or press the key of) a random legal move whenever it is the person's turn,
     until the page shows the result; drop both pages' sockets every 15 moves. Returns the
     number of moves made."""
@@ -94,12 +142,45 @@ async def play_to_the_end(player: Page, watcher: Page, rnd: random.Random) -> in
         else:
             await buttons.nth(choice).click()
         moves += 1
+        if moves == 2:
+            await assert_turn_shows_a_clock(player)
+        if moves % 7 == 6:
+            await play_on_the_board(player)
+        if moves == 10:
+            await play_with_the_generic_drawing(player, traffic)
         if moves % 15 == 0:
             await player.evaluate("() => window.__caravel.stream.drop()")
             await watcher.evaluate("() => window.__caravel.stream.drop()")
         if moves == 3:
             await shoot(player, "table-playing")
             await shoot(watcher, "table-watching")
+
+
+async def join_an_open_table(
+    client: httpx.AsyncClient, browser: Browser, traffic: Traffic, base: str
+) -> None:
+    """A table with a free seat, opened from the home page's list: the page offers the seat;
+    joining and starting puts the person at the table, playing."""
+    bots = {"1": "greedy"}
+    table = (await client.post("/tables", json={"seats": 2, "bots": bots})).json()
+    context = await browser.new_context(viewport=WIDE)
+    await traffic.watch(context)
+    page = traffic.page(await context.new_page())
+    await page.goto(f"{base}/")
+    await page.wait_for_function(
+        "() => !document.querySelector('#tables-finished').textContent.includes('Loading')"
+    )
+    assert await page.locator("#tables-finished a").count() >= 1  # the game just played
+    await shoot(page, "home")
+    await page.click(f"#tables-open a[href='/tables/{table['id']}']")
+    await page.fill("#join input[name=name]", "Bea")
+    await shoot(page, "table-join")
+    await page.click("#join button")
+    await page.click("#join button:has-text('Start')")
+    await page.wait_for_function("() => window.__caravel.view !== null")
+    assert "You play seat 1" in await page.locator("#status").inner_text()
+    assert await page.locator("#join").is_hidden()
+    await context.close()
 
 
 async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
@@ -124,7 +205,7 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
         await player.goto(f"{base}/")
         await player.locator("#catalog .card").first.wait_for()
         await player.locator("#seat-kinds select").nth(3).wait_for()
-        await shoot(player, "home")
+        await shoot(player, "home-first-visit")
         await player.fill("#create input[name=name]", "Ana")
         await player.click("#create button[type=submit]")
         await player.wait_for_url("**/tables/t-*")
@@ -143,7 +224,7 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
         assert refused == 1 and "status of 4" in traffic.errors[0], traffic.errors
         traffic.errors.clear()  # the browser's own note of that 4xx answer
 
-        moves = await play_to_the_end(player, watcher, rnd)
+        moves = await play_to_the_end(player, watcher, rnd, traffic)
         assert moves > 10
         await watcher.wait_for_function("() => window.__caravel.connection === 'ended'")
         await shoot(player, "table-finished")
@@ -204,6 +285,7 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
         await replay.wait_for_function(f"() => window.__caravel.shown === {len(steps) // 2}")
         await shoot(replay, "replay-middle")
 
+        await join_an_open_table(client, browser, traffic, base)
         await browser.close()
         assert traffic.errors == []
         traffic.assert_local()

@@ -14,8 +14,10 @@ const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 // What the page shows, for people debugging it and for the browser tests.
 const probe = (window.__caravel = { events: [], view: null, errors: [] });
 
+// A game's drawing module; ?draw=generic shows any game as the fallback does (a game with no
+// drawing module of its own looks like that).
 async function gameModule(name) {
-  if (!DRAWN.has(name)) return generic;
+  if (!DRAWN.has(name) || new URLSearchParams(location.search).get("draw") === "generic") return generic;
   return { ...generic, ...(await import(`./games/${name}.js`)) };
 }
 
@@ -216,6 +218,7 @@ async function followGame(table, seatInfo) {
         element.setAttribute("tabindex", "0");
         element.setAttribute("role", "button");
         const pick = () => {
+          if (view.legal_commands !== legal || sending) return; // drawn for an older view
           if (indices.length === 1) { play(legal[indices[0]]); return; }
           const buttons = [...$("moves").querySelectorAll("button")];
           buttons.forEach((b, j) => { b.classList.toggle("secondary", !indices.includes(j)); });
@@ -234,7 +237,7 @@ async function followGame(table, seatInfo) {
     const { seat: _seat, ...body } = command;
     try {
       const answer = await post(`/games/${id}/commands`, body, { token });
-      played = Math.max(played, answer.version ?? 0); // no view older than this move again
+      played = probe.played = Math.max(played, answer.version ?? 0); // no older view again
       $("error").textContent = "";
       view = { ...view, legal_commands: [] }; // the next view brings the next decision
     } catch (error) {
