@@ -17,7 +17,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Query
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -67,6 +67,7 @@ def _replay_schema() -> dict[str, Any]:
 async def replay_view(
     game_id: Id,
     lobby: LobbyDep,
+    request: Request,
     version: Annotated[int | None, Query(ge=1, le=10**15)] = None,
 ) -> JSONResponse:
     """A finished game as a spectator saw it at ``version`` (none: its end): the public
@@ -78,7 +79,8 @@ async def replay_view(
     at = last if version is None else version
     if at > last:
         raise ApiError(409, "bad_version", f"the game's last version is {last}", {"last": last})
-    state = _replayed(lobby, game_id, log, at)
+    replays: Replays = request.app.state.replays
+    state = replays.state_at(game_id, log, at)
     view = api.of(state).view(state, None)
     view["version"] = at
     event = log[at - 1]
@@ -98,30 +100,29 @@ async def _finished_log(lobby: Lobby, game_id: str) -> list[Any]:
     return await lobby.store.read(game_id)
 
 
-def _replayed(lobby: Lobby, game_id: str, log: list[Any], version: int) -> Any:
-    """The state after ``version`` events, stepping on from the cached state of the game
-    when it is not past ``version`` (a replay mostly moves forward one step at a time)."""
-    cache: OrderedDict[str, tuple[int, Any]] = _replay_cache(lobby)
-    codec = GameCodec()
-    cached = cache.pop(game_id, None)
-    if cached is not None and cached[0] <= version:
-        at, state = cached
-    else:
-        at, state = 1, codec.replay(log[:1])
-    for event in log[at:version]:
-        codec.apply(state, event)
-    cache[game_id] = (version, state)
-    while len(cache) > REPLAY_CACHE_GAMES:
-        cache.popitem(last=False)
-    return state
+class Replays:
+    """Replayed states of the finished games being stepped through, newest used last: a
+    replay mostly moves forward one step at a time, so each step applies one event to the
+    state of the step before instead of replaying the log from its start."""
 
+    def __init__(self, games: int = REPLAY_CACHE_GAMES) -> None:
+        self.games = games
+        self.states: OrderedDict[str, tuple[int, Any]] = OrderedDict()
+        self.codec = GameCodec()
 
-def _replay_cache(lobby: Lobby) -> OrderedDict[str, tuple[int, Any]]:
-    cache = getattr(lobby, "_replay_cache", None)
-    if cache is None:
-        cache = OrderedDict()
-        lobby._replay_cache = cache  # type: ignore[attr-defined]
-    return cache
+    def state_at(self, game_id: str, log: list[Any], version: int) -> Any:
+        """The state after the first ``version`` events of ``log`` (the game's whole log)."""
+        cached = self.states.pop(game_id, None)
+        if cached is not None and cached[0] <= version:
+            at, state = cached
+        else:
+            at, state = 1, self.codec.replay(log[:1])
+        for event in log[at:version]:
+            self.codec.apply(state, event)
+        self.states[game_id] = (version, state)
+        while len(self.states) > self.games:
+            self.states.popitem(last=False)
+        return state
 
 
 def _page(name: str) -> FileResponse:
@@ -153,6 +154,7 @@ def _is_table_page(scope: Scope) -> bool:
 
 def install(app: FastAPI) -> None:
     """Serve the client on ``app``: its pages, its static files and the replay view."""
+    app.state.replays = Replays()
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(TablePages)

@@ -77,6 +77,8 @@ async def shoot(page: Page, name: str) -> None:
         await page.set_viewport_size(size)
         await page.wait_for_timeout(150)
         await page.screenshot(path=artifacts() / f"{name}-{label}.png", full_page=True)
+        width = await page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= size["width"], f"{name} is {width} px wide in a {label} px window"
     await page.set_viewport_size(WIDE)
 
 
@@ -214,6 +216,7 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
         watcher = traffic.page(await spectator.new_page())
         await watcher.goto(f"{base}/tables/{game_id}")
         await player.wait_for_function(READY)
+        await watcher.wait_for_function("() => window.__caravel.view !== null")
         assert "watching" in (await watcher.locator("#status").inner_text())
 
         # A refused move: its reason is shown on the page (sent through the page's own path).

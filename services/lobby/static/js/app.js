@@ -92,12 +92,13 @@ function createForm(catalog) {
 
 function quickMatch(catalog) {
   const form = $("quick");
+  clear(form.elements.game, catalog.map((g) => h("option", { value: g.name }, g.title)));
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     $("quick-error").textContent = "";
     try {
       const name = form.elements.name.value;
-      let ticket = await post("/queue", { game: catalog[0].name, name, players: Number(form.elements.players.value) });
+      let ticket = await post("/queue", { game: form.elements.game.value, name, players: Number(form.elements.players.value) });
       $("quick-status").textContent = "Waiting for players…";
       while (ticket.status !== "matched") {
         await sleep(500);
@@ -137,8 +138,11 @@ async function tablePage() {
   $("title").textContent = `${name} · table ${table.id}`;
   document.title = `${name} · Caravel`;
   let seat = savedSeat(tableId);
+  const board = document.querySelector(".play");
+  board.hidden = table.status === "open"; // nothing to draw before the game starts
   if (table.status === "open") table = await waitForStart(table, (s) => { seat = s; });
   $("join").hidden = true;
+  board.hidden = false;
   await followGame(table, seat);
 }
 
@@ -188,8 +192,17 @@ async function followGame(table, seatInfo) {
   $("moves-h").textContent = token ? "Your moves" : "Watching";
   $("status").textContent = token ? `You play seat ${mine + 1}.` : "You are watching (public view).";
 
+  const unlogged = []; // events that came before the first view: described once it is here
+  const logEvent = (event) => {
+    const log = $("log");
+    log.append(h("li", { value: event.version }, game.describe(event, view)));
+    while (log.children.length > 300) log.firstElementChild.remove();
+    log.scrollTop = log.scrollHeight;
+  };
+
   const render = (next) => {
     view = probe.view = next;
+    unlogged.splice(0).forEach(logEvent);
     game.draw($("board"), view, { seat: mine });
     game.players($("players"), view, { seat: mine });
     moves(token ? view.legal_commands ?? [] : []);
@@ -272,10 +285,7 @@ async function followGame(table, seatInfo) {
     token,
     onEvent: (event) => {
       probe.events.push({ version: event.version, type: event.type, at: Date.now() });
-      const log = $("log");
-      log.append(h("li", { value: event.version }, game.describe(event, view ?? {})));
-      while (log.children.length > 300) log.firstElementChild.remove();
-      log.scrollTop = log.scrollHeight;
+      if (view) logEvent(event); else unlogged.push(event);
       refresh();
     },
     onDecision: (decision) => { clock.start(decision.deadline); refresh(); },
@@ -320,7 +330,8 @@ async function replayPage() {
     return;
   }
   const game = await gameModule(end.view.game);
-  $("title").textContent = `Replay of ${title(end.view.game)} · ${id}`;
+  const name = (await get("/games")).find((g) => g.name === end.view.game)?.title ?? title(end.view.game);
+  $("title").textContent = `Replay of ${name} · ${id}`;
   const events = [];
   await new Promise((done) => {
     const stream = new GameStream(id, { onEvent: (e) => events.push(e), onEnd: done });
