@@ -37,7 +37,7 @@ async function home() {
     h("p", {}, `Bots: ${g.bot_levels.join(", ")}`))));
   createForm(catalog);
   quickMatch(catalog);
-  tables();
+  tables(catalog);
   leaderboard();
 }
 
@@ -110,13 +110,14 @@ function quickMatch(catalog) {
   });
 }
 
-async function tables() {
+async function tables(catalog) {
+  const name = (game) => catalog.find((g) => g.name === game)?.title ?? title(game);
   for (const status of ["open", "running", "finished"]) {
     const list = await get(`/tables?status=${status}`);
     const link = (t) => status === "finished" ? h("a", { href: `/games/${t.id}/replay` }, "Replay")
       : h("a", { href: `/tables/${t.id}` }, status === "open" ? "Join or watch" : "Watch");
     clear($(`tables-${status}`), list.length ? list.slice(0, 20).map((t) => h("div", { class: "row" },
-      h("span", {}, `${title(t.game)} · ${t.taken.length}/${t.seats} seated · ${t.taken.map((s) => s.name).join(", ")}`),
+      h("span", {}, `${name(t.game)} · ${t.taken.length}/${t.seats} seated · ${t.taken.map((s) => s.name).join(", ")}`),
       link(t))) : h("p", {}, "None."));
   }
 }
