@@ -19,7 +19,7 @@ from shared.bus import Keys
 from shared.httpapi import install_error_handlers
 from shared.settings import Settings
 
-from . import catalog, games, limits, queue, tables
+from . import catalog, games, limits, queue, tables, web
 from .lobby import Lobby
 
 
@@ -48,4 +48,5 @@ def create_app(
     limits.install(app, redis, keys, settings)  # body sizes, rates, open sockets
     for router in (catalog.router, tables.router, queue.router, games.router, *routers):
         app.include_router(router)
+    web.install(app)  # the browser client: pages, static files, replay views
     return app

@@ -1,0 +1,58 @@
+// A game's live stream over the WebSocket, resumed after a dropped connection from the last
+// version received: the server sends every version after it once, so nothing is missed and
+// nothing comes twice (and versions already seen are skipped all the same).
+
+export class GameStream {
+  constructor(gameId, { token, onEvent, onDecision, onState, onEnd }) {
+    Object.assign(this, { gameId, token, onEvent, onDecision, onState, onEnd });
+    this.version = 0;
+    this.reconnects = 0;
+    this.received = []; // every event version as it arrived, repeats included (tests look)
+    this.closed = false;
+    this.delay = 250;
+  }
+
+  open() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const query = new URLSearchParams({ after: String(this.version) });
+    if (this.token) query.set("token", this.token);
+    const socket = new WebSocket(`${scheme}://${location.host}/games/${encodeURIComponent(this.gameId)}/ws?${query}`);
+    this.socket = socket;
+    this.onState?.("connecting");
+    socket.onopen = () => { this.delay = 250; this.onState?.("live"); };
+    socket.onmessage = (message) => this.receive(JSON.parse(message.data));
+    socket.onclose = (close) => this.closedWith(socket, close);
+  }
+
+  receive(item) {
+    if (item.type === "decision") { this.onDecision?.(item); return; }
+    this.received.push(item.version);
+    if (item.version <= this.version) return; // already seen (never expected)
+    this.version = item.version;
+    this.onEvent?.(item);
+  }
+
+  closedWith(socket, close) {
+    if (socket !== this.socket || this.closed) return;
+    if (close.reason === "game_over") {
+      this.closed = true;
+      this.onState?.("ended");
+      this.onEnd?.();
+      return;
+    }
+    if (close.code >= 4400 && close.code < 4500 && close.code !== 4429) {
+      this.closed = true; // refused: a bad token or no such game; retrying would not help
+      this.onState?.(`closed: ${close.reason}`);
+      return;
+    }
+    this.reconnects += 1;
+    this.onState?.("reconnecting");
+    setTimeout(() => this.open(), this.delay);
+    this.delay = Math.min(this.delay * 2, 5000);
+  }
+
+  // Close the socket as a network failure would (tests and the "reconnect" key use it).
+  drop() { this.socket?.close(4000, "dropped by the client"); }
+
+  close() { this.closed = true; this.socket?.close(1000, "bye"); }
+}
