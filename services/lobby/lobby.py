@@ -35,6 +35,9 @@ log = structlog.get_logger("caravel.lobby")
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 COMMAND_ID_TTL_S = 3600  # as long as the engine keeps a command's result
 MAX_SEATS = 8  # what a command envelope's seat allows; each game narrows it
+# How long a read waits for the views projection to reach a version its client knows (it is
+# usually there within milliseconds) before a 503 (or a 202) that says when to come back.
+VIEW_WAIT_S = 2.0
 
 
 class Lobby:
