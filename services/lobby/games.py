@@ -25,7 +25,7 @@ from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.views import read_view, read_view_at
 
-from .catalog import command_body_schema, view_schema
+from .catalog import schema_ref
 from .limits import Limits, Refused, client_of
 from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep
 
@@ -56,7 +56,8 @@ class LegalOut(BaseModel):
     version: int = Field(description="The game's version these commands are legal at.")
     seat: int
     legal_commands: list[dict[str, Any]] = Field(
-        description="Empty when you have nothing to decide (not your turn, or the game is over)."
+        description="Empty when you have nothing to decide (not your turn, or the game is over).",
+        json_schema_extra={"items": schema_ref("LegalCommand")},
     )
     finished: bool = Field(
         default=False, description="The game is over: there is nothing left to decide, ever."
@@ -83,9 +84,7 @@ class CommandOut(BaseModel):
     "/games/{game_id}/commands",
     response_model=CommandOut,
     responses=ERRORS,
-    openapi_extra={
-        "requestBody": {"content": {"application/json": {"schema": command_body_schema()}}}
-    },
+    openapi_extra={"x-body": schema_ref("Command")},  # a game's command: see lobby.openapi
 )
 async def send_command(
     game_id: Id,
@@ -136,8 +135,9 @@ async def send_command(
 
 @router.get(
     "/games/{game_id}/view",
-    responses={**ERRORS, 200: {"content": {"application/json": {"schema": view_schema()}}}},
+    responses={**ERRORS, 200: {"content": {"application/json": {"schema": schema_ref("View")}}}},
     response_class=JSONResponse,
+    openapi_extra={"security": [{}]},  # no token: a spectator's view
 )
 async def get_view(
     game_id: Id, lobby: LobbyDep, authorization: Auth = None, after_version: AfterVersion = None

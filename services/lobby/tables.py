@@ -21,7 +21,15 @@ from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.views import read_view, read_view_at
 
-from .catalog import bot_level_schema, bots_schema, bots_within_seats, players_schema, seat_schema
+from .catalog import (
+    bot_level_schema,
+    bots_schema,
+    bots_within_seats,
+    game_schema,
+    nullable,
+    players_schema,
+    seat_schema,
+)
 from .db import LobbySeat, LobbyTable
 from .lobby import (
     MAX_SEATS,
@@ -54,19 +62,21 @@ class CreateTable(GameChoice):
 
 class SeatOut(BaseModel):
     seat: int
-    kind: str
+    kind: Literal["human", "bot"]
     name: str
-    bot_level: str | None = None
+    bot_level: str | None = Field(default=None, json_schema_extra=nullable(bot_level_schema()))
     left: bool = False
 
 
 class TableOut(BaseModel):
     id: str
-    game: str
+    game: str = Field(json_schema_extra=game_schema())
     ruleset: str
     options: dict[str, Any]
     seats: int
-    status: str = Field(examples=["open", "running", "finished"])
+    status: Literal["open", "running", "finished"] = Field(
+        description="finished: its game is over."
+    )
     deadline_s: float
     taken: list[SeatOut]
 
@@ -97,7 +107,7 @@ class StartTable(BaseModel):
         default=None,
         description="Give free seats to bots of this level.",
         examples=["greedy"],
-        json_schema_extra={"enum": [*bot_level_schema()["enum"], None]},
+        json_schema_extra=nullable(bot_level_schema()),
     )
 
 
@@ -208,7 +218,13 @@ def _get(db: Engine, table_id: str) -> TableOut:
         return table_out(table, _seats(session, table_id))
 
 
-@router.post("/tables/{table_id}/join", status_code=201, response_model=JoinOut, responses=ERRORS)
+@router.post(
+    "/tables/{table_id}/join",
+    status_code=201,
+    response_model=JoinOut,
+    responses=ERRORS,
+    name="join_table",
+)
 def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
     """Take a seat (a given one, or the first free): the answer carries the seat token."""
     for _ in range(8):  # lost a race for a seat: try the next free one
@@ -234,7 +250,9 @@ def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
     raise ApiError(409, "table_busy", "too many players are joining at once; try again")
 
 
-@router.post("/tables/{table_id}/leave", response_model=TableOut, responses=ERRORS)
+@router.post(
+    "/tables/{table_id}/leave", response_model=TableOut, responses=ERRORS, name="leave_table"
+)
 async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> TableOut:
     """Give a seat up: before the start it frees the seat; in a running game a fallback
     bot plays it from then on (its moves are recorded as the fallback's)."""
@@ -250,7 +268,12 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
     return table
 
 
-@router.post("/tables/{table_id}/start", response_model=TableOut, responses={**ERRORS, **STARTING})
+@router.post(
+    "/tables/{table_id}/start",
+    response_model=TableOut,
+    responses={**ERRORS, **STARTING},
+    name="start_table",
+)
 async def start(
     table_id: Id, lobby: LobbyDep, body: StartTable | None = None, authorization: Auth = None
 ) -> TableOut | JSONResponse:
