@@ -39,10 +39,16 @@ Db = Annotated[Engine, Depends(get_db)]
 
 class ApiError(Exception):
     def __init__(
-        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details or {}
+        self.headers = headers or {}
 
 
 class ErrorOut(BaseModel):
@@ -66,7 +72,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError) -> JSONResponse:
-        return shape(e.status, e.code, e.message, e.details)
+        response = shape(e.status, e.code, e.message, e.details)
+        response.headers.update(e.headers)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:

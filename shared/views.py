@@ -10,6 +10,7 @@ a seat usually sees a little more (its legal commands, its hand), rarely somethi
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from redis.asyncio import Redis
@@ -46,3 +47,50 @@ async def read_view(
             del view[key]
     view["version"] = int(raw[0] or 0)
     return view
+
+
+async def read_view_at(
+    redis: Redis, keys: Keys, game_id: str, seat: int | None, version: int, wait_s: float
+) -> dict[str, Any] | None:
+    """A game's view once the projection has reached ``version``, waiting up to ``wait_s``;
+    after that, the newest view there is (older than ``version``, or None). While it is
+    behind, the wait blocks on the partition's view updates (``Keys.view_updates``) rather
+    than polling: their tail is taken before the view is read again, so a write between
+    the two still wakes it."""
+    view = await read_view(redis, keys, game_id, seat)
+    if _reached(view, version) or wait_s <= 0:
+        return view
+    updates = keys.view_updates(keys.partition(game_id))
+    give_up = time.monotonic() + wait_s
+    after: str | None = await _tail(redis, updates)
+    while after is not None:
+        view = await read_view(redis, keys, game_id, seat)
+        if _reached(view, version):
+            return view
+        after = await _next_update(redis, updates, after, game_id, give_up)
+    return view
+
+
+def _reached(view: dict[str, Any] | None, version: int) -> bool:
+    return view is not None and view["version"] >= version
+
+
+async def _tail(redis: Redis, stream: str) -> str:
+    newest: Any = await redis.xrevrange(stream, count=1)
+    return newest[0][0].decode() if newest else "0-0"
+
+
+async def _next_update(
+    redis: Redis, stream: str, after: str, game_id: str, give_up: float
+) -> str | None:
+    """The id of the first view update after ``after`` that names ``game_id``, or None at
+    ``give_up`` (a ``time.monotonic()``)."""
+    wanted = game_id.encode()
+    while (left_ms := int((give_up - time.monotonic()) * 1000)) > 0:
+        reply: Any = await redis.xread({stream: after}, count=500, block=left_ms)
+        for _, entries in reply or []:
+            for entry_id, fields in entries:
+                after = entry_id.decode()
+                if fields.get(b"g") == wanted:
+                    return after
+    return None

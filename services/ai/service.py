@@ -41,7 +41,7 @@ from shared.games.api import AnyGame, Observation
 from shared.loops import keep_running
 from shared.observability import metrics
 from shared.settings import Settings
-from shared.views import read_view
+from shared.views import read_view_at
 
 from .bots import bot, game_of
 
@@ -197,41 +197,12 @@ class BotPlayer:
 
     async def _view_at(self, game_id: str, seat: int, version: int) -> Observation | None:
         """The seat's view once the projection has reached ``version`` (None after
-        ``VIEW_WAIT_S``). While it is behind, block on the partition's view updates: their
-        tail is taken before the view is read again, so a write between the two still
-        wakes the wait."""
-        view = await read_view(self.redis, self.keys, game_id, seat)
-        if view is not None and view["version"] >= version:
-            return view
-        updates = self.keys.view_updates(self.keys.partition(game_id))
-        give_up = time.monotonic() + VIEW_WAIT_S
-        after: str | None = await self._tail(updates)
-        while after is not None:
-            view = await read_view(self.redis, self.keys, game_id, seat)
-            if view is not None and view["version"] >= version:
-                return view
-            after = await self._wait_for_update(updates, after, game_id, give_up)
-        log.warning("view lagging", game=game_id, version=version)
-        return None
-
-    async def _tail(self, stream: str) -> str:
-        newest: Any = await self.redis.xrevrange(stream, count=1)
-        return newest[0][0].decode() if newest else "0-0"
-
-    async def _wait_for_update(
-        self, stream: str, after: str, game_id: str, give_up: float
-    ) -> str | None:
-        """The id of the first view update after ``after`` that names ``game_id``, or None
-        at ``give_up`` (a ``time.monotonic()``)."""
-        wanted = game_id.encode()
-        while (left_ms := int((give_up - time.monotonic()) * 1000)) > 0:
-            reply: Any = await self.redis.xread({stream: after}, count=500, block=left_ms)
-            for _, entries in reply or []:
-                for entry_id, fields in entries:
-                    after = entry_id.decode()
-                    if fields.get(b"g") == wanted:
-                        return after
-        return None
+        ``VIEW_WAIT_S``)."""
+        view = await read_view_at(self.redis, self.keys, game_id, seat, version, VIEW_WAIT_S)
+        if view is None or view["version"] < version:
+            log.warning("view lagging", game=game_id, version=version)
+            return None
+        return view
 
 
 def fallback_level(game: AnyGame) -> str:

@@ -340,7 +340,7 @@ class Engine:
             elif isinstance(o, Append):
                 accepted += 1
         self.stats["accepted"] += accepted
-        metrics.COMMANDS.labels("accepted", "").inc(accepted)
+        metrics.count_commands("accepted", n=accepted)
         await self._finish(finishes)
         await self._snapshots(appends, results)
         if retry:
@@ -546,9 +546,9 @@ class Engine:
             rejection = f.rejection.model_dump_json() if f.rejection else None
             await self.store.finish(f.game_id, f.partition, f.result, f.entry_id, rejection)
             if f.rejection is not None:
-                metrics.COMMANDS.labels("rejected", f.rejection.code).inc()
+                metrics.count_commands("rejected", f.rejection.code)
             else:
-                metrics.COMMANDS.labels("duplicate", "").inc()
+                metrics.count_commands("duplicate")
 
     def _attach_decisions(self, appends: Sequence[Append]) -> None:
         """Decision requests for the final state of every game the batch touched."""

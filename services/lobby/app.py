@@ -19,7 +19,7 @@ from shared.bus import Keys
 from shared.httpapi import install_error_handlers
 from shared.settings import Settings
 
-from . import catalog, games, limits, queue, tables, web
+from . import catalog, games, limits, openapi, queue, tables, web
 from .lobby import Lobby
 
 
@@ -41,6 +41,7 @@ def create_app(
         version="0.1.0",
         description="Tables, seats, moves and live views of the games of GET /games.",
         lifespan=lifespan,
+        generate_unique_id_function=openapi.operation_id,
     )
     app.state.lobby = lobby
     app.state.db = db
@@ -49,4 +50,5 @@ def create_app(
     for router in (catalog.router, tables.router, queue.router, games.router, *routers):
         app.include_router(router)
     web.install(app)  # the browser client: pages, static files, replay views
+    openapi.install(app)
     return app

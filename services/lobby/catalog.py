@@ -4,6 +4,7 @@ edition options and views), all drawn from the registry's catalog."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -24,44 +25,104 @@ def list_games() -> list[api.CatalogEntry]:
     return _catalog()
 
 
-def command_body_schema() -> dict[str, Any]:
-    """``POST /games/{id}/commands``'s body: one of every game's commands, without the
-    seat (the token names it) and with an optional ``command_id`` that makes retries safe."""
-    shapes = []
+def schema_ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def game_components() -> dict[str, Any]:
+    """The OpenAPI components that type a game for a generated client, for every game: each
+    command as a move's body takes it (``{Game}{Command}``: no seat, the token names it, and
+    an optional ``command_id`` that makes retries safe) and as a view lists it
+    (``{Game}{Command}Legal``: every field), each a union discriminated on ``type``
+    (``{Game}Command``, ``{Game}LegalCommand``); its view (``{Game}View``, its ``$defs`` as
+    ``{Game}{Name}``); and over all games ``Command``, ``LegalCommand`` and ``View``."""
+    components: dict[str, Any] = {}
     for entry in _catalog():
-        for schema in entry.commands.values():
-            properties = {k: v for k, v in schema["properties"].items() if k != "seat"}
-            properties["command_id"] = {"type": "string", "minLength": 1, "maxLength": 64}
-            shapes.append(
-                {
-                    **schema,
-                    "title": f"{entry.name}.{schema['title']}",
-                    "properties": properties,
-                    "required": [k for k in schema["required"] if k != "seat"],
-                }
-            )
-    return {"oneOf": shapes}
+        game = _pascal(entry.name)
+        for kind, schema in entry.commands.items():
+            named = f"{game}{_pascal(kind)}"
+            _add(components, f"{named}Command", _body(schema))
+            _add(components, f"{named}LegalCommand", _wire(schema))
+        for union in ("Command", "LegalCommand"):
+            members = {kind: f"{game}{_pascal(kind)}{union}" for kind in entry.commands}
+            _add(components, f"{game}{union}", _union(members))
+        view = _rename(entry.view, game, f"{game}LegalCommand")
+        for name, definition in view.pop("$defs", {}).items():
+            _add(components, f"{game}{name}", definition)
+        _add(components, f"{game}View", view)
+    for union in ("Command", "LegalCommand", "View"):
+        games = [f"{_pascal(e.name)}{union}" for e in _catalog()]
+        _add(components, union, {"oneOf": [schema_ref(name) for name in games]})
+    return components
 
 
-def view_schema() -> dict[str, Any]:
-    """``GET /games/{id}/view``'s answer: one of the games' views, each game's schema with its
-    ``$defs`` inlined (its local references would not resolve inside the OpenAPI document,
-    and inlining keeps games' model names from colliding in its components)."""
-    return {"oneOf": [_inline(entry.view, entry.view.get("$defs", {})) for entry in _catalog()]}
+def _add(components: dict[str, Any], name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """Add a component, titled with its name (generated clients name their classes after the
+    titles); two of one name (a view's model named like a command) fail loudly."""
+    if name in components:
+        raise ValueError(f"two OpenAPI components named {name}")
+    components[name] = {**schema, "title": name}
+    return schema
 
 
-def _inline(schema: Any, defs: dict[str, Any]) -> Any:
-    """``schema`` with every ``#/$defs/...`` reference replaced by its definition (views'
-    schemas are not recursive) and ``$defs`` dropped."""
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _typed_const(schema: dict[str, Any]) -> dict[str, Any]:
+    """A command schema whose ``type`` says it is a string (a discriminator must be one)."""
+    properties = {
+        **schema["properties"],
+        "type": {"type": "string", **schema["properties"]["type"]},
+    }
+    return {**schema, "properties": properties}
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    properties = {k: v for k, v in schema["properties"].items() if k != "seat"}
+    properties["command_id"] = {"type": "string", "minLength": 1, "maxLength": 64}
+    return _typed_const(
+        {
+            **schema,
+            "properties": properties,
+            "required": [k for k in schema["required"] if k != "seat"],
+        }
+    )
+
+
+def _wire(schema: dict[str, Any]) -> dict[str, Any]:
+    """A command exactly as a view lists it (``api.command_wire_schema``'s shape)."""
+    required = list(schema["properties"])
+    return _typed_const({**schema, "required": required, "additionalProperties": False})
+
+
+def _union(members: dict[str, str]) -> dict[str, Any]:
+    """One of ``members`` (command type -> component), told apart by ``type``."""
+    return {
+        "oneOf": [schema_ref(name) for name in members.values()],
+        "discriminator": {
+            "propertyName": "type",
+            "mapping": {kind: schema_ref(name)["$ref"] for kind, name in members.items()},
+        },
+    }
+
+
+def _rename(schema: Any, game: str, legal: str) -> Any:
+    """A game's view schema for the OpenAPI components: its ``#/$defs/X`` references as
+    ``{game}X`` components (games' model names then never collide), and the legal
+    commands a seat's view lists as the game's ``LegalCommand`` union."""
     if isinstance(schema, list):
-        return [_inline(item, defs) for item in schema]
+        return [_rename(item, game, legal) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    ref = schema.get("$ref")
+    out = {k: _rename(v, game, legal) for k, v in schema.items()}
+    ref = out.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        rest = {k: v for k, v in schema.items() if k != "$ref"}
-        return _inline({**defs[ref.removeprefix("#/$defs/")], **rest}, defs)
-    return {k: _inline(v, defs) for k, v in schema.items() if k != "$defs"}
+        out["$ref"] = schema_ref(game + ref.removeprefix("#/$defs/"))["$ref"]
+    commands = out.get("properties", {}).get("legal_commands")
+    if isinstance(commands, dict) and "items" in commands:
+        commands["items"] = schema_ref(legal)
+    return out
 
 
 def options_schema() -> dict[str, Any]:
@@ -101,6 +162,17 @@ def bot_level_schema() -> dict[str, Any]:
     return {"enum": sorted({level for e in _catalog() for level in e.bot_levels})}
 
 
+def nullable(enum: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    """For ``json_schema_extra`` of an optional string field: one of ``enum``'s strings, or
+    null (pydantic's ``anyOf`` with the enum inside its string branch, where generated
+    clients look for it)."""
+
+    def narrow(schema: dict[str, Any]) -> None:
+        schema["anyOf"] = [{"type": "string", **enum}, {"type": "null"}]
+
+    return narrow
+
+
 def bots_schema() -> dict[str, Any]:
     """A table's bots: seat numbers as keys (JSON keys are strings), bot levels as values."""
     last = seat_schema()["maximum"]
@@ -111,16 +183,22 @@ def bots_schema() -> dict[str, Any]:
 
 
 def bots_within_seats() -> dict[str, Any]:
-    """A new table's bots sit at its seats: for each table size, the seat numbers it has."""
+    """A new table's bots sit at its seats: no table of ``n`` seats has a bot at a seat
+    number outside ``0..n-1``. Said as a ``not`` (rather than an ``anyOf`` of the allowed
+    shapes), which generated clients ignore instead of splitting the model into partial
+    variants."""
     low, high = players_schema()["minimum"], players_schema()["maximum"]
     return {
-        "anyOf": [
-            {
-                "properties": {
-                    "seats": {"const": n},
-                    "bots": {"propertyNames": {"enum": [str(s) for s in range(n)]}},
+        "not": {
+            "anyOf": [
+                {
+                    "required": ["seats", "bots"],
+                    "properties": {
+                        "seats": {"const": n},
+                        "bots": {"not": {"propertyNames": {"enum": [str(s) for s in range(n)]}}},
+                    },
                 }
-            }
-            for n in range(low, high + 1)
-        ]
+                for n in range(low, high + 1)
+            ]
+        }
     }

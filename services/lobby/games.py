@@ -10,10 +10,10 @@ import json
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 import structlog
-from fastapi import APIRouter, Body, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Body, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from redis.exceptions import RedisError
@@ -23,11 +23,11 @@ from structlog.contextvars import bound_contextvars
 from shared.contracts import CommandEnvelope, DecisionRequest
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
-from shared.views import read_view
+from shared.views import read_view, read_view_at
 
-from .catalog import command_body_schema, view_schema
+from .catalog import schema_ref
 from .limits import Limits, Refused, client_of
-from .lobby import Auth, Lobby, LobbyDep
+from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep
 
 log = structlog.get_logger("caravel.lobby")
 router = APIRouter(tags=["games"])
@@ -40,26 +40,51 @@ AFTER = re.compile(r"[0-9]{1,15}")
 # How many of a partition's newest decision requests a socket looks through for its seat's.
 DECISION_LOOKBACK = 500
 
-
-class CommandOut(BaseModel):
-    status: str = Field(examples=["accepted"])
-    version: int | None = Field(examples=[42])
-    command_id: str
+AfterVersion = Annotated[
+    int | None,
+    Query(
+        ge=0,
+        le=10**15,
+        description="The newest version you know of (a command's answer says it): the "
+        "answer is never older. It waits briefly for the views to reach it, else a 503 "
+        "view_behind with Retry-After.",
+    ),
+]
 
 
 class LegalOut(BaseModel):
-    version: int
+    version: int = Field(description="The game's version these commands are legal at.")
     seat: int
-    legal_commands: list[dict[str, Any]]
+    legal_commands: list[dict[str, Any]] = Field(
+        description="Empty when you have nothing to decide (not your turn, or the game is over).",
+        json_schema_extra={"items": schema_ref("LegalCommand")},
+    )
+    finished: bool = Field(
+        default=False, description="The game is over: there is nothing left to decide, ever."
+    )
+
+
+class CommandOut(BaseModel):
+    status: Literal["accepted", "duplicate"] = Field(
+        examples=["accepted"], description="duplicate: a retry of a command already accepted."
+    )
+    version: int = Field(
+        examples=[42],
+        description="The game's version after the command: pass it as after_version to "
+        "/view and /legal to read what it changed.",
+    )
+    command_id: str
+    legal: LegalOut | None = Field(
+        default=None,
+        description="With ?legal=true: your legal commands from that version on.",
+    )
 
 
 @router.post(
     "/games/{game_id}/commands",
     response_model=CommandOut,
     responses=ERRORS,
-    openapi_extra={
-        "requestBody": {"content": {"application/json": {"schema": command_body_schema()}}}
-    },
+    openapi_extra={"x-body": schema_ref("Command")},  # a game's command: see lobby.openapi
 )
 async def send_command(
     game_id: Id,
@@ -73,9 +98,13 @@ async def send_command(
     ],
     lobby: LobbyDep,
     authorization: Auth = None,
+    legal: Annotated[
+        bool, Query(description="Also answer your legal commands at the new version.")
+    ] = False,
 ) -> CommandOut:
-    """Play a move for your seat: accepted with the game's new version, or a 4xx with
-    the rules' code and reason."""
+    """Play a move for your seat: accepted with the game's new version (and, with
+    ``?legal=true``, your legal commands from then on), or a 4xx with the rules' code and
+    reason."""
     claim = await lobby.claim(authorization, game_id)
     fields = dict(command)
     kind = fields.pop("type", None)
@@ -97,26 +126,54 @@ async def send_command(
         code = result.code or "rejected"
         status = 404 if code == "unknown_game" else 422 if code in SHAPE_CODES else 409
         raise ApiError(status, code, result.reason or "", {"command_id": command_id})
-    return CommandOut(status=result.status, version=result.version, command_id=command_id)
+    version = result.version or 0  # the engine gives one with every answer but a rejection
+    out = CommandOut(status=result.status, version=version, command_id=command_id)
+    if legal:
+        out.legal = await _legal(lobby, game_id, claim.seat, version)
+    return out
 
 
 @router.get(
     "/games/{game_id}/view",
-    responses={**ERRORS, 200: {"content": {"application/json": {"schema": view_schema()}}}},
+    responses={**ERRORS, 200: {"content": {"application/json": {"schema": schema_ref("View")}}}},
     response_class=JSONResponse,
+    openapi_extra={"security": [{}]},  # no token: a spectator's view
 )
-async def get_view(game_id: Id, lobby: LobbyDep, authorization: Auth = None) -> JSONResponse:
+async def get_view(
+    game_id: Id, lobby: LobbyDep, authorization: Auth = None, after_version: AfterVersion = None
+) -> JSONResponse:
     """The game as your seat sees it (with a seat token), or as a spectator (without)."""
     seat = (await lobby.claim(authorization, game_id)).seat if authorization else None
-    return JSONResponse(await _view(lobby, game_id, seat))  # JSON-ready: no re-encoding
+    view = await _view(lobby, game_id, seat, after_version)
+    return JSONResponse(view)  # JSON-ready: no re-encoding
 
 
 @router.get("/games/{game_id}/legal", response_model=LegalOut, responses=ERRORS)
-async def get_legal(game_id: Id, lobby: LobbyDep, authorization: Auth = None) -> LegalOut:
-    """Your seat's legal commands now (empty when you have nothing to decide)."""
+async def get_legal(
+    game_id: Id, lobby: LobbyDep, authorization: Auth = None, after_version: AfterVersion = None
+) -> LegalOut:
+    """Your seat's legal commands now (empty when you have nothing to decide), and whether
+    the game is over."""
     seat = (await lobby.claim(authorization, game_id)).seat
-    view = await _view(lobby, game_id, seat)
-    return LegalOut(version=view["version"], seat=seat, legal_commands=view["legal_commands"])
+    return await _legal(lobby, game_id, seat, after_version)
+
+
+async def _legal(lobby: Lobby, game_id: str, seat: int, after: int | None) -> LegalOut:
+    """A seat's legal commands at ``after`` or later. With none, the game may be over: then
+    they are read at its last version, so that ``finished`` and ``version`` agree."""
+    view = await _view(lobby, game_id, seat, after)
+    finished = False
+    if not view["legal_commands"]:  # a game with a decision due is not over: no look-up
+        newest = await lobby.store.last_event(game_id)
+        finished = newest is not None and newest.type == api.GAME_ENDED
+        if newest is not None and finished and view["version"] < newest.version:
+            view = await _view(lobby, game_id, seat, newest.version)
+    return LegalOut(
+        version=view["version"],
+        seat=seat,
+        legal_commands=view["legal_commands"],
+        finished=finished,
+    )
 
 
 @router.websocket("/games/{game_id}/ws")
@@ -205,11 +262,34 @@ async def _start(lobby: Lobby, game_id: str, token: str | None, after: str) -> _
     return _Start(seat, version, over)
 
 
-async def _view(lobby: Lobby, game_id: str, seat: int | None) -> dict[str, Any]:
+async def _view(
+    lobby: Lobby, game_id: str, seat: int | None, after: int | None = None
+) -> dict[str, Any]:
+    """The seat's projected view, at version ``after`` or later if given: the projection
+    follows the log a little behind, so a client that was just told a version waits for it
+    (``VIEW_WAIT_S`` at most: then a 503 to retry). 404 for a game that does not exist,
+    409 ``version_ahead`` for a version the game has not reached."""
     view = await read_view(lobby.redis, lobby.keys, game_id, seat)
-    if view is None:
+    if after is None or (view is not None and view["version"] >= after):
+        if view is None:
+            raise ApiError(404, "unknown_game", f"there is no game {game_id} (yet)")
+        return view
+    newest = await lobby.store.last_event(game_id)
+    if newest is None and not await lobby.redis.exists(lobby.keys.seats(game_id)):
         raise ApiError(404, "unknown_game", f"there is no game {game_id} (yet)")
-    return view
+    if newest is not None and after > newest.version:
+        message = f"game {game_id} is at version {newest.version}, not yet {after}"
+        raise ApiError(409, "version_ahead", message, {"version": newest.version})
+    view = await read_view_at(lobby.redis, lobby.keys, game_id, seat, after, VIEW_WAIT_S)
+    if view is not None and view["version"] >= after:
+        return view
+    raise ApiError(
+        503,
+        "view_behind",
+        f"the views have not reached version {after} yet; retry shortly",
+        {"version": view["version"] if view else None, "after_version": after},
+        headers={"Retry-After": "1"},
+    )
 
 
 async def stream_events(

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 import structlog
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Request, Security
 from fastapi.concurrency import run_in_threadpool
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from redis.asyncio import Redis
 from sqlalchemy import Engine
@@ -35,6 +36,9 @@ log = structlog.get_logger("caravel.lobby")
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 COMMAND_ID_TTL_S = 3600  # as long as the engine keeps a command's result
 MAX_SEATS = 8  # what a command envelope's seat allows; each game narrows it
+# How long a read waits for the views projection to reach a version its client knows (it is
+# usually there within milliseconds) before a 503 (or a 202) that says when to come back.
+VIEW_WAIT_S = 2.0
 
 
 class Lobby:
@@ -105,7 +109,24 @@ def get_lobby(request: Request) -> Lobby:
 
 
 LobbyDep = Annotated[Lobby, Depends(get_lobby)]
-Auth = Annotated[str | None, Header(description="Bearer <seat token>")]
+
+SEAT_TOKEN = HTTPBearer(
+    scheme_name="seatToken",
+    description="The seat token that joining a table (or a matched queue ticket) gives.",
+    auto_error=False,  # Lobby.claim says what is wrong, in the API's error shape
+)
+
+
+def authorization(
+    request: Request,
+    _: Annotated[HTTPAuthorizationCredentials | None, Security(SEAT_TOKEN)],
+) -> str | None:
+    """The request's Authorization header as sent, for :meth:`Lobby.claim`; the security
+    dependency only documents it (a ``seatToken`` bearer scheme in OpenAPI)."""
+    return request.headers.get("authorization")
+
+
+Auth = Annotated[str | None, Depends(authorization)]
 
 
 # --- a game and its options, checked through the registry -------------------------------

