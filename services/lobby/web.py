@@ -26,7 +26,7 @@ from shared.eventstore import GameCodec
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 
-from .catalog import view_schema
+from .catalog import schema_ref
 from .lobby import Lobby, LobbyDep
 
 STATIC = Path(__file__).parent / "static"
@@ -53,7 +53,7 @@ def _replay_schema() -> dict[str, Any]:
             "version": {"type": "integer", "minimum": 1},
             "last_version": {"type": "integer", "minimum": 1},
             "event": {"anyOf": [{"type": "object"}, {"type": "null"}]},
-            "view": view_schema(),
+            "view": schema_ref("View"),
         },
     }
 
