@@ -1,6 +1,6 @@
 """What the browser tests share: Chromium launched the one way this machine allows (Debian's
 build by its path, no background traffic), a finished game's log read from the event store,
-and the public views a replay of it must show."""
+and the public view a replay must show at a version."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from playwright.async_api import Browser, Playwright
 
-from shared.eventstore import EventStore, GameCodec
+from shared.eventstore import GameCodec
 from shared.games import api
 
 CHROMIUM = "/usr/bin/chromium"
@@ -52,10 +52,6 @@ async def eventually(check: Callable[[], Awaitable[Any]], timeout_s: float = 60)
             return answer
         assert asyncio.get_running_loop().time() < deadline, "timed out"
         await asyncio.sleep(0.1)
-
-
-async def game_log(store: EventStore, game_id: str) -> list[Any]:
-    return await store.read(game_id)
 
 
 def public_view_at(log: list[Any], version: int) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 from redis.asyncio import Redis
 
 from shared.bus import Keys
@@ -27,6 +28,8 @@ async def test_replay_view_is_the_public_view_of_a_finished_game_at_each_version
         bots = {"0": "greedy", "1": "random"}  # two seats: a short game
         table = (await client.post("/tables", json={"seats": 2, "bots": bots})).json()
         game_id = table["id"]
+
+        await assert_pages_beside_the_api(client, game_id)
 
         running = await client.get(f"/games/{game_id}/replay/view")
         assert running.status_code == 409, running.text
@@ -65,3 +68,22 @@ async def test_replay_view_is_the_public_view_of_a_finished_game_at_each_version
         end = (await client.get(f"/games/{game_id}/replay/view")).json()
         assert end["version"] == last
         assert end["view"] == (await client.get(f"/games/{game_id}/view")).json()
+
+
+async def assert_pages_beside_the_api(client: httpx.AsyncClient, table_id: str) -> None:
+    """A browser asking for /tables/{id} gets the page, any other client the table's JSON;
+    the pages are not in the OpenAPI document, the replay view is; the scripts are served."""
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    page = await client.get(f"/tables/{table_id}", headers=html)
+    assert page.headers["content-type"].startswith("text/html")
+    assert 'data-page="table"' in page.text
+    for accept in ("*/*", "application/json"):
+        table = await client.get(f"/tables/{table_id}", headers={"Accept": accept})
+        assert table.json()["id"] == table_id
+    assert 'data-page="home"' in (await client.get("/")).text
+    assert 'data-page="replay"' in (await client.get(f"/games/{table_id}/replay")).text
+    script = await client.get("/static/js/app.js")
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    assert "/games/{game_id}/replay/view" in paths
+    assert not {"/", "/games/{game_id}/replay"} & set(paths)
