@@ -26,6 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from redis.asyncio import Redis
 
 from shared.bus.keys import Keys
+from shared.bus.scripts import Batch, Library, call
 from shared.contracts import CommandResult, EncodedEvent, EventEnvelope, Seats, load_event
 
 RESULT_TTL_S = 3600
@@ -121,6 +122,11 @@ redis.call('SREM', KEYS[8], ARGV[1])
 redis.call('SADD', KEYS[9], ARGV[1])
 return 1
 """
+
+
+SCRIPTS = Library(
+    "eventstore", {"append": _APPEND, "finish": _FINISH, "finished": _FINISHED, "forget": _FORGET}
+)
 
 
 class ArchiveReader(Protocol):
@@ -221,10 +227,6 @@ class EventStore:
         self.keys = keys
         self.group = group
         self.archive = archive
-        self._append = redis.register_script(_APPEND)
-        self._finish = redis.register_script(_FINISH)
-        self._finished = redis.register_script(_FINISHED)
-        self._forget = redis.register_script(_FORGET)
 
     # --- writing -------------------------------------------------------------------------
 
@@ -269,11 +271,11 @@ class EventStore:
         """Pipelined appends, executed in order: one round trip for a whole batch."""
         if not appends:
             return []
-        async with self.redis.pipeline(transaction=False) as pipe:
+        async with Batch(self.redis) as batch:
             for a in appends:
                 keys, args = self._append_args(a)
-                await self._append(keys=keys, args=args, client=pipe)
-            raw = await pipe.execute()
+                batch.call(SCRIPTS["append"], keys, args)
+            raw = await batch.execute()
         return [AppendResult(_text(r[0]), int(r[1])) for r in raw]
 
     async def finish(
@@ -299,7 +301,7 @@ class EventStore:
             entry_id or "",
             rejection or "",
         ]
-        await self._finish(keys=keys, args=args)
+        await call(self.redis, SCRIPTS["finish"], keys, args)
 
     async def save_snapshots(self, snapshots: Sequence[tuple[str, int, dict[str, Any]]]) -> None:
         """Store (game, version, state) snapshots in one round trip."""
@@ -324,7 +326,7 @@ class EventStore:
         k = self.keys
         p = k.partition(game_id)
         keys = [k.meta(game_id), k.finished(p), k.events(p)]
-        await self._finished(keys=keys, args=[game_id, state_hash])
+        await call(self.redis, SCRIPTS["finished"], keys, [game_id, state_hash])
 
     async def forget(self, game_id: str, version: int, final_hash: str) -> bool:
         """Delete an archived game from Redis (its log, meta, seen ids, snapshot, seats and
@@ -343,7 +345,7 @@ class EventStore:
             k.finished(p),
             k.archived(p),
         ]
-        return bool(await self._forget(keys=keys, args=[game_id, version, final_hash]))
+        return bool(await call(self.redis, SCRIPTS["forget"], keys, [game_id, version, final_hash]))
 
     # --- reading -------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 
 from services.lobby.views import GROUP, Projected, ViewProjector
 from shared.bus import CommandSender, GroupReader, Keys, ensure_group
+from shared.bus.scripts import Batch
 from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 from shared.views import read_view, seat_part
@@ -64,9 +65,9 @@ async def test_a_new_projector_catches_up_and_views_only_move_forward(
     # An outdated writer (a projector that lags behind) cannot roll the view back.
     stale = ViewProjector(redis, keys, consumer="stale")
     stale.games["g-late-view"] = Projected.of(aod.new_game(RULES, None, 2, 2)[0], 1)
-    async with redis.pipeline(transaction=False) as pipe:
-        await stale._store_view(pipe, "g-late-view")
-        await pipe.execute()
+    async with Batch(redis) as batch:
+        stale._store_view(batch, "g-late-view")
+        await batch.execute()
     assert await read_view(redis, keys, "g-late-view", None) == aod.view(final, None)
 
 

@@ -1,0 +1,159 @@
+"""Server-side scripts: one way in, Redis Functions where the server has them.
+
+A module's Lua scripts form one :class:`Library`. On Redis 7 it is a Functions library
+(``FUNCTION LOAD REPLACE``, one per master of a cluster), which Redis replicates to the
+replicas and keeps in its RDB/AOF, so a replica that takes over, or a restarted server,
+still has it; a call is ``FCALL``. On a server without Functions (the embedded Redis,
+6.2) the same scripts run by ``EVALSHA``. Either way a call that finds its script missing
+(a server restarted without persistence, a master added to a cluster, the first call
+ever) loads the library and is sent again: no ``SCRIPT EXISTS`` round trip before each
+call, as redis-py's ``Script`` adds in a pipeline, and nothing redis-py's cluster pipeline
+refuses. Library and function names carry a hash of the code, so two versions of Caravel
+running side by side (a rolling update) each call their own.
+
+On a cluster a call goes straight to the node of its first key's slot (all its keys must
+share it: a partition's keys do), without redis-py asking the server for the keys of each
+``FCALL`` (``COMMAND GETKEYS``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError, ResponseError, SlotNotCoveredError
+
+# Clients of servers without Functions (Redis < 7): their scripts run by EVALSHA.
+_EVAL_ONLY: WeakKeyDictionary[Any, bool] = WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class Script:
+    """One script of a library: its function name and, for EVALSHA, its body and hash."""
+
+    function: str
+    body: str
+    sha: str
+    library: Library
+
+
+class Library:
+    """The scripts of one module, by name; each body reads its keys and arguments from
+    ``KEYS`` and ``ARGV``, as a script given to EVAL does."""
+
+    def __init__(self, name: str, scripts: Mapping[str, str]) -> None:
+        digest = hashlib.sha1(repr(sorted(scripts.items())).encode()).hexdigest()[:12]
+        self.name = f"caravel_{name}_{digest}"
+        self.scripts = {
+            key: Script(
+                f"{name}_{key}_{digest}", body, hashlib.sha1(body.encode()).hexdigest(), self
+            )
+            for key, body in scripts.items()
+        }
+        functions = [
+            f"redis.register_function('{s.function}', function(KEYS, ARGV)\n{s.body}\nend)"
+            for s in self.scripts.values()
+        ]
+        self.code = f"#!lua name={self.name}\n" + "\n".join(functions)
+
+    def __getitem__(self, name: str) -> Script:
+        return self.scripts[name]
+
+
+async def call(redis: Redis, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    """Run ``script`` once (one round trip, and a load when the server lacks it)."""
+    async with Batch(redis) as batch:
+        batch.call(script, keys, args)
+        return (await batch.execute())[0]
+
+
+class Batch:
+    """A pipeline (not a transaction) whose script calls survive a server that lacks their
+    script: ``batch.pipe`` takes any other command, ``call`` adds a script's."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self.pipe: Any = redis.pipeline(transaction=False)
+        self._calls: dict[int, tuple[Script, list[Any], list[Any]]] = {}
+
+    async def __aenter__(self) -> Batch:
+        if isinstance(self.redis, RedisCluster) and self.redis._initialize:
+            await self.redis.initialize()  # the slot map, to route calls by their keys
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        await self.pipe.reset()
+
+    def call(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> None:
+        self._calls[len(self.pipe)] = (script, list(keys), list(args))
+        _send(self.pipe, self.redis, script, keys, args)
+
+    async def execute(self) -> list[Any]:
+        """Every reply, in order; calls that found their script missing are sent again,
+        once their library is loaded (so after the batch's other commands: a batch does
+        not read what its own calls write). Raises the first error, as a pipeline does."""
+        replies: list[Any] = await self.pipe.execute(raise_on_error=False)
+        for _ in range(2):  # the second time: a server found to lack Functions
+            missing = [i for i in self._calls if _is_missing(replies[i])]
+            if not missing:
+                break
+            await _load(self.redis, {self._calls[i][0].library for i in missing}, replies)
+            async with self.redis.pipeline(transaction=False) as again:
+                for i in missing:
+                    _send(again, self.redis, *self._calls[i])
+                again_replies = await again.execute(raise_on_error=False)
+                for i, reply in zip(missing, again_replies, strict=True):
+                    replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+
+def _send(
+    pipe: Any, redis: Redis, script: Script, keys: Sequence[Any], args: Sequence[Any]
+) -> None:
+    if _EVAL_ONLY.get(redis):
+        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return
+    target: dict[str, Any] = {}
+    if isinstance(redis, RedisCluster):
+        with suppress(SlotNotCoveredError):  # the slot map is being refreshed: redis-py routes
+            target["target_nodes"] = redis.get_node_from_key(keys[0])
+    pipe.execute_command("FCALL", script.function, len(keys), *keys, *args, **target)
+
+
+def _is_missing(reply: Any) -> bool:
+    """The reply of a call whose script the server does not have (or whose server does not
+    know FCALL at all)."""
+    if isinstance(reply, NoScriptError):
+        return True
+    if not isinstance(reply, ResponseError):
+        return False
+    text = str(reply).lower()
+    return "function not found" in text or ("unknown command" in text and "fcall" in text)
+
+
+async def _load(redis: Redis, libraries: set[Library], replies: Sequence[Any]) -> None:
+    """Load the libraries on every master; a server without Functions turns the client to
+    EVALSHA for good, with the scripts loaded for it."""
+    if not _EVAL_ONLY.get(redis) and any("unknown command" in str(r).lower() for r in replies):
+        _EVAL_ONLY[redis] = True
+    for library in sorted(libraries, key=lambda lib: lib.name):
+        if _EVAL_ONLY.get(redis):
+            for script in library.scripts.values():
+                await redis.script_load(script.body)
+        else:
+            await redis.function_load(library.code, replace=True)
