@@ -142,8 +142,10 @@ class Engine:
         self.id = engine_id or f"engine-{uuid.uuid4().hex[:8]}"
         # With the archive, a command to an archived game finds it (and is refused, the
         # game being over) instead of finding no game at all.
-        self.store = EventStore(redis, self.keys, GROUP, archive)
-        self.reader = GroupReader(redis, GROUP, self.id, self.keys.dead_letters(), s.max_deliveries)
+        self.store = EventStore(
+            redis, self.keys, GROUP, archive, s.durability_replicas, s.durability_timeout_ms
+        )
+        self.reader = GroupReader(redis, GROUP, self.id, self.keys, s.max_deliveries)
         self.codec = GameCodec()
         self.games: OrderedDict[str, CachedGame] = OrderedDict()
         self.held: set[int] = set()
@@ -325,6 +327,10 @@ class Engine:
         results = await self.store.append_many(appends)
         if appends:
             metrics.APPEND_SECONDS.observe(time.perf_counter() - started)
+        unanswered = sum(not r.answered for r in results)
+        if unanswered:
+            self.stats["unreplicated"] += unanswered
+            log.warning("appends not on enough replicas in time: unanswered", count=unanswered)
         failed: dict[str, int] = {}  # game -> position of its first failed append
         status = {id(a): r for a, r in zip(appends, results, strict=True)}
         for i, (_, game_id, o) in enumerate(outcomes):

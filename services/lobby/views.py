@@ -67,9 +67,7 @@ class ViewProjector:
         self.keys = keys
         self.store = EventStore(redis, keys)
         self.codec = GameCodec()
-        self.reader = GroupReader(
-            redis, GROUP, consumer or f"views-{uuid.uuid4().hex[:8]}", keys.dead_letters()
-        )
+        self.reader = GroupReader(redis, GROUP, consumer or f"views-{uuid.uuid4().hex[:8]}", keys)
         self.games: OrderedDict[str, Projected] = OrderedDict()
         self._streams = [keys.events(p) for p in keys.all_partitions()]
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -82,6 +81,9 @@ class Batch:
         self.redis = redis
         self.pipe: Any = redis.pipeline(transaction=False)
         self._calls: dict[int, tuple[Script, list[Any], list[Any]]] = {}
+        self._nodes: dict[int, Any] = {}  # a call's position -> its node (None: the one Redis)
+        self._waits: dict[Any, int] = {}  # node -> the position of its WAIT
+        self._wait: tuple[int, int] | None = None
 
     async def __aenter__(self) -> Batch:
         if isinstance(self.redis, RedisCluster) and self.redis._initialize:
@@ -96,9 +98,26 @@ class Batch:
     ) -> None:
         await self.pipe.reset()
 
-    def call(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> None:
-        self._calls[len(self.pipe)] = (script, list(keys), list(args))
-        _send(self.pipe, self.redis, script, keys, args)
+    def call(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> int:
+        """Add a call; returns its position among the replies."""
+        position = len(self.pipe)
+        self._calls[position] = (script, list(keys), list(args))
+        self._nodes[position] = _send(self.pipe, self.redis, script, keys, args)
+        return position
+
+    def wait(self, replicas: int, timeout_ms: int) -> None:
+        """After the calls so far: each node they went to waits (``WAIT``, on the
+        connection that wrote) until ``replicas`` of its replicas have them, or
+        ``timeout_ms``; :meth:`replicated` tells how many did."""
+        self._wait = (replicas, timeout_ms)
+        for node in dict.fromkeys(self._nodes.values()):
+            self._waits[node] = len(self.pipe)
+            _wait(self.pipe, node, replicas, timeout_ms)
+
+    def replicated(self, replies: Sequence[Any], position: int) -> int:
+        """How many replicas have the call at ``position`` (after :meth:`wait`)."""
+        reply = replies[self._waits[self._nodes[position]]]
+        return reply if isinstance(reply, int) else 0
 
     async def execute(self) -> list[Any]:
         """Every reply, in order; calls that found their script missing are sent again,
@@ -111,28 +130,52 @@ class Batch:
                 break
             await _load(self.redis, {self._calls[i][0].library for i in missing}, replies)
             async with self.redis.pipeline(transaction=False) as again:
+                positions = list(missing)
                 for i in missing:
-                    _send(again, self.redis, *self._calls[i])
+                    self._nodes[i] = _send(again, self.redis, *self._calls[i])
+                if self._wait is not None:  # the calls sent again are waited for again
+                    for node in dict.fromkeys(self._nodes[i] for i in missing):
+                        positions.append(self._waits.setdefault(node, len(replies)))
+                        _wait(again, node, *self._wait)
                 again_replies = await again.execute(raise_on_error=False)
-                for i, reply in zip(missing, again_replies, strict=True):
-                    replies[i] = reply
+                for i, reply in zip(positions, again_replies, strict=True):
+                    if i == len(replies):
+                        replies.append(reply)
+                    else:
+                        replies[i] = reply
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
         return replies
 
 
-def _send(
-    pipe: Any, redis: Redis, script: Script, keys: Sequence[Any], args: Sequence[Any]
-) -> None:
+def _send(pipe: Any, redis: Redis, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    """Queue one call; returns the cluster node it goes to (None: the one Redis)."""
     if _EVAL_ONLY.get(redis):
         pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        return
-    target: dict[str, Any] = {}
-    if isinstance(redis, RedisCluster):
-        with suppress(SlotNotCoveredError):  # the slot map is being refreshed: redis-py routes
-            target["target_nodes"] = redis.get_node_from_key(keys[0])
-    pipe.execute_command("FCALL", script.function, len(keys), *keys, *args, **target)
+        return None
+    if not isinstance(redis, RedisCluster):
+        pipe.execute_command("FCALL", script.function, len(keys), *keys, *args)
+        return None
+    try:
+        node = redis.get_node_from_key(keys[0])
+    except SlotNotCoveredError:  # the slot map is being refreshed: redis-py routes the call
+        pipe.execute_command("FCALL", script.function, len(keys), *keys, *args)
+        return _UNROUTED
+    pipe.execute_command("FCALL", script.function, len(keys), *keys, *args, target_nodes=node)
+    return node
+
+
+_UNROUTED = "unrouted"  # a call's node when redis-py chose it: no WAIT can vouch for it
+
+
+def _wait(pipe: Any, node: Any, replicas: int, timeout_ms: int) -> None:
+    if node is _UNROUTED:
+        pipe.execute_command("ECHO", "no replica known")
+    elif node is None:
+        pipe.execute_command("WAIT", replicas, timeout_ms)
+    else:
+        pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
 
 
 def _is_missing(reply: Any) -> bool:

@@ -57,7 +57,7 @@ CONSUMER_PENDING = Gauge(
     "Entries delivered to a consumer group and not acknowledged yet.",
     ["stream", "partition", "group"],
 )
-DEAD_LETTERS = Gauge("caravel_dead_letters", "Entries in the dead-letter stream.")
+DEAD_LETTERS = Gauge("caravel_dead_letters", "Entries in the dead-letter streams.")
 
 SAMPLE_EVERY_S = 5.0
 
@@ -94,9 +94,11 @@ class RedisSampler:
             for p in k.all_partitions():
                 pipe.scard(k.games(p))
                 pipe.scard(k.finished(p))
-            pipe.xlen(k.dead_letters())
+            for p in k.all_partitions():
+                pipe.xlen(k.dead_letters(p))
             replies: list[Any] = await pipe.execute(raise_on_error=False)
-        groups, counts, dead = replies[: len(streams)], replies[len(streams) : -1], replies[-1]
+        n = len(streams)
+        groups, counts, dead = replies[:n], replies[n : -k.partitions], replies[-k.partitions :]
         CONSUMER_LAG.clear()
         CONSUMER_PENDING.clear()
         for (kind, p, _), reply in zip(streams, groups, strict=True):
@@ -109,7 +111,7 @@ class RedisSampler:
                 if lag is not None:
                     CONSUMER_LAG.labels(*labels).set(lag)
         GAMES_RUNNING.set(sum(counts[0::2]) - sum(counts[1::2]))
-        DEAD_LETTERS.set(dead)
+        DEAD_LETTERS.set(sum(dead))
 
 
 def _text(value: bytes | str) -> str:

@@ -172,11 +172,13 @@ async def test_a_command_that_crashes_its_handler_ends_in_the_dead_letters(
         healthy = await sender.execute(create_game("g-healthy", players=2, seed=1))
         assert healthy.status == "accepted"
 
+        dead_letters = keys.dead_letters(keys.partition("g-poison"))
+
         async def dead_lettered() -> bool:
-            return bool(await redis.xlen(keys.dead_letters()))
+            return bool(await redis.xlen(dead_letters))
 
         await wait_for(dead_lettered)
-        (_, record), *_ = await redis.xrange(keys.dead_letters())
+        (_, record), *_ = await redis.xrange(dead_letters)
         assert b"delivered 4 times" in record[b"reason"]
         assert json.loads(json.loads(record[b"fields"])["c"])["command_id"] == poison.command_id
         assert engine.stats["crashed"] == 3

@@ -9,7 +9,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import GroupReader, Keys, ensure_group
+from shared.bus import CommandSender, GroupReader, Keys, connect, delete_namespace, ensure_group
 from shared.contracts import (
     SCHEMA_VERSION,
     EncodedEvent,
@@ -95,6 +95,39 @@ async def test_a_command_id_appends_once(any_redis: Redis, keys: Keys) -> None:
     assert await any_redis.xlen(keys.log("g-dup")) == 2
 
 
+async def test_with_durability_a_sender_is_answered_once_a_replica_has_the_append(
+    redis_cluster_url: str, keys: Keys
+) -> None:
+    """On the cluster (a replica per master) the append waits for one replica, then the
+    sender's result is stored; appends of many partitions (several masters) in one batch."""
+    client = connect(redis_cluster_url)
+    store = EventStore(client, keys, replicas=1, replica_timeout_ms=5000)
+    games = [f"g-durable-{i}" for i in range(8)]
+    try:
+        batch = [Append(g, 0, encoded(game_events(g)[0][:2]), f"c-{g}") for g in games]
+        results = await store.append_many(batch)
+        assert [(r.status, r.answered) for r in results] == [("ok", True)] * len(games)
+        sender = CommandSender(client, keys)
+        for g in games:
+            answer = await sender.result(g, f"c-{g}")
+            assert answer is not None and (answer.status, answer.version) == ("accepted", 2)
+    finally:
+        await delete_namespace(client, keys.prefix)
+        await client.aclose()
+
+
+async def test_without_the_replicas_the_append_stays_unanswered(redis: Redis, keys: Keys) -> None:
+    """One Redis with no replica: the append is in the log, but the sender gets no result
+    (it times out and may ask again), because the durability asked for is not there."""
+    assert (await redis.info("replication"))["connected_slaves"] == 0
+    store = EventStore(redis, keys, replicas=1, replica_timeout_ms=50)
+    events, _ = game_events("g-alone")
+    result = await store.append(Append("g-alone", 0, encoded(events[:2]), "c1"))
+    assert (result.status, result.version, result.answered) == ("ok", 2, False)
+    assert await store.version("g-alone") == 2
+    assert await CommandSender(redis, keys).result("g-alone", "c1") is None
+
+
 async def test_racing_appenders_never_share_a_version(any_redis: Redis, keys: Keys) -> None:
     """Many writers append at the same expected version at once: exactly one wins each
     round, and the log's versions stay gap-free."""
@@ -177,7 +210,7 @@ async def test_a_group_created_after_events_were_written_sees_them_all(
     stream = keys.events(keys.partition("g-late"))
     await ensure_group(redis, stream, "late-projection")
     await ensure_group(redis, stream, "late-projection")  # idempotent
-    reader = GroupReader(redis, "late-projection", "p1", keys.dead_letters())
+    reader = GroupReader(redis, "late-projection", "p1", keys)
     got = await reader.read([stream], count=1000, block_ms=None)
     versions = [doc["version"] for d in got for doc in json.loads(d.fields[b"e"])]
     assert versions == list(range(1, len(events) + 1))

@@ -98,7 +98,7 @@ async def test_what_a_dead_projector_left_pending_is_projected_by_a_live_one(
     async with running_engine(redis, keys):
         await CommandSender(redis, keys).execute(create_game("g-lost", players=3))
     await ensure_group(redis, stream, GROUP)
-    dead = GroupReader(redis, GROUP, "dead-projector", keys.dead_letters())
+    dead = GroupReader(redis, GROUP, "dead-projector", keys)
     assert len(await dead.read([stream], 10, None)) == 1  # read, never projected
     stop = asyncio.Event()
     projecting = asyncio.create_task(ViewProjector(redis, keys).run(stop, claim_idle_ms=200))
