@@ -5,11 +5,13 @@ files in a folder of its own, stopped and deleted afterwards.
 ``tests/conftest.py`` starts one per session (unless ``CARAVEL_TEST_REDIS_CLUSTER_URL``
 names one already running); a test that kills nodes (a failover drill) starts its own.
 Persistence is off (nothing is worth keeping) and the node timeout is short, so a replica
-takes over from a killed master within seconds.
+takes over from a killed master within seconds. :func:`failover_drill` kills a master under
+appends (the failover test asserts on it, ``benchmarks/cluster_appends.py`` times it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -18,9 +20,14 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from shared.bus import Keys, connect, delete_namespace
+from shared.eventstore import Append, EventStore
 
 NODE_TIMEOUT_MS = 2000  # a master unreachable this long is failed over to its replica
 MIN_VERSION = (7, 0)
@@ -134,11 +141,15 @@ class LocalCluster:
         return [p for p, proc in self.processes.items() if proc.poll() is None]
 
     def wait_healthy(self) -> None:
-        """Every live node sees the cluster as ok, and as many masters as it should have."""
+        """Every live node sees the cluster as ok, as many masters as it should have, and
+        every live replica has synced with its master (a WAIT counts it from then on)."""
 
         def healthy() -> bool:
             for port in self.live_ports():
                 if "cluster_state:ok" not in self._cli(port, "CLUSTER", "INFO"):
+                    return False
+                replication = self._cli(port, "INFO", "replication")
+                if "role:slave" in replication and "master_link_status:up" not in replication:
                     return False
             return len(self.master_ports()) == self.masters
 
@@ -160,6 +171,10 @@ class LocalCluster:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
 
+    def restart(self, port: int) -> None:
+        """Start a killed node again: empty (no persistence), it rejoins as a replica."""
+        self._spawn(port)
+
     def stop(self) -> None:
         for proc in self.processes.values():
             if proc.poll() is None:
@@ -171,3 +186,78 @@ class LocalCluster:
                 proc.kill()
                 proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Drill:
+    """What a failover drill saw: the killed master; how long after the kill every partition
+    took appends again, and answered them again (after the killed node, restarted, became
+    the new master's replica: until then the durability asked for is not there); the
+    acknowledged appends the new master lacks (none, it is hoped)."""
+
+    killed_port: int
+    seconds_until_every_partition_appends: float
+    seconds_until_every_partition_answers: float
+    failed_rounds: int
+    acknowledged: int
+    lost: dict[str, tuple[int, int]]  # game -> (acknowledged version, version found)
+
+
+async def failover_drill(cluster: LocalCluster, keys: Keys, timeout_s: float = 60) -> Drill:
+    """Append, with durability 1, one small event to a game of every partition, round after
+    round; ``kill -9`` the master of partition 0's slot between two rounds and go on until a
+    round succeeds in every partition; then check that every append acknowledged (its
+    sender answered), before or after the kill, is in the log."""
+    event = ('{"type":"drill","data":{}}', "")
+    client: Any = connect(cluster.url)
+    store = EventStore(client, keys, replicas=1, replica_timeout_ms=1000)
+    games = [
+        next(f"g{i}" for i in range(100_000) if keys.partition(f"g{i}") == p)
+        for p in keys.all_partitions()
+    ]
+    versions = dict.fromkeys(games, 0)
+    acknowledged: dict[str, int] = {}
+
+    async def one_round() -> tuple[bool, bool]:
+        """Every append written; and answered."""
+        appends = [Append(g, versions[g], [event], uuid.uuid4().hex) for g in games]
+        try:
+            results = await store.append_many(appends)
+        except Exception:  # the dead master's slots: refused until the replica takes over
+            return False, False
+        for g, r in zip(games, results, strict=True):
+            # A conflict: an append of a failed round went through after all; go on from
+            # the version the log has.
+            versions[g] = r.version
+            if r.answered and r.status == "ok":
+                acknowledged[g] = r.version
+        written = all(r.status == "ok" for r in results)
+        return written, written and all(r.answered for r in results)
+
+    try:
+        for _ in range(10):
+            assert await one_round() == (True, True), "appends fail before a master is killed"
+        victim = client.get_node_from_key(keys.log(games[0]))
+        cluster.kill(victim.port)
+        killed = time.monotonic()
+        failed = 0
+        while not (await one_round())[0]:
+            failed += 1
+            if time.monotonic() - killed > timeout_s:
+                raise TimeoutError(f"appends still fail {timeout_s} s after the kill")
+            await asyncio.sleep(0.05)
+        written = time.monotonic() - killed
+        cluster.restart(victim.port)
+        while not (await one_round())[1]:
+            if time.monotonic() - killed > timeout_s:
+                raise TimeoutError(f"appends still unanswered {timeout_s} s after the kill")
+            await asyncio.sleep(0.05)
+        answered = time.monotonic() - killed
+        found = {g: await store.version(g) for g in acknowledged}
+        lost = {g: (v, found[g]) for g, v in acknowledged.items() if found[g] < v}
+        return Drill(
+            victim.port, round(written, 2), round(answered, 2), failed, len(acknowledged), lost
+        )
+    finally:
+        await delete_namespace(client, keys.prefix)
+        await client.aclose()
