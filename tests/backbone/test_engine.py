@@ -281,3 +281,33 @@ async def test_two_games_of_one_partition_answer_the_same_command_id_apart(
     assert (refused.game_id, refused.status, refused.code) == (second, "rejected", "unknown_game")
     assert accepted is not None
     assert (accepted.game_id, accepted.status) == (first, "accepted")
+
+
+async def test_engines_share_the_partitions_by_lease_on_one_redis_and_the_cluster(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """The lease scripts (renew, release) on either: a lone engine holds every partition
+    and keeps it; a second one joins and they split them, each lease naming its holder;
+    an engine that stops releases its leases."""
+    settings = settings_for(keys, lease_ttl_ms=30_000)
+    first = Engine(any_redis, settings, keys, engine_id="e-first")
+    second = Engine(any_redis, settings, keys, engine_id="e-second")
+
+    async def holders() -> list[str | None]:
+        found = [await any_redis.get(keys.lease(p)) for p in keys.all_partitions()]
+        return [None if h is None else h.decode() for h in found]
+
+    await first.rebalance()
+    await first.rebalance()  # renews
+    assert first.held == set(keys.all_partitions())
+    assert await holders() == ["e-first"] * keys.partitions
+    await second.rebalance()  # sees two engines: takes none yet (all held)
+    await first.rebalance()  # gives up its extra half
+    await second.rebalance()  # takes it
+    assert len(first.held) == len(second.held) == keys.partitions // 2
+    found = await holders()
+    assert [found[p] for p in sorted(first.held)] == ["e-first"] * (keys.partitions // 2)
+    assert [found[p] for p in sorted(second.held)] == ["e-second"] * (keys.partitions // 2)
+    await first.release_all()
+    after = await holders()
+    assert after == [("e-second" if p in second.held else None) for p in keys.all_partitions()]
