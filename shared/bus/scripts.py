@@ -135,14 +135,14 @@ class Batch:
                     self._nodes[i] = _send(again, self.redis, *self._calls[i])
                 if self._wait is not None:  # the calls sent again are waited for again
                     for node in dict.fromkeys(self._nodes[i] for i in missing):
-                        positions.append(self._waits.setdefault(node, len(replies)))
+                        if node not in self._waits:  # moved to a node not waited for yet
+                            self._waits[node] = len(replies)
+                            replies.append(None)  # its WAIT's reply, after the batch's
+                        positions.append(self._waits[node])
                         _wait(again, node, *self._wait)
                 again_replies = await again.execute(raise_on_error=False)
                 for i, reply in zip(positions, again_replies, strict=True):
-                    if i == len(replies):
-                        replies.append(reply)
-                    else:
-                        replies[i] = reply
+                    replies[i] = reply
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
@@ -185,14 +185,19 @@ def _is_missing(reply: Any) -> bool:
         return True
     if not isinstance(reply, ResponseError):
         return False
+    return "function not found" in str(reply).lower() or _no_functions(reply)
+
+
+def _no_functions(reply: Any) -> bool:
+    """The reply of an FCALL to a server without Functions (Redis < 7)."""
     text = str(reply).lower()
-    return "function not found" in text or ("unknown command" in text and "fcall" in text)
+    return isinstance(reply, ResponseError) and "unknown command" in text and "fcall" in text
 
 
 async def _load(redis: Redis, libraries: set[Library], replies: Sequence[Any]) -> None:
     """Load the libraries on every master; a server without Functions turns the client to
     EVALSHA for good, with the scripts loaded for it."""
-    if not _EVAL_ONLY.get(redis) and any("unknown command" in str(r).lower() for r in replies):
+    if not _EVAL_ONLY.get(redis) and any(_no_functions(r) for r in replies):
         _EVAL_ONLY[redis] = True
     for library in sorted(libraries, key=lambda lib: lib.name):
         if _EVAL_ONLY.get(redis):
