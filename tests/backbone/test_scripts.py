@@ -32,8 +32,9 @@ def fresh_library() -> Library:
 async def library(any_redis: Redis) -> AsyncIterator[Library]:
     library = fresh_library()
     yield library
-    with suppress(ResponseError):  # never loaded: the test failed first
-        await any_redis.function_delete(library.name)
+    if await _has_functions(any_redis):
+        with suppress(ResponseError):  # never loaded: the test failed first
+            await any_redis.function_delete(library.name)
 
 
 async def test_a_first_call_loads_the_library_and_a_lost_one_is_loaded_again(
@@ -41,8 +42,16 @@ async def test_a_first_call_loads_the_library_and_a_lost_one_is_loaded_again(
 ) -> None:
     key = f"{keys.prefix}:{{1}}:n"
     assert await call(any_redis, library["add"], [key], [2]) == [2, key.encode()]
-    await any_redis.function_delete(library.name)  # a server restarted without persistence
+    if await _has_functions(any_redis):
+        await any_redis.function_delete(library.name)  # a restart without persistence
+    else:  # (the embedded 6.2, maybe shared: its flush is tested on a server of its own)
+        library = fresh_library()  # scripts it never saw
     assert await call(any_redis, library["add"], [key], [3]) == [5, key.encode()]
+
+
+async def _has_functions(redis: Redis) -> bool:
+    info: Any = await redis.info("server")
+    return int(info["redis_version"].split(".")[0]) >= 7
 
 
 async def test_a_batch_mixes_commands_and_calls_of_many_slots_in_order(
