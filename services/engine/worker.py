@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from shared.bus import Delivery, GroupReader, Keys, ensure_group
+from shared.bus.scripts import Batch, Library, call
 from shared.contracts import (
     CommandEnvelope,
     CommandResult,
@@ -58,6 +59,7 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+SCRIPTS = Library("leases", {"renew": _RENEW, "release": _RELEASE})
 
 
 @dataclass
@@ -140,16 +142,16 @@ class Engine:
         self.id = engine_id or f"engine-{uuid.uuid4().hex[:8]}"
         # With the archive, a command to an archived game finds it (and is refused, the
         # game being over) instead of finding no game at all.
-        self.store = EventStore(redis, self.keys, GROUP, archive)
-        self.reader = GroupReader(redis, GROUP, self.id, self.keys.dead_letters(), s.max_deliveries)
+        self.store = EventStore(
+            redis, self.keys, GROUP, archive, s.durability_replicas, s.durability_timeout_ms
+        )
+        self.reader = GroupReader(redis, GROUP, self.id, self.keys, s.max_deliveries)
         self.codec = GameCodec()
         self.games: OrderedDict[str, CachedGame] = OrderedDict()
         self.held: set[int] = set()
         self.fresh: set[int] = set()  # partitions just acquired: reclaim their pending first
         self.stats: Counter[str] = Counter()
         self._next_reclaim = 0.0  # when idle pending entries are next taken over
-        self._renew = redis.register_script(_RENEW)
-        self._release = redis.register_script(_RELEASE)
         self._streams = {self.keys.commands(p): p for p in self.keys.all_partitions()}
 
     # --- life cycle ------------------------------------------------------------------------
@@ -233,14 +235,14 @@ class Engine:
         ttl = self.settings.lease_ttl_ms
         now_ms = int(time.time() * 1000)
         engines = self.keys.engines()
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(engines, {self.id: now_ms + ttl})
-            pipe.zremrangebyscore(engines, "-inf", now_ms)
-            pipe.zrange(engines, 0, -1)
+        async with Batch(self.redis) as batch:
+            batch.pipe.zadd(engines, {self.id: now_ms + ttl})
+            batch.pipe.zremrangebyscore(engines, "-inf", now_ms)
+            batch.pipe.zrange(engines, 0, -1)
             held = sorted(self.held)
             for p in held:
-                await self._renew(keys=[self.keys.lease(p)], args=[self.id, ttl], client=pipe)
-            replies = await pipe.execute()
+                batch.call(SCRIPTS["renew"], [self.keys.lease(p)], [self.id, ttl])
+            replies = await batch.execute()
         live = sorted(m.decode() if isinstance(m, bytes) else m for m in replies[2])
         for p, renewed in zip(held, replies[3:], strict=True):
             if not renewed:
@@ -248,7 +250,7 @@ class Engine:
         total = self.keys.partitions
         share = math.ceil(total / max(len(live), 1))
         for p in sorted(self.held, reverse=True)[: max(0, len(self.held) - share)]:
-            await self._release(keys=[self.keys.lease(p)], args=[self.id])
+            await self._release_lease(p)
             self._drop(p)
         need = share - len(self.held)
         if need <= 0:
@@ -261,7 +263,7 @@ class Engine:
                 pipe.set(self.keys.lease(p), self.id, nx=True, px=ttl)
             won = [p for p, ok in zip(candidates, await pipe.execute(), strict=True) if ok]
         for p in won[need:]:
-            await self._release(keys=[self.keys.lease(p)], args=[self.id])
+            await self._release_lease(p)
         for p in won[:need]:
             self._forget_games(p)  # cached while it was not held, if ever: behind its log
             self.held.add(p)
@@ -279,9 +281,12 @@ class Engine:
         for game_id in [g for g in self.games if self.keys.partition(g) == p]:
             del self.games[game_id]
 
+    async def _release_lease(self, p: int) -> None:
+        await call(self.redis, SCRIPTS["release"], [self.keys.lease(p)], [self.id])
+
     async def release_all(self) -> None:
         for p in sorted(self.held):
-            await self._release(keys=[self.keys.lease(p)], args=[self.id])
+            await self._release_lease(p)
             self._drop(p)
         await self.redis.zrem(self.keys.engines(), self.id)
 
@@ -322,6 +327,10 @@ class Engine:
         results = await self.store.append_many(appends)
         if appends:
             metrics.APPEND_SECONDS.observe(time.perf_counter() - started)
+        unanswered = sum(not r.answered for r in results)
+        if unanswered:
+            self.stats["unreplicated"] += unanswered
+            log.warning("appends not on enough replicas in time: unanswered", count=unanswered)
         failed: dict[str, int] = {}  # game -> position of its first failed append
         status = {id(a): r for a, r in zip(appends, results, strict=True)}
         for i, (_, game_id, o) in enumerate(outcomes):

@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.bus import Keys
+from shared.bus.scripts import Library, call
 from shared.httpapi import ErrorOut
 from shared.settings import Settings
 
@@ -47,6 +48,7 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 1)
 return tostring(wait)
 """
+SCRIPTS = Library("limits", {"take": _TAKE})
 
 
 class Refused(Exception):
@@ -92,7 +94,6 @@ class Limits:
             "sockets": Rate(settings.socket_rate, settings.socket_burst),
         }
         self.sockets: Counter[str] = Counter()
-        self._take = redis.register_script(_TAKE)
 
     async def take(self, kind: str, client: str) -> None:
         """Take one of ``client``'s ``kind`` tokens; :class:`Refused` (429) if none is left.
@@ -101,7 +102,8 @@ class Limits:
         rate = self.rates[kind]
         key = f"{self.keys.prefix}:rate:{kind}:{client}"
         try:
-            wait = float(await self._take(keys=[key], args=[rate.per_second, rate.burst]))
+            args = [rate.per_second, rate.burst]
+            wait = float(await call(self.redis, SCRIPTS["take"], [key], args))
         except RedisError as e:
             log.warning("rate limit not checked: redis does not answer", error=str(e))
             return

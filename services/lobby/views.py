@@ -23,6 +23,7 @@ from pydantic_core import to_json
 from redis.asyncio import Redis
 
 from shared.bus import Delivery, GroupReader, Keys, ensure_group
+from shared.bus.scripts import Batch, Library
 from shared.contracts import Notification
 from shared.eventstore import EventStore, GameCodec
 from shared.games import api
@@ -43,6 +44,7 @@ redis.call('HSET', KEYS[1], 'version', ARGV[1], unpack(ARGV, 3))
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000, '*', 'g', ARGV[2], 'v', ARGV[1])
 return 1
 """
+SCRIPTS = Library("views", {"write": _WRITE})
 
 
 @dataclass
@@ -65,11 +67,8 @@ class ViewProjector:
         self.keys = keys
         self.store = EventStore(redis, keys)
         self.codec = GameCodec()
-        self.reader = GroupReader(
-            redis, GROUP, consumer or f"views-{uuid.uuid4().hex[:8]}", keys.dead_letters()
-        )
+        self.reader = GroupReader(redis, GROUP, consumer or f"views-{uuid.uuid4().hex[:8]}", keys)
         self.games: OrderedDict[str, Projected] = OrderedDict()
-        self._write = redis.register_script(_WRITE)
         self._streams = [keys.events(p) for p in keys.all_partitions()]
 
     async def start(self) -> None:
@@ -111,11 +110,11 @@ class ViewProjector:
         behind = [g for g in game_ids if g in self.games]
         await self._load(missing)
         await self._catch_up(behind)
-        async with self.redis.pipeline(transaction=False) as pipe:
+        async with Batch(self.redis) as batch:
             for game_id in game_ids:
                 if game_id in self.games:
-                    await self._store_view(pipe, game_id)
-            await pipe.execute()
+                    self._store_view(batch, game_id)
+            await batch.execute()
         while len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)
 
@@ -137,7 +136,7 @@ class ViewProjector:
                     self.codec.apply(projected.state, event)
                     projected.version = event.version
 
-    async def _store_view(self, pipe: Any, game_id: str) -> None:
+    def _store_view(self, batch: Batch, game_id: str) -> None:
         projected = self.games[game_id]
         state, game = projected.state, api.of(projected.state)
         public = game.view(state, None)
@@ -146,7 +145,7 @@ class ViewProjector:
             fields += [f"seat:{seat}", _json(seat_part(public, game.view(state, seat)))]
         args = [projected.version, game_id, *fields]
         updates = self.keys.view_updates(self.keys.partition(game_id))
-        await self._write(keys=[self.keys.view(game_id), updates], args=args, client=pipe)
+        batch.call(SCRIPTS["write"], [self.keys.view(game_id), updates], args)
 
 
 def _json(document: dict[str, Any]) -> bytes:

@@ -3,14 +3,22 @@
 redis-py's asyncio connections pack commands in pure Python, which costs the engine more
 than its rules do (an append carries a couple of dozen arguments). The synchronous client
 already packs with hiredis; these connection classes do the same for asyncio.
+
+``CARAVEL_REDIS_URL`` may name a Redis Cluster: ``redis+cluster://host:port,host:port``
+(``rediss+cluster://`` with TLS; any node will do, more survive one being down). The
+services then get a ``RedisCluster``, typed as the plain client: its commands are the same,
+and what a cluster refuses (one read across slots, a transaction across slots) the key
+layout and the readers avoid.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
 
 import hiredis
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection, UnixDomainSocketConnection
 from redis.exceptions import DataError
 
@@ -36,10 +44,27 @@ class HiredisUnixConnection(UnixDomainSocketConnection):
         return _pack(args)
 
 
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
+# The cluster client's socket timeout (redis-py's default is 5 s): above the longest command
+# that blocks on the server, the lobby's wait for the engine's answer (a BLMOVE of at most
+# ``command_timeout_s``, 10 s by default, when taken in one piece; the sender takes it in
+# 1 s slices today) and the bot's wait for a view (an XREAD of up to 2 s). A node that
+# stops answering is given up after this long.
+CLUSTER_SOCKET_TIMEOUT_S = 15.0
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0] in CLUSTER_SCHEMES
+
+
 def connect(url: str, wait_s: float | None = None, **options: Any) -> Redis:
-    """An asyncio client for ``url`` (``redis://``, ``rediss://`` or ``unix://``). With
-    ``wait_s``, a command finding every connection of the pool in use waits that long for
-    one (then ``ConnectionError``) instead of failing at once: a burst queues, not fails."""
+    """An asyncio client for ``url`` (``redis://``, ``rediss://`` or ``unix://``; a cluster
+    by ``redis+cluster://``). With ``wait_s``, a command finding every connection of the
+    pool in use waits that long for one (then ``ConnectionError``) instead of failing at
+    once: a burst queues, not fails. (A cluster's pools, one per node, do not wait.)"""
+    if is_cluster_url(url):
+        return cast(Redis, _cluster(url, **options))
     if wait_s is None:
         client = Redis.from_url(url, **options)
     else:
@@ -49,4 +74,33 @@ def connect(url: str, wait_s: float | None = None, **options: Any) -> Redis:
         pool.connection_class = HiredisUnixConnection
     elif pool.connection_class is Connection:
         pool.connection_class = HiredisConnection
+    return client
+
+
+def _cluster(url: str, **options: Any) -> RedisCluster:
+    """A cluster client from every node the URL names, packing with hiredis."""
+    parts = urlsplit(url)
+    if parts.path.strip("/") or parts.query:
+        raise ValueError(f"a cluster URL names nodes only (no database, no options): {url}")
+    auth, _, hosts = parts.netloc.rpartition("@")
+    user, _, password = auth.partition(":")
+    nodes = []
+    for node in hosts.split(","):
+        host, _, port = node.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"a cluster node is host:port, not {node!r} (in {url})")
+        nodes.append(ClusterNode(host, int(port)))
+    options.setdefault("socket_timeout", CLUSTER_SOCKET_TIMEOUT_S)
+    client = RedisCluster(
+        startup_nodes=nodes,
+        username=unquote(user) or None,
+        password=unquote(password) or None,
+        ssl=parts.scheme == "rediss+cluster",
+        **options,
+    )
+    if client.connection_kwargs["connection_class"] is Connection:
+        # The nodes found later are made with these arguments; the startup ones already are.
+        client.connection_kwargs["connection_class"] = HiredisConnection
+        for startup in client.startup_nodes:
+            startup.connection_class = HiredisConnection
     return client

@@ -4,8 +4,8 @@
   after events were written still sees them all (``$`` would skip them).
 - ``read`` takes new entries (``>``) of many streams in one call, in stream order.
 - ``reclaim`` takes over entries another consumer left pending for longer than an idle
-  threshold (``XAUTOCLAIM``); an entry delivered ``max_deliveries`` times goes to the
-  dead-letter stream with the reason instead of looping for ever.
+  threshold (``XAUTOCLAIM``); an entry delivered ``max_deliveries`` times goes to its
+  partition's dead-letter stream with the reason instead of looping for ever.
 
 Redis never redelivers a pending entry by itself (nor does FastStream's ``nack``): an entry
 is retried only when a live consumer reclaims it.
@@ -21,6 +21,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
+
+from .keys import Keys
 
 
 async def ensure_group(redis: Redis, stream: str, group: str) -> None:
@@ -51,13 +53,13 @@ class GroupReader:
         redis: Redis,
         group: str,
         consumer: str,
-        dead_letters: str,
+        keys: Keys,
         max_deliveries: int = 5,
     ) -> None:
         self.redis = redis
         self.group = group
         self.consumer = consumer
-        self.dead_letters = dead_letters
+        self.keys = keys  # names the dead-letter stream of each partition
         self.max_deliveries = max_deliveries
         self._next_claim = 0.0  # when next_batch next takes over idle pending entries
 
@@ -141,7 +143,8 @@ class GroupReader:
         return await self.read(streams, count, block_ms)
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> None:
-        """Move an entry to the dead-letter stream (with why) and acknowledge it."""
+        """Move an entry to its partition's dead-letter stream (with why) and acknowledge
+        it, in one transaction (one slot: the stream's)."""
         record: dict[Any, Any] = {
             "stream": delivery.stream,
             "id": delivery.id,
@@ -150,7 +153,7 @@ class GroupReader:
             "fields": json.dumps({_text(k): _text(v) for k, v in delivery.fields.items()}),
         }
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.dead_letters, record)
+            pipe.xadd(self.keys.dead_letters(self.keys.partition_of(delivery.stream)), record)
             pipe.xack(delivery.stream, self.group, delivery.id)
             await pipe.execute()
 

@@ -91,6 +91,18 @@ class Keys:
     def lease(self, p: int) -> str:
         return f"{self._p(p)}:lease"
 
+    def dead_letters(self, p: int) -> str:
+        """Entries of the partition's streams that kept failing: in the partition's slot, so
+        moving one there and acknowledging it is one transaction on a cluster too."""
+        return f"{self._p(p)}:deadletters"
+
+    def partition_of(self, key: str) -> int:
+        """The partition whose ``{p}`` tag a key of a partition carries."""
+        head = f"{self.prefix}:{{"
+        if not key.startswith(head) or "}" not in key:
+            raise ValueError(f"{key!r} is not a key of a partition under {self.prefix!r}")
+        return int(key[len(head) : key.index("}", len(head))])
+
     # Global
     def engines(self) -> str:
         return f"{self.prefix}:engines"
@@ -98,9 +110,6 @@ class Keys:
     def deadlines(self) -> str:
         """Pending human decisions by deadline (a sorted set)."""
         return f"{self.prefix}:deadlines"
-
-    def dead_letters(self) -> str:
-        return f"{self.prefix}:deadletters"
 
     def all_partitions(self) -> range:
         return range(self.partitions)

@@ -16,7 +16,7 @@ entries wait for it like any group's. A group made after entries were trimmed (a
 started for the first time, later than the retention) does not get them back: create the
 groups when a deployment starts, and rebuild a projection that starts late.
 
-One Lua script per stream computes the point and trims (``XTRIM MINID``, exact) at once, so
+One script per stream computes the point and trims (``XTRIM MINID``, exact) at once, so
 no group moves or appears between the two.
 """
 
@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
+
+from .scripts import Batch, Library
 
 _TRIM = """
 -- KEYS: 1 stream. ARGV: 1 retention in ms.
@@ -71,6 +73,9 @@ return 1
 """
 
 
+SCRIPTS = Library("retention", {"trim": _TRIM, "mark": _MARK})
+
+
 def stream_id(text: str) -> tuple[int, int]:
     """A stream entry id (``<ms>-<seq>``) as a pair that orders like the ids."""
     ms, _, seq = text.partition("-")
@@ -98,15 +103,14 @@ class Trimmer:
     def __init__(self, redis: Redis, retention_s: float) -> None:
         self.redis = redis
         self.retention_ms = int(retention_s * 1000)
-        self._trim = redis.register_script(_TRIM)
 
     async def trim(self, streams: Sequence[str]) -> list[Trimmed]:
         """Trim ``streams`` in one round trip (one script each: a cluster-safe pipeline when
         the streams share a slot, as one partition's do)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
+        async with Batch(self.redis) as batch:
             for stream in streams:
-                await self._trim(keys=[stream], args=[self.retention_ms], client=pipe)
-            replies: list[Any] = await pipe.execute()
+                batch.call(SCRIPTS["trim"], [stream], [self.retention_ms])
+            replies: list[Any] = await batch.execute()
         return [
             Trimmed(stream, _text(kept), _text(needed) or None, int(removed))
             for stream, (kept, needed, removed) in zip(streams, replies, strict=True)
@@ -120,11 +124,10 @@ async def mark_read(redis: Redis, group: str, positions: Mapping[str, str]) -> N
     mark is never ahead of it."""
     if not positions:
         return
-    script = redis.register_script(_MARK)
-    async with redis.pipeline(transaction=False) as pipe:
+    async with Batch(redis) as batch:
         for stream, last_id in positions.items():
-            await script(keys=[stream], args=[group, last_id], client=pipe)
-        await pipe.execute()
+            batch.call(SCRIPTS["mark"], [stream], [group, last_id])
+        await batch.execute()
 
 
 def _text(value: bytes | str) -> str:

@@ -8,6 +8,13 @@ stream (``g`` game, ``v`` last version, ``n`` count, ``e`` JSON array), records 
 seen, stores the sender's result, acknowledges the command stream entry and adds any decision
 requests. A stale version is a conflict and writes nothing.
 
+Durability: replication is asynchronous, so an append acknowledged just before its master
+fails can vanish with it. With ``replicas`` set, the store asks every master it wrote to
+(``WAIT``, on the connection that wrote, in the same round trip) for that many replicas to
+hold the appends, and only then stores the senders' results; an append not replicated in
+time is in the log but unanswered (its sender times out, and asking again with the same
+command id gets the answer once the replicas have it).
+
 A finished game's log moves to the SQL archive (``archive.py``); Redis then keeps only its id,
 in the partition's ``archived`` set. Given the archive, :meth:`EventStore.read_many` (and so
 ``read``, ``load`` and ``load_many``) and :meth:`EventStore.seats` read an archived game
@@ -26,6 +33,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from redis.asyncio import Redis
 
 from shared.bus.keys import Keys
+from shared.bus.scripts import Batch, Library, call
 from shared.contracts import CommandResult, EncodedEvent, EventEnvelope, Seats, load_event
 
 RESULT_TTL_S = 3600
@@ -34,7 +42,8 @@ _APPEND = """
 -- KEYS: 1 log, 2 partition events, 3 meta, 4 seen, 5 partition games, 6 result,
 --       7 command stream, 8 decisions, 9 partition archived games
 -- ARGV: 1 expected version, 2 command id, 3 game id, 4 group, 5 entry id, 6 result ttl,
---       7 result json, 8 event count, then (public json, secret json or '') pairs, then
+--       7 result json ('' : the caller publishes it, once replicas have the append),
+--       8 event count, then (public json, secret json or '') pairs, then
 --       decision jsons. The log keeps the secret beside the public event; the partition
 --       stream gets the public event only.
 local version = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
@@ -64,8 +73,8 @@ if n > 0 then
 end
 redis.call('HSET', KEYS[3], 'version', version)
 if tonumber(ARGV[1]) == 0 then redis.call('SADD', KEYS[5], ARGV[3]) end
-if ARGV[2] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[2], version)
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[4], ARGV[2], version) end
+if ARGV[7] ~= '' then
   redis.call('RPUSH', KEYS[6], ARGV[7])
   redis.call('EXPIRE', KEYS[6], tonumber(ARGV[6]))
 end
@@ -123,6 +132,11 @@ return 1
 """
 
 
+SCRIPTS = Library(
+    "eventstore", {"append": _APPEND, "finish": _FINISH, "finished": _FINISHED, "forget": _FORGET}
+)
+
+
 class ArchiveReader(Protocol):
     """What the event store reads from the archive of finished games (``archive.Archive``);
     its methods block (SQL), so the store calls them in a thread."""
@@ -154,6 +168,7 @@ class Append:
 class AppendResult:
     status: str  # "ok", "duplicate", "conflict" or "archived" (the id is an archived game's)
     version: int
+    answered: bool = True  # False: appended, but not on enough replicas to tell the sender
 
 
 @dataclass(frozen=True)
@@ -216,15 +231,15 @@ class EventStore:
         keys: Keys,
         group: str = "engine",
         archive: ArchiveReader | None = None,
+        replicas: int = 0,
+        replica_timeout_ms: int = 1000,
     ) -> None:
         self.redis = redis
         self.keys = keys
         self.group = group
         self.archive = archive
-        self._append = redis.register_script(_APPEND)
-        self._finish = redis.register_script(_FINISH)
-        self._finished = redis.register_script(_FINISHED)
-        self._forget = redis.register_script(_FORGET)
+        self.replicas = replicas
+        self.replica_timeout_ms = replica_timeout_ms
 
     # --- writing -------------------------------------------------------------------------
 
@@ -242,9 +257,6 @@ class EventStore:
             k.decisions(p),
             k.archived(p),
         ]
-        result = CommandResult(
-            command_id=a.command_id, game_id=a.game_id, status="accepted", version=a.version
-        )
         args: list[Any] = [
             a.expected,
             a.command_id,
@@ -252,7 +264,7 @@ class EventStore:
             self.group,
             a.entry[1] if a.entry else "",
             RESULT_TTL_S,
-            result.model_dump_json() if a.command_id else "",
+            self._result_json(a) if a.command_id and not self.replicas else "",
             len(a.events),
         ]
         for public, secret in a.events:
@@ -260,6 +272,12 @@ class EventStore:
             args.append(secret)
         args.extend(a.decisions)
         return keys, args
+
+    @staticmethod
+    def _result_json(a: Append) -> str:
+        return CommandResult(
+            command_id=a.command_id, game_id=a.game_id, status="accepted", version=a.version
+        ).model_dump_json()
 
     async def append(self, a: Append) -> AppendResult:
         """Append one command's events atomically (see the module docstring)."""
@@ -269,12 +287,38 @@ class EventStore:
         """Pipelined appends, executed in order: one round trip for a whole batch."""
         if not appends:
             return []
+        async with Batch(self.redis) as batch:
+            positions = [batch.call(SCRIPTS["append"], *self._append_args(a)) for a in appends]
+            if self.replicas:
+                batch.wait(self.replicas, self.replica_timeout_ms)
+            raw = await batch.execute()
+            results = [AppendResult(_text(raw[i][0]), int(raw[i][1])) for i in positions]
+            if not self.replicas:
+                return results
+            replicated = [batch.replicated(raw, i) >= self.replicas for i in positions]
+        await self._answer(
+            [
+                a
+                for a, r, ok in zip(appends, results, replicated, strict=True)
+                if ok and r.status == "ok"
+            ]
+        )
+        return [
+            r if ok or r.status != "ok" else AppendResult(r.status, r.version, answered=False)
+            for r, ok in zip(results, replicated, strict=True)
+        ]
+
+    async def _answer(self, appends: Sequence[Append]) -> None:
+        """Store the senders' results of replicated appends (one round trip)."""
+        answered = [a for a in appends if a.command_id]
+        if not answered:
+            return
         async with self.redis.pipeline(transaction=False) as pipe:
-            for a in appends:
-                keys, args = self._append_args(a)
-                await self._append(keys=keys, args=args, client=pipe)
-            raw = await pipe.execute()
-        return [AppendResult(_text(r[0]), int(r[1])) for r in raw]
+            for a in answered:
+                key = self.keys.result(a.game_id, a.command_id)
+                pipe.rpush(key, self._result_json(a))
+                pipe.expire(key, RESULT_TTL_S)
+            await pipe.execute()
 
     async def finish(
         self,
@@ -299,7 +343,7 @@ class EventStore:
             entry_id or "",
             rejection or "",
         ]
-        await self._finish(keys=keys, args=args)
+        await call(self.redis, SCRIPTS["finish"], keys, args)
 
     async def save_snapshots(self, snapshots: Sequence[tuple[str, int, dict[str, Any]]]) -> None:
         """Store (game, version, state) snapshots in one round trip."""
@@ -324,7 +368,7 @@ class EventStore:
         k = self.keys
         p = k.partition(game_id)
         keys = [k.meta(game_id), k.finished(p), k.events(p)]
-        await self._finished(keys=keys, args=[game_id, state_hash])
+        await call(self.redis, SCRIPTS["finished"], keys, [game_id, state_hash])
 
     async def forget(self, game_id: str, version: int, final_hash: str) -> bool:
         """Delete an archived game from Redis (its log, meta, seen ids, snapshot, seats and
@@ -343,7 +387,7 @@ class EventStore:
             k.finished(p),
             k.archived(p),
         ]
-        return bool(await self._forget(keys=keys, args=[game_id, version, final_hash]))
+        return bool(await call(self.redis, SCRIPTS["forget"], keys, [game_id, version, final_hash]))
 
     # --- reading -------------------------------------------------------------------------
 

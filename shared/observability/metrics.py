@@ -29,6 +29,7 @@ from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from redis.asyncio import Redis
 
 from shared.bus import Keys
+from shared.bus.scripts import Batch, Library
 from shared.loops import keep_running
 
 log = structlog.get_logger("caravel.metrics")
@@ -79,15 +80,20 @@ CONSUMER_PENDING = Gauge(
     "Entries delivered to a consumer group and not acknowledged yet.",
     ["stream", "partition", "group"],
 )
-DEAD_LETTERS = Gauge("caravel_dead_letters", "Entries in the dead-letter stream.")
+DEAD_LETTERS = Gauge("caravel_dead_letters", "Entries in the dead-letter streams.")
 
 SAMPLE_EVERY_S = 5.0
 LAG_COUNT_MAX = 100_000  # a counted lag stops there (the count runs in Redis, every sample)
 
-_COUNT_AFTER = """
--- KEYS: 1 stream. ARGV: 1 an entry id, 2 at most this many. The entries after the id.
-return #redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
-"""
+SCRIPTS = Library(
+    "metrics",
+    {
+        # KEYS: 1 stream. ARGV: 1 an entry id, 2 at most this many. The entries after the id.
+        "count_after": (
+            "return #redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])"
+        ),
+    },
+)
 
 
 class RedisSampler:
@@ -97,7 +103,6 @@ class RedisSampler:
         self.redis = redis
         self.keys = keys
         self.every_s = every_s
-        self._count_after = redis.register_script(_COUNT_AFTER)
 
     async def run(self, stop: asyncio.Event) -> None:
         # Redis away for a moment: the gauges keep their last values.
@@ -123,9 +128,11 @@ class RedisSampler:
             for p in k.all_partitions():
                 pipe.scard(k.games(p))
                 pipe.scard(k.finished(p))
-            pipe.xlen(k.dead_letters())
+            for p in k.all_partitions():
+                pipe.xlen(k.dead_letters(p))
             replies: list[Any] = await pipe.execute(raise_on_error=False)
-        groups, counts, dead = replies[: len(streams)], replies[len(streams) : -1], replies[-1]
+        n = len(streams)
+        groups, counts, dead = replies[:n], replies[n : -k.partitions], replies[-k.partitions :]
         pending: dict[tuple[str, str, str], int] = {}
         lags: dict[tuple[str, str, str], int] = {}
         uncounted: list[tuple[tuple[str, str, str], str, str]] = []
@@ -148,7 +155,7 @@ class RedisSampler:
         for labels, value in lags.items():
             CONSUMER_LAG.labels(*labels).set(value)
         GAMES_RUNNING.set(sum(counts[0::2]) - sum(counts[1::2]))
-        DEAD_LETTERS.set(dead)
+        DEAD_LETTERS.set(sum(dead))
 
     async def _count_lags(
         self, groups: list[tuple[tuple[str, str, str], str, str]]
@@ -157,10 +164,10 @@ class RedisSampler:
         its stream's entries after that id, counted in Redis in one round trip."""
         if not groups:
             return {}
-        async with self.redis.pipeline(transaction=False) as pipe:
+        async with Batch(self.redis) as batch:
             for _, stream, delivered in groups:
-                await self._count_after(keys=[stream], args=[delivered, LAG_COUNT_MAX], client=pipe)
-            counted: list[Any] = await pipe.execute()
+                batch.call(SCRIPTS["count_after"], [stream], [delivered, LAG_COUNT_MAX])
+            counted = await batch.execute()
         return {labels: int(n) for (labels, _, _), n in zip(groups, counted, strict=True)}
 
 

@@ -110,7 +110,7 @@ async def test_a_request_a_dead_worker_left_pending_is_answered_by_a_live_one(
         projecting = asyncio.create_task(projector.run(stop))
         result = await CommandSender(redis, keys).execute(create_game("g-orphan", players=2))
         await ensure_group(redis, stream, "ai")
-        dead = GroupReader(redis, "ai", "dead-worker", keys.dead_letters())
+        dead = GroupReader(redis, "ai", "dead-worker", keys)
         [orphan] = await dead.read([stream], 10, None)  # read, never answered
         request = DecisionRequest.model_validate_json(orphan.fields[b"r"])
         assert request.version == result.version

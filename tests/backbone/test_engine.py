@@ -172,11 +172,13 @@ async def test_a_command_that_crashes_its_handler_ends_in_the_dead_letters(
         healthy = await sender.execute(create_game("g-healthy", players=2, seed=1))
         assert healthy.status == "accepted"
 
+        dead_letters = keys.dead_letters(keys.partition("g-poison"))
+
         async def dead_lettered() -> bool:
-            return bool(await redis.xlen(keys.dead_letters()))
+            return bool(await redis.xlen(dead_letters))
 
         await wait_for(dead_lettered)
-        (_, record), *_ = await redis.xrange(keys.dead_letters())
+        (_, record), *_ = await redis.xrange(dead_letters)
         assert b"delivered 4 times" in record[b"reason"]
         assert json.loads(json.loads(record[b"fields"])["c"])["command_id"] == poison.command_id
         assert engine.stats["crashed"] == 3
@@ -279,3 +281,33 @@ async def test_two_games_of_one_partition_answer_the_same_command_id_apart(
     assert (refused.game_id, refused.status, refused.code) == (second, "rejected", "unknown_game")
     assert accepted is not None
     assert (accepted.game_id, accepted.status) == (first, "accepted")
+
+
+async def test_engines_share_the_partitions_by_lease_on_one_redis_and_the_cluster(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """The lease scripts (renew, release) on either: a lone engine holds every partition
+    and keeps it; a second one joins and they split them, each lease naming its holder;
+    an engine that stops releases its leases."""
+    settings = settings_for(keys, lease_ttl_ms=30_000)
+    first = Engine(any_redis, settings, keys, engine_id="e-first")
+    second = Engine(any_redis, settings, keys, engine_id="e-second")
+
+    async def holders() -> list[str | None]:
+        found = [await any_redis.get(keys.lease(p)) for p in keys.all_partitions()]
+        return [None if h is None else h.decode() for h in found]
+
+    await first.rebalance()
+    await first.rebalance()  # renews
+    assert first.held == set(keys.all_partitions())
+    assert await holders() == ["e-first"] * keys.partitions
+    await second.rebalance()  # sees two engines: takes none yet (all held)
+    await first.rebalance()  # gives up its extra half
+    await second.rebalance()  # takes it
+    assert len(first.held) == len(second.held) == keys.partitions // 2
+    found = await holders()
+    assert [found[p] for p in sorted(first.held)] == ["e-first"] * (keys.partitions // 2)
+    assert [found[p] for p in sorted(second.held)] == ["e-second"] * (keys.partitions // 2)
+    await first.release_all()
+    after = await holders()
+    assert after == [("e-second" if p in second.held else None) for p in keys.all_partitions()]

@@ -1,4 +1,5 @@
-"""The event store on a real Redis: atomic appends, conflicts, idempotency, snapshots."""
+"""The event store on a real Redis (and on a Redis Cluster): atomic appends, conflicts,
+idempotency, snapshots."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import GroupReader, Keys, ensure_group
+from shared.bus import CommandSender, GroupReader, Keys, connect, delete_namespace, ensure_group
 from shared.contracts import (
     SCHEMA_VERSION,
     EncodedEvent,
@@ -42,8 +43,8 @@ def encoded(events: list[EventEnvelope]) -> list[EncodedEvent]:
     return [e.encode() for e in events]
 
 
-async def test_append_then_read_back_in_order(redis: Redis, keys: Keys) -> None:
-    store = EventStore(redis, keys)
+async def test_append_then_read_back_in_order(any_redis: Redis, keys: Keys) -> None:
+    store = EventStore(any_redis, keys)
     events, _ = game_events("g-read")
     result = await store.append(Append("g-read", 0, encoded(events), "c1"))
     assert (result.status, result.version) == ("ok", len(events))
@@ -54,9 +55,9 @@ async def test_append_then_read_back_in_order(redis: Redis, keys: Keys) -> None:
     assert await store.game_ids(keys.partition("g-read")) == ["g-read"]
 
 
-async def test_read_many_reads_each_games_range_in_one_call(redis: Redis, keys: Keys) -> None:
+async def test_read_many_reads_each_games_range_in_one_call(any_redis: Redis, keys: Keys) -> None:
     """Each game's events with versions in (after, upto]; an unknown game reads as empty."""
-    store = EventStore(redis, keys)
+    store = EventStore(any_redis, keys)
     a, _ = game_events("g-many-a", seed=3)
     b, _ = game_events("g-many-b", seed=4)
     await store.append(Append("g-many-a", 0, encoded(a), "c1"))
@@ -71,33 +72,66 @@ async def test_read_many_reads_each_games_range_in_one_call(redis: Redis, keys: 
     assert got["g-many-none"] == []
 
 
-async def test_stale_version_is_a_conflict_and_writes_nothing(redis: Redis, keys: Keys) -> None:
-    store = EventStore(redis, keys)
+async def test_stale_version_is_a_conflict_and_writes_nothing(any_redis: Redis, keys: Keys) -> None:
+    store = EventStore(any_redis, keys)
     events, _ = game_events("g-stale")
     await store.append(Append("g-stale", 0, encoded(events[:3]), "c1"))
     p = keys.partition("g-stale")
-    public_before = await redis.xlen(keys.events(p))
+    public_before = await any_redis.xlen(keys.events(p))
     stale = await store.append(Append("g-stale", 1, encoded(events[1:4]), "c2"))
     assert (stale.status, stale.version) == ("conflict", 3)
-    assert await redis.xlen(keys.log("g-stale")) == 3
-    assert await redis.xlen(keys.events(p)) == public_before
+    assert await any_redis.xlen(keys.log("g-stale")) == 3
+    assert await any_redis.xlen(keys.events(p)) == public_before
     assert "c2" not in await store.seen("g-stale")
 
 
-async def test_a_command_id_appends_once(redis: Redis, keys: Keys) -> None:
-    store = EventStore(redis, keys)
+async def test_a_command_id_appends_once(any_redis: Redis, keys: Keys) -> None:
+    store = EventStore(any_redis, keys)
     events, _ = game_events("g-dup")
     first = await store.append(Append("g-dup", 0, encoded(events[:2]), "same"))
     again = await store.append(Append("g-dup", 2, encoded(events[2:4]), "same"))
     assert first.status == "ok"
     assert (again.status, again.version) == ("duplicate", 2)
-    assert await redis.xlen(keys.log("g-dup")) == 2
+    assert await any_redis.xlen(keys.log("g-dup")) == 2
 
 
-async def test_racing_appenders_never_share_a_version(redis: Redis, keys: Keys) -> None:
+async def test_with_durability_a_sender_is_answered_once_a_replica_has_the_append(
+    redis_cluster_url: str, keys: Keys
+) -> None:
+    """On the cluster (a replica per master) the append waits for one replica, then the
+    sender's result is stored; appends of many partitions (several masters) in one batch."""
+    client = connect(redis_cluster_url)
+    store = EventStore(client, keys, replicas=1, replica_timeout_ms=5000)
+    games = [f"g-durable-{i}" for i in range(8)]
+    try:
+        batch = [Append(g, 0, encoded(game_events(g)[0][:2]), f"c-{g}") for g in games]
+        results = await store.append_many(batch)
+        assert [(r.status, r.answered) for r in results] == [("ok", True)] * len(games)
+        sender = CommandSender(client, keys)
+        for g in games:
+            answer = await sender.result(g, f"c-{g}")
+            assert answer is not None and (answer.status, answer.version) == ("accepted", 2)
+    finally:
+        await delete_namespace(client, keys.prefix)
+        await client.aclose()
+
+
+async def test_without_the_replicas_the_append_stays_unanswered(redis: Redis, keys: Keys) -> None:
+    """One Redis with no replica: the append is in the log, but the sender gets no result
+    (it times out and may ask again), because the durability asked for is not there."""
+    assert (await redis.info("replication"))["connected_slaves"] == 0
+    store = EventStore(redis, keys, replicas=1, replica_timeout_ms=50)
+    events, _ = game_events("g-alone")
+    result = await store.append(Append("g-alone", 0, encoded(events[:2]), "c1"))
+    assert (result.status, result.version, result.answered) == ("ok", 2, False)
+    assert await store.version("g-alone") == 2
+    assert await CommandSender(redis, keys).result("g-alone", "c1") is None
+
+
+async def test_racing_appenders_never_share_a_version(any_redis: Redis, keys: Keys) -> None:
     """Many writers append at the same expected version at once: exactly one wins each
     round, and the log's versions stay gap-free."""
-    store = EventStore(redis, keys)
+    store = EventStore(any_redis, keys)
     events, _ = game_events("g-race")
     await store.append(Append("g-race", 0, encoded(events[:1]), "c0"))
     version = 1
@@ -114,18 +148,20 @@ async def test_racing_appenders_never_share_a_version(redis: Redis, keys: Keys) 
         results = await asyncio.gather(*(store.append(a) for a in candidates))
         assert sum(r.status == "ok" for r in results) == 1
         version += 1
-    entries = await redis.xrange(keys.log("g-race"))
+    entries = await any_redis.xrange(keys.log("g-race"))
     assert [int(eid.split(b"-")[0]) for eid, _ in entries] == list(range(1, version + 1))
 
 
-async def test_public_stream_is_redacted_one_entry_per_command(redis: Redis, keys: Keys) -> None:
+async def test_public_stream_is_redacted_one_entry_per_command(
+    any_redis: Redis, keys: Keys
+) -> None:
     """The partition stream gets each command's events as one entry, without server-only
     values; the game's own log keeps them."""
-    store = EventStore(redis, keys)
+    store = EventStore(any_redis, keys)
     events, _ = game_events("g-redact")
     await store.append(Append("g-redact", 0, encoded(events[:4]), "c1"))
     await store.append(Append("g-redact", 4, encoded(events[4:]), "c2"))
-    entries = await redis.xrange(keys.events(keys.partition("g-redact")))
+    entries = await any_redis.xrange(keys.events(keys.partition("g-redact")))
     assert [(int(f[b"v"]), int(f[b"n"])) for _, f in entries] == [
         (4, 4),
         (len(events), len(events) - 4),
@@ -148,8 +184,10 @@ def test_encoded_events_load_back_as_the_same_envelope() -> None:
         assert load_event(raw) == event
 
 
-async def test_snapshot_plus_later_events_equals_the_full_replay(redis: Redis, keys: Keys) -> None:
-    store = EventStore(redis, keys)
+async def test_snapshot_plus_later_events_equals_the_full_replay(
+    any_redis: Redis, keys: Keys
+) -> None:
+    store = EventStore(any_redis, keys)
     codec = GameCodec()
     events, state = game_events("g-snap")
     await store.append(Append("g-snap", 0, encoded(events[:5]), "c1"))
@@ -172,7 +210,7 @@ async def test_a_group_created_after_events_were_written_sees_them_all(
     stream = keys.events(keys.partition("g-late"))
     await ensure_group(redis, stream, "late-projection")
     await ensure_group(redis, stream, "late-projection")  # idempotent
-    reader = GroupReader(redis, "late-projection", "p1", keys.dead_letters())
+    reader = GroupReader(redis, "late-projection", "p1", keys)
     got = await reader.read([stream], count=1000, block_ms=None)
     versions = [doc["version"] for d in got for doc in json.loads(d.fields[b"e"])]
     assert versions == list(range(1, len(events) + 1))

