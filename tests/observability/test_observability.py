@@ -276,7 +276,7 @@ async def test_a_lag_redis_does_not_give_is_counted(
             ids = [await server.xadd(stream, {"g": "g-1", "v": str(v)}) for v in range(5)]
             await mark_read(server, "scoring", {stream: ids[1].decode()})
             await ensure_group(server, stream, "views")
-            await GroupReader(server, "views", "test", keys.dead_letters()).read([stream], 4, None)
+            await GroupReader(server, "views", "test", keys).read([stream], 4, None)
             await RedisSampler(server, keys).sample()
             for group, lag, pending in (("scoring", 3, 0), ("views", 1, 4)):
                 labels = {"stream": "events", "partition": "0", "group": group}
