@@ -1,14 +1,16 @@
-"""The bus: stream names, consumer groups, reclaiming and dead letters on Redis Streams."""
+"""The bus: stream names, consumer groups, reclaiming and dead letters on Redis Streams,
+read through FastStream."""
 
 from .commands import CommandSender
 from .connection import connect
-from .consumer import Delivery, GroupReader, ensure_group
+from .consumer import Broker, Delivery, GroupConsumer, ensure_group
 from .keys import Keys, delete_namespace
 
 __all__ = [
+    "Broker",
     "CommandSender",
     "Delivery",
-    "GroupReader",
+    "GroupConsumer",
     "Keys",
     "connect",
     "delete_namespace",

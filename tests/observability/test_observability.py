@@ -22,12 +22,12 @@ from redis.asyncio import Redis
 from sqlalchemy import create_engine
 
 from services.health import Health, operations_routes
-from shared.bus import CommandSender, GroupReader, Keys, connect
+from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys, connect
 from shared.contracts import CommandEnvelope
 from shared.observability import configure_logging
 from shared.observability.metrics import RedisSampler
 
-from ..backbone.helpers import create_game, play_locally, running_engine, wait_for
+from ..backbone.helpers import create_game, play_locally, read_as, running_engine, wait_for
 from ..lobby.helpers import bearer, caravel_env, free_port, running_lobby, wait_for_view
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana-dashboard.json"
@@ -236,12 +236,16 @@ async def test_the_sampler_reads_games_lag_pending_and_dead_letters(
     assert REGISTRY.get_sample_value("caravel_games_running") == 1
     assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == (1 if reports_lag else None)
     assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 0
-    reader = GroupReader(redis, "engine", "test", keys.dead_letters())
-    [delivery] = await reader.read([stream], 10, None)
+    [delivery] = await read_as(redis, "engine", "test", stream, 10)
     await sampler.sample()
     assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == (0 if reports_lag else None)
     assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 1
-    await reader.dead_letter(delivery, "a test")
+    consumer = GroupConsumer(Broker(redis), redis, "engine", "test", keys.dead_letters(), _none)
+    await consumer.dead_letter(delivery, "a test")
     await sampler.sample()
     assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 0
     assert REGISTRY.get_sample_value("caravel_dead_letters") == 1
+
+
+async def _none(deliveries: list[Delivery]) -> None:
+    """A handler for a consumer that only dead-letters."""
