@@ -62,8 +62,8 @@ class BotPlayer:
         self.redis = redis
         self.keys = keys
         self.settings = settings
-        self.sender = CommandSender(redis, keys)
         self.broker = Broker(redis)
+        self.sender = CommandSender(redis, keys, self.broker)  # answers published through it
         self.consumer = GroupConsumer(
             self.broker,
             redis,

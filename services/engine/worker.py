@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from shared.bus import Broker, Delivery, GroupConsumer, Keys, ensure_group
+from shared.bus import BODY, Broker, Delivery, GroupConsumer, Keys, ensure_group
 from shared.contracts import (
     CommandEnvelope,
     CommandResult,
@@ -392,7 +392,7 @@ class Engine:
                 log.warning("giving up on a batch for now", entries=len(retry))
 
     def _parse(self, d: Delivery) -> CommandEnvelope | Finish:
-        raw = d.fields.get(b"c", b"")
+        raw = d.fields.get(BODY, b"")
         try:
             return CommandEnvelope.model_validate_json(raw)
         except ValidationError as e:

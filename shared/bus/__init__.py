@@ -3,10 +3,11 @@ read through FastStream."""
 
 from .commands import CommandSender
 from .connection import connect
-from .consumer import Broker, Delivery, GroupConsumer, ensure_group
+from .consumer import BODY, Broker, Delivery, GroupConsumer, ensure_group
 from .keys import Keys, delete_namespace
 
 __all__ = [
+    "BODY",
     "Broker",
     "CommandSender",
     "Delivery",

@@ -36,9 +36,12 @@ from typing import Any
 
 import structlog
 from faststream import AckPolicy
+from faststream._internal.parser import DefaultCodec
 from faststream.message import StreamMessage
 from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.configs.state import RedisConnectionState
+from faststream.redis.message import DATA_KEY
+from faststream.redis.parser.message import MessageFormat
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
@@ -90,11 +93,39 @@ class _GivenClient(RedisConnectionState):
         self._connected = False
 
 
+BODY = DATA_KEY.encode()  # the field of a stream entry FastStream publishes a message in
+
+
+class PlainBody(MessageFormat):
+    """Messages published as their body alone (a contract's JSON), with no FastStream
+    headers in front: every reader, FastStream or not, parses the field as it is."""
+
+    @classmethod
+    async def encode(
+        cls,
+        *,
+        message: Any,
+        reply_to: str | None,
+        headers: dict[str, Any] | None,
+        correlation_id: str,
+        serializer: Any = None,
+        codec: Any = None,
+    ) -> bytes:
+        payload, _ = await (codec or DefaultCodec()).encode(message, serializer)
+        return bytes(payload)
+
+    @classmethod
+    def parse(cls, data: bytes) -> tuple[bytes, dict[str, Any]]:
+        return data, {}
+
+
 class Broker(RedisBroker):
-    """A FastStream ``RedisBroker`` on an existing Redis client."""
+    """A FastStream ``RedisBroker`` on an existing Redis client, publishing plain bodies.
+    Publishing needs no :meth:`start`: the client is connected already."""
 
     def __init__(self, client: Redis, **options: Any) -> None:
         self._given = client
+        options.setdefault("message_format", PlainBody)
         options.setdefault("logger", log)
         options.setdefault("log_level", logging.DEBUG)  # a line per batch is for debugging
         options.setdefault("graceful_timeout", STOP_WAIT_S)

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from services.ai import service
 from services.ai.service import BotPlayer
 from services.lobby.views import ViewProjector
-from shared.bus import CommandSender, Keys, ensure_group
+from shared.bus import BODY, CommandSender, Keys, ensure_group
 from shared.contracts import CommandEnvelope, DecisionRequest, Seats
 from shared.contracts.records import BOT_PREFIX
 from shared.eventstore import EventStore
@@ -84,7 +84,7 @@ async def test_a_deadline_shorter_than_the_budget_is_still_met(redis: Redis, key
             commands: Any = await redis.xrange(keys.commands(partition))
             sent = {}
             for entry_id, fields in commands:
-                command = CommandEnvelope.model_validate_json(fields[b"c"])
+                command = CommandEnvelope.model_validate_json(fields[BODY])
                 sent[command.command_id] = int(entry_id.split(b"-")[0]) / 1000
             out = []
             requests: Any = await redis.xrange(keys.decisions(partition))
@@ -174,7 +174,7 @@ async def test_a_request_waits_for_its_view_and_the_projection_wakes_it(
         (_, update), *_ = updates  # the first view written (the bot's move may follow)
         assert update == {b"g": b"g-wake", b"v": str(request.version).encode()}
     commands: Any = await redis.xrange(keys.commands(partition))
-    sent = [CommandEnvelope.model_validate_json(fields[b"c"]) for _, fields in commands]
+    sent = [CommandEnvelope.model_validate_json(fields[BODY]) for _, fields in commands]
     answer = next(c for c in sent if c.actor == "bot")
     assert {"type": answer.type, "seat": answer.seat, **answer.payload} == only
 

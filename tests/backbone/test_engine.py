@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from redis.asyncio import Redis
 
 from services.engine import Engine
-from shared.bus import CommandSender, Keys
+from shared.bus import BODY, CommandSender, Keys
 from shared.contracts import CommandEnvelope, DecisionRequest
 from shared.games import age_of_discovery as aod
 from shared.games import api
@@ -178,7 +178,10 @@ async def test_a_command_that_crashes_its_handler_ends_in_the_dead_letters(
         await wait_for(dead_lettered)
         (_, record), *_ = await redis.xrange(keys.dead_letters())
         assert b"delivered 4 times" in record[b"reason"]
-        assert json.loads(json.loads(record[b"fields"])["c"])["command_id"] == poison.command_id
+        assert (
+            json.loads(json.loads(record[b"fields"])[BODY.decode()])["command_id"]
+            == poison.command_id
+        )
         assert engine.stats["crashed"] == 3
         await wait_for(lambda: _acked(redis, keys, "g-poison"))
 
