@@ -3,7 +3,7 @@ read through FastStream."""
 
 from .commands import CommandSender
 from .connection import connect
-from .consumer import BODY, Broker, Delivery, GroupConsumer, ensure_group
+from .consumer import BODY, Broker, Delivery, GroupConsumer, ensure_group, follow
 from .keys import Keys, delete_namespace
 
 __all__ = [
@@ -16,4 +16,5 @@ __all__ = [
     "connect",
     "delete_namespace",
     "ensure_group",
+    "follow",
 ]

@@ -155,6 +155,24 @@ async def _decode(message: StreamMessage[Any]) -> Any:
     ]
 
 
+def follow(broker: RedisBroker, stream: str, after: str, batch: int, handle: Handler) -> Any:
+    """A FastStream subscriber reading ``stream`` without a consumer group (``XREAD``), in
+    batches, from the entry after ``after``. Its position is its ``last_id``, moved past a
+    batch before the batch is handled: a reader that keeps positions of its own (scoring's
+    SQL checkpoints) sets it back from inside ``handle`` when a batch fails (no read of the
+    stream is in flight then). Start it with ``await subscriber.start()``."""
+    subscriber = broker.subscriber(
+        stream=StreamSub(
+            stream, batch=True, max_records=batch, last_id=after, polling_interval=BLOCK_MS
+        ),
+        parser=_parse,
+        decoder=_decode,
+        persistent=False,
+    )
+    subscriber(handle)
+    return subscriber
+
+
 class GroupConsumer:
     """One consumer of one group over any number of streams, each read by a FastStream batch
     subscriber whose batches go to ``handle`` (which acknowledges what it is done with)."""
