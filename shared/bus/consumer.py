@@ -155,7 +155,14 @@ async def _decode(message: StreamMessage[Any]) -> Any:
     ]
 
 
-def follow(broker: RedisBroker, stream: str, after: str, batch: int, handle: Handler) -> Any:
+def follow(
+    broker: RedisBroker,
+    stream: str,
+    after: str,
+    batch: int,
+    handle: Handler,
+    block_ms: int = BLOCK_MS,
+) -> Any:
     """A FastStream subscriber reading ``stream`` without a consumer group (``XREAD``), in
     batches, from the entry after ``after``. Its position is its ``last_id``, moved past a
     batch before the batch is handled: a reader that keeps positions of its own (scoring's
@@ -163,7 +170,7 @@ def follow(broker: RedisBroker, stream: str, after: str, batch: int, handle: Han
     stream is in flight then). Start it with ``await subscriber.start()``."""
     subscriber = broker.subscriber(
         stream=StreamSub(
-            stream, batch=True, max_records=batch, last_id=after, polling_interval=BLOCK_MS
+            stream, batch=True, max_records=batch, last_id=after, polling_interval=block_ms
         ),
         parser=_parse,
         decoder=_decode,
