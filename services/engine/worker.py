@@ -144,7 +144,7 @@ class Engine:
         # With the archive, a command to an archived game finds it (and is refused, the
         # game being over) instead of finding no game at all.
         self.store = EventStore(redis, self.keys, GROUP, archive)
-        self.broker = Broker(redis)
+        self.broker = Broker(redis, readers=self.keys.partitions)
         self.consumer = GroupConsumer(
             self.broker,
             redis,

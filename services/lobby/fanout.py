@@ -35,7 +35,7 @@ class EventFanout:
         self.redis = redis
         self.keys = keys
         self.block_ms = block_ms
-        self.broker = Broker(redis)
+        self.broker = Broker(redis, readers=2 * keys.partitions)  # events and decisions
         self._listeners: dict[str, set[asyncio.Queue[Delivered]]] = {}
         self._decisions = {keys.decisions(p) for p in keys.all_partitions()}
         self._subscribers: list[Any] = []
@@ -63,6 +63,7 @@ class EventFanout:
         """Stop reading (at shutdown, before the Redis client goes away)."""
         self._listeners.clear()
         await self._stop_reading()
+        await self.broker.stop()  # its subscribers' own pool
 
     async def _ensure_reading(self) -> None:
         async with self._starting:

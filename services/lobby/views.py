@@ -72,7 +72,7 @@ class ViewProjector:
         self.keys = keys
         self.store = EventStore(redis, keys)
         self.codec = GameCodec()
-        self.broker = Broker(redis)
+        self.broker = Broker(redis, readers=keys.partitions)
         self.consumer = GroupConsumer(
             self.broker,
             redis,

@@ -42,7 +42,7 @@ from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.configs.state import RedisConnectionState
 from faststream.redis.message import DATA_KEY
 from faststream.redis.parser.message import MessageFormat
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ResponseError
 
 from shared.loops import keep_running
@@ -52,6 +52,7 @@ slog = structlog.get_logger("caravel.bus")
 
 BLOCK_MS = 1000  # a subscriber's blocking read: entries arrive at once, this is only idle time
 STOP_WAIT_S = 5.0  # stopping a subscriber waits this long for the batch it is handling
+SPARE_CONNECTIONS = 4  # a subscriber pool's connections beyond one per stream
 
 
 async def ensure_group(redis: Redis, stream: str, group: str) -> None:
@@ -78,12 +79,13 @@ def _text(value: bytes | str) -> str:
 
 
 class _GivenClient(RedisConnectionState):
-    """The broker's connection: the service's own client (its pool, its hiredis packing),
-    closed by its owner, not by the broker."""
+    """The broker's connection: a client made by the service (its hiredis packing), closed
+    by the broker only if it was made for it (``owned``)."""
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: Redis, owned: bool) -> None:
         super().__init__({})
-        self._client = client
+        self._client = self._given = client
+        self._owned = owned
 
     async def connect(self) -> Any:
         self._connected = True
@@ -91,6 +93,22 @@ class _GivenClient(RedisConnectionState):
 
     async def disconnect(self) -> None:
         self._connected = False
+        if self._owned:
+            await self._given.connection_pool.disconnect()
+
+
+def _readers_client(client: Redis, readers: int) -> Redis:
+    """A client of ``client``'s server with a pool of its own, one connection per blocking
+    subscriber and a few more: per-stream subscribers must not use up (or wait for) the
+    service's pool, which its handlers share."""
+    pool = client.connection_pool
+    own = BlockingConnectionPool(
+        connection_class=pool.connection_class,
+        max_connections=readers + SPARE_CONNECTIONS,
+        timeout=STOP_WAIT_S,
+        **pool.connection_kwargs,
+    )
+    return Redis.from_pool(own)
 
 
 BODY = DATA_KEY.encode()  # the field of a stream entry FastStream publishes a message in
@@ -120,11 +138,13 @@ class PlainBody(MessageFormat):
 
 
 class Broker(RedisBroker):
-    """A FastStream ``RedisBroker`` on an existing Redis client, publishing plain bodies.
-    Publishing needs no :meth:`start`: the client is connected already."""
+    """A FastStream ``RedisBroker`` on a service's Redis client, publishing plain bodies
+    (publishing needs no :meth:`start`). With ``readers``, the number of streams it may
+    subscribe to, its subscribers read on a pool of their own of that size (plus spares)."""
 
-    def __init__(self, client: Redis, **options: Any) -> None:
-        self._given = client
+    def __init__(self, client: Redis, readers: int = 0, **options: Any) -> None:
+        self._given = client if not readers else _readers_client(client, readers)
+        self._owned = bool(readers)
         options.setdefault("message_format", PlainBody)
         options.setdefault("logger", log)
         options.setdefault("log_level", logging.DEBUG)  # a line per batch is for debugging
@@ -134,7 +154,7 @@ class Broker(RedisBroker):
     def _make_connection_state(
         self, connection_options: dict[str, Any], kwargs: dict[str, Any]
     ) -> Any:
-        return _GivenClient(self._given)
+        return _GivenClient(self._given, self._owned)
 
 
 async def _parse(raw: Any) -> StreamMessage[Any]:
