@@ -64,9 +64,12 @@ async def fill(redis: Redis, keys: Keys, games: int, seed: int) -> list[str]:
         await store.record_final_hash(game_id, codec.state_hash(state))
         ids.append(game_id)
     projector = ViewProjector(redis, keys)
-    await projector.start()
-    while await projector.step(count=500):
-        pass
+    stop = asyncio.Event()
+    projecting = asyncio.create_task(projector.run(stop))
+    while not projector.consumer.streams or not await projector.consumer.caught_up():
+        await asyncio.sleep(0.05)
+    stop.set()
+    await projecting
     return ids
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import Keys, delete_namespace
+from shared.bus import BODY, Keys, delete_namespace
 from shared.contracts import SCHEMA_VERSION, CommandEnvelope, Notification
 from shared.games import api
 from shared.settings import Settings
@@ -68,7 +68,7 @@ class Outbox:
             batch, self.queue = self.queue, []
             async with self.redis.pipeline(transaction=False) as pipe:
                 for stream, payload in batch:
-                    pipe.xadd(stream, {"c": payload})
+                    pipe.xadd(stream, {BODY: payload})  # as CommandSender publishes it
                 await pipe.execute()
 
 

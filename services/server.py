@@ -61,10 +61,8 @@ async def serve(
             scorer = ScoringService(pools.client(), keys, db, settings.batch_size)
             tasks.append(asyncio.create_task(scorer.run(stop), name="scoring"))
         if lobby:
-            projector = ViewProjector(pools.client(), keys)
-            tasks.append(
-                asyncio.create_task(projector.run(stop, settings.claim_idle_ms), name="views")
-            )
+            projector = ViewProjector(pools.client(), keys, claim_idle_ms=settings.claim_idle_ms)
+            tasks.append(asyncio.create_task(projector.run(stop), name="views"))
             assert db is not None
             app = create_app(pools.client(), keys, db, settings, routers=[scoring_routes])
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)

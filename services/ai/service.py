@@ -1,7 +1,9 @@
 """The bot player: answers decision requests for bot seats, and for humans out of time.
 
 It follows the partition decision streams through its own consumer group (several workers
-share the load). For a bot seat it decides at once; for a seat whose player left, or whose
+share the load), one FastStream batch subscriber per partition stream
+(``shared.bus.GroupConsumer``); a separate loop plays for humans whose deadline passed.
+For a bot seat it decides at once; for a seat whose player left, or whose
 deadline passed without a move, a fallback bot decides and the command is recorded with
 actor ``fallback``. It knows no game: the seat's projected view names it, and the bots play
 it through the registry.
@@ -33,7 +35,7 @@ import structlog
 from redis.asyncio import Redis
 from structlog.contextvars import bound_contextvars
 
-from shared.bus import CommandSender, Delivery, GroupReader, Keys, ensure_group
+from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
 from shared.contracts import CommandEnvelope, DecisionRequest, Seats
 from shared.contracts.records import HUMAN, LEFT
 from shared.games import api
@@ -48,6 +50,7 @@ from .bots import bot, game_of
 log = structlog.get_logger("caravel.ai")
 
 GROUP = "ai"
+BATCH = 200
 SAFETY_S = 0.1  # answer this long before a deadline: time to send, and one last iteration
 VIEW_WAIT_S = 2.0  # a view this late leaves its request pending, to be tried again
 
@@ -59,30 +62,47 @@ class BotPlayer:
         self.redis = redis
         self.keys = keys
         self.settings = settings
-        self.sender = CommandSender(redis, keys)
-        self.reader = GroupReader(redis, GROUP, consumer or f"ai-{uuid.uuid4().hex[:8]}", keys)
+        self.broker = Broker(redis, readers=keys.partitions)
+        self.sender = CommandSender(redis, keys, self.broker)  # answers published through it
+        self.consumer = GroupConsumer(
+            self.broker,
+            redis,
+            GROUP,
+            consumer or f"ai-{uuid.uuid4().hex[:8]}",
+            keys,
+            self.handle,
+            batch=BATCH,
+            max_deliveries=settings.max_deliveries,
+            claim_idle_ms=settings.claim_idle_ms,
+        )
         self.streams = [keys.decisions(p) for p in keys.all_partitions()]
         self.rng = random.Random()
 
     async def start(self) -> None:
+        """Subscribe to every partition's decision stream (groups made from their start)."""
+        await self.broker.start()
         for stream in self.streams:
-            await ensure_group(self.redis, stream, GROUP)
+            await self.consumer.subscribe(stream)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Answer until ``stop``. Every ``CARAVEL_CLAIM_IDLE_MS`` / 2, first take over the
-        requests another worker left pending that long (it died, or could not answer yet)."""
+        """Answer until ``stop``: the subscribers answer requests as they come; every
+        ``CARAVEL_CLAIM_IDLE_MS`` / 2 the requests another worker left pending that long
+        (it died, or could not answer yet) are taken over; and the deadlines loop plays for
+        the humans whose time ran out."""
         await self.start()
-        await keep_running(
-            stop, self.serve_round, log, "bot player batch failed; its requests stay pending"
+        deadlines = asyncio.create_task(
+            keep_running(stop, self.serve_round, log, "bot player deadlines round failed")
         )
+        try:
+            await self.consumer.run(stop)
+        finally:
+            await deadlines
+            await self.broker.stop()
 
     async def serve_round(self) -> None:
-        """Answer one batch of requests, then play for the humans whose time ran out."""
-        wait_ms = await self._wait_ms()
-        await self.handle(
-            await self.reader.next_batch(self.streams, 200, wait_ms, self.settings.claim_idle_ms)
-        )
+        """Play for the humans whose time ran out, then wait for the next deadline."""
         await self.fire_deadlines()
+        await asyncio.sleep(await self._wait_ms() / 1000)
 
     async def _wait_ms(self) -> int:
         """How long to wait for requests: until the next deadline, 100 ms at most."""
@@ -110,12 +130,7 @@ class BotPlayer:
                 log.error("decision failed", game=key[0], seat=key[1], exc_info=outcome)
             elif outcome:
                 done.add(key)
-        by_stream: dict[str, list[str]] = {}
-        for d, request in parsed:
-            if (request.game_id, request.seat) in done:
-                by_stream.setdefault(d.stream, []).append(d.id)
-        for stream, ids in by_stream.items():
-            await self.reader.ack(stream, ids)
+        await self.consumer.ack([d for d, r in parsed if (r.game_id, r.seat) in done])
 
     async def consider(self, request: DecisionRequest) -> bool:
         """Answer for a bot seat or a seat whose player left, or start a human's clock;

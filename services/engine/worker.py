@@ -1,13 +1,15 @@
 """The engine: the single writer of every game's event log.
 
 Engine instances share the partitions through leases that expire. For each partition it
-holds, an engine reads the command stream in order (one ``XREADGROUP`` over all its streams,
-in batches), loads each game (cached state, or snapshot + later events), runs ``decide`` and
-appends the events with the expected version through the event store's atomic script, which
-also records the command as seen, answers the sender and acknowledges the entry. A command
-id already applied yields no new events; a stale version is a conflict, handled by reloading
-and deciding again. Entries left pending by a dead engine are reclaimed; an entry that keeps
-crashing its handler ends in the dead-letter stream.
+holds, an engine runs one FastStream subscriber on the partition's command stream (started
+when the lease is won, after the partition's pending entries are handled; stopped when it
+goes), which hands it the commands in order, in batches. It loads each game (cached state,
+or snapshot + later events), runs ``decide`` and appends the events with the expected
+version through the event store's atomic script, which also records the command as seen,
+answers the sender and acknowledges the entry. A command id already applied yields no new
+events; a stale version is a conflict, handled by reloading and deciding again. Entries
+left pending by a dead engine are reclaimed; an entry that keeps crashing its handler ends
+in the dead-letter stream (``shared.bus.GroupConsumer``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import math
 import time
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -29,7 +31,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from shared.bus import Delivery, GroupReader, Keys, ensure_group
+from shared.bus import BODY, Broker, Delivery, GroupConsumer, Keys, ensure_group
 from shared.bus.scripts import Batch, Library, call
 from shared.contracts import (
     CommandEnvelope,
@@ -48,6 +50,7 @@ log = structlog.get_logger("caravel.engine")
 
 GROUP = "engine"
 CACHE_GAMES = 20_000
+ROUND_S = 0.05  # how soon a partition won is followed (its lease loop runs apart)
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -145,7 +148,18 @@ class Engine:
         self.store = EventStore(
             redis, self.keys, GROUP, archive, s.durability_replicas, s.durability_timeout_ms
         )
-        self.reader = GroupReader(redis, GROUP, self.id, self.keys, s.max_deliveries)
+        self.broker = Broker(redis, readers=self.keys.partitions)
+        self.consumer = GroupConsumer(
+            self.broker,
+            redis,
+            GROUP,
+            self.id,
+            self.keys,
+            self._on_batch,
+            batch=s.batch_size,
+            max_deliveries=s.max_deliveries,
+            claim_idle_ms=s.claim_idle_ms,
+        )
         self.codec = GameCodec()
         self.games: OrderedDict[str, CachedGame] = OrderedDict()
         self.held: set[int] = set()
@@ -157,12 +171,14 @@ class Engine:
     # --- life cycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Create the command streams' consumer group (from id 0) for every partition."""
+        """Create the command streams' consumer group (from id 0) for every partition, and
+        connect the broker (its subscribers come with the leases)."""
         for stream in self._streams:
             await ensure_group(self.redis, stream, GROUP)
+        await self.broker.start()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Serve until ``stop`` is set: leases, reclaiming, and the command loop. A failed
+        """Serve until ``stop`` is set: leases, and the partitions' subscribers. A failed
         round (Redis away, say) is logged and retried after a backoff (``keep_running``),
         having dropped what the engine can no longer trust (:meth:`distrust`)."""
         await self.start()
@@ -172,9 +188,7 @@ class Engine:
             keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
         )
         try:
-            await keep_running(
-                stop, self.serve_round, log, "engine round failed", on_error=self.distrust
-            )
+            await self.serve(stop)
         finally:
             leases.cancel()
             await asyncio.gather(leases, return_exceptions=True)
@@ -183,50 +197,77 @@ class Engine:
             except Exception:  # stopping while Redis is away: the leases expire by themselves
                 log.exception("could not release the leases", engine=self.id)
 
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Follow the held partitions until ``stop`` (without taking leases: :meth:`run`
+        does), then stop every subscriber and the broker."""
+        try:
+            await keep_running(
+                stop,
+                self.serve_round,
+                log,
+                "engine round failed",
+                period_s=ROUND_S,
+                on_error=self.distrust,
+            )
+        finally:
+            await self.consumer.close()
+            await self.broker.stop()
+
     async def serve_round(self) -> None:
-        """Reclaim when due (at once in fresh partitions), then read and handle one batch."""
+        """Subscribe to the partitions won (their pending entries handled first), drop the
+        ones lost, and take over idle pending entries when due."""
+        await self.follow()
         now = time.monotonic()
-        if self.fresh or now >= self._next_reclaim:
+        if now >= self._next_reclaim:
             await self.reclaim()
             self._next_reclaim = now + self.settings.claim_idle_ms / 2000
-        await self.step(block_ms=50)
 
     def distrust(self) -> None:
-        """After a failed round: cached games may be behind their logs (another engine may
-        have taken a partition over while this one could not renew its lease), and entries
-        read but not handled sit in this consumer's pending list. Drop every cached game and
-        reclaim every held partition's pending entries before reading new ones."""
+        """After a failed round or batch: cached games may be behind their logs (another
+        engine may have taken a partition over while this one could not renew its lease),
+        and entries read but not handled sit in this consumer's pending list. Drop every
+        cached game and handle every held partition's pending entries again first."""
         self.stats["round_errors"] += 1
         self.games.clear()
         self.fresh |= self.held
 
-    async def step(self, block_ms: int | None = None) -> int:
-        """Read and handle one batch of new commands; returns how many were read."""
-        streams = [self.keys.commands(p) for p in sorted(self.held)]
-        if not streams:  # no partition yet: wait for the lease loop (and let it run)
-            await asyncio.sleep((block_ms or 0) / 1000)
-            return 0
-        deliveries = await self.reader.read(streams, self.settings.batch_size, block_ms)
-        if deliveries:
-            await self.handle(deliveries)
-        return len(deliveries)
+    async def follow(self) -> None:
+        """Make the subscribers match the held partitions: a partition lost stops its
+        subscriber; a fresh one has its pending entries handled (all of them: their
+        consumer is gone or distrusted), then its subscriber reads on."""
+        for stream in self.consumer.streams:
+            if self._streams[stream] not in self.held:
+                await self.consumer.unsubscribe(stream)
+        for p in sorted(self.fresh):
+            stream = self.keys.commands(p)
+            if p not in self.held:
+                self.fresh.discard(p)
+            else:
+                await self.consumer.reclaim(stream, 0, self._holds(p))
+                self.fresh.discard(p)
+                if p in self.held:
+                    await self.consumer.subscribe(stream)
+
+    def _holds(self, p: int) -> Callable[[], bool]:
+        return lambda: p in self.held
 
     async def reclaim(self) -> None:
-        """Take over pending entries: all of them in fresh partitions, idle ones elsewhere.
-        A partition whose lease goes meanwhile is left alone: its entries, which this engine
-        no longer handles, would be claimed again and again until dead-lettered."""
+        """Take over entries idle in held partitions (their handler crashed). A partition
+        whose lease goes meanwhile is left alone: its entries, which this engine no longer
+        handles, would be claimed again and again until dead-lettered."""
+        await self.consumer.revive()
         for p in sorted(self.held):
             idle = 0 if p in self.fresh else self.settings.claim_idle_ms
-            while p in self.held:
-                batch = await self.reader.reclaim(
-                    self.keys.commands(p), idle, self.settings.batch_size
-                )
-                if not batch:
-                    break
-                await self.handle(batch)
-                if len(batch) < self.settings.batch_size:
-                    break
-        self.fresh.clear()
+            await self.consumer.reclaim(self.keys.commands(p), idle, self._holds(p))
+            self.fresh.discard(p)
+
+    async def _on_batch(self, deliveries: list[Delivery]) -> None:
+        """A subscriber's batch: handled; a failure leaves it pending and is distrusted."""
+        try:
+            await self.handle(deliveries)
+        except Exception:
+            log.exception("engine batch failed; it stays pending and is reclaimed")
+            self.distrust()
 
     # --- leases ----------------------------------------------------------------------------
 
@@ -360,7 +401,7 @@ class Engine:
                 log.warning("giving up on a batch for now", entries=len(retry))
 
     def _parse(self, d: Delivery) -> CommandEnvelope | Finish:
-        raw = d.fields.get(b"c", b"")
+        raw = d.fields.get(BODY, b"")
         try:
             return CommandEnvelope.model_validate_json(raw)
         except ValidationError as e:

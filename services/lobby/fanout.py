@@ -3,32 +3,29 @@ entries out to the WebSockets that follow each game: the events' notifications, 
 decision requests the engine adds with them (a seat's socket tells it its turn).
 
 A blocking XREAD per WebSocket would hold a Redis connection per open socket and read
-every other game's entries once per socket; one shared reader holds one connection and
-reads each entry once. It runs while anyone listens and stops when the last one leaves.
+every other game's entries once per socket; the fan-out reads each stream once, with one
+FastStream subscriber per partition stream (no consumer group: every lobby process reads
+everything), while anyone listens; the last one to leave stops them.
 
-No gap: a listener is registered, and the reader's position in every stream is fixed, before
-:meth:`EventFanout.listen` returns; so an entry is either already in the game's log when the
-listener reads it, or is delivered to the listener's queue afterwards (or both: listeners
-skip versions they have already sent).
+No gap: a listener is registered, and the subscribers' positions in every stream are fixed,
+before :meth:`EventFanout.listen` returns; so an entry is either already in the game's log
+when the listener reads it, or is delivered to the listener's queue afterwards (or both:
+listeners skip versions they have already sent).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import structlog
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
-from shared.bus import Keys
+from shared.bus import Broker, Delivery, Keys, follow
 from shared.contracts import DecisionRequest, Notification
-from shared.loops import Backoff
 
-log = structlog.get_logger("caravel.fanout")
+BATCH = 500
 
 Delivered = Notification | DecisionRequest
 
@@ -38,17 +35,17 @@ class EventFanout:
         self.redis = redis
         self.keys = keys
         self.block_ms = block_ms
+        self.broker = Broker(redis, readers=2 * keys.partitions)  # events and decisions
         self._listeners: dict[str, set[asyncio.Queue[Delivered]]] = {}
         self._decisions = {keys.decisions(p) for p in keys.all_partitions()}
-        self._positions: dict[str, bytes] = {}
-        self._reader: asyncio.Task[None] | None = None
+        self._subscribers: list[Any] = []
         self._starting = asyncio.Lock()
 
     @asynccontextmanager
     async def listen(self, game_id: str) -> AsyncIterator[asyncio.Queue[Delivered]]:
         """A queue of the game's notifications and decision requests appended from now on,
-        while in the block. A request comes after the notification of its version, except
-        when a read cuts the event stream short (then before it)."""
+        while in the block. A request usually comes after the notification of its version
+        (they are read by two subscribers: not always)."""
         queue: asyncio.Queue[Delivered] = asyncio.Queue()
         self._listeners.setdefault(game_id, set()).add(queue)
         try:
@@ -59,57 +56,48 @@ class EventFanout:
             queues.discard(queue)
             if not queues:
                 self._listeners.pop(game_id, None)
+            if not self._listeners:
+                await self._stop_reading()
 
     async def close(self) -> None:
         """Stop reading (at shutdown, before the Redis client goes away)."""
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+        self._listeners.clear()
+        await self._stop_reading()
+        await self.broker.stop()  # its subscribers' own pool
 
     async def _ensure_reading(self) -> None:
         async with self._starting:
-            if self._reader is not None and not self._reader.done():
+            if self._subscribers:
                 return
             events = [self.keys.events(p) for p in self.keys.all_partitions()]
-            streams = events + sorted(self._decisions)  # events first in each reply
+            streams = events + sorted(self._decisions)
             async with self.redis.pipeline(transaction=False) as pipe:
                 for stream in streams:
                     pipe.xrevrange(stream, count=1)
                 tails: list[Any] = await pipe.execute()
-            self._positions = {
-                s: (t[0][0] if t else b"0-0") for s, t in zip(streams, tails, strict=True)
-            }
-            self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        """Read every partition stream and hand each entry to its game's listeners; return
-        once nobody listens (the next listener starts a fresh reader)."""
-        backoff = Backoff()
-        while self._listeners:
-            try:
-                reply: Any = await self.redis.xread(
-                    self._positions,  # type: ignore[arg-type]
-                    count=500,
-                    block=self.block_ms,
+            await self.broker.connect()
+            for stream, tail in zip(streams, tails, strict=True):
+                after = tail[0][0].decode() if tail else "0-0"
+                subscriber = follow(
+                    self.broker, stream, after, BATCH, self._deliver, block_ms=self.block_ms
                 )
-            except RedisError as e:
-                delay = backoff.next_delay()
-                log.warning("event fan-out read failed; retrying", error=str(e), retry_in_s=delay)
-                await asyncio.sleep(delay)
-                continue
-            backoff.reset()
-            for stream, entries in reply or []:
-                name = stream.decode()
-                for entry_id, fields in entries:
-                    self._positions[name] = entry_id
-                    self._deliver(name, fields)
+                self._subscribers.append(subscriber)
+                await subscriber.start()
 
-    def _deliver(self, stream: str, fields: dict[bytes, bytes]) -> None:
-        item: Delivered
-        if stream in self._decisions:
-            item = DecisionRequest.model_validate_json(fields[b"r"])
-        else:
-            item = Notification.from_fields(fields)
-        for queue in self._listeners.get(item.game_id, ()):
-            queue.put_nowait(item)
+    async def _stop_reading(self) -> None:
+        async with self._starting:
+            if self._listeners:
+                return  # someone came back meanwhile
+            subscribers, self._subscribers = self._subscribers, []
+            for subscriber in subscribers:
+                await subscriber.stop()
+
+    async def _deliver(self, deliveries: list[Delivery]) -> None:
+        for d in deliveries:
+            item: Delivered
+            if d.stream in self._decisions:
+                item = DecisionRequest.model_validate_json(d.fields[b"r"])
+            else:
+                item = Notification.from_fields(d.fields)
+            for queue in self._listeners.get(item.game_id, ()):
+                queue.put_nowait(item)

@@ -1,6 +1,7 @@
 """The views projection: each game's spectator view and what each seat sees, kept in Redis.
 
-It follows the partition event streams through its own consumer group. An entry only says
+It follows the partition event streams through its own consumer group, one FastStream batch
+subscriber per partition stream (``shared.bus.GroupConsumer``). An entry only says
 "this game changed, up to this version": the projector brings its cached state of the game
 up to the newest version in the game's log (the engine's log, server side, so it can apply
 the events' hidden parts), then stores the game's ``view`` for a spectator and, per seat,
@@ -22,18 +23,18 @@ import structlog
 from pydantic_core import to_json
 from redis.asyncio import Redis
 
-from shared.bus import Delivery, GroupReader, Keys, ensure_group
+from shared.bus import Broker, Delivery, GroupConsumer, Keys
 from shared.bus.scripts import Batch, Library
 from shared.contracts import Notification
 from shared.eventstore import EventStore, GameCodec
 from shared.games import api
-from shared.loops import keep_running
 from shared.views import seat_part
 
 log = structlog.get_logger("caravel.views")
 
 GROUP = "views"
 CACHE_GAMES = 20_000
+BATCH = 500
 
 _WRITE = """
 -- KEYS: 1 view hash, 2 view updates. ARGV: 1 version, 2 game id, then field/value pairs.
@@ -62,47 +63,52 @@ class Projected:
 
 
 class ViewProjector:
-    def __init__(self, redis: Redis, keys: Keys, consumer: str | None = None) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        consumer: str | None = None,
+        claim_idle_ms: int = 10_000,
+    ) -> None:
         self.redis = redis
         self.keys = keys
         self.store = EventStore(redis, keys)
         self.codec = GameCodec()
-        self.reader = GroupReader(redis, GROUP, consumer or f"views-{uuid.uuid4().hex[:8]}", keys)
+        self.broker = Broker(redis, readers=keys.partitions)
+        self.consumer = GroupConsumer(
+            self.broker,
+            redis,
+            GROUP,
+            consumer or f"views-{uuid.uuid4().hex[:8]}",
+            keys,
+            self.handle,
+            batch=BATCH,
+            claim_idle_ms=claim_idle_ms,
+        )
         self.games: OrderedDict[str, Projected] = OrderedDict()
         self._streams = [keys.events(p) for p in keys.all_partitions()]
 
     async def start(self) -> None:
+        """Subscribe to every partition's event stream (groups made from their start)."""
+        await self.broker.start()
         for stream in self._streams:
-            await ensure_group(self.redis, stream, GROUP)
+            await self.consumer.subscribe(stream)
 
-    async def run(self, stop: asyncio.Event, claim_idle_ms: int = 10_000) -> None:
-        """Project until ``stop``; every ``claim_idle_ms`` / 2, first take over what another
-        projector left pending that long (it died), and a batch that fails stays pending."""
+    async def run(self, stop: asyncio.Event) -> None:
+        """Project until ``stop``; every claim time / 2, take over what another projector
+        left pending that long (it died); a batch that fails stays pending."""
         await self.start()
-
-        async def serve_round() -> None:
-            await self.handle(await self.reader.next_batch(self._streams, 500, 100, claim_idle_ms))
-
-        await keep_running(
-            stop, serve_round, log, "views batch failed; it stays pending and is reclaimed"
-        )
-
-    async def step(self, block_ms: int | None = None, count: int = 500) -> int:
-        """Project one batch of notifications; returns how many entries it read."""
-        deliveries = await self.reader.read(self._streams, count, block_ms)
-        await self.handle(deliveries)
-        return len(deliveries)
+        try:
+            await self.consumer.run(stop)
+        finally:
+            await self.broker.stop()
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
         """Project the games the entries name, then acknowledge the entries."""
         changed = {Notification.from_fields(d.fields).game_id for d in deliveries}
         if changed:
             await self.project(sorted(changed))
-        by_stream: dict[str, list[str]] = {}
-        for d in deliveries:
-            by_stream.setdefault(d.stream, []).append(d.id)
-        for stream, ids in by_stream.items():
-            await self.reader.ack(stream, ids)
+        await self.consumer.ack(deliveries)
 
     async def project(self, game_ids: Sequence[str]) -> None:
         """Bring each game's view up to the newest version of its log."""

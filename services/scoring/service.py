@@ -2,10 +2,13 @@
 
 SQL is the source of truth for how far it has read: each stream's last entry id is stored
 in the transaction that writes the rows those entries produced, and the service reads on
-from there with ``XREAD`` (no consumer group, so there is no acknowledgement that could
-disagree with SQL after a crash). A checkpoint moves by compare-and-set: a second scoring
-process on the same database loses the race, rolls back and reads again, instead of counting
-anything twice. Each entry only says "this game reached version v": the service applies that
+from there: one FastStream subscriber per partition event stream, without a consumer group
+(``XREAD``; ``shared.bus.follow``), so there is no acknowledgement that could disagree with
+SQL after a crash. A checkpoint moves by compare-and-set: a second scoring process on the
+same database loses the race, rolls back and reads that stream again from the checkpoint,
+instead of counting anything twice; a failed batch sets its stream back to its checkpoint
+too. Batches are scored one at a time (ratings span partitions). Each entry only says
+"this game reached version v": the service applies that
 game's events from its full log (hidden parts included, it is trusted) up to v, skipping
 versions the game's row says are applied already.
 
@@ -19,7 +22,7 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +30,10 @@ import structlog
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
-from shared.bus import Keys
+from shared.bus import Broker, Delivery, Keys, follow
 from shared.bus.retention import mark_read
 from shared.contracts import EventEnvelope, Notification, Seats
 from shared.eventstore import Archive, EventStore, GameCodec
-from shared.loops import keep_running
 
 from .db import (
     CheckpointMoved,
@@ -76,75 +78,107 @@ class ScoringService:
         self.games: OrderedDict[str, GameProgress] = OrderedDict()
         self.streams = [keys.events(p) for p in keys.all_partitions()]
         self.positions: dict[str, str] = {}
-        self._reread = False  # a round failed: read the checkpoints from SQL again
+        self.broker = Broker(redis, readers=keys.partitions)
+        self._subscribers: dict[str, Any] = {}
+        self._scoring = asyncio.Lock()  # one batch at a time: ratings span partitions
 
     async def start(self) -> None:
-        """Create the tables if needed and read the checkpoints."""
+        """Create the tables if needed, read the checkpoints and follow every stream from
+        its checkpoint."""
         await asyncio.to_thread(create_tables, self.db)
         self.positions = await asyncio.to_thread(self._checkpoints)
         await mark_read(self.redis, MARK_GROUP, self.positions)
+        await self.broker.start()
+        for stream in self.streams:
+            subscriber = follow(
+                self.broker,
+                stream,
+                self.positions[stream],
+                self.batch_size,
+                self._handler(stream),
+            )
+            self._subscribers[stream] = subscriber
+            await subscriber.start()
 
     def _checkpoints(self) -> dict[str, str]:
         with self.db.begin() as conn:
             return load_checkpoints(conn, self.streams)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Project until ``stop`` is set; a failed batch is read again after a pause."""
+        """Project until ``stop`` is set (the subscribers do, batch by batch)."""
         await self.start()
-        failure = "scoring batch failed; reading it again"
-        await keep_running(stop, self.serve_round, log, failure, on_error=self.distrust)
+        try:
+            await stop.wait()
+        finally:
+            await self.close()
 
-    async def serve_round(self) -> None:
-        """Read the checkpoints again if a round failed, then project one batch."""
-        if self._reread:
-            self.positions = await asyncio.to_thread(self._checkpoints)
-            self._reread = False
-        await self.step(block_ms=100)
+    async def close(self) -> None:
+        for subscriber in self._subscribers.values():
+            await subscriber.stop()
+        self._subscribers.clear()
+        await self.broker.stop()
 
-    def distrust(self) -> None:
-        """After a failed round the positions read may be ahead of SQL: read them again
-        (in the next round, so a database still away is retried, not fatal)."""
-        self._reread = True
+    def _handler(self, stream: str) -> Callable[[list[Delivery]], Awaitable[None]]:
+        async def on_batch(deliveries: list[Delivery]) -> None:
+            async with self._scoring:
+                await self.score(stream, deliveries)
 
-    async def step(self, block_ms: int | None = None) -> int:
-        """Project one batch of notifications; returns how many entries it read."""
-        reply: Any = await self.redis.xread(
-            {stream: last for stream, last in self.positions.items()},
-            count=self.batch_size,
-            block=block_ms,
-        )
-        targets: dict[str, int] = {}
-        moves: dict[str, tuple[str, str]] = {}
-        read = 0
-        for raw_stream, entries in reply or []:
-            stream = raw_stream.decode()
-            for _, fields in entries:
-                note = Notification.from_fields(fields)
-                targets[note.game_id] = max(targets.get(note.game_id, 0), note.version)
-                read += 1
-            moves[stream] = (self.positions[stream], entries[-1][0].decode())
-        if not read:
+        return on_batch
+
+    async def caught_up(self) -> bool:
+        """Every stream scored up to its newest entry (for tools and tests that wait)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for stream in self.streams:
+                pipe.xrevrange(stream, count=1)
+            tails: list[Any] = await pipe.execute()
+        newest = {
+            s: (t[0][0].decode() if t else "0-0") for s, t in zip(self.streams, tails, strict=True)
+        }
+        return all(_id(self.positions.get(s, "0-0")) >= _id(newest[s]) for s in self.streams)
+
+    async def score(self, stream: str, deliveries: list[Delivery]) -> int:
+        """Score one batch of a stream and move its checkpoint; returns how many entries
+        counted. A batch that fails, or finds the checkpoint moved by another process, sets
+        the stream's reading back to the checkpoint in SQL."""
+        start = _id(self.positions[stream])
+        deliveries = [d for d in deliveries if _id(d.id) > start]  # read before a set-back
+        if not deliveries:
             return 0
+        targets: dict[str, int] = {}
+        for d in deliveries:
+            note = Notification.from_fields(d.fields)
+            targets[note.game_id] = max(targets.get(note.game_id, 0), note.version)
+        moves = {stream: (self.positions[stream], deliveries[-1].id)}
         try:
             rows = await self._project(targets)
             await asyncio.to_thread(self._commit, rows, moves)
-        except CheckpointMoved:
-            log.info("another scoring process moved first", scoring=self.id)
+        except Exception as e:
             self._forget(targets)
-            self.positions = await asyncio.to_thread(self._checkpoints)
-            return read
-        except Exception:
-            self._forget(targets)
-            raise
-        self.positions.update({stream: new for stream, (_, new) in moves.items()})
-        await mark_read(self.redis, MARK_GROUP, {stream: new for stream, (_, new) in moves.items()})
+            if isinstance(e, CheckpointMoved):
+                log.info("another scoring process moved first", scoring=self.id, stream=stream)
+            else:
+                log.exception("scoring batch failed; reading it again", stream=stream)
+            await self._set_back(stream)
+            return 0
+        self.positions[stream] = deliveries[-1].id
+        await mark_read(self.redis, MARK_GROUP, {stream: deliveries[-1].id})
         for game_id in targets:  # a finished game gets no more events
             progress = self.games.get(game_id)
             if progress is not None and progress.finished_at is not None:
                 del self.games[game_id]
         while len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)
-        return read
+        return len(deliveries)
+
+    async def _set_back(self, stream: str) -> None:
+        """Read ``stream`` again from its checkpoint in SQL (kept if SQL is away)."""
+        try:
+            self.positions[stream] = (await asyncio.to_thread(self._checkpoints))[stream]
+        except Exception:
+            log.exception("could not read the checkpoints", stream=stream)
+        subscriber = self._subscribers.get(stream)
+        if subscriber is not None:
+            subscriber.last_id = self.positions[stream]
 
     def _forget(self, game_ids: Mapping[str, int]) -> None:
         """Drop cached games whose rows were not written: they reload from SQL and the log."""
@@ -270,3 +304,9 @@ class ScoringService:
     def _rate(self, finished: Sequence[FinishedGame]) -> None:
         with self.db.begin() as conn:
             rate(conn, finished)
+
+
+def _id(entry_id: str) -> tuple[int, int]:
+    """A stream entry id, comparable."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)

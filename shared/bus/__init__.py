@@ -1,16 +1,20 @@
-"""The bus: stream names, consumer groups, reclaiming and dead letters on Redis Streams."""
+"""The bus: stream names, consumer groups, reclaiming and dead letters on Redis Streams,
+read through FastStream."""
 
 from .commands import CommandSender
 from .connection import connect
-from .consumer import Delivery, GroupReader, ensure_group
+from .consumer import BODY, Broker, Delivery, GroupConsumer, ensure_group, follow
 from .keys import Keys, delete_namespace
 
 __all__ = [
+    "BODY",
+    "Broker",
     "CommandSender",
     "Delivery",
-    "GroupReader",
+    "GroupConsumer",
     "Keys",
     "connect",
     "delete_namespace",
     "ensure_group",
+    "follow",
 ]

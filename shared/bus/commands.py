@@ -1,4 +1,5 @@
-"""Sending commands to the engine: onto the game's partition command stream."""
+"""Sending commands to the engine: published through FastStream onto the game's partition
+command stream (the command's JSON in the entry's body field, ``BODY``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from redis.asyncio import Redis
 
 from shared.contracts import CommandEnvelope, CommandResult
 
+from .consumer import Broker
 from .keys import Keys
 
 WAIT_SLICE_S = 1.0  # well under any socket timeout a client is given
@@ -17,20 +19,20 @@ WAIT_SLICE_S = 1.0  # well under any socket timeout a client is given
 class CommandSender:
     """Puts commands on partition command streams and reads their results."""
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, broker: Broker | None = None) -> None:
         self.redis = redis
         self.keys = keys
+        self.broker = broker or Broker(redis)
 
     async def send(self, command: CommandEnvelope) -> str:
         """Queue ``command``; returns the stream entry id. The engine answers asynchronously."""
-        stream = self.keys.commands(self.keys.partition(command.game_id))
-        entry = await self.redis.xadd(stream, {"c": command.model_dump_json()})
-        return entry.decode() if isinstance(entry, bytes) else str(entry)
+        return await self.send_raw(command.game_id, command.model_dump_json().encode())
 
     async def send_raw(self, game_id: str, payload: bytes | str) -> str:
         """Queue anything at all on a game's partition stream (the engine must survive it)."""
         stream = self.keys.commands(self.keys.partition(game_id))
-        entry = await self.redis.xadd(stream, {"c": payload})
+        body = payload.encode() if isinstance(payload, str) else payload
+        entry: Any = await self.broker.publish(body, stream=stream)
         return entry.decode() if isinstance(entry, bytes) else str(entry)
 
     async def result(

@@ -1,28 +1,60 @@
-"""Reading partition streams through consumer groups, without losing anything.
+"""Reading partition streams through consumer groups, on FastStream, without losing anything.
 
-- Groups are created explicitly from the start of the stream (id ``0``), so a group made
-  after events were written still sees them all (``$`` would skip them).
-- ``read`` takes new entries (``>``) of many streams in one call, in stream order.
-- ``reclaim`` takes over entries another consumer left pending for longer than an idle
-  threshold (``XAUTOCLAIM``); an entry delivered ``max_deliveries`` times goes to its
-  partition's dead-letter stream with the reason instead of looping for ever.
+Every service that reads the bus does it through a :class:`GroupConsumer`: one FastStream
+``StreamSub`` batch subscriber per stream (per partition: on a Redis Cluster each read goes
+to the stream's node), on a ``RedisBroker`` over the service's own Redis client, the
+acknowledgement left to the service (``AckPolicy.MANUAL``: the engine acknowledges inside its
+atomic append script). This module is the one adapter for what FastStream 0.7 does not do:
 
-Redis never redelivers a pending entry by itself (nor does FastStream's ``nack``): an entry
-is retried only when a live consumer reclaims it.
+- Groups are created from the start of the stream (id ``0``) before a subscriber starts, so
+  a group made after events were written still sees them all. (``StreamSub(last_id="0")``
+  creates it so, but then reads the consumer's own history for ever, never ``>``, once the
+  group exists already.)
+- Reclaiming: every ``claim_idle_ms`` / 2 the entries another consumer left pending that long
+  (it died, or could not handle them) are taken over (``XAUTOCLAIM``) in batches and handed
+  to the same handler, one stream at a time with its subscriber; an entry delivered
+  ``max_deliveries`` times goes to the dead-letter stream with the reason instead. FastStream's
+  ``min_idle_time`` subscriber claims one entry per call, knows no delivery count on Redis
+  before 8.4, and polls without pause while the pending list holds busy entries.
+- A stream whose group vanished (a Redis restarted without its data): FastStream stops the
+  subscriber for good; here the group is made again, from the start, and it restarts.
+- Streams can be added and removed while running (the engine's partitions change hands), and
+  a newly added stream's pending entries can be handled before any new one (``drain``).
+
+Redis never redelivers a pending entry by itself: an entry is retried only when a live
+consumer reclaims it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
+import structlog
+from faststream import AckPolicy
+from faststream._internal.parser import DefaultCodec
+from faststream.message import StreamMessage
+from faststream.redis import RedisBroker, StreamSub
+from faststream.redis.configs.state import RedisConnectionState
+from faststream.redis.message import DATA_KEY
+from faststream.redis.parser.message import MessageFormat
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ResponseError
 
+from shared.loops import keep_running
+
 from .keys import Keys
+
+log = logging.getLogger("caravel.bus")  # FastStream's lines (stdlib, through structlog's)
+slog = structlog.get_logger("caravel.bus")
+
+BLOCK_MS = 1000  # a subscriber's blocking read: entries arrive at once, this is only idle time
+STOP_WAIT_S = 5.0  # stopping a subscriber waits this long for the batch it is handling
+SPARE_CONNECTIONS = 4  # a subscriber pool's connections beyond one per stream
 
 
 async def ensure_group(redis: Redis, stream: str, group: str) -> None:
@@ -41,69 +73,266 @@ class Delivery:
     fields: dict[bytes, bytes]
 
 
+Handler = Callable[[list[Delivery]], Awaitable[None]]
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-class GroupReader:
-    """One consumer of one group over any number of streams."""
+class _GivenClient(RedisConnectionState):
+    """The broker's connection: a client made by the service (its hiredis packing), closed
+    by the broker only if it was made for it (``owned``)."""
+
+    def __init__(self, client: Redis, owned: bool) -> None:
+        super().__init__({})
+        self._client = self._given = client
+        self._owned = owned
+
+    async def connect(self) -> Any:
+        self._connected = True
+        return self._client
+
+    async def disconnect(self) -> None:
+        self._connected = False
+        if self._owned:
+            await self._given.connection_pool.disconnect()
+
+
+def _readers_client(client: Redis, readers: int) -> Redis:
+    """A client of ``client``'s server with a pool of its own, one connection per blocking
+    subscriber and a few more: per-stream subscribers must not use up (or wait for) the
+    service's pool, which its handlers share."""
+    pool = client.connection_pool
+    own = BlockingConnectionPool(
+        connection_class=pool.connection_class,
+        max_connections=readers + SPARE_CONNECTIONS,
+        timeout=STOP_WAIT_S,
+        **pool.connection_kwargs,
+    )
+    return Redis.from_pool(own)
+
+
+BODY = DATA_KEY.encode()  # the field of a stream entry FastStream publishes a message in
+
+
+class PlainBody(MessageFormat):
+    """Messages published as their body alone (a contract's JSON), with no FastStream
+    headers in front: every reader, FastStream or not, parses the field as it is."""
+
+    @classmethod
+    async def encode(
+        cls,
+        *,
+        message: Any,
+        reply_to: str | None,
+        headers: dict[str, Any] | None,
+        correlation_id: str,
+        serializer: Any = None,
+        codec: Any = None,
+    ) -> bytes:
+        payload, _ = await (codec or DefaultCodec()).encode(message, serializer)
+        return bytes(payload)
+
+    @classmethod
+    def parse(cls, data: bytes) -> tuple[bytes, dict[str, Any]]:
+        return data, {}
+
+
+class Broker(RedisBroker):
+    """A FastStream ``RedisBroker`` on a service's Redis client, publishing plain bodies
+    (publishing needs no :meth:`start`). With ``readers``, the number of streams it may
+    subscribe to, its subscribers read on a pool of their own of that size (plus spares)."""
+
+    def __init__(self, client: Redis, readers: int = 0, **options: Any) -> None:
+        self._given = client if not readers else _readers_client(client, readers)
+        self._owned = bool(readers)
+        options.setdefault("message_format", PlainBody)
+        options.setdefault("logger", log)
+        options.setdefault("log_level", logging.DEBUG)  # a line per batch is for debugging
+        options.setdefault("graceful_timeout", STOP_WAIT_S)
+        super().__init__(**options)
+
+    def _make_connection_state(
+        self, connection_options: dict[str, Any], kwargs: dict[str, Any]
+    ) -> Any:
+        return _GivenClient(self._given, self._owned)
+
+
+async def _parse(raw: Any) -> StreamMessage[Any]:
+    """A batch as it came: no JSON round trip of every entry (the handler parses the
+    fields it needs, once)."""
+    ids = raw["message_ids"]
+    return StreamMessage(
+        raw_message=raw, body=b"", headers={}, message_id=_text(ids[0]) if ids else ""
+    )
+
+
+async def _decode(message: StreamMessage[Any]) -> Any:
+    raw = message.raw_message
+    stream = raw["channel"]
+    return [
+        Delivery(stream, _text(i), fields)
+        for i, fields in zip(raw["message_ids"], raw["data"], strict=True)
+    ]
+
+
+def follow(
+    broker: RedisBroker,
+    stream: str,
+    after: str,
+    batch: int,
+    handle: Handler,
+    block_ms: int = BLOCK_MS,
+) -> Any:
+    """A FastStream subscriber reading ``stream`` without a consumer group (``XREAD``), in
+    batches, from the entry after ``after``. Its position is its ``last_id``, moved past a
+    batch before the batch is handled: a reader that keeps positions of its own (scoring's
+    SQL checkpoints) sets it back from inside ``handle`` when a batch fails (no read of the
+    stream is in flight then). Start it with ``await subscriber.start()``."""
+    subscriber = broker.subscriber(
+        stream=StreamSub(
+            stream, batch=True, max_records=batch, last_id=after, polling_interval=block_ms
+        ),
+        parser=_parse,
+        decoder=_decode,
+        persistent=False,
+    )
+    subscriber(handle)
+    return subscriber
+
+
+class GroupConsumer:
+    """One consumer of one group over any number of streams, each read by a FastStream batch
+    subscriber whose batches go to ``handle`` (which acknowledges what it is done with)."""
 
     def __init__(
         self,
+        broker: RedisBroker,
         redis: Redis,
         group: str,
         consumer: str,
         keys: Keys,
+        handle: Handler,
+        *,
+        batch: int = 200,
         max_deliveries: int = 5,
+        claim_idle_ms: int = 10_000,
     ) -> None:
+        self.broker = broker
         self.redis = redis
         self.group = group
         self.consumer = consumer
         self.keys = keys  # names the dead-letter stream of each partition
+        self.handle = handle
+        self.batch = batch
         self.max_deliveries = max_deliveries
-        self._next_claim = 0.0  # when next_batch next takes over idle pending entries
+        self.claim_idle_ms = claim_idle_ms
+        self._subscribers: dict[str, Any] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
 
-    async def read(
-        self, streams: Sequence[str], count: int, block_ms: int | None
-    ) -> list[Delivery]:
-        """New entries of ``streams`` for this consumer (blocking up to ``block_ms``)."""
-        if not streams:
-            return []
-        raw: Any = await self._in_group(
-            streams,
-            lambda: self.redis.xreadgroup(
-                self.group, self.consumer, dict.fromkeys(streams, ">"), count=count, block=block_ms
+    @property
+    def streams(self) -> list[str]:
+        return list(self._subscribers)
+
+    async def subscribe(self, stream: str) -> None:
+        """Read ``stream`` from now on (its group made from the start if missing). To
+        handle what is pending first, :meth:`reclaim` it with no idle time before."""
+        if stream in self._subscribers:
+            return
+        await ensure_group(self.redis, stream, self.group)
+        lock = self._locks.setdefault(stream, asyncio.Lock())
+        subscriber = self.broker.subscriber(
+            stream=StreamSub(
+                stream,
+                group=self.group,
+                consumer=self.consumer,
+                batch=True,
+                max_records=self.batch,
+                polling_interval=BLOCK_MS,
             ),
+            ack_policy=AckPolicy.MANUAL,
+            parser=_parse,
+            decoder=_decode,
+            persistent=False,
+            title=f"{stream}:{self.group}",
         )
-        return [
-            Delivery(_text(stream), _text(entry_id), fields)
-            for stream, entries in raw or []
-            for entry_id, fields in entries
-            if fields is not None
-        ]
 
-    async def _in_group(self, streams: Sequence[str], call: Callable[[], Awaitable[Any]]) -> Any:
-        """``call()``; if a stream has lost its group (a Redis restarted without its data
-        has none), make the groups again, from the start of the streams, and call again,
-        instead of failing every round until a restart."""
+        async def on_batch(deliveries: Any) -> None:
+            async with lock:
+                await self.handle(deliveries)
+
+        subscriber(on_batch)
+        self._subscribers[stream] = subscriber
+        await subscriber.start()
+
+    async def unsubscribe(self, stream: str) -> None:
+        """Stop reading ``stream`` (the batch being handled, if any, is finished first)."""
+        subscriber = self._subscribers.pop(stream, None)
+        if subscriber is not None:
+            await subscriber.stop()
+
+    async def close(self) -> None:
+        for stream in list(self._subscribers):
+            await self.unsubscribe(stream)
+
+    async def run(self, stop: asyncio.Event, on_error: Callable[[], None] | None = None) -> None:
+        """Reclaim idle entries every ``claim_idle_ms`` / 2 until ``stop``, then stop every
+        subscriber."""
         try:
-            return await call()
+            await keep_running(
+                stop,
+                self.reclaim_idle,
+                slog,
+                f"{self.group}: reclaiming failed; retrying",
+                period_s=self.claim_idle_ms / 2000,
+                on_error=on_error,
+            )
+        finally:
+            await self.close()
+
+    async def reclaim_idle(self) -> None:
+        """Take over every stream's entries idle for ``claim_idle_ms``."""
+        await self.revive()
+        for stream in list(self._subscribers):
+            await self.reclaim(stream, self.claim_idle_ms)
+
+    async def revive(self) -> None:
+        """Restart the subscribers FastStream stopped because their group vanished (a Redis
+        restarted without its data): the group is made again, from the stream's start."""
+        for stream, subscriber in list(self._subscribers.items()):
+            if not subscriber.running:
+                slog.warning("subscriber stopped; restarting it", stream=stream, group=self.group)
+                await ensure_group(self.redis, stream, self.group)
+                await subscriber.start()
+
+    async def reclaim(
+        self, stream: str, min_idle_ms: int, still: Callable[[], bool] = lambda: True
+    ) -> int:
+        """Handle the entries of ``stream`` pending longer than ``min_idle_ms``, batch by
+        batch while ``still()`` holds, with the stream's subscriber held off; returns how
+        many were handled."""
+        handled = 0
+        async with self._locks.setdefault(stream, asyncio.Lock()):
+            while still():
+                batch = await self.claim(stream, min_idle_ms, self.batch)
+                if batch:
+                    await self.handle(batch)
+                    handled += len(batch)
+                if len(batch) < self.batch:
+                    break
+        return handled
+
+    async def claim(self, stream: str, min_idle_ms: int, count: int) -> list[Delivery]:
+        """Take over entries pending longer than ``min_idle_ms`` (XAUTOCLAIM); dead-letter
+        the ones delivered too often. Returns the entries to handle again, in order."""
+        try:
+            reply: Any = await self._autoclaim(stream, min_idle_ms, count)
         except ResponseError as e:
             if "NOGROUP" not in str(e):
                 raise
-        for stream in streams:
             await ensure_group(self.redis, stream, self.group)
-        return await call()
-
-    async def reclaim(self, stream: str, min_idle_ms: int, count: int) -> list[Delivery]:
-        """Take over entries pending longer than ``min_idle_ms`` (XAUTOCLAIM); dead-letter
-        the ones delivered too often. Returns the entries to handle again, in order."""
-        reply: Any = await self._in_group(
-            [stream],
-            lambda: self.redis.xautoclaim(
-                stream, self.group, self.consumer, min_idle_ms, start_id="0-0", count=count
-            ),
-        )
+            reply = await self._autoclaim(stream, min_idle_ms, count)
         claimed = [(_text(i), f) for i, f in reply[1] if f is not None]
         if not claimed:
             return []
@@ -126,21 +355,22 @@ class GroupReader:
                 out.append(delivery)
         return out
 
-    async def next_batch(
-        self, streams: Sequence[str], count: int, block_ms: int | None, claim_idle_ms: int
-    ) -> list[Delivery]:
-        """New entries of ``streams``; but every ``claim_idle_ms`` / 2, first the entries
-        other consumers of the group left pending that long (they died, or could not handle
-        them), so a live consumer handles them again."""
-        now = time.monotonic()
-        if now >= self._next_claim:
-            self._next_claim = now + claim_idle_ms / 2000
-            reclaimed: list[Delivery] = []
-            for stream in streams:
-                reclaimed += await self.reclaim(stream, claim_idle_ms, count)
-            if reclaimed:
-                return reclaimed
-        return await self.read(streams, count, block_ms)
+    def _autoclaim(self, stream: str, min_idle_ms: int, count: int) -> Awaitable[Any]:
+        return self.redis.xautoclaim(
+            stream, self.group, self.consumer, min_idle_ms, start_id="0-0", count=count
+        )
+
+    async def caught_up(self) -> bool:
+        """Every entry of every subscribed stream delivered and acknowledged (for tools and
+        tests that wait for a consumer to be done, instead of sleeping)."""
+        for stream in self._subscribers:
+            groups: Any = await self.redis.xinfo_groups(stream)
+            mine = next(g for g in groups if _text(g["name"]) == self.group)
+            newest: Any = await self.redis.xrevrange(stream, count=1)
+            last = _text(newest[0][0]) if newest else "0-0"
+            if mine["pending"] or _text(mine["last-delivered-id"]) != last:
+                return False
+        return True
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> None:
         """Move an entry to its partition's dead-letter stream (with why) and acknowledge
@@ -157,6 +387,10 @@ class GroupReader:
             pipe.xack(delivery.stream, self.group, delivery.id)
             await pipe.execute()
 
-    async def ack(self, stream: str, ids: Sequence[str]) -> None:
-        if ids:
+    async def ack(self, deliveries: Sequence[Delivery]) -> None:
+        """Acknowledge ``deliveries`` (one call per stream)."""
+        by_stream: dict[str, list[str]] = {}
+        for d in deliveries:
+            by_stream.setdefault(d.stream, []).append(d.id)
+        for stream, ids in by_stream.items():
             await self.redis.xack(stream, self.group, *ids)

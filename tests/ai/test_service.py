@@ -14,12 +14,19 @@ from redis.asyncio import Redis
 from services.ai import service
 from services.ai.service import BotPlayer
 from services.lobby.views import ViewProjector
-from shared.bus import CommandSender, GroupReader, Keys, ensure_group
+from shared.bus import BODY, CommandSender, Keys, ensure_group
 from shared.contracts import CommandEnvelope, DecisionRequest, Seats
 from shared.contracts.records import BOT_PREFIX
 from shared.eventstore import EventStore
 
-from ..backbone.helpers import create_game, running_engine, settings_for, wait_for
+from ..backbone.helpers import (
+    create_game,
+    read_as,
+    running_engine,
+    running_projector,
+    settings_for,
+    wait_for,
+)
 
 
 @asynccontextmanager
@@ -77,7 +84,7 @@ async def test_a_deadline_shorter_than_the_budget_is_still_met(redis: Redis, key
             commands: Any = await redis.xrange(keys.commands(partition))
             sent = {}
             for entry_id, fields in commands:
-                command = CommandEnvelope.model_validate_json(fields[b"c"])
+                command = CommandEnvelope.model_validate_json(fields[BODY])
                 sent[command.command_id] = int(entry_id.split(b"-")[0]) / 1000
             out = []
             requests: Any = await redis.xrange(keys.decisions(partition))
@@ -110,8 +117,7 @@ async def test_a_request_a_dead_worker_left_pending_is_answered_by_a_live_one(
         projecting = asyncio.create_task(projector.run(stop))
         result = await CommandSender(redis, keys).execute(create_game("g-orphan", players=2))
         await ensure_group(redis, stream, "ai")
-        dead = GroupReader(redis, "ai", "dead-worker", keys)
-        [orphan] = await dead.read([stream], 10, None)  # read, never answered
+        [orphan] = await read_as(redis, "ai", "dead-worker", stream, 10)  # never answered
         request = DecisionRequest.model_validate_json(orphan.fields[b"r"])
         assert request.version == result.version
         player = BotPlayer(redis, keys, settings_for(keys, claim_idle_ms=200))
@@ -160,17 +166,15 @@ async def test_a_request_waits_for_its_view_and_the_projection_wakes_it(
         await asyncio.sleep(0.3)
         assert not answering.done()
         assert await redis.xlen(keys.commands(partition)) == 1  # create_game only
-        projector = ViewProjector(redis, keys)
-        await projector.start()
         projected = time.monotonic()
-        assert await projector.step(block_ms=1000) >= 1
-        assert await asyncio.wait_for(answering, service.VIEW_WAIT_S) is True
+        async with running_projector(redis, keys):
+            assert await asyncio.wait_for(answering, service.VIEW_WAIT_S) is True
         assert time.monotonic() - projected < 1.0
         updates: Any = await redis.xrange(keys.view_updates(partition))
-        [(_, update)] = updates
+        (_, update), *_ = updates  # the first view written (the bot's move may follow)
         assert update == {b"g": b"g-wake", b"v": str(request.version).encode()}
     commands: Any = await redis.xrange(keys.commands(partition))
-    sent = [CommandEnvelope.model_validate_json(fields[b"c"]) for _, fields in commands]
+    sent = [CommandEnvelope.model_validate_json(fields[BODY]) for _, fields in commands]
     answer = next(c for c in sent if c.actor == "bot")
     assert {"type": answer.type, "seat": answer.seat, **answer.payload} == only
 

@@ -11,7 +11,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 from services.engine import Engine
-from shared.bus import CommandSender, Keys
+from services.lobby.views import ViewProjector
+from shared.bus import CommandSender, Delivery, Keys
 from shared.contracts import CommandEnvelope
 from shared.games import age_of_discovery as aod
 from shared.settings import Settings
@@ -71,6 +72,35 @@ async def running_engine(redis: Redis, keys: Keys, **overrides: Any) -> AsyncIte
     finally:
         stop.set()
         await task
+
+
+@asynccontextmanager
+async def running_projector(
+    redis: Redis, keys: Keys, **options: Any
+) -> AsyncIterator[ViewProjector]:
+    """The views projection running (its subscribers follow every event stream)."""
+    projector = ViewProjector(redis, keys, **options)
+    stop = asyncio.Event()
+    task = asyncio.create_task(projector.run(stop))
+    try:
+        await wait_for(lambda: _subscribed(projector, keys))
+        yield projector
+    finally:
+        stop.set()
+        await task
+
+
+async def _subscribed(projector: ViewProjector, keys: Keys) -> bool:
+    return len(projector.consumer.streams) == keys.partitions
+
+
+async def read_as(
+    redis: Redis, group: str, consumer: str, stream: str, count: int
+) -> list[Delivery]:
+    """Entries read by ``consumer`` of ``group`` (pending in its name until acknowledged):
+    what a consumer that then dies leaves behind."""
+    reply = await redis.xreadgroup(group, consumer, {stream: ">"}, count=count)
+    return [Delivery(stream, i.decode(), f) for _, entries in reply for i, f in entries]
 
 
 async def replayed_hash(engine: Engine, game_id: str) -> str:

@@ -9,7 +9,16 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import CommandSender, GroupReader, Keys, connect, delete_namespace, ensure_group
+from shared.bus import (
+    Broker,
+    CommandSender,
+    Delivery,
+    GroupConsumer,
+    Keys,
+    connect,
+    delete_namespace,
+    ensure_group,
+)
 from shared.contracts import (
     SCHEMA_VERSION,
     EncodedEvent,
@@ -20,7 +29,7 @@ from shared.contracts import (
 from shared.eventstore import Append, EventStore, GameCodec
 from shared.games import age_of_discovery as aod
 
-from .helpers import RULES
+from .helpers import RULES, wait_for
 
 
 def game_events(game_id: str, seed: int = 3) -> tuple[list[EventEnvelope], aod.GameState]:
@@ -210,10 +219,26 @@ async def test_a_group_created_after_events_were_written_sees_them_all(
     stream = keys.events(keys.partition("g-late"))
     await ensure_group(redis, stream, "late-projection")
     await ensure_group(redis, stream, "late-projection")  # idempotent
-    reader = GroupReader(redis, "late-projection", "p1", keys)
-    got = await reader.read([stream], count=1000, block_ms=None)
+    got: list[Delivery] = []
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        got.extend(deliveries)
+
+    broker = Broker(redis)
+    consumer = GroupConsumer(broker, redis, "late-projection", "p1", keys, handle)
+    await broker.start()
+    try:
+        await consumer.subscribe(stream)  # a FastStream subscriber, reading from here on
+        await wait_for(lambda: _some(got))
+    finally:
+        await consumer.close()
+        await broker.stop()
     versions = [doc["version"] for d in got for doc in json.loads(d.fields[b"e"])]
     assert versions == list(range(1, len(events) + 1))
+
+
+async def _some(items: list[Delivery]) -> bool:
+    return bool(items)
 
 
 def test_old_events_are_upcast_on_load() -> None:

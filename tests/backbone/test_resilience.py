@@ -12,11 +12,21 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from services.engine import Engine
+from services.engine.worker import GROUP
 from services.health import Health, operations_routes
 from shared.bus import CommandSender, Delivery, Keys, connect
+from shared.contracts import CommandEnvelope
 
 from ..lobby.helpers import free_port
-from .helpers import create_game, play_locally, running_engine, same_partition, settings_for
+from .helpers import (
+    create_game,
+    play_locally,
+    read_as,
+    running_engine,
+    same_partition,
+    settings_for,
+    wait_for,
+)
 
 NO_RETRY = Retry(NoBackoff(), 0)  # errors reach the engine's loop at once, not after retries
 
@@ -97,11 +107,18 @@ async def _livez(health: Health) -> httpx.Response:
         return await client.get("/livez")
 
 
-async def _serve(engine: Engine) -> None:
-    """One pass of what the engine's loop does: reclaim, then read until nothing is new."""
-    await engine.reclaim()
-    while await engine.step(block_ms=20):
-        pass
+async def _serve(engine: Engine, sender: CommandSender, command: CommandEnvelope) -> None:
+    """What the engine's loop does until ``command`` is answered: follow the partitions
+    it holds (a fresh one's pending entries first); then it stops reading."""
+    await engine.follow()
+
+    async def answered() -> bool:
+        return await sender.result(command.game_id, command.command_id) is not None
+
+    try:
+        await wait_for(answered)
+    finally:
+        await engine.consumer.close()
 
 
 async def test_a_batch_read_before_the_lease_was_lost_is_left_to_the_new_owner(
@@ -121,9 +138,9 @@ async def test_a_batch_read_before_the_lease_was_lost_is_left_to_the_new_owner(
     await a.start()
     await a.rebalance()
     await sender.send(create)
-    await _serve(a)
+    await _serve(a, sender, create)
     await sender.send(first)
-    batch = await a.reader.read([keys.commands(p)], 10, None)
+    batch = await read_as(redis, GROUP, a.id, keys.commands(p), 10)
     await redis.set(keys.lease(p), "engine-b")  # A's lease expired and B took it
     await a.rebalance()
     assert p not in a.held
@@ -133,14 +150,17 @@ async def test_a_batch_read_before_the_lease_was_lost_is_left_to_the_new_owner(
     assert pending["pending"] == 1  # `first` is left for the new owner
 
     b = Engine(redis, settings_for(keys), keys, engine_id="engine-b")
+    await b.start()
     b.held, b.fresh = {p}, {p}
     await sender.send(second)
-    await _serve(b)
+    await _serve(b, sender, second)
     await redis.delete(keys.lease(p))  # B goes away; A takes the partition back
     await a.rebalance()
     assert p in a.held
     await sender.send(third)
-    await _serve(a)
+    await _serve(a, sender, third)
+    for engine in (a, b):
+        await engine.broker.stop()
 
     for command in (create, first, second, third):
         result = await sender.result(game_id, command.command_id)
@@ -166,7 +186,7 @@ async def test_a_lease_lost_while_reclaiming_stops_the_reclaim(redis: Redis, key
     await engine.start()
     for command in commands:
         await sender.send(command)
-    await engine.reader.read([keys.commands(p)], 100, None)  # delivered, then left pending
+    await read_as(redis, GROUP, engine.id, keys.commands(p), 100)  # delivered, then left pending
     engine.held, engine.fresh = {p}, {p}
     await asyncio.wait_for(engine.reclaim(), 10)
     assert not await redis.xlen(keys.dead_letters(p))

@@ -123,8 +123,10 @@ async def test_scoring_marks_its_checkpoints(redis: Redis, keys: Keys, database:
         await play_to_the_end(redis, keys, "g-scored", players=2, seed=3)
     scorer = ScoringService(redis, keys, database)
     await scorer.start()
-    while await scorer.step():
-        pass
+    try:
+        await wait_for(scorer.caught_up)
+    finally:
+        await scorer.close()
     stream = keys.events(keys.partition("g-scored"))
     groups = {g["name"].decode(): g for g in await redis.xinfo_groups(stream)}
     newest: Any = await redis.xrevrange(stream, count=1)

@@ -8,19 +8,27 @@ import json
 from redis.asyncio import Redis
 
 from services.lobby.views import GROUP, Projected, ViewProjector
-from shared.bus import CommandSender, GroupReader, Keys, ensure_group
+from shared.bus import CommandSender, Keys, ensure_group
 from shared.bus.scripts import Batch
 from shared.eventstore import Append, EventStore
 from shared.games import age_of_discovery as aod
 from shared.views import read_view, seat_part
 
-from ..backbone.helpers import RULES, create_game, play_locally, running_engine, wait_for
+from ..backbone.helpers import (
+    RULES,
+    create_game,
+    play_locally,
+    read_as,
+    running_engine,
+    running_projector,
+    wait_for,
+)
 from ..backbone.test_eventstore import encoded, game_events
 
 
 async def _drain(projector: ViewProjector) -> None:
-    while await projector.step(block_ms=None):
-        pass
+    """Wait until the running projector has projected every notification."""
+    await wait_for(projector.consumer.caught_up)
 
 
 async def test_projected_views_equal_the_rules_views_for_every_seat(
@@ -30,9 +38,7 @@ async def test_projected_views_equal_the_rules_views_for_every_seat(
     what ``view`` / ``seat_view`` of the engine's state gives: no more, no less."""
     commands, _ = play_locally("g-view", players=3, seed=6, limit=60)
     sender = CommandSender(redis, keys)
-    projector = ViewProjector(redis, keys)
-    await projector.start()
-    async with running_engine(redis, keys):
+    async with running_engine(redis, keys), running_projector(redis, keys) as projector:
         state, _ = aod.new_game(RULES, None, 3, 6)
         for i, command in enumerate(commands):
             result = await sender.execute(command)
@@ -57,9 +63,8 @@ async def test_a_new_projector_catches_up_and_views_only_move_forward(
     async with running_engine(redis, keys):
         for command in commands:
             await sender.execute(command)
-    first = ViewProjector(redis, keys, consumer="first")
-    await first.start()
-    await _drain(first)
+    async with running_projector(redis, keys, consumer="first") as first:
+        await _drain(first)
     stored = await read_view(redis, keys, "g-late-view", None)
     assert stored is not None and stored["version"] == final.version
     assert stored == aod.view(final, None)
@@ -80,9 +85,8 @@ async def test_views_never_carry_hidden_values(redis: Redis, keys: Keys) -> None
     async with running_engine(redis, keys):
         for command in commands:
             await sender.execute(command)
-    projector = ViewProjector(redis, keys)
-    await projector.start()
-    await _drain(projector)
+    async with running_projector(redis, keys) as projector:
+        await _drain(projector)
     raw = await redis.hgetall(keys.view("g-hidden"))
     twin = aod.determinize(final, 99)
     assert json.loads(raw[b"public"]) == aod.view(twin, None)
@@ -99,10 +103,9 @@ async def test_what_a_dead_projector_left_pending_is_projected_by_a_live_one(
     async with running_engine(redis, keys):
         await CommandSender(redis, keys).execute(create_game("g-lost", players=3))
     await ensure_group(redis, stream, GROUP)
-    dead = GroupReader(redis, GROUP, "dead-projector", keys)
-    assert len(await dead.read([stream], 10, None)) == 1  # read, never projected
+    assert len(await read_as(redis, GROUP, "dead-projector", stream, 10)) == 1  # never projected
     stop = asyncio.Event()
-    projecting = asyncio.create_task(ViewProjector(redis, keys).run(stop, claim_idle_ms=200))
+    projecting = asyncio.create_task(ViewProjector(redis, keys, claim_idle_ms=200).run(stop))
 
     async def projected() -> bool:
         return await read_view(redis, keys, "g-lost", None) is not None

@@ -23,14 +23,14 @@ from sqlalchemy import create_engine
 
 from services.health import Health, operations_routes
 from services.runtime import EmbeddedRedis
-from shared.bus import CommandSender, GroupReader, Keys, connect, ensure_group
+from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys, connect, ensure_group
 from shared.bus.retention import mark_read
 from shared.contracts import CommandEnvelope
 from shared.observability import configure_logging
 from shared.observability.metrics import DECISION_BUCKETS, RedisSampler
 from shared.settings import Settings
 
-from ..backbone.helpers import create_game, play_locally, running_engine, wait_for
+from ..backbone.helpers import create_game, play_locally, read_as, running_engine, wait_for
 from ..lobby.helpers import bearer, caravel_env, free_port, running_lobby, wait_for_view
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana-dashboard.json"
@@ -249,12 +249,12 @@ async def test_the_sampler_reads_games_lag_pending_and_dead_letters(
     assert REGISTRY.get_sample_value("caravel_games_running") == 1
     assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 1
     assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 0
-    reader = GroupReader(redis, "engine", "test", keys)
-    [delivery] = await reader.read([stream], 10, None)
+    [delivery] = await read_as(redis, "engine", "test", stream, 10)
     await sampler.sample()
     assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 0
     assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 1
-    await reader.dead_letter(delivery, "a test")
+    consumer = GroupConsumer(Broker(redis), redis, "engine", "test", keys, _none)
+    await consumer.dead_letter(delivery, "a test")
     await sampler.sample()
     assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) == 0
     assert REGISTRY.get_sample_value("caravel_dead_letters") == 1
@@ -276,7 +276,7 @@ async def test_a_lag_redis_does_not_give_is_counted(
             ids = [await server.xadd(stream, {"g": "g-1", "v": str(v)}) for v in range(5)]
             await mark_read(server, "scoring", {stream: ids[1].decode()})
             await ensure_group(server, stream, "views")
-            await GroupReader(server, "views", "test", keys).read([stream], 4, None)
+            await read_as(server, "views", "test", stream, 4)
             await RedisSampler(server, keys).sample()
             for group, lag, pending in (("scoring", 3, 0), ("views", 1, 4)):
                 labels = {"stream": "events", "partition": "0", "group": group}
@@ -310,3 +310,7 @@ def test_decisions_on_budget_read_their_budget() -> None:
         decisions = [budget * (1 + i / 1250) for i in range(100)]  # 0 to 8% late
         assert _p95(DECISION_BUCKETS, decisions) <= budget * 1.1, budget
     assert _p95((0.5, 1.0, 2.5, 5.0), [1 + i / 1250 for i in range(100)]) > 2.3  # the old ones
+
+
+async def _none(deliveries: list[Delivery]) -> None:
+    """A handler for a consumer that only dead-letters."""

@@ -27,16 +27,24 @@ from shared.bus import Keys
 from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 
+from ..backbone.helpers import wait_for
 from .helpers import dump, game_ids, play_games
 
 GAME = "age_of_discovery"
 PARTS = ("colonies", "discoveries", "buildings", "economy")
 
 
-async def drain(service: ScoringService) -> None:
-    await service.start()
-    while await service.step(block_ms=None):
-        pass
+async def drain(*services: ScoringService) -> None:
+    """Run the services (their subscribers score as entries come) until each has scored
+    every stream to its end."""
+    for service in services:
+        await service.start()
+    try:
+        for service in services:
+            await wait_for(service.caught_up, timeout_s=60)
+    finally:
+        for service in services:
+            await service.close()
 
 
 def rows(db: Engine, model: type[SQLModel]) -> list[dict[str, Any]]:
@@ -136,16 +144,13 @@ async def test_live_projection_equals_a_rebuild_row_for_row(
 async def test_two_scoring_services_on_one_database_count_nothing_twice(
     redis: Redis, keys: Keys, database: Engine
 ) -> None:
-    """Two services read the same streams in turns: the one behind finds its checkpoints
+    """Two services read the same streams at once: the one behind finds a checkpoint
     moved, rolls back and reads on from the other's; the tables equal a rebuild."""
     first, second = game_ids(keys, 2, "g-two")
     await play_games(redis, keys, [(first, 2, 31, None), (second, 3, 32, None)])
     a = ScoringService(redis, keys, database, batch_size=3)
     b = ScoringService(redis, keys, database, batch_size=11)
-    await a.start()
-    await b.start()
-    while (await a.step(block_ms=None)) + (await b.step(block_ms=None)):
-        pass
+    await drain(a, b)
     live = dump(database)
     assert {r["status"] for r in rows(database, ScoredGame)} == {"finished"}
     await ScoringService(redis, keys, database).rebuild()
