@@ -18,6 +18,7 @@ from . import engine, views
 from .commands import COMMAND_TYPES, command_from_dict
 from .evolve import apply as apply_event
 from .evolve import evolve as evolve_state
+from .greedy import greedy_values
 from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset
 from .sampling import Sampler
 from .scoring import BREAKDOWN, score
@@ -151,8 +152,8 @@ class Navegador:
             for row in score(state)
         ]
 
-    def policy(self) -> Policy | None:
-        return None
+    def policy(self) -> Policy:
+        return greedy_values
 
     def facts(self, state: State, event: Event) -> list[Fact]:
         """Explorations (with their bonus), colonies by good (with their price), buildings
