@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from ..api import Command, Decision, Event, RuleViolation
@@ -113,8 +114,15 @@ def _legal_turn(s: State, seat: int) -> list[Command]:
     out: list[Command] = []
     if _card_usable(s, seat):
         out.append(UseCard(seat))
-    out += [Rondel(seat, f) for f, _, _ in _rondel_moves(s, seat)]
+    out += [_rondel_command(seat, f) for f, _, _ in _rondel_moves(s, seat)]
     return out
+
+
+@lru_cache(maxsize=1024)
+def _rondel_command(seat: int, field: int) -> Rondel:
+    """Commands are immutable: the few rondel moves are made once (random play lists them
+    at every turn)."""
+    return Rondel(seat, field)
 
 
 def _card_usable(s: State, seat: int) -> bool:
@@ -731,7 +739,30 @@ def _only_pass(s: State) -> bool:
         return _hire(s, s.churches[seat], room, 1, s.money[seat]) is None
     if stage == "ships":
         return _hire(s, s.shipyards[seat], s.in_supply(seat), 1, s.money[seat]) is None
+    if stage == "sailing":
+        return not _can_sail(s, seat)
     return len(LEGAL[stage](s, seat)) == 1
+
+
+def _can_sail(s: State, seat: int) -> bool:
+    """Some ship can sail, or some party can explore (what :func:`_legal_sailing` would
+    list besides ``pass``, without listing it)."""
+    rules = s.rules
+    reach = _sail_range(s)
+    ships, moved, explored = s.ships[seat], s.moved, s.explored
+    free = [(r, ships[r] - moved[r]) for r in range(len(ships)) if ships[r] > moved[r]]
+    for r, _ in free:
+        dist = rules.distances(explored, r)
+        if any(far <= reach and d != r and explored >> d & 1 for d, far in enumerate(dist)):
+            return True
+    if s.explored_now:
+        return False
+    for x in range(len(ships)):
+        if not explored >> x & 1:
+            near = sum(n for r, n in free if rules.distances(explored, r)[x] <= reach)
+            if near >= _party(s, x):
+                return True
+    return False
 
 
 def _start_phase(s: State, out: list[Event]) -> None:
