@@ -298,10 +298,6 @@ class Rules:
         default_factory=dict, compare=False, hash=False, repr=False
     )
 
-    @property
-    def options(self) -> dict[str, str | int]:
-        return {}
-
     def region_index(self, name: str) -> int:
         return self.regions.index(name) if name in self.regions else -1
 

@@ -11,14 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from .ruleset import ACTIONS, COLUMNS, Rules
-
-STAGES = (
-    "turn",  # the current seat moves its stone (or first uses the Navegador card)
-    "pay",  # ships owed for the rondel move, paid one by one
-    *ACTIONS,  # the action of the field the stone stands on
-    "over",
-)
+from .ruleset import COLUMNS, Rules
 
 _SCALAR = (
     "n",
@@ -68,7 +61,9 @@ class State:
     n: int
     phase: int  # 1..3
     next_phase: int  # a phase triggered, starting with the next turn (0: none)
-    stage: str
+    stage: str  # the decision pending: "turn" (move the stone, or first use the card),
+    # "pay" (ships owed for the move), an action's name, or "over"; between two events of
+    # one decision also "card_done", "turn_done" or "between"
     current: int  # whose turn it is
     start: int  # the starting player
     turn: int  # turns started so far
