@@ -107,7 +107,8 @@ def pending(s: State) -> tuple[Decision, ...]:
 def legal_commands(s: State, seat: int) -> list[Command]:
     if s.stage == "over" or seat != s.current:
         return []
-    return LEGAL[s.stage](s, seat)
+    legal = LEGAL.get(s.stage)
+    return [] if legal is None else legal(s, seat)
 
 
 def _legal_turn(s: State, seat: int) -> list[Command]:
