@@ -617,3 +617,16 @@ def test_ties_go_to_the_card() -> None:
     assert places == {2: 1, 1: 2, 0: 3, 3: 4}
     s.workers[3] = 4
     assert score(s)[3]["place"] == 1
+
+
+def test_the_map_fits_the_rules_examples() -> None:
+    """navegador.md §2, checks against the rules' examples: Portugal to Angola and to Bahia
+    take 2 borders; Guiné to Cabo 2; Portugal to Cabo 3; Guiné and Rio de Janeiro both
+    border Angola (all explored)."""
+    every = (1 << len(RULES.regions)) - 1
+    portugal = RULES.distances(every, region("portugal"))
+    assert portugal[region("angola")] == portugal[region("bahia")] == 2
+    assert portugal[region("cabo_da_boa_esperanca")] == 3
+    assert RULES.distances(every, region("guine"))[region("cabo_da_boa_esperanca")] == 2
+    angola = RULES.adjacent[region("angola")]
+    assert region("guine") in angola and region("rio_de_janeiro") in angola
