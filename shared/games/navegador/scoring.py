@@ -14,25 +14,29 @@ from .state import State
 BREAKDOWN = ("workers", "ships", "money", *(f"{c}_vp" for c in COLUMNS))
 
 
-def king_column(s: State, seat: int) -> int | None:
+def king_column(s: State, seat: int, counts: tuple[int, ...] | None = None) -> int | None:
     """Where the King's privilege goes: the free position worth most (the first such
-    column on a tie); None when every column is full."""
+    column on a tie); None when every column is full. ``counts``: the seat's achievements,
+    if known already."""
     rules = s.rules
-    counts = s.achievements(seat)
+    counts = s.achievements(seat) if counts is None else counts
+    held = s.privileges[seat]
     best, gain = None, -1
-    for c in range(len(COLUMNS)):
-        if s.privileges[seat][c] < len(rules.coins[c]) and rules.king_vp[c] * counts[c] > gain:
-            best, gain = c, rules.king_vp[c] * counts[c]
+    for c, count in enumerate(counts):
+        if held[c] < len(rules.coins[c]) and rules.king_vp[c] * count > gain:
+            best, gain = c, rules.king_vp[c] * count
     return best
 
 
-def column_values(s: State, seat: int) -> list[int]:
-    """VP per achievement in each column: base, privileges taken, the King's."""
+def column_values(s: State, seat: int, king: int | None = None) -> list[int]:
+    """VP per achievement in each column: base, privileges taken, the King's (placed as
+    :func:`king_column` says unless given)."""
     rules = s.rules
-    king = king_column(s, seat)
+    king = king_column(s, seat) if king is None else king
+    held = s.privileges[seat]
     out = []
-    for c in range(len(COLUMNS)):
-        value = rules.base_vp[c] + sum(rules.position_vp[c][: s.privileges[seat][c]])
+    for c, base in enumerate(rules.base_vp):
+        value = base + sum(rules.position_vp[c][: held[c]])
         out.append(value + (rules.king_vp[c] if c == king else 0))
     return out
 
@@ -48,12 +52,12 @@ def score(s: State) -> list[dict[str, Any]]:
     per_vp = s.rules.ruleset.prices.money_per_vp
     for seat in range(s.n):
         counts = s.achievements(seat)
-        values = column_values(s, seat)
+        king = king_column(s, seat, counts)
+        values = column_values(s, seat, king)
         parts = [s.workers[seat], s.on_board(seat), s.money[seat] // per_vp]
         parts += [v * k for v, k in zip(values, counts, strict=True)]
         row: dict[str, Any] = {"seat": seat, **dict(zip(BREAKDOWN, parts, strict=True))}
         row["total"] = sum(parts)
-        king = king_column(s, seat)
         row["king"] = None if king is None else COLUMNS[king]
         row["tiebreak"] = [s.n - card_order(s, seat)]
         rows.append(row)
