@@ -272,6 +272,7 @@ class Rules:
 
     ruleset: Ruleset
     regions: tuple[str, ...]
+    region_names: tuple[str, ...]  # as printed
     home: int
     adjacent: tuple[tuple[int, ...], ...]
     region_good: tuple[int, ...]  # -1: no colonies (home)
@@ -361,6 +362,7 @@ def compile_rules(ruleset: Ruleset, options: dict[str, Any] | None = None) -> Ru
     return Rules(
         ruleset=ruleset,
         regions=regions,
+        region_names=tuple(r.name for r in m.regions),
         home=regions.index(m.home),
         adjacent=tuple(tuple(sorted(a)) for a in adjacent),
         region_good=tuple(goods.index(r.good) if r.good else -1 for r in m.regions),

@@ -40,11 +40,11 @@ def _player(s: State, seat: int) -> dict[str, Any]:
 
 def _region(s: State, r: int) -> dict[str, Any]:
     rules = s.rules
-    explored = s.is_explored(r)
+    explored = s.explored >> r & 1 == 1
     good = rules.region_good[r]
     return {
         "id": rules.regions[r],
-        "name": rules.ruleset.map.regions[r].name,
+        "name": rules.region_names[r],
         "good": rules.goods[good] if good >= 0 else None,
         "explored": explored,
         "explorer": s.explored_by[r] if s.explored_by[r] >= 0 else None,
