@@ -79,7 +79,6 @@ MUST_SEE: dict[str, set[str]] = {
         "card.marker:int",
         "players[].stone:null",
         "players[].stone:int",
-        "players[].colonies.sugar[]:int",
         "next_phase:null",
         "buildings[].price:int",
         "buildings[].price:null",
