@@ -16,10 +16,10 @@ def test_a_mixed_load_plays_both_games_through_the_engine(redis_url: str) -> Non
     create would leave its task waiting, and the run failing). The run uses a key namespace
     of its own and deletes it."""
     env = {"CARAVEL_REDIS_URL": redis_url, "PATH": "/usr/bin:/bin"}
-    args = ["--games", "4", "--players", "2", "--seconds", "1", "--warmup", "0.5"]
+    args = ["--games", "4", "--players", "2", "--seconds", "1", "--warmup", "0.5", "--json"]
+    args += ["--engines", "0", "--partitions", "2"]
     ran = subprocess.run(
-        [sys.executable, "-m", "services.cli", "bench", "pipeline", "--game", "mixed", *args]
-        + ["--engines", "0", "--partitions", "2", "--json"],
+        [sys.executable, "-m", "services.cli", "bench", "pipeline", "--game", "mixed", *args],
         env=env,
         capture_output=True,
         text=True,
