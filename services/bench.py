@@ -4,7 +4,8 @@ Each game is a task that keeps its own copy of the game (the rules are determini
 the copy follows the engine's log exactly), sends a random legal command onto the game's
 partition command stream and waits until the engine has appended its events, seen on the
 partition event streams. The figure is commands per second, and the latency from command
-sent to events appended.
+sent to events appended. Several games make a mixed load: game task ``i`` plays the
+``i``-th of them in turn (half and half for two).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -86,10 +89,11 @@ async def _watch(redis: Redis, keys: Keys, waiters: Waiters, stop: asyncio.Event
             streams[name] = entries[-1][0]
 
 
-async def _play(game_id: str, seed: int, players: int, run: Run) -> None:
-    """One game: create it, then send random legal commands until it ends or time is up."""
-    game = run.game
-    state, events = game.new_game(run.rules, players, seed)
+async def _play(game_id: str, seed: int, players: int, run: Run, which: int) -> None:
+    """One game, the ``which``-th of the run's: create it, then send random legal commands
+    until it ends or time is up."""
+    game, rules = run.games[which % len(run.games)]
+    state, events = game.new_game(rules, players, seed)
     version = len(events)  # the copy's version: the engine's log follows it exactly
     chooser = random.Random(seed)
     command = CommandEnvelope(
@@ -107,7 +111,7 @@ async def _play(game_id: str, seed: int, players: int, run: Run) -> None:
         future = run.waiters.expect(game_id, version)
         sent_at = time.perf_counter()
         run.outbox.send(command)
-        run.record(sent_at, await asyncio.wait_for(future, 60) - sent_at)
+        run.record(sent_at, await asyncio.wait_for(future, 60) - sent_at, game.name)
         decisions = game.pending(state)
         if not decisions or time.perf_counter() > run.deadline:
             return
@@ -133,29 +137,30 @@ async def _play(game_id: str, seed: int, players: int, run: Run) -> None:
 
 @dataclass
 class Run:
-    """What the game tasks share: the game and its rules, the outbox, the waiters, the clock
-    and the figures."""
+    """What the game tasks share: the games and their rules, the outbox, the waiters, the
+    clock and the figures."""
 
-    game: api.AnyGame
-    rules: Any
+    games: list[tuple[api.AnyGame, Any]]
     outbox: Outbox
     waiters: Waiters
     started: float
     warmup: float
     deadline: float
     interval: float
-    samples: list[tuple[float, float]] = field(default_factory=list)
+    samples: list[tuple[float, float, str]] = field(default_factory=list)
 
-    def record(self, sent_at: float, latency: float) -> None:
-        self.samples.append((sent_at, latency))
+    def record(self, sent_at: float, latency: float, game: str) -> None:
+        self.samples.append((sent_at, latency, game))
 
     def figures(self, ended: float) -> dict[str, Any]:
         """Throughput and latency of the commands sent after the warm-up."""
         measured_from = self.started + self.warmup
-        window = sorted(lat for sent, lat in self.samples if sent >= measured_from)
+        measured = [(lat, game) for sent, lat, game in self.samples if sent >= measured_from]
+        window = sorted(lat for lat, _ in measured)
         seconds = max(ended - measured_from, 1e-9)
         return {
             "commands": len(self.samples),
+            "measured_by_game": dict(sorted(Counter(game for _, game in measured).items())),
             "measured_commands": len(window),
             "measured_seconds": round(seconds, 2),
             "commands_per_second": round(len(window) / seconds, 1),
@@ -203,12 +208,12 @@ async def pipeline(
     seed: int,
     rate: float = 0,
     warmup: float = 3.0,
-    game: api.AnyGame | None = None,
+    kinds: Sequence[api.AnyGame] = (),
 ) -> dict[str, Any]:
-    """Run the benchmark (games of ``game``, the default game if None, with its default
-    ruleset) in its own key namespace and return its figures."""
+    """Run the benchmark (games of ``kinds`` in turn, the default game if none, each with
+    its default ruleset) in its own key namespace and return its figures."""
     keys = Keys(prefix=f"cvbench-{uuid.uuid4().hex[:8]}", partitions=partitions)
-    game = game or api.get()
+    kinds = list(kinds) or [api.get()]
     waiters = Waiters()
     stop = asyncio.Event()
     watcher = asyncio.create_task(_watch(redis, keys, waiters, stop))
@@ -227,8 +232,7 @@ async def pipeline(
         await _engines_ready(redis, keys, max(engines, 1))
         started = time.perf_counter()
         run = Run(
-            game=game,
-            rules=game.rules(game.default_ruleset),
+            games=[(game, game.rules(game.default_ruleset)) for game in kinds],
             outbox=outbox,
             waiters=waiters,
             started=started,
@@ -236,7 +240,9 @@ async def pipeline(
             deadline=started + warmup + seconds,
             interval=games / rate if rate > 0 else 0.0,
         )
-        await asyncio.gather(*(_play(f"bench-{i}", seed + i, players, run) for i in range(games)))
+        await asyncio.gather(
+            *(_play(f"bench-{i}", seed + i, players, run, i) for i in range(games))
+        )
         figures = run.figures(time.perf_counter())
     finally:
         stop.set()
@@ -248,7 +254,7 @@ async def pipeline(
         await asyncio.gather(watcher, flusher, *in_process, return_exceptions=True)
         await delete_namespace(redis, keys.prefix)
     return {
-        "game": game.name,
+        "game": "+".join(game.name for game in kinds),
         "games": games,
         "target_rate": rate or None,
         "players": players,

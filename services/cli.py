@@ -317,9 +317,15 @@ bench = typer.Typer(help="Benchmarks that print their figures.", no_args_is_help
 app.add_typer(bench, name="bench")
 
 
+MIXED = "mixed"
+"""``caravel bench pipeline --game mixed``: every registered game, in equal shares."""
+
+
 @bench.command("pipeline")
 def bench_pipeline(
-    game_name: Annotated[str, typer.Option("--game", help=GAME_HELP)] = api.DEFAULT_GAME,
+    game_name: Annotated[
+        str, typer.Option("--game", help=f"{GAME_HELP} `{MIXED}`: every game in equal shares.")
+    ] = api.DEFAULT_GAME,
     games: Annotated[int, typer.Option(min=1, help="Concurrent games.")] = 200,
     players: Annotated[int, typer.Option(help="Seats per game (the game's range).")] = 4,
     seconds: Annotated[float, typer.Option(help="Measured seconds, after the warm-up.")] = 20.0,
@@ -340,8 +346,9 @@ def bench_pipeline(
     from services.bench import pipeline
     from services.runtime import EmbeddedRedis
 
-    game = game_named(game_name)
-    check_players(game, players)
+    kinds = [game_named(name) for name in (api.names() if game_name == MIXED else [game_name])]
+    for game in kinds:
+        check_players(game, players)
     settings = Settings()
     configure_logging("WARNING")
 
@@ -351,7 +358,7 @@ def bench_pipeline(
         redis = connect(url, max_connections=games + 64)
         try:
             return await pipeline(
-                redis, url, games, players, seconds, engines, partitions, seed, rate, warmup, game
+                redis, url, games, players, seconds, engines, partitions, seed, rate, warmup, kinds
             )
         finally:
             await redis.aclose()

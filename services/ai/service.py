@@ -187,7 +187,8 @@ class BotPlayer:
             if view["version"] != version or not legal:
                 return True  # stale: someone moved already, or the seat has nothing to decide
             observation = {**view, "legal_commands": legal}
-            level = level or fallback_level(game_of(observation))
+            game = game_of(observation)
+            level = level or fallback_level(game)
             budget = self.settings.bot_think_ms / 1000
             if deadline is not None:
                 budget = max(0.0, min(budget, deadline - time.time() - SAFETY_S))
@@ -195,6 +196,7 @@ class BotPlayer:
             started = time.perf_counter()
             choice = await asyncio.to_thread(bot(level).choose, observation, rng, budget)
             metrics.BOT_DECISION_SECONDS.labels(level, actor).observe(time.perf_counter() - started)
+            metrics.BOT_DECISIONS.labels(game.name).inc()
             payload = {k: v for k, v in choice.items() if k not in ("type", "seat")}
             await self.sender.send(
                 CommandEnvelope(

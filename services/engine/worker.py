@@ -381,16 +381,17 @@ class Engine:
 
         finishes: list[Finish] = []
         retry: list[Delivery] = []
-        accepted = 0
+        accepted: list[Append] = []
         for i, (d, game_id, o) in enumerate(outcomes):
             if game_id in failed and i >= failed[game_id]:
                 retry.append(d)  # decided on a stale state: decide again after reloading
             elif isinstance(o, Finish):
                 finishes.append(o)
             elif isinstance(o, Append):
-                accepted += 1
-        self.stats["accepted"] += accepted
-        metrics.count_commands("accepted", n=accepted)
+                accepted.append(o)
+        self.stats["accepted"] += len(accepted)
+        metrics.count_commands("accepted", n=len(accepted))
+        self._count_by_game(accepted)
         await self._finish(finishes)
         await self._snapshots(appends, results)
         if retry:
@@ -590,6 +591,24 @@ class Engine:
             reason=reason,
         )
         return Finish(p, entry_id, game_id if named else None, result, rejection)
+
+    def _count_by_game(self, accepted: Sequence[Append]) -> None:
+        """The per-game metrics of a batch's accepted commands: commands, games created (an
+        append at version 0) and games ended (over after the batch: nothing is accepted
+        once a game is over, so this batch ended it)."""
+        touched: dict[str, api.AnyGame] = {}
+        for a in accepted:
+            cached = self.games.get(a.game_id)
+            if cached is None or cached.game is None:
+                continue
+            name = cached.game.name
+            metrics.GAME_COMMANDS.labels(name).inc()
+            if a.expected == 0:
+                metrics.GAMES_STARTED.labels(name).inc()
+            touched[a.game_id] = cached.game
+        for game_id, game in touched.items():
+            if game.is_over(self.games[game_id].state):
+                metrics.GAMES_ENDED.labels(game.name).inc()
 
     async def _finish(self, finishes: Sequence[Finish]) -> None:
         for f in finishes:

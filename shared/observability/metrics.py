@@ -66,6 +66,18 @@ BOT_DECISION_SECONDS = Histogram(
     ["level", "actor"],
     buckets=DECISION_BUCKETS,
 )
+# Per game: labelled by the game's registry name alone (a handful of values), kept apart from
+# the counters above so that their labels stay as they are.
+GAME_COMMANDS = Counter(
+    "caravel_game_commands", "Commands the engine has accepted, by game.", ["game"]
+)
+GAMES_STARTED = Counter("caravel_games_started", "Games the engine has created, by game.", ["game"])
+GAMES_ENDED = Counter("caravel_games_ended", "Games the engine has seen end, by game.", ["game"])
+BOT_DECISIONS = Counter(
+    "caravel_bot_decisions",
+    "Moves bots have chosen (for bot seats and fallbacks), by game.",
+    ["game"],
+)
 GAMES_RUNNING = Gauge(
     "caravel_games_running", "Games created and not over yet (from Redis: the same everywhere)."
 )
