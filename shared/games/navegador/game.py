@@ -1,0 +1,182 @@
+"""Navegador behind the :class:`~shared.games.api.Game` protocol.
+
+A thin adapter over the rules modules beside it: the rules cache, the (empty) options
+model, seat results, hidden information and the bots' plug-ins.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache, lru_cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from ..api import Command, Decision, Event, Fact, Observation, Policy, SeatResult
+from . import engine, views
+from .commands import COMMAND_TYPES, command_from_dict
+from .evolve import apply as apply_event
+from .evolve import evolve as evolve_state
+from .greedy import greedy_values
+from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset
+from .sampling import Sampler
+from .scoring import BREAKDOWN, score
+from .state import State, blank_state
+
+MONEY_PER_VP = 40.0  # money in a playout: it buys buildings and colonies worth VP
+
+
+class Navegador:
+    """The game, as the registry hands it to services."""
+
+    name = engine.NAME
+    title = "Navegador"
+    default_ruleset = "standard"
+
+    def __init__(self) -> None:
+        standard = load_ruleset(self.default_ruleset)
+        self.min_players = standard.min_players
+        self.max_players = standard.max_players
+
+    # --- rulesets and options -------------------------------------------------------------
+
+    def rulesets(self) -> list[str]:
+        return available_rulesets()
+
+    def options_model(self, ruleset: str) -> type[BaseModel]:
+        return _options_model()
+
+    def rules(self, ruleset: str, options: Mapping[str, Any] | None = None) -> Rules:
+        if options:
+            return compile_rules(load_ruleset(ruleset), dict(options))  # refuses them
+        return _rules(ruleset)
+
+    def command_types(self) -> Mapping[str, type[Command]]:
+        return COMMAND_TYPES
+
+    # --- playing --------------------------------------------------------------------------
+
+    def new_game(
+        self, rules: Rules, players: Sequence[str] | int, seed: int
+    ) -> tuple[State, list[Event]]:
+        return engine.new_game(rules, players, seed)
+
+    def initial(self, first: Event) -> State:
+        if first.type != "game_created":
+            raise ValueError(f"a log starts with game_created, not {first.type}")
+        data = first.data
+        return blank_state(self.rules(data["ruleset"], data["options"]), len(data["players"]))
+
+    def pending(self, state: State) -> Sequence[Decision]:
+        return engine.pending(state)
+
+    def legal_commands(self, state: State, seat: int) -> list[Command]:
+        return engine.legal_commands(state, seat)
+
+    def parse_command(self, raw: Any) -> Command:
+        return command_from_dict(raw)
+
+    def decide(self, state: State, command: Command) -> list[Event]:
+        return engine.decide(state, command)
+
+    def decide_into(self, state: State, command: Command) -> list[Event]:
+        return engine.decide_into(state, command)
+
+    def apply(self, state: State, event: Event) -> None:
+        apply_event(state, event)
+
+    def evolve(self, state: State, event: Event) -> State:
+        return evolve_state(state, event)
+
+    def replay(self, events: Iterable[Event]) -> State:
+        it = iter(events)
+        state = self.initial(first := next(it))
+        apply_event(state, first)
+        for event in it:
+            apply_event(state, event)
+        return state
+
+    def is_over(self, state: State) -> bool:
+        return state.stage == "over"
+
+    def results(self, state: State) -> list[SeatResult]:
+        return [
+            SeatResult(
+                seat=row["seat"],
+                place=row["place"],
+                total=row["total"],
+                breakdown={k: row[k] for k in BREAKDOWN},
+                tiebreak=tuple(row["tiebreak"]),
+                side=state.names[row["seat"]],
+            )
+            for row in score(state)
+        ]
+
+    # --- hidden information ---------------------------------------------------------------
+
+    def view(self, state: State, seat: int | None) -> Observation:
+        return views.view(state, seat)
+
+    def view_schema(self) -> dict[str, Any]:
+        """From the types in :mod:`.view_model`, imported here so that processes that never
+        document views do not build its schemas."""
+        from . import view_model
+
+        return copy.deepcopy(view_model.view_schema())
+
+    def determinize(self, state: State, seed: int) -> State:
+        return views.determinize(state, seed)
+
+    def sampler(self, observation: Observation) -> Sampler:
+        return Sampler(self.rules(observation["ruleset"], observation["options"]), observation)
+
+    # --- persistence ----------------------------------------------------------------------
+
+    def snapshot(self, state: State) -> dict[str, Any]:
+        return state.to_snapshot()
+
+    def restore(self, snapshot: dict[str, Any]) -> State:
+        return State.from_snapshot(self.rules(snapshot["ruleset"], snapshot["options"]), snapshot)
+
+    def state_hash(self, state: State) -> str:
+        return state.state_hash()
+
+    # --- plug-ins -------------------------------------------------------------------------
+
+    def evaluate(self, state: State) -> list[float]:
+        """The score if the game ended now, plus money (it buys VP later)."""
+        return [
+            row["total"]
+            + (state.money[row["seat"]] / MONEY_PER_VP if not self.is_over(state) else 0)
+            for row in score(state)
+        ]
+
+    def policy(self) -> Policy:
+        return greedy_values
+
+    def facts(self, state: State, event: Event) -> list[Fact]:
+        """Explorations (with their bonus), colonies by good (with their price), buildings
+        (with their price) and privileges (with their payout)."""
+        d = event.data
+        if event.type == "explored":
+            return [Fact("exploration", d["seat"], d["region"], d["bonus"])]
+        if event.type == "colony_founded":
+            return [Fact("colony", d["seat"], d["good"], d["price"])]
+        if event.type == "building_bought":
+            return [Fact("building_bought", d["seat"], d["building"], d["price"])]
+        if event.type == "privilege_taken":
+            return [Fact("privilege", d["seat"], d["column"], d["income"])]
+        return []
+
+
+@lru_cache(maxsize=16)
+def _rules(ruleset: str) -> Rules:
+    """Compiled rules, once per ruleset: a load must not reparse files."""
+    return compile_rules(load_ruleset(ruleset))
+
+
+@cache
+def _options_model() -> type[BaseModel]:
+    """Navegador has no edition options: an empty model that refuses any."""
+    return create_model("NavegadorOptions", __config__=ConfigDict(extra="forbid"))

@@ -1,0 +1,162 @@
+"""What a seat (or a spectator) may see, and hidden-information resampling (rules §9).
+
+Public: everything but the face-down colony stacks of unexplored regions and the tokens
+removed at setup (of those, only their number shows). ``view`` is built field by field
+from public parts only, so nothing hidden can leak by accident; ``determinize`` resamples
+exactly the hidden parts. Every public field of the state is in the view, so that a bot's
+sampler (:mod:`.sampling`) can rebuild a whole state from it.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from .engine import NAME, _card_usable, legal_commands, pending
+from .ruleset import COLUMNS
+from .scoring import score
+from .state import State
+
+
+def _player(s: State, seat: int) -> dict[str, Any]:
+    goods = s.rules.goods
+    return {
+        "seat": seat,
+        "name": s.names[seat],
+        "money": s.money[seat],
+        "workers": s.workers[seat],
+        "stone": s.stone[seat] if s.stone[seat] >= 0 else None,
+        "ships": list(s.ships[seat]),
+        "ships_in_supply": s.in_supply(seat),
+        "colonies": {g: list(s.colonies[seat][i]) for i, g in enumerate(goods)},
+        "factories": {g: s.factories[seat][i] for i, g in enumerate(goods)},
+        "wildcard_factories": s.rules.ruleset.player.wildcard_factories,
+        "shipyards": s.shipyards[seat],
+        "churches": s.churches[seat],
+        "explorers": s.explorers[seat],
+        "privileges": dict(zip(COLUMNS, s.privileges[seat], strict=True)),
+    }
+
+
+def _region(s: State, r: int) -> dict[str, Any]:
+    rules = s.rules
+    explored = s.explored >> r & 1 == 1
+    good = rules.region_good[r]
+    return {
+        "id": rules.regions[r],
+        "name": rules.region_names[r],
+        "good": rules.goods[good] if good >= 0 else None,
+        "explored": explored,
+        "explorer": s.explored_by[r] if s.explored_by[r] >= 0 else None,
+        "double_loss": s.n <= rules.double_loss_up_to[r],
+        "tokens": list(s.stacks[r]) if explored else None,
+        "face_down": 0 if explored else len(s.stacks[r]),
+    }
+
+
+def _action(s: State) -> dict[str, Any]:
+    """The progress of the action under way (what each further step may still use)."""
+    return {
+        "card_sail": s.card_sail,
+        "sailed": list(s.moved),
+        "explored": s.explored_now,
+        "colony_ships": list(s.used_ships),
+        "workers_used": s.used_workers,
+        "traded": [g for g, done in zip(s.rules.goods, s.traded, strict=True) if done],
+        "wildcard_used": s.wild_used,
+    }
+
+
+def _market(s: State) -> list[dict[str, Any]]:
+    rules = s.rules
+    return [
+        {
+            "good": good,
+            "row": s.market[g] + 1,
+            "price": rules.prices[s.market[g]][g],
+            "factory_income": rules.factory_income[s.market[g]],
+        }
+        for g, good in enumerate(rules.goods)
+    ]
+
+
+def _buildings(s: State) -> list[dict[str, Any]]:
+    return [
+        {"id": t.id, "left": s.left[i], "price": s.price(i) if s.left[i] else None}
+        for i, t in enumerate(s.rules.tracks)
+    ]
+
+
+def view(s: State, seat: int | None = None) -> dict[str, Any]:
+    """Everything ``seat`` may see (``None``: a spectator). JSON-ready; never a hidden value."""
+    rules = s.rules
+    out: dict[str, Any] = {
+        "game": NAME,
+        "ruleset": rules.ruleset.name,
+        "options": {},
+        "seat": seat,
+        "turn": s.turn,
+        "phase": s.phase,
+        "next_phase": s.next_phase or None,
+        "stage": s.stage,
+        "current": s.current,
+        "start_player": s.start,
+        "owed_ships": s.owed,
+        "rondel": list(rules.fields),
+        "card": {
+            "holder": s.holder,
+            "marker": s.marker if s.marker >= 0 else None,
+            "usable": _card_usable(s, s.holder),
+        },
+        "action": _action(s),
+        "players": [_player(s, p) for p in range(s.n)],
+        "regions": [_region(s, r) for r in range(len(rules.regions))],
+        "removed_tokens": {g: len(s.removed[i]) for i, g in enumerate(rules.goods)},
+        "market": _market(s),
+        "buildings": _buildings(s),
+        "gallery": dict(zip(COLUMNS, s.gallery, strict=True)),
+        "privilege_supply": dict(zip(COLUMNS, s.supply, strict=True)),
+        "end": {
+            "triggered": s.triggered,
+            "final_turns_left": s.final_left if s.final_left >= 0 else None,
+        },
+        "pending": [{"seat": d.seat, "kind": d.kind} for d in pending(s)],
+        "scores": score(s),
+    }
+    if seat is not None:
+        out["legal_commands"] = [c.to_dict() for c in legal_commands(s, seat)]
+    return out
+
+
+def hidden_regions(s: State) -> list[int]:
+    """Regions whose stacks lie face down."""
+    return [r for r in range(len(s.rules.regions)) if not s.is_explored(r)]
+
+
+def deal_hidden(s: State, pools: list[list[int]], regions: list[int], seed: int) -> None:
+    """Shuffle each good's pool of unseen tokens (sorted first, so the deal depends on the
+    public information and ``seed`` alone) into the face-down stacks and the removed ones."""
+    chance = random.Random(seed)
+    rules = s.rules
+    for g, pool in enumerate(pools):
+        tokens = sorted(pool)
+        chance.shuffle(tokens)
+        for r in regions:
+            if rules.region_good[r] == g:
+                size = len(s.stacks[r])
+                s.stacks[r] = sorted(tokens[:size])
+                del tokens[:size]
+        s.removed[g] = sorted(tokens)
+
+
+def determinize(state: State, seed: int) -> State:
+    """A copy whose face-down stacks and removed tokens are redrawn from the tokens nobody
+    has seen; everything a seat can see is unchanged."""
+    s = state.copy()
+    regions = hidden_regions(s)
+    pools = [list(removed) for removed in s.removed]
+    for r in regions:
+        if s.rules.region_good[r] >= 0:
+            pools[s.rules.region_good[r]] += s.stacks[r]
+    deal_hidden(s, pools, regions, seed)
+    return s
