@@ -49,13 +49,13 @@ export function draw(board, view, { seat } = {}) {
     "aria-label": "The sea map", "data-part": "map", style: "flex: 1 1 330px; max-width: 560px" });
   const rondel = s("svg", { viewBox: "0 0 340 380", role: "img", "aria-label": "The rondel and the Navegador card",
     "data-part": "rondel", style: "flex: 1 1 300px; max-width: 460px" });
-  const market = s("svg", { viewBox: "0 0 340 640", role: "img", "aria-label": "The market, the buildings and the privileges",
+  const market = s("svg", { viewBox: "0 0 340 595", role: "img", "aria-label": "The market, the buildings and the privileges",
     "data-part": "market", style: "flex: 1 1 300px; max-width: 460px" });
   drawMap(map, view);
   drawRondel(rondel, view, seat);
   drawMarket(market, view);
-  drawBuildings(market, view, 290);
-  drawGallery(market, view, 470);
+  drawBuildings(market, view, 325);
+  drawGallery(market, view, 505);
   clear(board,
     h("h2", { class: "board-title", "data-testid": "phase" }, heading(view)),
     h("div", { class: "board-parts" }, rondel, map, market),
@@ -86,12 +86,13 @@ function drawMap(svg, view) {
   const at = {};
   view.regions.forEach((r) => { at[r.id] = GRID[r.id] ?? free.shift() ?? [0, 0]; });
   const centre = (id) => [4 + at[id][0] * CELL_W + CELL_W / 2, 4 + at[id][1] * CELL_H + CELL_H / 2];
-  svg.append(s("text", { x: 4 + 2 * CELL_W + 8, y: 30, "font-size": 15, "font-weight": 700, fill: "#13293d" }, "The seas"));
-  svg.append(s("text", { x: 4 + 2 * CELL_W + 8, y: 50, "font-size": 11, fill: "#444" },
-    `Ships sail ${plural(view.phase, "border")} (phase ${PHASES[view.phase] ?? view.phase})`));
-  svg.append(s("text", { x: 4 + 2 * CELL_W + 8, y: 66, "font-size": 11, fill: "#444" }, "● explorer disc: unexplored"));
-  const removed = Object.entries(view.removed_tokens).map(([g, n]) => `${n} ${g}`).join(", ");
-  svg.append(s("text", { x: 4 + 2 * CELL_W + 8, y: 82, "font-size": 11, fill: "#444" }, `Out of the game: ${removed}`));
+  const lx = 4 + 2 * CELL_W + 8;
+  svg.append(s("text", { x: lx, y: 30, "font-size": 16, "font-weight": 700, fill: "#13293d" }, "The seas"));
+  const removed = Object.entries(view.removed_tokens).map(([g, n]) => `${n} ${g}`);
+  const legend = [`Ships sail up to ${plural(view.phase, "border")}`, `(phase ${PHASES[view.phase] ?? view.phase}).`, "",
+    "Dark disc: the explorer", "disc of an unexplored", "region; a coloured one:", "who explored it.", "",
+    "Under a region: its", "colony prices, or its", "face-down tokens.", "", "Out of the game:", removed.join(", ")];
+  legend.forEach((line, i) => svg.append(s("text", { x: lx, y: 52 + i * 15, "font-size": 12, fill: "#444" }, line)));
   for (const [a, b] of BORDERS) {
     if (!at[a] || !at[b]) continue;
     const [x1, y1] = centre(a), [x2, y2] = centre(b);
@@ -103,7 +104,9 @@ function drawMap(svg, view) {
     const g = s("g", { "data-target": `region:${region.id}`, "data-region": region.id, "aria-label": region.name });
     g.append(s("rect", { x, y, width: NODE_W, height: NODE_H, rx: 12, stroke: "#2f6d8f", "stroke-width": 1.5,
       fill: region.explored ? "#cfe6f2" : "#9fbfd1" }));
-    g.append(s("text", { x: x + 8, y: y + 17, "font-size": 13, "font-weight": 700 }, region.name));
+    const long = region.name.length > 15; // squeezed into the node, short of the explorer disc
+    g.append(s("text", { x: x + 8, y: y + 17, "font-size": long ? 11 : 13, "font-weight": 700,
+      textLength: long ? NODE_W - 36 : null, lengthAdjust: long ? "spacingAndGlyphs" : null }, region.name));
     const good = region.good ? `${title(region.good)}` : "Home port";
     g.append(s("text", { x: x + 8, y: y + 32, "font-size": 11, fill: "#333" },
       good + (region.double_loss && !region.explored ? " · double loss" : "")));
@@ -138,8 +141,8 @@ function drawRondel(svg, view, seat) {
   const reachable = new Set((view.legal_commands ?? []).filter((c) => c.type === "rondel").map((c) => c.field));
   svg.append(s("circle", { cx, cy, r: radius + 40, fill: "#f6efe0", stroke: "#a89f91" }));
   svg.append(s("text", { x: cx, y: cy - 4, "font-size": 14, "font-weight": 700, "text-anchor": "middle" }, "Rondel"));
-  svg.append(s("text", { x: cx, y: cy + 14, "font-size": 11, "text-anchor": "middle", fill: "#555" },
-    `${FREE_STEPS} steps free, then 1 ship each`));
+  svg.append(s("text", { x: cx, y: cy + 12, "font-size": 10, "text-anchor": "middle", fill: "#555" }, `${FREE_STEPS} steps free,`));
+  svg.append(s("text", { x: cx, y: cy + 24, "font-size": 10, "text-anchor": "middle", fill: "#555" }, "then a ship each"));
   view.rondel.forEach((action, i) => {
     const angle = (-90 + (360 / n) * i) * (Math.PI / 180);
     const fx = cx + radius * Math.cos(angle), fy = cy + radius * Math.sin(angle);
@@ -179,7 +182,12 @@ function drawRondel(svg, view, seat) {
 function drawMarket(svg, view) {
   const x = 10, y = 40, rowH = 22, colW = 62;
   svg.append(s("text", { x, y: 22, "font-size": 14, "font-weight": 700 }, "Market (row 1 is the top)"));
-  svg.append(s("text", { x: x + 30 + 3 * colW + 8, y: y + 10, "font-size": 10, fill: "#555" }, "factory income"));
+  const legend = x + 30 + 3 * colW;
+  svg.append(s("text", { x: legend, y: y + 30, "font-size": 11, fill: "#555" }, "Marker: the"));
+  svg.append(s("text", { x: legend, y: y + 44, "font-size": 11, fill: "#555" }, "price of a sale;"));
+  svg.append(s("text", { x: legend, y: y + 58, "font-size": 11, fill: "#555" }, "selling moves it"));
+  svg.append(s("text", { x: legend, y: y + 72, "font-size": 11, fill: "#555" }, "down, processing up."));
+  svg.append(s("text", { x: legend, y: y + 34 + MARKET_ROWS * rowH, "font-size": 11, fill: "#2d6a4f" }, "◀ factory income"));
   for (let row = 1; row <= MARKET_ROWS; row++) {
     const ry = y + 16 + (row - 1) * rowH;
     svg.append(s("text", { x, y: ry + 15, "font-size": 10, fill: "#777" }, row));
@@ -195,9 +203,9 @@ function drawMarket(svg, view) {
       fill: GOODS[m.good] ?? "#ddd", stroke: "#222", "data-market": m.good, "data-row": m.row }));
     g.append(s("text", { x: gx + (colW - 6) / 2, y: my + 15, "font-size": 12, "font-weight": 700, "text-anchor": "middle",
       fill: m.good === "spice" ? "#fff" : "#222" }, `$${m.price}`));
-    svg.append(g); // the income beside the column, outside the clickable part
-    svg.append(s("text", { x: x + 30 + 3 * colW + 8, y: my + 15, "font-size": 11, fill: "#2d6a4f" },
-      `${title(m.good)}: $${m.factory_income}`));
+    g.append(s("text", { x: gx + (colW - 6) / 2, y: y + 34 + MARKET_ROWS * rowH, "font-size": 11, fill: "#2d6a4f",
+      "text-anchor": "middle", "data-income": m.good }, `$${m.factory_income}`));
+    svg.append(g);
   });
 }
 
@@ -256,9 +264,9 @@ export function players(container, view, { seat } = {}) {
       ["Ships", `${onBoard} at sea${where ? ` (${where})` : ""}, ${p.ships_in_supply} in supply`, "ships"],
       ["Colonies", colonies, "colonies"],
       ["Factories", [...factories, `${p.wildcard_factories} orange`].join(", "), "factories"],
-      ["Shipyards · churches", `${p.shipyards} · ${p.churches}`, "buildings"],
-      ["Explorer discs", p.explorers, "explorers"],
-      ["Achievements", COLUMNS.map((c) => `${got[c]} ${c}`).join(", "), "achievements"],
+      ["Buildings", `${plural(p.shipyards, "shipyard")}, ${plural(p.churches, "church", "churches")}`, "buildings"],
+      ["Explorers", p.explorers, "explorers"],
+      ["Achieved", COLUMNS.map((c) => `${c} ${got[c]}`).join(" · "), "achievements"],
       ["Privileges", COLUMNS.filter((c) => p.privileges[c]).map((c) => `${p.privileges[c]} ${c}`).join(", ") || "none", "privileges"],
       ["Score", score ? `${score.total} VP (place ${score.place})${score.king ? `, King: ${score.king}` : ""}` : "—", "score"],
     ];
