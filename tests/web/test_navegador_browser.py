@@ -20,8 +20,7 @@ from redis.asyncio import Redis
 from shared.bus import Keys
 from tests.lobby.helpers import running_lobby
 
-from .helpers import WIDE, launch
-from .test_browser import READY, Traffic, probe, shoot
+from .helpers import READY, WIDE, Traffic, launch, probe, shoot
 
 PLAY_BUDGET_S = 50  # playing time; the game ends sooner or the person has made many moves
 FREE_STEPS = 3  # the standard rondel's free steps (rulesets/standard.toml)
