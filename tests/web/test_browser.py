@@ -11,79 +11,16 @@ import random
 import re
 import statistics
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
-from playwright.async_api import (
-    Browser,
-    BrowserContext,
-    ConsoleMessage,
-    Page,
-    Route,
-    async_playwright,
-)
+from playwright.async_api import Browser, Page, async_playwright
 from redis.asyncio import Redis
 
 from shared.bus import Keys
 from shared.eventstore import EventStore
 from tests.lobby.helpers import running_lobby
 
-from .helpers import NARROW, WIDE, artifacts, launch, public_view_at
-
-LOCAL = "127.0.0.1"
-# Whether a page shows the end, or a move the person can make now.
-READY = """() => !document.getElementById('result').hidden
-  || document.querySelector('[data-testid=move]:not([disabled])') !== null"""
-
-
-class Traffic:
-    """Every request and socket of a browser context, and its pages' console errors; a
-    request to anywhere but this machine is refused (and recorded, so the test fails)."""
-
-    def __init__(self) -> None:
-        self.urls: list[str] = []
-        self.errors: list[str] = []
-
-    async def watch(self, context: BrowserContext) -> None:
-        async def route(r: Route) -> None:
-            self.urls.append(r.request.url)
-            if urlsplit(r.request.url).hostname == LOCAL:
-                await r.continue_()
-            else:
-                await r.abort()
-
-        await context.route("**/*", route)
-
-    def page(self, page: Page) -> Page:
-        page.on("console", self._console)
-        page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
-        page.on("websocket", lambda socket: self.urls.append(socket.url))
-        return page
-
-    def _console(self, message: ConsoleMessage) -> None:
-        if message.type == "error":
-            self.errors.append(f"{message.text} at {message.location.get('url')}")
-
-    def assert_local(self) -> None:
-        assert self.urls, "no request was recorded: the check would prove nothing"
-        away = [u for u in self.urls if urlsplit(u).hostname != LOCAL]
-        assert not away, f"requests left the machine: {away}"
-
-
-async def shoot(page: Page, name: str) -> None:
-    """Screenshots of the page at 1,400 and 390 px, whole page."""
-    for label, size in (("1400", WIDE), ("390", NARROW)):
-        await page.set_viewport_size(size)
-        await page.wait_for_timeout(150)
-        await page.screenshot(path=artifacts() / f"{name}-{label}.png", full_page=True)
-        width = await page.evaluate("() => document.documentElement.scrollWidth")
-        assert width <= size["width"], f"{name} is {width} px wide in a {label} px window"
-    await page.set_viewport_size(WIDE)
-
-
-async def probe(page: Page, expression: str) -> Any:
-    return await page.evaluate(f"() => {expression}")
+from .helpers import READY, WIDE, Traffic, launch, probe, public_view_at, shoot
 
 
 async def assert_turn_shows_a_clock(player: Page) -> None:

@@ -1,2 +1,2 @@
 // The games that have a drawing module of their own; any other game is shown by generic.js.
-export const DRAWN = new Set(["age_of_discovery"]);
+export const DRAWN = new Set(["age_of_discovery", "navegador"]);
