@@ -43,6 +43,7 @@ from faststream.redis.configs.state import RedisConnectionState
 from faststream.redis.message import DATA_KEY
 from faststream.redis.parser.message import MessageFormat
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from shared.loops import keep_running
@@ -102,7 +103,10 @@ class _GivenClient(RedisConnectionState):
 def _readers_client(client: Redis, readers: int) -> Redis:
     """A client of ``client``'s server with a pool of its own, one connection per blocking
     subscriber and a few more: per-stream subscribers must not use up (or wait for) the
-    service's pool, which its handlers share."""
+    service's pool, which its handlers share. A cluster client keeps a pool per node and
+    is used as it is."""
+    if isinstance(client, RedisCluster):
+        return client
     pool = client.connection_pool
     own = BlockingConnectionPool(
         connection_class=pool.connection_class,
@@ -146,7 +150,7 @@ class Broker(RedisBroker):
 
     def __init__(self, client: Redis, readers: int = 0, **options: Any) -> None:
         self._given = client if not readers else _readers_client(client, readers)
-        self._owned = bool(readers)
+        self._owned = self._given is not client
         options.setdefault("message_format", PlainBody)
         options.setdefault("logger", log)
         options.setdefault("log_level", logging.DEBUG)  # a line per batch is for debugging
