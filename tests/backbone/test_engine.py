@@ -184,7 +184,10 @@ async def test_a_command_that_crashes_its_handler_ends_in_the_dead_letters(
             json.loads(json.loads(record[b"fields"])[BODY.decode()])["command_id"]
             == poison.command_id
         )
-        assert engine.stats["crashed"] == 3
+        # Each delivery that reached the handler crashed it; a reclaim may also take over
+        # an entry the stream's subscriber holds but has not handed on yet (a delivery
+        # counted without a crash), so at most max_deliveries crashes, and at least one.
+        assert 1 <= engine.stats["crashed"] <= 3
         await wait_for(lambda: _acked(redis, keys, "g-poison"))
 
 
