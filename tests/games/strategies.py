@@ -11,12 +11,15 @@ drawn arguments, so a failing example hypothesis prints replays exactly
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from hypothesis import HealthCheck, Phase
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from shared.games import api
@@ -35,6 +38,43 @@ PROPERTY_SETTINGS: dict[str, Any] = {
 }
 
 SEEDS = st.integers(0, 2**32 - 1)
+
+
+@cache
+def random_game_length(name: str) -> float:
+    """Decisions in a random game of ``name`` (four seeded games at its most players)."""
+    game = api.get(name)
+    rules = game.rules(game.default_ruleset)
+    played = [api.play_random_game(game, rules, game.max_players, seed, False) for seed in range(4)]
+    return sum(p.decisions for p in played) / len(played)
+
+
+def examples(name: str, n: int) -> int:
+    """How many games a property plays for ``name``: ``n`` for the registered game whose
+    random games are shortest, proportionally fewer (at least 3) for a game whose random
+    games are longer, so every game's suite costs about the same time. A long game's
+    example walks that many more decisions, so it checks about as many situations."""
+    shortest = min(random_game_length(other) for other in api.names())
+    return max(3, math.ceil(n * shortest / random_game_length(name)))
+
+
+def per_game_property(n: int, **strategies: st.SearchStrategy[Any]) -> Callable[..., Any]:
+    """``@given(**strategies)`` for every registered game (a test parametrised by ``name``),
+    with :func:`examples` (``name``, ``n``) examples each: pytest's parameter and hypothesis'
+    settings cannot otherwise differ per game."""
+
+    def wrap(test: Callable[..., None]) -> Callable[[str], None]:
+        def run(name: str) -> None:
+            def example(**drawn: Any) -> None:
+                test(name, **drawn)
+
+            scaled = settings(max_examples=examples(name, n), **PROPERTY_SETTINGS)
+            scaled(given(**strategies)(example))()
+
+        run.__name__, run.__doc__, run.__module__ = test.__name__, test.__doc__, test.__module__
+        return pytest.mark.parametrize("name", api.names())(run)
+
+    return wrap
 
 
 def option_choices(game: AnyGame, ruleset: str) -> st.SearchStrategy[dict[str, Any]]:

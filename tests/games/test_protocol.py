@@ -40,14 +40,13 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.games import api
 from shared.games.api import Command, Event, Observation, RuleViolation, command_schema
 
 from . import schemas
-from .strategies import MAX_DECISIONS, PROPERTY_SETTINGS, SEEDS, Play, specs
+from .strategies import MAX_DECISIONS, SEEDS, Play, per_game_property, specs
 
 GAMES = api.names()
 per_game = pytest.mark.parametrize("name", GAMES)
@@ -116,9 +115,7 @@ def check_accepted_exactly_if_legal(play: Play, command: Any) -> None:
 # --- 1. replay -------------------------------------------------------------------------------
 
 
-@per_game
-@settings(max_examples=20, **PROPERTY_SETTINGS)
-@given(data=st.data())
+@per_game_property(20, data=st.data())
 def test_replaying_the_log_gives_the_live_state(name: str, data: st.DataObject) -> None:
     """Invariant (event sourcing): ``replay`` of the log so far gives the live state's hash
     at random points; at the end so does ``replay`` of the events as JSON taken when they
@@ -148,9 +145,7 @@ def test_replaying_the_log_gives_the_live_state(name: str, data: st.DataObject) 
 # --- 2. legal commands are accepted ----------------------------------------------------------
 
 
-@per_game
-@settings(max_examples=12, **PROPERTY_SETTINGS)
-@given(data=st.data())
+@per_game_property(12, data=st.data())
 def test_legal_commands_are_accepted_and_decide_changes_nothing(
     name: str, data: st.DataObject
 ) -> None:
@@ -336,9 +331,7 @@ def check_probe(probe: Probe, data: st.DataObject) -> None:
     assert_refused(play, data.draw(json_values | st.builds(object)))
 
 
-@per_game
-@settings(max_examples=20, **PROPERTY_SETTINGS)
-@given(data=st.data())
+@per_game_property(20, data=st.data())
 def test_refused_commands_change_nothing(name: str, data: st.DataObject) -> None:
     """Invariant: at the first decision of every kind, at random decisions and after the
     end, ``decide`` (and ``decide_into``) refuse, with a ``RuleViolation`` carrying a code and
@@ -430,9 +423,7 @@ def check_public_log(play: Play) -> None:
         assert_nothing_secret_in(public_form, hidden, f"public event {event.type}")
 
 
-@per_game
-@settings(max_examples=20, **PROPERTY_SETTINGS)
-@given(data=st.data())
+@per_game_property(20, data=st.data())
 def test_hidden_values_reach_no_view_and_no_public_event(name: str, data: st.DataObject) -> None:
     """Invariant (hidden information; see the module's docstring): at random points of a
     game, every view, the pending decisions and every seat's legal commands are the same in
@@ -464,9 +455,7 @@ def test_hidden_values_reach_no_view_and_no_public_event(name: str, data: st.Dat
     assert stepped or not play.decisions, "no twin ever took a step"
 
 
-@per_game
-@settings(max_examples=20, **PROPERTY_SETTINGS)
-@given(data=st.data(), stop=st.floats(0, 1), seed=SEEDS)
+@per_game_property(20, data=st.data(), stop=st.floats(0, 1), seed=SEEDS)
 def test_a_sampled_state_shows_the_seat_its_view_and_plays_on(
     name: str, data: st.DataObject, stop: float, seed: int
 ) -> None:
@@ -506,9 +495,7 @@ def restored(play: Play) -> Any:
     return play.game.restore(json.loads(json.dumps(play.game.snapshot(play.state))))
 
 
-@per_game
-@settings(max_examples=15, **PROPERTY_SETTINGS)
-@given(data=st.data())
+@per_game_property(15, data=st.data())
 def test_a_restored_snapshot_plays_on_identically(name: str, data: st.DataObject) -> None:
     """Invariant: a state restored from the JSON round trip of its snapshot has the live
     state's hash, pending decisions and legal commands, and plays on identically: the same
@@ -561,9 +548,7 @@ def check_finish(play: Play) -> None:
     check_results(play)
 
 
-@per_game
-@settings(max_examples=25, **PROPERTY_SETTINGS)
-@given(data=st.data())
+@per_game_property(25, data=st.data())
 def test_random_play_ends_with_results_for_every_seat(name: str, data: st.DataObject) -> None:
     """Invariant: a log starts with ``game_created`` naming the game, ruleset, options and
     players; a game is over exactly when nobody must decide; random play ends it within

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from shared.games import api
 from shared.games.api import Observation
 
-from .strategies import PROPERTY_SETTINGS, Play, Spec, specs
+from .strategies import PROPERTY_SETTINGS, Play, Spec, examples, per_game_property, specs
 
 GAMES = api.names()
 per_game = pytest.mark.parametrize("name", GAMES)
@@ -170,7 +170,7 @@ def test_every_view_of_random_games_matches_the_view_schema(name: str) -> None:
     check = validator(game)
     seen: set[str] = set()
 
-    @settings(max_examples=16, derandomize=True, **PROPERTY_SETTINGS)
+    @settings(max_examples=examples(name, 16), derandomize=True, **PROPERTY_SETTINGS)
     @given(spec=specs(name))
     def play(spec: Spec) -> None:
         game_play = spec.start()
@@ -209,7 +209,7 @@ def test_views_during_simultaneous_decisions_match_the_view_schema(name: str) ->
     check = validator(game)
     seen: set[str] = set()
     low, high = game.min_players, game.max_players
-    for i in range(SCAN_GAMES):
+    for i in range(examples(name, SCAN_GAMES)):
         spec = Spec(name, game.default_ruleset, (), low + i % (high - low + 1), i, 7 * i + 1)
         game_play = spec.start()
         for _, _, command in game_play.choices():
@@ -233,9 +233,7 @@ def test_views_during_simultaneous_decisions_match_the_view_schema(name: str) ->
 # --- and only they do -------------------------------------------------------------------------
 
 
-@per_game
-@settings(max_examples=6, **PROPERTY_SETTINGS)
-@given(data=st.data())
+@per_game_property(6, data=st.data())
 def test_mutated_views_are_refused(name: str, data: st.DataObject) -> None:
     """At a few points of a random game, each view is accepted as it is and refused once a
     key is added to any of its objects, a scalar becomes an object, a spectator gets legal
