@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from shared.bus import CommandSender, Keys
+from shared.bus import Broker, CommandSender, Keys
 from shared.contracts import CommandEnvelope, CommandResult
 from shared.eventstore import Archive, EventStore
 from shared.games import api
@@ -51,7 +51,7 @@ class Lobby:
         self.db = db
         self.settings = settings
         self.key = settings.signing_key()
-        self.sender = CommandSender(redis, keys)
+        self.sender = CommandSender(redis, keys, Broker(redis, service="lobby"))
         self.store = EventStore(redis, keys, archive=Archive(db))  # archived games too
         self.fanout = EventFanout(redis, keys)
 
