@@ -39,8 +39,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await lobby.fanout.close()
+        """The HTTP server and the lobby's brokers start and stop together."""
+        await lobby.start()
+        try:
+            yield
+        finally:
+            await lobby.close()
 
     app = FastAPIOffline(  # /docs and /redoc with their scripts served here: no CDN needed
         static_url="/docs/assets",

@@ -55,6 +55,18 @@ class Lobby:
         self.store = EventStore(redis, keys, archive=Archive(db))  # archived games too
         self.fanout = EventFanout(redis, keys)
 
+    async def start(self) -> None:
+        """Connect the broker commands go out on (the app's start)."""
+        await self.sender.broker.connect()
+
+    async def close(self) -> None:
+        """Stop the fan-out's subscribers and both brokers: the app's one shutdown path,
+        before the Redis client goes away."""
+        try:
+            await self.fanout.close()
+        finally:
+            await self.sender.broker.stop()
+
     def token(self, table_id: str, seat: int, holder: str) -> str:
         """A seat token for ``holder`` of ``seat``, valid for CARAVEL_SEAT_TOKEN_TTL_S."""
         return tokens.issue(self.key, table_id, seat, holder, self.settings.seat_token_ttl_s)
