@@ -28,7 +28,8 @@ function channelsTable(doc) {
     );
   });
   const head = ["stream", "who", "does", "group", "message", "about"].map((h) => el("th", {}, h));
-  return el("table", {}, el("thead", {}, el("tr", {}, ...head)), el("tbody", {}, ...rows));
+  const table = el("table", { class: "data" }, el("thead", {}, el("tr", {}, ...head)), el("tbody", {}, ...rows));
+  return el("div", { class: "wide" }, table);
 }
 
 function schemaSection(name, schema) {
@@ -45,7 +46,7 @@ function schemaSection(name, schema) {
     "article", { id: `schema-${name}` },
     el("h3", {}, name),
     el("p", {}, schema.description || ""),
-    el("table", {}, el("tbody", {}, ...rows)),
+    el("div", { class: "wide" }, el("table", { class: "data" }, el("tbody", {}, ...rows))),
   );
 }
 
