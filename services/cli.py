@@ -501,6 +501,24 @@ def scoring() -> None:
     _serve_alone(scoring=True)
 
 
+@app.command("asyncapi")
+def asyncapi_command(
+    write: Annotated[
+        bool, typer.Option("--write", help="Write docs/asyncapi.yaml instead of printing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of YAML.")] = False,
+) -> None:
+    """The bus's AsyncAPI 3.0 document: its streams, their messages, who writes and reads."""
+    from services.asyncapi import DOCUMENT, document, to_yaml
+
+    doc = document()
+    if write:
+        DOCUMENT.write_text(to_yaml(doc))
+        err_console.print(f"wrote {DOCUMENT}")
+        return
+    print(json.dumps(doc, indent=2) if as_json else to_yaml(doc), end="" if not as_json else "\n")
+
+
 projections = typer.Typer(help="The SQL projections of the game logs.", no_args_is_help=True)
 app.add_typer(projections, name="projections")
 

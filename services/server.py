@@ -14,6 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from services.ai.service import BotPlayer
+from services.asyncapi import document as asyncapi_document
 from services.engine import Engine
 from services.engine.janitor import Janitor
 from services.health import Health, operations_routes
@@ -64,7 +65,14 @@ async def serve(
             projector = ViewProjector(pools.client(), keys, claim_idle_ms=settings.claim_idle_ms)
             tasks.append(asyncio.create_task(projector.run(stop), name="views"))
             assert db is not None
-            app = create_app(pools.client(), keys, db, settings, routers=[scoring_routes])
+            app = create_app(
+                pools.client(),
+                keys,
+                db,
+                settings,
+                routers=[scoring_routes],
+                asyncapi=asyncapi_document(keys),
+            )
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
             tasks.append(asyncio.create_task(matchmaker.run(stop), name="matchmaker"))
             sockets = _listen(settings.http_host, settings.http_port)

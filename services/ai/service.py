@@ -62,7 +62,7 @@ class BotPlayer:
         self.redis = redis
         self.keys = keys
         self.settings = settings
-        self.broker = Broker(redis, readers=keys.partitions)
+        self.broker = Broker(redis, readers=keys.partitions, service="ai")
         self.sender = CommandSender(redis, keys, self.broker)  # answers published through it
         self.consumer = GroupConsumer(
             self.broker,

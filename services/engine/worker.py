@@ -148,7 +148,7 @@ class Engine:
         self.store = EventStore(
             redis, self.keys, GROUP, archive, s.durability_replicas, s.durability_timeout_ms
         )
-        self.broker = Broker(redis, readers=self.keys.partitions)
+        self.broker = Broker(redis, readers=self.keys.partitions, service="engine")
         self.consumer = GroupConsumer(
             self.broker,
             redis,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi_offline import FastAPIOffline
@@ -19,21 +20,31 @@ from shared.bus import Keys
 from shared.httpapi import install_error_handlers
 from shared.settings import Settings
 
-from . import catalog, games, limits, openapi, queue, tables, web
+from . import busdocs, catalog, games, limits, openapi, queue, tables, web
 from .lobby import Lobby
 
 
 def create_app(
-    redis: Redis, keys: Keys, db: Engine, settings: Settings, routers: Sequence[APIRouter] = ()
+    redis: Redis,
+    keys: Keys,
+    db: Engine,
+    settings: Settings,
+    routers: Sequence[APIRouter] = (),
+    asyncapi: dict[str, Any] | None = None,
 ) -> FastAPI:
     """The lobby's app; ``routers`` (scoring's, say) share its error shape and its SQL
-    engine (``shared.httpapi.Db``)."""
+    engine (``shared.httpapi.Db``); ``asyncapi``, the bus's AsyncAPI document, is served
+    with a page for it (``busdocs``)."""
     lobby = Lobby(redis, keys, db, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await lobby.fanout.close()
+        """The HTTP server and the lobby's brokers start and stop together."""
+        await lobby.start()
+        try:
+            yield
+        finally:
+            await lobby.close()
 
     app = FastAPIOffline(  # /docs and /redoc with their scripts served here: no CDN needed
         static_url="/docs/assets",
@@ -50,5 +61,7 @@ def create_app(
     for router in (catalog.router, tables.router, queue.router, games.router, *routers):
         app.include_router(router)
     web.install(app)  # the browser client: pages, static files, replay views
+    if asyncapi is not None:
+        busdocs.install(app, asyncapi)
     openapi.install(app)
     return app

@@ -35,7 +35,8 @@ class EventFanout:
         self.redis = redis
         self.keys = keys
         self.block_ms = block_ms
-        self.broker = Broker(redis, readers=2 * keys.partitions)  # events and decisions
+        # Its subscribers, one per event and decision stream, read on a pool of their own.
+        self.broker = Broker(redis, readers=2 * keys.partitions, service="lobby")
         self._listeners: dict[str, set[asyncio.Queue[Delivered]]] = {}
         self._decisions = {keys.decisions(p) for p in keys.all_partitions()}
         self._subscribers: list[Any] = []

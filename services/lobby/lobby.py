@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from shared.bus import CommandSender, Keys
+from shared.bus import Broker, CommandSender, Keys
 from shared.contracts import CommandEnvelope, CommandResult
 from shared.eventstore import Archive, EventStore
 from shared.games import api
@@ -51,9 +51,21 @@ class Lobby:
         self.db = db
         self.settings = settings
         self.key = settings.signing_key()
-        self.sender = CommandSender(redis, keys)
+        self.sender = CommandSender(redis, keys, Broker(redis, service="lobby"))
         self.store = EventStore(redis, keys, archive=Archive(db))  # archived games too
         self.fanout = EventFanout(redis, keys)
+
+    async def start(self) -> None:
+        """Connect the broker commands go out on (the app's start)."""
+        await self.sender.broker.connect()
+
+    async def close(self) -> None:
+        """Stop the fan-out's subscribers and both brokers: the app's one shutdown path,
+        before the Redis client goes away."""
+        try:
+            await self.fanout.close()
+        finally:
+            await self.sender.broker.stop()
 
     def token(self, table_id: str, seat: int, holder: str) -> str:
         """A seat token for ``holder`` of ``seat``, valid for CARAVEL_SEAT_TOKEN_TTL_S."""

@@ -74,7 +74,7 @@ class ViewProjector:
         self.keys = keys
         self.store = EventStore(redis, keys)
         self.codec = GameCodec()
-        self.broker = Broker(redis, readers=keys.partitions)
+        self.broker = Broker(redis, readers=keys.partitions, service="views")
         self.consumer = GroupConsumer(
             self.broker,
             redis,

@@ -78,7 +78,7 @@ class ScoringService:
         self.games: OrderedDict[str, GameProgress] = OrderedDict()
         self.streams = [keys.events(p) for p in keys.all_partitions()]
         self.positions: dict[str, str] = {}
-        self.broker = Broker(redis, readers=keys.partitions)
+        self.broker = Broker(redis, readers=keys.partitions, service="scoring")
         self._subscribers: dict[str, Any] = {}
         self._scoring = asyncio.Lock()  # one batch at a time: ratings span partitions
 

@@ -49,6 +49,7 @@ from redis.exceptions import ResponseError
 from shared.loops import keep_running
 
 from .keys import Keys
+from .metrics import bus_metrics
 
 log = logging.getLogger("caravel.bus")  # FastStream's lines (stdlib, through structlog's)
 slog = structlog.get_logger("caravel.bus")
@@ -145,12 +146,16 @@ class PlainBody(MessageFormat):
 
 class Broker(RedisBroker):
     """A FastStream ``RedisBroker`` on a service's Redis client, publishing plain bodies
-    (publishing needs no :meth:`start`). With ``readers``, the number of streams it may
-    subscribe to, its subscribers read on a pool of their own of that size (plus spares)."""
+    (publishing needs no :meth:`start`), counted in the metrics under ``service``
+    (``bus_metrics``). With ``readers``, the number of streams it may subscribe to, its
+    subscribers read on a pool of their own of that size (plus spares)."""
 
-    def __init__(self, client: Redis, readers: int = 0, **options: Any) -> None:
+    def __init__(
+        self, client: Redis, readers: int = 0, *, service: str = "caravel", **options: Any
+    ) -> None:
         self._given = client if not readers else _readers_client(client, readers)
         self._owned = self._given is not client
+        options.setdefault("middlewares", (bus_metrics(service),))
         options.setdefault("message_format", PlainBody)
         options.setdefault("logger", log)
         options.setdefault("log_level", logging.DEBUG)  # a line per batch is for debugging

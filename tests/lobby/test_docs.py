@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import yaml
 from redis.asyncio import Redis
 
+from services.asyncapi import document
 from shared.bus import Keys
 from shared.games import api
 
@@ -31,6 +33,35 @@ async def test_the_docs_pages_load_only_local_addresses_that_answer(
             for address in addresses:
                 assert address.startswith("/"), address
                 assert (await client.get(address)).status_code == 200, address
+
+
+async def test_the_bus_asyncapi_document_and_its_page_are_served_offline(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """/asyncapi.json and /asyncapi.yaml are the bus's document for this process's key prefix
+    and partitions; /asyncapi, its page, loads only local addresses; none of them is part of
+    the HTTP API's OpenAPI document."""
+    expected = document(keys)
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        as_json = await client.get("/asyncapi.json")
+        assert as_json.status_code == 200 and as_json.json() == expected
+        as_yaml = await client.get("/asyncapi.yaml")
+        assert as_yaml.status_code == 200 and "yaml" in as_yaml.headers["content-type"]
+        assert yaml.safe_load(as_yaml.text) == expected
+        commands = f"{keys.prefix}:{{p}}:commands"
+        assert expected["channels"]["engine:commands"]["address"] == commands
+        html = await client.get("/asyncapi")
+        assert html.status_code == 200 and "text/html" in html.headers["content-type"]
+        assert not re.search(r"https?://", html.text), "/asyncapi names another host"
+        addresses = [a or b for a, b in ADDRESS.findall(html.text)]
+        assert "/static/js/asyncapi.js" in addresses
+        for address in addresses:
+            assert address.startswith("/"), address
+            assert (await client.get(address)).status_code == 200, address
+        script = (await client.get("/static/js/asyncapi.js")).text
+        assert '"/asyncapi.json"' in script and not re.search(r"https?://", script)
+        paths = (await client.get("/openapi.json")).json()["paths"]
+        assert not [p for p in paths if p.startswith("/asyncapi")], list(paths)
 
 
 async def test_the_openapi_document_and_405s_say_what_the_server_accepts(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,7 @@ from websockets.asyncio.client import ClientConnection
 from shared.bus import Keys
 from shared.eventstore import EventStore
 
-from .helpers import bearer, caravel_env, running_lobby, wait_for_view
+from .helpers import bearer, caravel_env, free_port, running_lobby, wait_for_view
 
 
 async def _receive(url: str, stop_after: int | None = None) -> list[dict[str, Any]]:
@@ -244,3 +245,44 @@ async def test_a_socket_opened_before_the_engine_made_the_game_follows_it_from_t
                 engine.terminate()
                 engine.wait(timeout=30)
     assert (first["type"], first["version"]) == ("game_created", 1)
+
+
+async def test_a_stop_with_sockets_open_closes_the_http_server_and_the_brokers_together(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """SIGTERM while a WebSocket follows a game (the fan-out's subscribers read): the app's
+    one shutdown path stops the server, the subscribers and the lobby's brokers, and the
+    process exits 0 in time, with nothing logged at warning or above but the stop itself."""
+    port = free_port()
+    env = caravel_env(
+        redis_url, keys, database_url=database_url, data_dir=str(tmp_path), http_port=str(port)
+    )
+    log = (tmp_path / "stderr.log").open("w+")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "up"], env=env, stdout=subprocess.DEVNULL, stderr=log
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            for _ in range(300):
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get("/readyz")).status_code == 200:
+                        break
+                await asyncio.sleep(0.05)
+            game = await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})
+            game_id = game.json()["id"]
+            token = (await client.post(f"/tables/{game_id}/join", json={"name": "A"})).json()
+            await client.post(f"/tables/{game_id}/start", headers=bearer(token["token"]))
+            await wait_for_view(client, game_id, token["token"], 1)
+        url = f"ws://127.0.0.1:{port}/games/{game_id}/ws"
+        async with websockets.connect(url) as ws:
+            await asyncio.wait_for(ws.recv(), 10)  # the fan-out follows the partitions now
+            process.send_signal(signal.SIGTERM)
+            returncode = await asyncio.to_thread(process.wait, 20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    log.seek(0)
+    lines = [json.loads(line) for line in log if line.startswith("{")]
+    assert returncode == 0, lines
+    loud = [line for line in lines if line.get("level") in ("warning", "error", "critical")]
+    assert not loud, loud

@@ -65,12 +65,35 @@ def commands_counted(text: str) -> Counter[tuple[str, str]]:
     return rejected + Counter(others)
 
 
+def bus_counted(
+    found: dict[str, list[tuple[str, dict[str, str], float]]], keys: Keys
+) -> Counter[tuple[str, str, str]]:
+    """FastStream's counts (``caravel_bus_*``) by (what, service, stream kind), one channel
+    per stream kind (``<prefix>:{p}:commands``): ``received`` and ``published`` messages, and
+    the received ones ``acked`` (handled without an error)."""
+    out: Counter[tuple[str, str, str]] = Counter()
+    head = f"{keys.prefix}:{{p}}:"
+    for family, label, what in (
+        ("caravel_bus_received_messages", "handler", "received"),
+        ("caravel_bus_published_messages", "destination", "published"),
+        ("caravel_bus_received_processed_messages", "handler", None),
+    ):
+        for name, labels, value in found.get(family, []):
+            if name.endswith("_total"):
+                assert labels[label].startswith(head), labels  # a channel, not a stream
+                kind = labels[label].removeprefix(head)
+                out[what or labels["status"], labels["app_name"], kind] += int(value)
+    return out
+
+
 async def test_metrics_count_exactly_the_commands_sent(
     redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:
     """Moves, moves out of turn, unknown moves and a repeated move sent over HTTP to `caravel
     up`: its one /metrics parses as Prometheus text, counts each of them once under its
-    status and code, and carries every service's metrics (those the dashboard shows)."""
+    status and code, and carries every service's metrics (those the dashboard shows) with
+    FastStream's per channel: the lobby published each command once, the engine received
+    each once."""
     async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
         assert (await client.get("/livez")).json() == {"status": "ok"}
         assert (await client.get("/readyz")).json() == {"status": "ok"}
@@ -121,6 +144,20 @@ async def test_metrics_count_exactly_the_commands_sent(
         assert {("commands", "engine"), ("events", "views"), ("decisions", "ai")} <= pending
         appends = [v for name, _, v in found["caravel_append_seconds"] if name.endswith("_count")]
         assert 1 <= appends[0] <= sent["accepted", ""]
+        bus = bus_counted(found, keys)
+        assert bus["published", "lobby", "commands"] == sent.total()  # moves and create_game
+        assert bus["received", "engine", "commands"] == sent.total()
+        assert bus["acked", "engine", "commands"] == sent.total()
+        events = sent["accepted", ""]  # a notification per accepted command
+        assert bus["received", "views", "events"] == events
+        assert bus["received", "scoring", "events"] == events
+        assert bus["received", "ai", "decisions"] >= 1
+        assert not found["caravel_bus_received_processed_messages_exceptions"]
+        durations = {
+            (labels["app_name"], labels["handler"])
+            for name, labels, _ in found["caravel_bus_received_processed_messages_duration_seconds"]
+        }
+        assert ("engine", f"{keys.prefix}:{{p}}:commands") in durations
         shown = set(re.findall(r"caravel_[a-z_]+", DASHBOARD.read_text()))
         suffixes = re.compile(r"_(bucket|count|sum|total)$")
         assert {suffixes.sub("", name) for name in shown} <= set(found)

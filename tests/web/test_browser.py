@@ -229,3 +229,31 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
         await browser.close()
         assert traffic.errors == []
         traffic.assert_local()
+
+
+async def test_the_bus_asyncapi_page_shows_the_channels_and_their_messages(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """/asyncapi in a browser, offline: a row per channel (the engine reads the commands in its
+    group) and a section per message schema, with no error and no request off the machine."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        expected = (await client.get("/asyncapi.json")).json()
+        async with async_playwright() as playwright:
+            browser = await launch(playwright)
+            context = await browser.new_context(viewport=WIDE)
+            traffic = Traffic()
+            await traffic.watch(context)
+            page = traffic.page(await context.new_page())
+            await page.goto(f"{client.base_url}/asyncapi")
+            await page.wait_for_selector("#channels table")
+            rows = await page.locator("#channels tbody tr").all_inner_texts()
+            assert len(rows) == len(expected["channels"])
+            commands = f"{keys.prefix}:{{p}}:commands"
+            engine = [r for r in rows if r.split("\t")[:2] == [commands, "engine:commands"]]
+            assert engine and "reads\tengine\tCommandEnvelope" in engine[0], rows
+            schemas = await page.locator("#schemas article h3").all_inner_texts()
+            assert schemas == list(expected["components"]["schemas"])
+            await shoot(page, "asyncapi")
+            await browser.close()
+    assert not traffic.errors, traffic.errors
+    traffic.assert_local()

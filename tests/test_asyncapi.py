@@ -1,0 +1,50 @@
+"""The bus's AsyncAPI document: generated from the services' own names and contracts, and the
+copy in the repository is the one the code generates."""
+
+from __future__ import annotations
+
+from services.ai.service import GROUP as AI_GROUP
+from services.asyncapi import DOCUMENT, REGENERATE, document, to_yaml
+from services.engine.worker import GROUP as ENGINE_GROUP
+from shared.bus import Keys
+
+
+def test_the_document_in_the_repository_is_the_generated_one() -> None:
+    generated = to_yaml(document())
+    assert DOCUMENT.read_text() == generated, f"docs/asyncapi.yaml is stale: run `{REGENERATE}`"
+
+
+def test_each_stream_kind_is_one_channel_template_with_its_writers_and_readers() -> None:
+    doc = document()
+    keys = Keys()
+    channels = doc["channels"]
+    by_address: dict[str, dict[str, str]] = {}
+    for name, channel in channels.items():
+        redis = channel["bindings"]["redis"]
+        by_address.setdefault(channel["address"], {})[name] = redis.get(
+            "groupName", redis["method"]
+        )
+        assert channel["parameters"] == {"p": {"description": "The partition: 0 to 63 by default."}}
+        assert doc["operations"][name]["action"] == (
+            "send" if redis["method"] == "xadd" else "receive"
+        )
+    commands = keys.commands(0).replace("{0}", "{p}")
+    assert by_address[commands] == {
+        "lobby:commands": "xadd",
+        "ai:commands": "xadd",
+        "engine:commands": ENGINE_GROUP,
+    }
+    decisions = by_address[keys.decisions(0).replace("{0}", "{p}")]
+    assert decisions["ai:decisions"] == AI_GROUP and decisions["lobby:decisions"] == "xread"
+    assert {a.split(":")[-1] for a in by_address} == {
+        "commands",
+        "events",
+        "decisions",
+        "rejections",
+        "deadletters",
+    }
+    messages = doc["components"]["messages"]
+    engine_reads = messages["engine:commands:SubscribeMessage"]["payload"]["$ref"]
+    assert engine_reads == "#/components/schemas/CommandEnvelope"
+    envelope = doc["components"]["schemas"]["CommandEnvelope"]
+    assert {"game_id", "type"} <= set(envelope["required"])
