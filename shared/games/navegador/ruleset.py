@@ -10,16 +10,15 @@ runs on. A house ruleset may change any of it, the map included.
 
 from __future__ import annotations
 
-import tomllib
 from collections import deque
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..api import RulesetError
+from ..ruleset_files import RulesetFiles
 
 ACTIONS = ("sailing", "workers", "market", "colony", "privilege", "ships", "buildings")
 """The rondel's actions: mechanics, every edition has these (a board orders them)."""
@@ -204,47 +203,22 @@ class Ruleset(_Model):
         return errors
 
 
-def _format_errors(error: ValidationError) -> str:
-    parts = []
-    for e in error.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        parts.append(f"{loc}: {e['msg']}" if loc else e["msg"])
-    return "; ".join(parts)
+_FILES = RulesetFiles(__package__, Ruleset)
 
 
 def parse_ruleset(data: dict[str, Any]) -> Ruleset:
     """Validate a ruleset given as plain data; raise :class:`RulesetError` naming the field."""
-    try:
-        return Ruleset.model_validate(data)
-    except ValidationError as e:
-        raise RulesetError(f"invalid ruleset: {_format_errors(e)}") from None
+    return _FILES.parse(data)
 
 
 def available_rulesets() -> list[str]:
     """Names of the rulesets shipped with the package."""
-    folder = resources.files(__package__).joinpath("rulesets")
-    return sorted(
-        p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
-    )
+    return _FILES.available()
 
 
 def load_ruleset(name_or_path: str | Path = "standard") -> Ruleset:
     """Load a shipped ruleset by name, or a ruleset file by path."""
-    path = Path(name_or_path)
-    if path.suffix == ".toml":
-        text = path.read_text(encoding="utf-8")
-    else:
-        resource = resources.files(__package__).joinpath("rulesets", f"{name_or_path}.toml")
-        if not resource.is_file():
-            raise RulesetError(
-                f"unknown ruleset {str(name_or_path)!r}; shipped: {', '.join(available_rulesets())}"
-            )
-        text = resource.read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise RulesetError(f"invalid ruleset: {e}") from None
-    return parse_ruleset(data)
+    return _FILES.load(name_or_path)
 
 
 # --- compiled form ---------------------------------------------------------------------------
