@@ -112,10 +112,11 @@ class _Server(uvicorn.Server):
 
 def _announce(settings: Settings) -> None:
     """Say where the API is, once its port is bound: the JSON logs on stderr are for
-    machines; these three lines on stdout are what a person starting Caravel looks for."""
+    machines; these four lines on stdout are what a person starting Caravel looks for."""
     any_address = settings.http_host in ("0.0.0.0", "::", "")
     url = f"http://{'127.0.0.1' if any_address else settings.http_host}:{settings.http_port}"
-    print(f"Caravel serves  {url}   (open it in a browser to play)", flush=True)
+    print(f"Caravel serves  {url}", flush=True)
+    print(f"Play at         {url}/  (open it in a browser)", flush=True)
     print(f"API docs at     {url}/docs", flush=True)
     print(f"Data folder     {settings.data_dir.resolve()}", flush=True)
 
