@@ -33,7 +33,9 @@ log = structlog.get_logger("caravel.lobby")
 router = APIRouter(tags=["games"])
 
 # Rule violations of a command's shape (what the OpenAPI document describes): a 422. Every
-# other one is a conflict with the game's state (its turn, board, money): a 409.
+# other one is a conflict with the game's state (its turn, board, money): a 409, and so is a
+# command of another game (the document's commands are every game's: it fits the document,
+# not this game).
 SHAPE_CODES = {"malformed", "unknown_command"}
 # A version a socket resumes after: digits only (no sign, exponent or fraction), at most 15.
 AFTER = re.compile(r"[0-9]{1,15}")
@@ -124,8 +126,7 @@ async def send_command(
         result = await lobby.execute(envelope)
     if result.status == "rejected":
         code = result.code or "rejected"
-        status = 404 if code == "unknown_game" else 422 if code in SHAPE_CODES else 409
-        raise ApiError(status, code, result.reason or "", {"command_id": command_id})
+        raise ApiError(_status(code, kind), code, result.reason or "", {"command_id": command_id})
     version = result.version or 0  # the engine gives one with every answer but a rejection
     out = CommandOut(status=result.status, version=version, command_id=command_id)
     if legal:
@@ -156,6 +157,15 @@ async def get_legal(
     the game is over."""
     seat = (await lobby.claim(authorization, game_id)).seat
     return await _legal(lobby, game_id, seat, after_version)
+
+
+def _status(code: str, kind: str) -> int:
+    """The HTTP status of an engine's refusal ``code`` of a command of type ``kind``."""
+    if code == "unknown_game":
+        return 404
+    if code == "unknown_command" and any(kind in api.get(g).command_types() for g in api.names()):
+        return 409  # another game's command
+    return 422 if code in SHAPE_CODES else 409
 
 
 async def _legal(lobby: Lobby, game_id: str, seat: int, after: int | None) -> LegalOut:

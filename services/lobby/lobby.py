@@ -146,13 +146,29 @@ Auth = Annotated[str | None, Depends(authorization)]
 
 def chosen_options(game: api.AnyGame, ruleset: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` of ``ruleset`` as the game resolves them (defaults filled in), checked
-    by compiling the rules; 422 ``bad_options`` naming what is wrong."""
+    by compiling the rules; ``bad_options`` naming what is wrong otherwise: a 422, or a 409
+    when they are another game's options (the document offers every game's: they fit it,
+    not the game chosen)."""
     try:
         game.rules(ruleset, options)
         chosen = game.options_model(ruleset).model_validate(options)
     except (api.RulesetError, ValidationError) as e:
-        raise ApiError(422, "bad_options", str(e)) from None
+        status = 409 if _options_of_another_game(game, options) else 422
+        raise ApiError(status, "bad_options", str(e)) from None
     return chosen.model_dump(mode="json")
+
+
+def _options_of_another_game(game: api.AnyGame, options: Mapping[str, Any]) -> bool:
+    for name in api.names():
+        other = api.get(name)
+        if other is game:
+            continue
+        try:
+            other.rules(other.default_ruleset, options)
+        except (api.RulesetError, ValidationError):
+            continue
+        return True
+    return False
 
 
 def check_players(game: api.AnyGame, players: int) -> None:
