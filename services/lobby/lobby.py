@@ -153,7 +153,8 @@ def chosen_options(game: api.AnyGame, ruleset: str, options: Mapping[str, Any]) 
         game.rules(ruleset, options)
         chosen = game.options_model(ruleset).model_validate(options)
     except (api.RulesetError, ValidationError) as e:
-        status = 409 if _options_of_another_game(game, options) else 422
+        other = options and ruleset in game.rulesets() and _options_of_another_game(game, options)
+        status = 409 if other else 422
         raise ApiError(status, "bad_options", str(e)) from None
     return chosen.model_dump(mode="json")
 
