@@ -17,6 +17,7 @@ from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import hiredis
+from redis._parsers.commands import AsyncCommandsParser
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection, UnixDomainSocketConnection
@@ -98,9 +99,33 @@ def _cluster(url: str, **options: Any) -> RedisCluster:
         ssl=parts.scheme == "rediss+cluster",
         **options,
     )
+    client.commands_parser = _StreamKeysParser()
     if client.connection_kwargs["connection_class"] is Connection:
         # The nodes found later are made with these arguments; the startup ones already are.
         client.connection_kwargs["connection_class"] = HiredisConnection
         for startup in client.startup_nodes:
             startup.connection_class = HiredisConnection
     return client
+
+
+class _StreamKeysParser(AsyncCommandsParser):
+    """Finds the keys of the bus's reads and script calls in the command itself. redis-py
+    asks a server (``COMMAND GETKEYS``, one round trip to one node) for the keys of every
+    command whose keys move (XREAD, XREADGROUP, FCALL): every blocking read of a stream
+    would cost a round trip to that node before it goes to the stream's own."""
+
+    async def get_keys(self, *args: Any) -> Any:
+        name = _text(args[0]).upper() if args else ""
+        if name in ("FCALL", "FCALL_RO") and len(args) >= 3:
+            return list(args[3 : 3 + int(args[2])]) or None
+        if name in ("XREAD", "XREADGROUP"):
+            skip = 4 if name == "XREADGROUP" else 1  # GROUP <group> <consumer> is no option
+            words = [_text(a).upper() for a in args[skip:]]
+            if "STREAMS" in words:
+                streams = args[skip + words.index("STREAMS") + 1 :]
+                return list(streams[: len(streams) // 2])
+        return await super().get_keys(*args)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

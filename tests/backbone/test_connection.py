@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
-from shared.bus import connect
+from shared.bus import Keys, connect, delete_namespace, ensure_group
 from shared.bus.connection import CLUSTER_SOCKET_TIMEOUT_S, HiredisConnection
+from shared.bus.scripts import Library, call
 
 
 async def test_a_cluster_url_gives_a_cluster_client_of_its_nodes_packing_with_hiredis() -> None:
@@ -41,4 +42,38 @@ async def test_the_cluster_answers_for_keys_of_every_slot(redis_cluster_url: str
         assert [int(await client.get(key % p) or -1) for p in range(64)] == list(range(64))
         await client.delete(*[key % p for p in range(64)])
     finally:
+        await client.aclose()
+
+
+async def _getkeys_calls(client: Any) -> int:
+    """``COMMAND GETKEYS`` calls every node has answered so far."""
+    stats = await client.info("commandstats", target_nodes=RedisCluster.ALL_NODES)
+    return sum(s.get("cmdstat_command|getkeys", {}).get("calls", 0) for s in stats.values())
+
+
+async def test_stream_reads_and_script_calls_go_to_their_node_without_asking_for_keys(
+    redis_cluster_url: str, keys: Keys
+) -> None:
+    """XREAD, XREADGROUP and FCALL name their keys in places that move: redis-py would ask a
+    node for them (a round trip before each read); the client finds them itself and sends
+    each read to its stream's node."""
+    client: Any = connect(redis_cluster_url)
+    try:
+        streams = [keys.events(p) for p in keys.all_partitions()]
+        for s in streams:
+            await client.xadd(s, {"n": s})
+            await ensure_group(client, s, "g")
+        library = Library("getkeys_probe", {"get": "return redis.call('XLEN', KEYS[1])"})
+        await call(client, library["get"], [streams[0]], [])  # loads the library
+        before = await _getkeys_calls(client)
+        for s in streams:
+            [[name, [(_, fields)]]] = await client.xread({s: "0"}, count=1)
+            assert name.decode() == s and fields == {b"n": s.encode()}
+            [[_, read]] = await client.xreadgroup("g", "c", {s: ">"}, count=5, block=10)
+            assert len(read) == 1
+            assert await call(client, library["get"], [s], []) == 1
+        assert await _getkeys_calls(client) == before
+        await client.function_delete(library.name)
+    finally:
+        await delete_namespace(client, keys.prefix)
         await client.aclose()
