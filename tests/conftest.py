@@ -140,10 +140,17 @@ REDIS_KINDS = ["single", "cluster"]
 
 
 @pytest.fixture(params=REDIS_KINDS)
-async def any_redis(request: pytest.FixtureRequest, keys: Keys) -> AsyncIterator[Redis]:
-    """A client of the one Redis, then (the test runs again) of the Redis Cluster."""
-    url = request.getfixturevalue("redis_url" if request.param == "single" else "redis_cluster_url")
-    client = connect(url)
+def any_redis_url(request: pytest.FixtureRequest) -> str:
+    """The URL of the one Redis, then (the test runs again) of the session's Redis Cluster."""
+    return str(
+        request.getfixturevalue("redis_url" if request.param == "single" else "redis_cluster_url")
+    )
+
+
+@pytest.fixture
+async def any_redis(any_redis_url: str, keys: Keys) -> AsyncIterator[Redis]:
+    """A client of :func:`any_redis_url`'s Redis, its test's keys deleted afterwards."""
+    client = connect(any_redis_url)
     try:
         yield client
     finally:

@@ -6,6 +6,7 @@ import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from redis.asyncio import Redis
 
 from services.engine import Engine
@@ -23,6 +24,12 @@ from .helpers import (
     settings_for,
     wait_for,
 )
+
+
+@pytest.fixture
+def redis(any_redis: Redis) -> Redis:
+    """Every test here runs on one Redis and again on the session's Redis Cluster."""
+    return any_redis
 
 
 async def test_a_whole_game_through_the_engine_replays_to_its_recorded_hash(

@@ -211,21 +211,21 @@ async def test_snapshot_plus_later_events_equals_the_full_replay(
 
 
 async def test_a_group_created_after_events_were_written_sees_them_all(
-    redis: Redis, keys: Keys
+    any_redis: Redis, keys: Keys
 ) -> None:
-    store = EventStore(redis, keys)
+    store = EventStore(any_redis, keys)
     events, _ = game_events("g-late")
     await store.append(Append("g-late", 0, encoded(events), "c1"))
     stream = keys.events(keys.partition("g-late"))
-    await ensure_group(redis, stream, "late-projection")
-    await ensure_group(redis, stream, "late-projection")  # idempotent
+    await ensure_group(any_redis, stream, "late-projection")
+    await ensure_group(any_redis, stream, "late-projection")  # idempotent
     got: list[Delivery] = []
 
     async def handle(deliveries: list[Delivery]) -> None:
         got.extend(deliveries)
 
-    broker = Broker(redis)
-    consumer = GroupConsumer(broker, redis, "late-projection", "p1", keys, handle)
+    broker = Broker(any_redis)
+    consumer = GroupConsumer(broker, any_redis, "late-projection", "p1", keys, handle)
     await broker.start()
     try:
         await consumer.subscribe(stream)  # a FastStream subscriber, reading from here on

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from redis.asyncio import Redis
 
 from shared.bus import CommandSender, Keys
@@ -14,6 +15,12 @@ from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 
 from .helpers import RULES, play_locally, wait_for
+
+
+@pytest.fixture
+def redis(any_redis: Redis) -> Redis:
+    """Every test here runs on one Redis and again on the session's Redis Cluster."""
+    return any_redis
 
 
 def start_worker(redis_url: str, keys: Keys) -> subprocess.Popen[bytes]:
@@ -36,12 +43,12 @@ def start_worker(redis_url: str, keys: Keys) -> subprocess.Popen[bytes]:
 
 
 async def test_sigkill_mid_run_another_worker_takes_over(
-    redis: Redis, redis_url: str, keys: Keys
+    redis: Redis, any_redis_url: str, keys: Keys
 ) -> None:
     games = {f"g-kill-{i}": play_locally(f"g-kill-{i}", players=3, seed=20 + i) for i in range(6)}
     sender = CommandSender(redis, keys)
     store = EventStore(redis, keys)
-    first = start_worker(redis_url, keys)
+    first = start_worker(any_redis_url, keys)
     try:
         # Queue every game's whole command sequence; the worker churns through them.
         for commands, _ in games.values():
@@ -59,7 +66,7 @@ async def test_sigkill_mid_run_another_worker_takes_over(
         finals = {g: state.version for g, (_, state) in games.items()}
         assert done_before != list(finals.values())  # killed mid-run, not after
 
-        second = start_worker(redis_url, keys)
+        second = start_worker(any_redis_url, keys)
         try:
 
             async def all_done() -> bool:

@@ -64,15 +64,15 @@ async def test_the_engine_serves_again_after_redis_cut_its_connections(
 
 
 async def test_the_engine_makes_its_group_again_when_redis_lost_it(
-    redis: Redis, keys: Keys
+    any_redis: Redis, keys: Keys
 ) -> None:
     """A Redis restarted without its data has lost the consumer groups: the engine makes its
     group again (from the stream's start) instead of failing every round."""
     first, second = same_partition(keys, "g-lost", 2)
-    sender = CommandSender(redis, keys)
-    async with running_engine(redis, keys):
+    sender = CommandSender(any_redis, keys)
+    async with running_engine(any_redis, keys):
         assert (await sender.execute(create_game(first))).status == "accepted"
-        await redis.delete(keys.commands(keys.partition(first)))  # the stream and its group
+        await any_redis.delete(keys.commands(keys.partition(first)))  # the stream and its group
         result = await sender.execute(create_game(second), timeout_s=10)
         assert result.status == "accepted"
 
@@ -122,7 +122,7 @@ async def _serve(engine: Engine, sender: CommandSender, command: CommandEnvelope
 
 
 async def test_a_batch_read_before_the_lease_was_lost_is_left_to_the_new_owner(
-    redis: Redis, keys: Keys
+    any_redis: Redis, keys: Keys
 ) -> None:
     """Engine A reads a batch, loses the partition's lease (B takes it) before handling it,
     then gets the partition back: A leaves that batch pending for B instead of handling it
@@ -133,28 +133,28 @@ async def test_a_batch_read_before_the_lease_was_lost_is_left_to_the_new_owner(
     create, first, second, third = commands
     assert second.seat != third.seat  # so a state missing `second` refuses `third`
     p = keys.partition(game_id)
-    sender = CommandSender(redis, keys)
-    a = Engine(redis, settings_for(keys), keys, engine_id="engine-a")
+    sender = CommandSender(any_redis, keys)
+    a = Engine(any_redis, settings_for(keys), keys, engine_id="engine-a")
     await a.start()
     await a.rebalance()
     await sender.send(create)
     await _serve(a, sender, create)
     await sender.send(first)
-    batch = await read_as(redis, GROUP, a.id, keys.commands(p), 10)
-    await redis.set(keys.lease(p), "engine-b")  # A's lease expired and B took it
+    batch = await read_as(any_redis, GROUP, a.id, keys.commands(p), 10)
+    await any_redis.set(keys.lease(p), "engine-b")  # A's lease expired and B took it
     await a.rebalance()
     assert p not in a.held
     await a.handle(batch)
     assert game_id not in a.games  # nothing cached for a partition A does not hold
-    pending = await redis.xpending(keys.commands(p), "engine")
+    pending = await any_redis.xpending(keys.commands(p), "engine")
     assert pending["pending"] == 1  # `first` is left for the new owner
 
-    b = Engine(redis, settings_for(keys), keys, engine_id="engine-b")
+    b = Engine(any_redis, settings_for(keys), keys, engine_id="engine-b")
     await b.start()
     b.held, b.fresh = {p}, {p}
     await sender.send(second)
     await _serve(b, sender, second)
-    await redis.delete(keys.lease(p))  # B goes away; A takes the partition back
+    await any_redis.delete(keys.lease(p))  # B goes away; A takes the partition back
     await a.rebalance()
     assert p in a.held
     await sender.send(third)
@@ -168,7 +168,9 @@ async def test_a_batch_read_before_the_lease_was_lost_is_left_to_the_new_owner(
     assert await a.store.version(game_id) == result.version
 
 
-async def test_a_lease_lost_while_reclaiming_stops_the_reclaim(redis: Redis, keys: Keys) -> None:
+async def test_a_lease_lost_while_reclaiming_stops_the_reclaim(
+    any_redis: Redis, keys: Keys
+) -> None:
     """The lease loop finds the partition's lease gone while the engine reclaims its pending
     commands batch by batch: the engine stops reclaiming there, leaving the rest pending for
     the new owner, instead of claiming them again and again until they are dead-lettered."""
@@ -181,14 +183,16 @@ async def test_a_lease_lost_while_reclaiming_stops_the_reclaim(redis: Redis, key
             self._drop(p)  # what the lease loop does when it finds the lease gone
 
     commands, _ = play_locally(game_id, players=2, seed=3, limit=5)
-    sender = CommandSender(redis, keys)
-    engine = LosesTheLease(redis, settings_for(keys, batch_size=2), keys)
+    sender = CommandSender(any_redis, keys)
+    engine = LosesTheLease(any_redis, settings_for(keys, batch_size=2), keys)
     await engine.start()
     for command in commands:
         await sender.send(command)
-    await read_as(redis, GROUP, engine.id, keys.commands(p), 100)  # delivered, then left pending
+    await read_as(
+        any_redis, GROUP, engine.id, keys.commands(p), 100
+    )  # delivered, then left pending
     engine.held, engine.fresh = {p}, {p}
     await asyncio.wait_for(engine.reclaim(), 10)
-    assert not await redis.xlen(keys.dead_letters(p))
-    pending = await redis.xpending(keys.commands(p), "engine")
+    assert not await any_redis.xlen(keys.dead_letters(p))
+    pending = await any_redis.xpending(keys.commands(p), "engine")
     assert pending["pending"] == len(commands) - 2  # one batch handled, the rest left
