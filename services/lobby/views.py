@@ -8,6 +8,11 @@ the events' hidden parts), then stores the game's ``view`` for a spectator and, 
 how that seat's view differs from it (``shared.views``). A Lua script writes a view only if
 it is newer than the stored one, so several projectors, redeliveries and any order of
 notifications all leave the newest view. Reads never replay a log.
+
+A log that went back (a failover lost its acknowledged tail, and other events were written
+at the same versions) is noticed when the projector catches a game up: the event it applied
+last is no longer in the log. It then loads the game again from the log and replaces its
+view, older version or not, instead of diverging from the log for good.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from redis.asyncio import Redis
 from shared.bus import Broker, Delivery, GroupConsumer, Keys
 from shared.bus.scripts import Batch, Library
 from shared.contracts import Notification
-from shared.eventstore import EventStore, GameCodec
+from shared.eventstore import EventStore, GameCodec, Held
 from shared.games import api
 from shared.views import seat_part
 
@@ -37,11 +42,12 @@ CACHE_GAMES = 20_000
 BATCH = 500
 
 _WRITE = """
--- KEYS: 1 view hash, 2 view updates. ARGV: 1 version, 2 game id, then field/value pairs.
+-- KEYS: 1 view hash, 2 view updates. ARGV: 1 version, 2 game id, 3 '1' to replace a view
+-- of a log that went back (whatever its version), then field/value pairs.
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if tonumber(ARGV[1]) <= current then return 0 end
+if ARGV[3] ~= '1' and tonumber(ARGV[1]) <= current then return 0 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'version', ARGV[1], unpack(ARGV, 3))
+redis.call('HSET', KEYS[1], 'version', ARGV[1], unpack(ARGV, 4))
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000, '*', 'g', ARGV[2], 'v', ARGV[1])
 return 1
 """
@@ -50,16 +56,18 @@ SCRIPTS = Library("views", {"write": _WRITE})
 
 @dataclass
 class Projected:
-    """A game as the projector holds it: its state at ``version`` and how many seats it has
-    (counted once, from its results)."""
+    """A game as the projector holds it: its state at ``version`` (the event ``event_id``;
+    None: unknown, loaded from a snapshot) and how many seats it has (counted once, from its
+    results)."""
 
     state: Any
     version: int
     seats: int
+    event_id: str | None = None
 
     @classmethod
-    def of(cls, state: Any, version: int) -> Projected:
-        return cls(state, version, len(api.of(state).results(state)))
+    def of(cls, state: Any, version: int, event_id: str | None = None) -> Projected:
+        return cls(state, version, len(api.of(state).results(state)), event_id)
 
 
 class ViewProjector:
@@ -115,11 +123,11 @@ class ViewProjector:
         missing = [g for g in game_ids if g not in self.games]
         behind = [g for g in game_ids if g in self.games]
         await self._load(missing)
-        await self._catch_up(behind)
+        rebuilt = await self._catch_up(behind)
         async with Batch(self.redis) as batch:
             for game_id in game_ids:
                 if game_id in self.games:
-                    self._store_view(batch, game_id)
+                    self._store_view(batch, game_id, replace=game_id in rebuilt)
             await batch.execute()
         while len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)
@@ -130,26 +138,38 @@ class ViewProjector:
         if game_ids:
             for game_id, loaded in (await self.store.load_many(game_ids, self.codec)).items():
                 if loaded.state is not None:
-                    self.games[game_id] = Projected.of(loaded.state, loaded.version)
+                    self.games[game_id] = Projected.of(
+                        loaded.state, loaded.version, loaded.event_id
+                    )
 
-    async def _catch_up(self, game_ids: Sequence[str]) -> None:
-        """Apply the events cached games lack, read in one round trip."""
-        ranges = {g: (self.games[g].version, None) for g in game_ids}
-        for game_id, events in (await self.store.read_many(ranges)).items():
+    async def _catch_up(self, game_ids: Sequence[str]) -> set[str]:
+        """Apply the events cached games lack, read in one round trip from the event each
+        holds; the games whose log went back are loaded again (returned)."""
+        held = {g: Held(self.games[g].version, self.games[g].event_id) for g in game_ids}
+        logs = await self.store.read_many({g: h.range() for g, h in held.items()})
+        rebuilt = {g for g in game_ids if held[g].rolled_back(logs[g])}
+        for game_id in sorted(rebuilt):
+            log.warning("log went back; projecting the game again", game=game_id)
+            del self.games[game_id]
+        await self._load(sorted(rebuilt))
+        for game_id in set(game_ids) - rebuilt:
             projected = self.games[game_id]
-            for event in events:
-                if event.version == projected.version + 1:
+            for event in logs[game_id]:
+                if event.version == projected.version:
+                    projected.event_id = event.event_id  # known now (was a snapshot's)
+                elif event.version == projected.version + 1:
                     self.codec.apply(projected.state, event)
-                    projected.version = event.version
+                    projected.version, projected.event_id = event.version, event.event_id
+        return rebuilt
 
-    def _store_view(self, batch: Batch, game_id: str) -> None:
+    def _store_view(self, batch: Batch, game_id: str, replace: bool = False) -> None:
         projected = self.games[game_id]
         state, game = projected.state, api.of(projected.state)
         public = game.view(state, None)
         fields: list[Any] = ["public", _json(public)]
         for seat in range(projected.seats):
             fields += [f"seat:{seat}", _json(seat_part(public, game.view(state, seat)))]
-        args = [projected.version, game_id, *fields]
+        args = [projected.version, game_id, "1" if replace else "", *fields]
         updates = self.keys.view_updates(self.keys.partition(game_id))
         batch.call(SCRIPTS["write"], [self.keys.view(game_id), updates], args)
 

@@ -89,6 +89,7 @@ class GameProgress:
     cause: str | None = None  # the command whose events came last
     decisions: int = 0
     finished_at: datetime | None = None
+    event_id: str | None = None  # the event at ``version``: tells a log that went back
 
 
 @dataclass
@@ -102,6 +103,7 @@ class Rows:
     results: list[dict[str, Any]] = field(default_factory=list)
     finished: list[FinishedGame] = field(default_factory=list)
     events: int = 0
+    rebuilt: set[str] = field(default_factory=set)  # games whose old rows go first
 
 
 def seat_kinds(seats: Seats, players: int) -> list[str]:
@@ -143,7 +145,7 @@ def advance(p: GameProgress, envelope: EventEnvelope, rows: Rows | None) -> None
         p.cause = envelope.causation_id
     event = to_event(envelope)
     p.game.apply(p.state, event)
-    p.version = envelope.version
+    p.version, p.event_id = envelope.version, envelope.event_id
     if rows is not None:
         if facts := p.game.facts(p.state, event):
             _facts(p, envelope.version, facts, rows)
@@ -259,8 +261,16 @@ def snapshot_rows(p: GameProgress, rows: Rows) -> None:
         }
 
 
+PER_GAME = (ScoredGame, Standing, Decision, FactRow, Result)
+
+
 def write(conn: Connection, rows: Rows) -> None:
-    """Write a batch of rows (one statement per table); ratings are :func:`rate`'s."""
+    """Write a batch of rows (one statement per table); ratings are :func:`rate`'s. The
+    rows of games projected again from a log that went back are deleted first."""
+    if rows.rebuilt:
+        for model in PER_GAME:
+            table = table_of(model)
+            conn.execute(delete(table).where(table.c.game_id.in_(sorted(rows.rebuilt))))
     upsert(conn, table_of(ScoredGame), list(rows.games.values()))
     upsert(conn, table_of(Standing), list(rows.standings.values()))
     upsert(conn, table_of(Decision), rows.decisions)

@@ -22,7 +22,7 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from sqlalchemy import Engine, select
 from shared.bus import Broker, Delivery, Keys, follow
 from shared.bus.retention import mark_read
 from shared.contracts import EventEnvelope, Notification, Seats
-from shared.eventstore import Archive, EventStore, GameCodec
+from shared.eventstore import Archive, EventStore, GameCodec, Held
 
 from .db import (
     CheckpointMoved,
@@ -180,7 +180,7 @@ class ScoringService:
         if subscriber is not None:
             subscriber.last_id = self.positions[stream]
 
-    def _forget(self, game_ids: Mapping[str, int]) -> None:
+    def _forget(self, game_ids: Iterable[str]) -> None:
         """Drop cached games whose rows were not written: they reload from SQL and the log."""
         for game_id in game_ids:
             self.games.pop(game_id, None)
@@ -199,13 +199,26 @@ class ScoringService:
             return {game_id: version for game_id, version in conn.execute(query)}
 
     async def _project(self, targets: Mapping[str, int]) -> Rows:
-        """Bring each game's rows up to its target version."""
+        """Bring each game's rows up to its target version. A cached game is read from the
+        event it holds, to check the log still has it: if the log went back (a failover),
+        the game's rows are projected again from the log as it is now."""
         missing = [g for g in targets if g not in self.games]
         applied = await asyncio.to_thread(self._applied, missing) if missing else {}
         todo = [g for g in sorted(targets) if targets[g] > applied.get(g, 0)]
-        ranges = {g: (self.games[g].version if g in self.games else 0, targets[g]) for g in todo}
+        cached = [g for g in todo if g in self.games]
+        held = {g: Held(self.games[g].version, self.games[g].event_id) for g in cached}
+        ranges = {g: held[g].range(targets[g]) if g in held else (0, targets[g]) for g in todo}
         logs, seats = await self._read([g for g in todo if g not in self.games], ranges)
         rows = Rows()
+        rows.rebuilt = {g for g, h in held.items() if h.rolled_back(logs[g])}
+        if rows.rebuilt:
+            log.warning("log went back; scoring the games again", games=sorted(rows.rebuilt))
+            self._forget(rows.rebuilt)
+            again, again_seats = await self._read(
+                sorted(rows.rebuilt), {g: (0, targets[g]) for g in rows.rebuilt}
+            )
+            logs.update(again)
+            seats.update(again_seats)
         for game_id in todo:
             progress = self.games.get(game_id) or self._begin(game_id, logs[game_id], seats)
             if progress is not None:
@@ -257,14 +270,15 @@ class ScoringService:
             for stream in self.streams:
                 pipe.xrevrange(stream, count=1)
             for p in self.keys.all_partitions():  # the games in Redis and the archived ones
-                pipe.sunion([self.keys.games(p), self.keys.archived(p)])
+                pipe.smembers(self.keys.games(p))  # (no SUNION: a cluster pipeline refuses
+                pipe.smembers(self.keys.archived(p))  # commands of several keys)
             replies: list[Any] = await pipe.execute()
         n = len(self.streams)
         positions = {
             s: (r[0][0].decode() if r else "0-0")
             for s, r in zip(self.streams, replies[:n], strict=True)
         }
-        game_ids = sorted(g.decode() for members in replies[n:] for g in members)
+        game_ids = sorted({g.decode() for members in replies[n:] for g in members})
         await asyncio.to_thread(self._set_checkpoints, positions)
         await mark_read(self.redis, MARK_GROUP, positions)
         self.games.clear()

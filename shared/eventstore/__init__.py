@@ -3,7 +3,7 @@ SQL archive of finished games, read through the same store."""
 
 from .archive import Archive, ArchivedGame, ArchiveMismatch, archive_game
 from .codec import GameCodec, to_event
-from .store import Append, AppendResult, Codec, EventStore, Finished, FinishedLog, Loaded
+from .store import Append, AppendResult, Codec, EventStore, Finished, FinishedLog, Held, Loaded
 from .transfer import GameExists, export_log, import_log
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "FinishedLog",
     "GameCodec",
     "GameExists",
+    "Held",
     "Loaded",
     "archive_game",
     "export_log",

@@ -215,6 +215,33 @@ class Loaded(Generic[S]):
     state: S | None
     version: int
     seen: dict[str, int] = field(default_factory=dict)
+    event_id: str | None = None  # the last event applied (None: the snapshot is the tip)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a consumer holds of a game's log: the version it applied last and that event's
+    id. A failover can roll a log back (the new master lacked the tail the old one
+    acknowledged) and the engine then writes other events at the same versions: the version
+    alone does not tell the two logs apart, the event id does."""
+
+    version: int
+    event_id: str | None
+
+    def range(self, upto: int | None = None) -> tuple[int, int | None]:
+        """The ``read_many`` range from the held event (included, to check it) up to
+        ``upto`` (None: the end; never below the held event)."""
+        return (max(self.version - 1, 0), None if upto is None else max(upto, self.version))
+
+    def rolled_back(self, events: Sequence[EventEnvelope]) -> bool:
+        """``events``, read by :meth:`range`, no longer start with the event held: the log
+        went back (shorter than the version held, or another event at it). A consumer then
+        rebuilds the game from the log instead of diverging from it."""
+        if self.version == 0:
+            return False
+        if not events or events[0].version != self.version:
+            return True
+        return self.event_id is not None and events[0].event_id != self.event_id
 
 
 class ConflictError(Exception):
@@ -541,15 +568,16 @@ class EventStore:
         out: dict[str, Loaded[S]] = {}
         for game_id, snap, seen, version in zip(game_ids, snaps, seens, starts, strict=True):
             state = codec.restore(json.loads(snap[b"s"])) if snap else None
+            event_id = None
             for event in logs[game_id]:
                 if event.version != version + 1:
                     raise ValueError(f"{game_id}: log jumps from {version} to {event.version}")
                 if state is None:
                     state = codec.initial(event)
                 codec.apply(state, event)
-                version = event.version
+                version, event_id = event.version, event.event_id
             seen_ids = {_text(c): int(v) for c, v in seen.items()}
-            out[game_id] = Loaded(state, version, seen_ids)
+            out[game_id] = Loaded(state, version, seen_ids, event_id)
         return out
 
     async def game_ids(self, partition: int) -> list[str]:

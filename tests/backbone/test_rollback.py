@@ -1,0 +1,131 @@
+"""A log that went back: a failover loses the tail of a game's log that the old master had
+acknowledged, and the engine writes other events at the same versions. The views projection
+and scoring notice (the event they hold is no longer in the log) and project the game again
+from the log, instead of diverging from it for good.
+
+The rollback is simulated on a real Redis (and the cluster): the log's tail is deleted and
+the game's version set back, as the new master would have them, then another branch of the
+game is appended through the event store."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+from redis.asyncio import Redis
+from sqlalchemy import Engine, select
+
+from services.scoring.db import TABLES, Decision, Standing, table_of
+from services.scoring.service import ScoringService
+from shared.bus import Keys
+from shared.contracts import EventEnvelope
+from shared.eventstore import Append, EventStore
+from shared.games import age_of_discovery as aod
+from shared.views import read_view
+
+from ..scoring.helpers import dump
+from .helpers import RULES, running_projector, wait_for
+
+GAME = "g-rollback"
+
+
+def commands_events(
+    state: aod.GameState, version: int, seed: int, count: int
+) -> list[list[EventEnvelope]]:
+    """``count`` random legal commands from ``state`` (advanced past them), as the events
+    each appends after ``version``."""
+    chooser = random.Random(seed)
+    out = []
+    for _ in range(count):
+        seat = chooser.choice(aod.pending(state)).seat
+        command = chooser.choice(aod.legal_commands(state, seat))
+        cause = uuid.uuid4().hex
+        events = []
+        for event in aod.decide_into(state, command):
+            version += 1
+            events.append(_envelope(event, version, actor="player", cause=cause))
+        out.append(events)
+    return out
+
+
+def _envelope(
+    event: aod.Event, version: int, actor: str | None = None, cause: str | None = None
+) -> EventEnvelope:
+    return EventEnvelope(
+        game_id=GAME,
+        version=version,
+        type=event.type,
+        data=event.data,
+        secret=event.secret,
+        visibility=event.visibility,
+        actor=actor,
+        causation_id=cause,
+    )
+
+
+async def _append(store: EventStore, batches: list[list[EventEnvelope]]) -> None:
+    for events in batches:
+        expected = events[0].version - 1
+        result = await store.append(Append(GAME, expected, [e.encode() for e in events]))
+        assert result.status == "ok", result
+
+
+async def _roll_back(redis: Redis, keys: Keys, to_version: int) -> int:
+    """Delete the log's entries above ``to_version`` and set the game's version back, as a
+    replica that lacked them and took over would hold them."""
+    tail = await redis.xrange(keys.log(GAME), min=f"{to_version + 1}-0")
+    await redis.xdel(keys.log(GAME), *[entry_id for entry_id, _ in tail])
+    await redis.execute_command("XSETID", keys.log(GAME), f"{to_version}-0")  # never written
+    await redis.hset(keys.meta(GAME), "version", to_version)
+    return len(tail)
+
+
+async def test_views_and_scoring_project_again_a_game_whose_log_went_back(
+    any_redis: Redis, keys: Keys, database: Engine
+) -> None:
+    store = EventStore(any_redis, keys)
+    state, created = aod.new_game(RULES, None, 3, 11)
+    setup = [_envelope(e, i) for i, e in enumerate(created, 1)]
+    common = commands_events(state, len(setup), seed=1, count=6)
+    cut = common[-1][-1].version
+    branch = state.copy()
+    lost = commands_events(state, cut, seed=2, count=12)  # acknowledged, then lost
+    kept = commands_events(branch, cut, seed=3, count=2)  # fewer: the version goes back too
+    assert kept[-1][-1].version < lost[-1][-1].version
+    await _append(store, [setup, *common, *lost])
+
+    scorer = ScoringService(any_redis, keys, database, batch_size=5)
+    await scorer.start()
+    try:
+        async with running_projector(any_redis, keys) as projector:
+
+            async def caught_up(version: int) -> bool:
+                view = await any_redis.hget(keys.view(GAME), "version")
+                standings = await scorer.caught_up() and scorer.games[GAME].version == version
+                return standings and view is not None and int(view) == version
+
+            await wait_for(lambda: caught_up(lost[-1][-1].version))
+            assert await _roll_back(any_redis, keys, cut) == sum(len(b) for b in lost)
+            await _append(store, kept)
+            await wait_for(lambda: caught_up(kept[-1][-1].version))
+            await wait_for(projector.consumer.caught_up)
+            for seat in (None, 0, 1, 2):
+                assert await read_view(any_redis, keys, GAME, seat) == (
+                    aod.view(branch, None) if seat is None else aod.seat_view(branch, seat)
+                )
+    finally:
+        await scorer.close()
+
+    live = dump(database)
+    with database.connect() as conn:
+        decisions = conn.execute(select(table_of(Decision).c.version)).all()
+        standings = conn.execute(select(table_of(Standing)).order_by("seat")).all()
+    assert len(decisions) == len(common) + len(kept)  # none of the lost branch's left
+    assert [row.total for row in standings] == [r["total"] for r in aod.score(branch)]
+    assert {row.version for row in standings} == {kept[-1][-1].version}
+    # The rows equal those of a scoring that only ever saw the log as it is now.
+    await ScoringService(any_redis, keys, database).rebuild()
+    rebuilt = dump(database)
+    for table in TABLES:
+        if table.name != "projection_checkpoints":
+            assert live[table.name] == rebuilt[table.name], table.name
