@@ -148,32 +148,32 @@ async def _first_request(redis: Redis, keys: Keys, game_id: str) -> DecisionRequ
 
 
 async def test_a_request_waits_for_its_view_and_the_projection_wakes_it(
-    redis: Redis, keys: Keys
+    any_redis: Redis, keys: Keys
 ) -> None:
     """The request is there before the seat's view: the bot player waits (no answer, no
     command), the projector writes the view and announces it on the partition's view
     updates, and the bot answers at once, choosing among the commands the request carries
     (here cut down to one, so its answer can only be that one)."""
-    await _seat(redis, keys, "g-wake", ("random", "random"))
+    await _seat(any_redis, keys, "g-wake", ("random", "random"))
     partition = keys.partition("g-wake")
-    async with running_engine(redis, keys):
-        await CommandSender(redis, keys).execute(create_game("g-wake", players=2))
-        request = await _first_request(redis, keys, "g-wake")
+    async with running_engine(any_redis, keys):
+        await CommandSender(any_redis, keys).execute(create_game("g-wake", players=2))
+        request = await _first_request(any_redis, keys, "g-wake")
         only = request.legal_commands[-1]
         request = request.model_copy(update={"legal_commands": [only]})
-        player = BotPlayer(redis, keys, settings_for(keys))
+        player = BotPlayer(any_redis, keys, settings_for(keys))
         answering = asyncio.create_task(player.consider(request))
         await asyncio.sleep(0.3)
         assert not answering.done()
-        assert await redis.xlen(keys.commands(partition)) == 1  # create_game only
+        assert await any_redis.xlen(keys.commands(partition)) == 1  # create_game only
         projected = time.monotonic()
-        async with running_projector(redis, keys):
+        async with running_projector(any_redis, keys):
             assert await asyncio.wait_for(answering, service.VIEW_WAIT_S) is True
         assert time.monotonic() - projected < 1.0
-        updates: Any = await redis.xrange(keys.view_updates(partition))
+        updates: Any = await any_redis.xrange(keys.view_updates(partition))
         (_, update), *_ = updates  # the first view written (the bot's move may follow)
         assert update == {b"g": b"g-wake", b"v": str(request.version).encode()}
-    commands: Any = await redis.xrange(keys.commands(partition))
+    commands: Any = await any_redis.xrange(keys.commands(partition))
     sent = [CommandEnvelope.model_validate_json(fields[BODY]) for _, fields in commands]
     answer = next(c for c in sent if c.actor == "bot")
     assert {"type": answer.type, "seat": answer.seat, **answer.payload} == only

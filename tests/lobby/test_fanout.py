@@ -6,11 +6,18 @@ import asyncio
 import json
 from datetime import UTC, datetime
 
+import pytest
 from redis.asyncio import Redis
 
 from services.lobby.fanout import EventFanout
 from shared.bus import Keys
 from shared.contracts import DecisionRequest, Notification
+
+
+@pytest.fixture
+def redis(any_redis: Redis) -> Redis:
+    """Every test here runs on one Redis and again on the session's Redis Cluster."""
+    return any_redis
 
 
 async def _append(redis: Redis, keys: Keys, game_id: str, version: int) -> None:
