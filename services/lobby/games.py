@@ -213,6 +213,9 @@ async def events(
             await websocket.accept()  # then close with a reason the client can read
         code = 4429 if refused.status == 429 else refused.status
         await websocket.close(code=code, reason=f"{refused.code}: {refused.message}"[:120])
+    except LogWentBack as e:
+        log.warning("socket closed: the game's log went back", game=game_id, error=str(e))
+        await websocket.close(code=1012, reason="log_went_back: read the game again")
     except RedisError as e:  # its pool is busy (a flood) or Redis is away: come back later
         log.warning("socket closed: redis does not answer", error=str(e))
         await websocket.close(code=1013, reason="redis_unavailable: try again shortly")
@@ -318,7 +321,8 @@ async def stream_events(
     async with lobby.fanout.listen(game_id) as deliveries:
         for event in await lobby.store.read(game_id, after):
             public = event.encode().public if event.visible_to(seat) else None
-            if await follower.event(event.version, public, event.type == api.GAME_ENDED):
+            ended = event.type == api.GAME_ENDED
+            if await follower.event(event.version, public, ended, event.event_id):
                 return
         if seat is not None:
             for request in await _due_decisions(lobby, game_id, seat, follower.sent):
@@ -330,11 +334,22 @@ async def stream_events(
                 continue
             for raw in item.events():
                 if raw["version"] <= follower.sent:
+                    follower.check(raw["version"], raw.get("event_id"))
                     continue
                 visible = api.Event.from_dict(raw).visible_to(seat)
                 public = json.dumps(raw, separators=(",", ":")) if visible else None
-                if await follower.event(raw["version"], public, raw["type"] == api.GAME_ENDED):
+                ended = raw["type"] == api.GAME_ENDED
+                if await follower.event(raw["version"], public, ended, raw.get("event_id")):
                     return
+
+
+class LogWentBack(Exception):
+    """An event delivered at a version a socket has sent is another event than the one sent:
+    a failover rolled the game's log back. The socket closes (1012) so that its client reads
+    the game again, instead of going on from events that are no longer in the log."""
+
+
+REMEMBERED = 256  # the ids of a socket's last events sent, to tell a log that went back
 
 
 class _Follower:
@@ -347,16 +362,28 @@ class _Follower:
         self.seat, self.sent, self.send = seat, after, send
         self.decided = 0  # the version of the last request sent
         self.held: DecisionRequest | None = None  # a request ahead of the events sent
+        self.ids: dict[int, str] = {}  # version -> event id, of the last events sent
 
-    async def event(self, version: int, public: str | None, last: bool) -> bool:
+    async def event(
+        self, version: int, public: str | None, last: bool, event_id: str | None = None
+    ) -> bool:
         """Send one event (``public`` None: not the seat's to see); True after the last."""
         self.sent = version
+        if event_id is not None:
+            self.ids[version] = event_id
+            self.ids.pop(version - REMEMBERED, None)
         if public is not None:
             await self.send(public)
         held, self.held = self.held, None
         if held is not None:
             await self.decision(held)
         return last
+
+    def check(self, version: int, event_id: str | None) -> None:
+        """Raise :class:`LogWentBack` if the event sent at ``version`` had another id."""
+        sent = self.ids.get(version)
+        if sent is not None and event_id is not None and sent != event_id:
+            raise LogWentBack(f"version {version} is another event than the one sent")
 
     async def decision(self, request: DecisionRequest) -> None:
         if request.seat != self.seat or request.version <= self.decided:

@@ -1,7 +1,8 @@
 """A log that went back: a failover loses the tail of a game's log that the old master had
-acknowledged, and the engine writes other events at the same versions. The views projection
-and scoring notice (the event they hold is no longer in the log) and project the game again
-from the log, instead of diverging from it for good.
+acknowledged, and the engine writes other events at the same versions. The views projection,
+scoring and the WebSocket stream notice (the event they hold is no longer in the log): the
+first two project the game again from the log, the stream stops for its client to read the
+game again, instead of diverging from the log for good.
 
 The rollback is simulated on a real Redis (and the cluster): the log's tail is deleted and
 the game's version set back, as the new master would have them, then another branch of the
@@ -9,12 +10,19 @@ game is appended through the event store."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
 import uuid
+from types import SimpleNamespace
+from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
+from services.lobby.fanout import EventFanout
+from services.lobby.games import LogWentBack, stream_events
 from services.scoring.db import TABLES, Decision, Standing, table_of
 from services.scoring.service import ScoringService
 from shared.bus import Keys
@@ -129,3 +137,43 @@ async def test_views_and_scoring_project_again_a_game_whose_log_went_back(
     for table in TABLES:
         if table.name != "projection_checkpoints":
             assert live[table.name] == rebuilt[table.name], table.name
+
+
+async def test_a_socket_following_a_game_whose_log_went_back_is_closed_to_read_it_again(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """The WebSocket's stream of a game (the lobby's fan-out, live) meets an event at a
+    version it has sent that is another event: it stops (the socket closes with 1012 for
+    its client to read the game again) instead of skipping the version as a duplicate."""
+    store = EventStore(any_redis, keys)
+    state, created = aod.new_game(RULES, None, 3, 12)
+    setup = [_envelope(e, i) for i, e in enumerate(created, 1)]
+    lost = commands_events(state.copy(), len(setup), seed=4, count=6)
+    kept = commands_events(state, len(setup), seed=5, count=2)
+    await _append(store, [setup])
+    fanout = EventFanout(any_redis, keys, block_ms=50)
+    lobby = SimpleNamespace(fanout=fanout, store=store)
+    sent: list[dict[str, Any]] = []
+
+    async def send(text: str) -> None:
+        sent.append(json.loads(text))
+
+    streaming = asyncio.create_task(stream_events(lobby, GAME, None, 0, send))  # type: ignore[arg-type]
+    try:
+        await wait_for(lambda: _sent_up_to(sent, len(setup)))
+        await _append(store, lost)
+        last_public = max(e.version for b in lost for e in b if e.visibility == "public")
+        await wait_for(lambda: _sent_up_to(sent, last_public))
+        assert not streaming.done()
+        await _roll_back(any_redis, keys, len(setup))
+        await _append(store, kept)
+        with pytest.raises(LogWentBack):
+            await asyncio.wait_for(streaming, 10)
+    finally:
+        streaming.cancel()
+        await asyncio.gather(streaming, return_exceptions=True)
+        await fanout.close()
+
+
+async def _sent_up_to(sent: list[dict[str, Any]], version: int) -> bool:
+    return bool(sent) and sent[-1]["version"] >= version
