@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from shared.bus import BODY, Broker, Delivery, GroupConsumer, Keys, ensure_group
+from shared.bus import BODY, Broker, Delivery, GroupConsumer, Keys, ensure_group, tracing
 from shared.bus.scripts import Batch, Library, call
 from shared.contracts import (
     CommandEnvelope,
@@ -351,7 +351,8 @@ class Engine:
             # manager: this runs thousands of times a second).
             bound = bind_contextvars(game=env.game_id, command=env.command_id, seat=env.seat)
             try:
-                game_id, outcome = await self._decide(d, env)
+                with tracing.command_span(env.game_id, env.command_id, env.type, env.seat):
+                    game_id, outcome = await self._decide(d, env)
             except Exception:
                 # A crash: leave the entry pending; it is reclaimed and retried, and after
                 # too many deliveries it goes to the dead letters.

@@ -48,6 +48,7 @@ from redis.exceptions import ResponseError
 
 from shared.loops import keep_running
 
+from . import tracing
 from .keys import Keys
 from .metrics import bus_metrics
 
@@ -147,15 +148,19 @@ class PlainBody(MessageFormat):
 class Broker(RedisBroker):
     """A FastStream ``RedisBroker`` on a service's Redis client, publishing plain bodies
     (publishing needs no :meth:`start`), counted in the metrics under ``service``
-    (``bus_metrics``). With ``readers``, the number of streams it may subscribe to, its
-    subscribers read on a pool of their own of that size (plus spares)."""
+    (``bus_metrics``) and traced when an exporter is configured (``tracing``). With
+    ``readers``, the number of streams it may subscribe to, its subscribers read on a pool
+    of their own of that size (plus spares)."""
 
     def __init__(
         self, client: Redis, readers: int = 0, *, service: str = "caravel", **options: Any
     ) -> None:
         self._given = client if not readers else _readers_client(client, readers)
         self._owned = self._given is not client
-        options.setdefault("middlewares", (bus_metrics(service),))
+        self.service = service
+        traced = tracing.bus_middleware()
+        middlewares = (bus_metrics(service),) + ((traced,) if traced is not None else ())
+        options.setdefault("middlewares", middlewares)
         options.setdefault("message_format", PlainBody)
         options.setdefault("logger", log)
         options.setdefault("log_level", logging.DEBUG)  # a line per batch is for debugging
