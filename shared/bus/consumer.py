@@ -42,6 +42,7 @@ from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.configs.state import RedisConnectionState
 from faststream.redis.message import DATA_KEY
 from faststream.redis.parser.message import MessageFormat
+from prometheus_client import Counter
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
@@ -50,7 +51,7 @@ from shared.loops import keep_running
 
 from . import tracing
 from .keys import Keys
-from .metrics import bus_metrics
+from .metrics import DEAD_LETTERED, RECLAIMED, bus_metrics, channel
 
 log = logging.getLogger("caravel.bus")  # FastStream's lines (stdlib, through structlog's)
 slog = structlog.get_logger("caravel.bus")
@@ -222,7 +223,7 @@ class GroupConsumer:
 
     def __init__(
         self,
-        broker: RedisBroker,
+        broker: Broker,
         redis: Redis,
         group: str,
         consumer: str,
@@ -331,6 +332,7 @@ class GroupConsumer:
             while still():
                 batch = await self.claim(stream, min_idle_ms, self.batch)
                 if batch:
+                    self._count(RECLAIMED, stream, len(batch))
                     await self.handle(batch)
                     handled += len(batch)
                 if len(batch) < self.batch:
@@ -400,6 +402,11 @@ class GroupConsumer:
             pipe.xadd(self.keys.dead_letters(self.keys.partition_of(delivery.stream)), record)
             pipe.xack(delivery.stream, self.group, delivery.id)
             await pipe.execute()
+        self._count(DEAD_LETTERED, delivery.stream, 1)
+
+    def _count(self, counter: Counter, stream: str, n: int) -> None:
+        """What FastStream's middleware does not see (``shared.bus.metrics``)."""
+        counter.labels(self.broker.service, channel(stream), self.group).inc(n)
 
     async def ack(self, deliveries: Sequence[Delivery]) -> None:
         """Acknowledge ``deliveries`` (one call per stream)."""
