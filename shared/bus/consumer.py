@@ -18,6 +18,9 @@ atomic append script). This module is the one adapter for what FastStream 0.7 do
   before 8.4, and polls without pause while the pending list holds busy entries.
 - A stream whose group vanished (a Redis restarted without its data): FastStream stops the
   subscriber for good; here the group is made again, from the start, and it restarts.
+- A failed read (a connection cut: Redis restarted, a failover) is retried after
+  ``READ_RETRY_S``, not FastStream's fixed 5 s, which held every new entry of a stream that
+  long after the cut.
 - Streams can be added and removed while running (the engine's partitions change hands), and
   a newly added stream's pending entries can be handled before any new one (``drain``).
 
@@ -42,6 +45,7 @@ from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.configs.state import RedisConnectionState
 from faststream.redis.message import DATA_KEY
 from faststream.redis.parser.message import MessageFormat
+from faststream.redis.subscriber.usecases import stream_subscriber
 from prometheus_client import Counter
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
@@ -59,6 +63,12 @@ slog = structlog.get_logger("caravel.bus")
 BLOCK_MS = 1000  # a subscriber's blocking read: entries arrive at once, this is only idle time
 STOP_WAIT_S = 5.0  # stopping a subscriber waits this long for the batch it is handling
 SPARE_CONNECTIONS = 4  # a subscriber pool's connections beyond one per stream
+# A subscriber whose read failed reads again after this long (FastStream: 5 s, a module
+# constant, so set for every subscriber of the process). Short enough that a cut connection
+# delays new entries by about that much; long enough that a Redis down for good costs each
+# subscriber one error line a second, not a busy loop.
+READ_RETRY_S = 1
+stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS = READ_RETRY_S  # type: ignore[attr-defined]
 
 
 async def ensure_group(redis: Redis, stream: str, group: str) -> None:
@@ -173,6 +183,13 @@ class Broker(RedisBroker):
     ) -> Any:
         return _GivenClient(self._given, self._owned)
 
+    async def drop_idle_connections(self) -> None:
+        """Close the subscribers' idle connections (a pool of their own): after a Redis
+        restart they are all dead, and a subscriber restarting on them would fail once per
+        connection before it found a live one."""
+        if self._owned:
+            await self._given.connection_pool.disconnect(inuse_connections=False)
+
 
 async def _parse(raw: Any) -> StreamMessage[Any]:
     """A batch as it came: no JSON round trip of every entry (the handler parses the
@@ -251,9 +268,11 @@ class GroupConsumer:
         return list(self._subscribers)
 
     async def subscribe(self, stream: str) -> None:
-        """Read ``stream`` from now on (its group made from the start if missing). To
-        handle what is pending first, :meth:`reclaim` it with no idle time before."""
+        """Read ``stream`` from now on (its group made from the start if missing; its
+        subscriber restarted if FastStream stopped it). To handle what is pending first,
+        :meth:`reclaim` it with no idle time before."""
         if stream in self._subscribers:
+            await self._revive(stream)
             return
         await ensure_group(self.redis, stream, self.group)
         lock = self._locks.setdefault(stream, asyncio.Lock())
@@ -315,11 +334,16 @@ class GroupConsumer:
     async def revive(self) -> None:
         """Restart the subscribers FastStream stopped because their group vanished (a Redis
         restarted without its data): the group is made again, from the stream's start."""
-        for stream, subscriber in list(self._subscribers.items()):
-            if not subscriber.running:
-                slog.warning("subscriber stopped; restarting it", stream=stream, group=self.group)
-                await ensure_group(self.redis, stream, self.group)
-                await subscriber.start()
+        for stream in list(self._subscribers):
+            await self._revive(stream)
+
+    async def _revive(self, stream: str) -> None:
+        subscriber = self._subscribers[stream]
+        if not subscriber.running:
+            slog.warning("subscriber stopped; restarting it", stream=stream, group=self.group)
+            await ensure_group(self.redis, stream, self.group)
+            await self.broker.drop_idle_connections()
+            await subscriber.start()
 
     async def reclaim(
         self, stream: str, min_idle_ms: int, still: Callable[[], bool] = lambda: True
