@@ -26,10 +26,13 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import BODY, Keys, delete_namespace
+from shared.bus import BODY, Broker, Delivery, Keys, delete_namespace, follow
 from shared.contracts import SCHEMA_VERSION, CommandEnvelope, Notification
 from shared.games import api
 from shared.settings import Settings
+
+WATCH_BATCH = 1000  # event entries a watcher's read takes at most
+WATCH_BLOCK_MS = 100
 
 
 @dataclass
@@ -76,17 +79,29 @@ class Outbox:
 
 
 async def _watch(redis: Redis, keys: Keys, waiters: Waiters, stop: asyncio.Event) -> None:
-    # The namespace is new: reading from the start misses nothing between two reads.
-    streams: dict[Any, Any] = {keys.events(p): "0-0" for p in keys.all_partitions()}
-    while not stop.is_set():
-        replies: Any = await redis.xread(streams, count=1000, block=100)
+    """Follow every partition event stream through FastStream until ``stop``, from the start
+    (the namespace is new: nothing is missed), resolving the waiters of the versions seen."""
+    broker = Broker(redis, readers=keys.partitions, service="bench")
+
+    async def seen(deliveries: list[Delivery]) -> None:
         now = time.perf_counter()
-        for stream, entries in replies or []:
-            name = stream.decode() if isinstance(stream, bytes) else stream
-            for _, fields in entries:
-                notification = Notification.from_fields(fields)
-                waiters.seen(notification.game_id, notification.version, now)
-            streams[name] = entries[-1][0]
+        for d in deliveries:
+            notification = Notification.from_fields(d.fields)
+            waiters.seen(notification.game_id, notification.version, now)
+
+    await broker.start()
+    subscribers = [
+        follow(broker, keys.events(p), "0-0", WATCH_BATCH, seen, block_ms=WATCH_BLOCK_MS)
+        for p in keys.all_partitions()
+    ]
+    try:
+        for subscriber in subscribers:
+            await subscriber.start()
+        await stop.wait()
+    finally:
+        for subscriber in subscribers:
+            await subscriber.stop()
+        await broker.stop()
 
 
 async def _play(game_id: str, seed: int, players: int, run: Run, which: int) -> None:
@@ -268,7 +283,11 @@ async def pipeline(
 async def _engines_ready(redis: Redis, keys: Keys, count: int) -> None:
     """Wait until every partition is leased, so the clock starts on a working pipeline."""
     for _ in range(600):
-        owners = await redis.mget([keys.lease(p) for p in keys.all_partitions()])
+        # One GET per lease (each in its partition's slot: a cluster refuses one MGET of them).
+        async with redis.pipeline(transaction=False) as pipe:
+            for p in keys.all_partitions():
+                pipe.get(keys.lease(p))
+            owners = await pipe.execute()
         if all(owners) and len(set(owners)) >= min(count, keys.partitions):
             return
         await asyncio.sleep(0.05)
