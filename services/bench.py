@@ -31,6 +31,9 @@ from shared.contracts import SCHEMA_VERSION, CommandEnvelope, Notification
 from shared.games import api
 from shared.settings import Settings
 
+WATCH_BATCH = 1000  # event entries a watcher's read takes at most
+WATCH_BLOCK_MS = 100
+
 
 @dataclass
 class Waiters:
@@ -76,20 +79,19 @@ class Outbox:
 
 
 async def _watch(redis: Redis, keys: Keys, waiters: Waiters, stop: asyncio.Event) -> None:
-    """Follow every partition's events (a FastStream subscriber per stream: on a cluster,
-    each read goes to its stream's node) until ``stop``. The namespace is new: reading from
-    the start misses nothing."""
+    """Follow every partition event stream through FastStream until ``stop``, from the start
+    (the namespace is new: nothing is missed), resolving the waiters of the versions seen."""
     broker = Broker(redis, readers=keys.partitions, service="bench")
 
     async def seen(deliveries: list[Delivery]) -> None:
         now = time.perf_counter()
-        for delivery in deliveries:
-            notification = Notification.from_fields(delivery.fields)
+        for d in deliveries:
+            notification = Notification.from_fields(d.fields)
             waiters.seen(notification.game_id, notification.version, now)
 
     await broker.start()
     subscribers = [
-        follow(broker, keys.events(p), "0-0", 1000, seen, block_ms=100)
+        follow(broker, keys.events(p), "0-0", WATCH_BATCH, seen, block_ms=WATCH_BLOCK_MS)
         for p in keys.all_partitions()
     ]
     try:
@@ -281,7 +283,11 @@ async def pipeline(
 async def _engines_ready(redis: Redis, keys: Keys, count: int) -> None:
     """Wait until every partition is leased, so the clock starts on a working pipeline."""
     for _ in range(600):
-        owners = [await redis.get(keys.lease(p)) for p in keys.all_partitions()]  # slots apart
+        # One GET per lease (each in its partition's slot: a cluster refuses one MGET of them).
+        async with redis.pipeline(transaction=False) as pipe:
+            for p in keys.all_partitions():
+                pipe.get(keys.lease(p))
+            owners = await pipe.execute()
         if all(owners) and len(set(owners)) >= min(count, keys.partitions):
             return
         await asyncio.sleep(0.05)

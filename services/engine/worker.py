@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from shared.bus import BODY, Broker, Delivery, GroupConsumer, Keys, ensure_group
+from shared.bus import BODY, Broker, Delivery, GroupConsumer, Keys, ensure_group, tracing
 from shared.bus.scripts import Batch, Library, call
 from shared.contracts import (
     CommandEnvelope,
@@ -239,12 +239,10 @@ class Engine:
             if self._streams[stream] not in self.held:
                 await self.consumer.unsubscribe(stream)
         for p in sorted(self.fresh):
+            self.fresh.discard(p)  # a failure while reclaiming makes it fresh again
             stream = self.keys.commands(p)
-            if p not in self.held:
-                self.fresh.discard(p)
-            else:
+            if p in self.held:
                 await self.consumer.reclaim(stream, 0, self._holds(p))
-                self.fresh.discard(p)
                 if p in self.held:
                     await self.consumer.subscribe(stream)
 
@@ -258,8 +256,8 @@ class Engine:
         await self.consumer.revive()
         for p in sorted(self.held):
             idle = 0 if p in self.fresh else self.settings.claim_idle_ms
-            await self.consumer.reclaim(self.keys.commands(p), idle, self._holds(p))
             self.fresh.discard(p)
+            await self.consumer.reclaim(self.keys.commands(p), idle, self._holds(p))
 
     async def _on_batch(self, deliveries: list[Delivery]) -> None:
         """A subscriber's batch: handled; a failure leaves it pending and is distrusted."""
@@ -338,8 +336,11 @@ class Engine:
 
         Deliveries of partitions no longer held (the lease went while the batch was read)
         are left pending, neither handled nor acknowledged: the new owner reclaims them, and
-        handling them here would cache games this engine no longer writes."""
-        deliveries = [d for d in deliveries if self._streams[d.stream] in self.held]
+        handling them here would cache games this engine no longer writes. So are those of
+        a fresh partition (its subscriber read again after a failure before the partition's
+        pending entries were handled): the reclaim that comes next handles them after the
+        older ones, in order."""
+        deliveries = [d for d in deliveries if self._current(self._streams[d.stream])]
         outcomes: list[tuple[Delivery, str | None, Append | Finish]] = []
         parsed = [(d, self._parse(d)) for d in deliveries]
         await self._prefetch([env for _, env in parsed if isinstance(env, CommandEnvelope)])
@@ -351,7 +352,8 @@ class Engine:
             # manager: this runs thousands of times a second).
             bound = bind_contextvars(game=env.game_id, command=env.command_id, seat=env.seat)
             try:
-                game_id, outcome = await self._decide(d, env)
+                with tracing.command_span(env.game_id, env.command_id, env.type, env.seat):
+                    game_id, outcome = await self._decide(d, env)
             except Exception:
                 # A crash: leave the entry pending; it is reclaimed and retried, and after
                 # too many deliveries it goes to the dead letters.
@@ -400,6 +402,10 @@ class Engine:
                 await self.handle(retry, attempt + 1)
             else:
                 log.warning("giving up on a batch for now", entries=len(retry))
+
+    def _current(self, p: int) -> bool:
+        """Commands of partition ``p`` are handled now: it is held, and not fresh."""
+        return p in self.held and p not in self.fresh
 
     def _parse(self, d: Delivery) -> CommandEnvelope | Finish:
         raw = d.fields.get(BODY, b"")

@@ -7,6 +7,11 @@ of its channel in the AsyncAPI document: 64 partitions are not 64 series of each
 The series are ``caravel_bus_*``, labelled by ``app_name`` (the service) and ``handler``
 (consumed) or ``destination`` (published). A batch counts its entries, and its size is that
 of their fields (the subscribers' parser leaves FastStream's body empty).
+
+What :class:`~shared.bus.GroupConsumer` does outside FastStream's subscribers is counted
+here too, by service, channel and group: the entries it reclaimed (``XAUTOCLAIM``) and handed
+to its handler, ``caravel_bus_reclaimed_total``, and the ones it dead-lettered,
+``caravel_bus_dead_lettered_total``.
 """
 
 from __future__ import annotations
@@ -19,10 +24,25 @@ from faststream.prometheus import ConsumeAttrs
 from faststream.prometheus.middleware import PrometheusMiddleware
 from faststream.redis.prometheus.provider import BaseRedisMetricsSettingsProvider
 from faststream.redis.response import RedisPublishCommand
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, Counter
 
 PREFIX = "caravel_bus"
 _PARTITION = re.compile(r"\{\d+\}")
+
+
+_OUTSIDE = ["app_name", "channel", "group"]
+RECLAIMED = Counter(
+    f"{PREFIX}_reclaimed",
+    "Entries a consumer group took over (XAUTOCLAIM) and handed to its handler again.",
+    _OUTSIDE,
+    registry=REGISTRY,
+)
+DEAD_LETTERED = Counter(
+    f"{PREFIX}_dead_lettered",
+    "Entries a consumer group moved to the dead letters.",
+    _OUTSIDE,
+    registry=REGISTRY,
+)
 
 
 def channel(stream: str) -> str:
