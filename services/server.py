@@ -30,6 +30,8 @@ from shared.eventstore import Archive
 from shared.observability.metrics import RedisSampler
 from shared.settings import Settings
 
+KEEP_ALIVE_S = 75  # an idle HTTP connection is closed after this (as nginx does)
+
 
 async def serve(
     settings: Settings,
@@ -91,6 +93,10 @@ async def serve(
                 log_level="warning",
                 log_config=None,  # its lines go through configure_logging: JSON
                 timeout_graceful_shutdown=3,  # open WebSockets do not hold a stop up
+                # Longer than clients keep an idle connection (httpx: 5 s, uvicorn's own
+                # default): a client never reuses a connection the server is just closing
+                # (a request lost to that race is a ReadError on the client).
+                timeout_keep_alive=KEEP_ALIVE_S,
                 ws_max_size=settings.max_body_bytes,  # a larger frame closes the socket (1009)
             )
             server = _Server(config)

@@ -10,8 +10,11 @@ set; otherwise a cluster of 3 masters and 3 replicas started once per session fr
 machine's ``redis-server`` 7 (``tests/cluster.py``) and stopped at the end. Tests that take
 ``any_redis`` run on one Redis and again on the cluster.
 
-SQL: every SQL test runs on a SQLite file of its own and, when ``CARAVEL_TEST_DATABASE_URL``
-names a PostgreSQL server (CI sets it), again there in a schema of its own that it drops.
+SQL: ``CARAVEL_TEST_DATABASE_URL`` (CI names its PostgreSQL server) when set, otherwise a
+SQLite file; each test gets a database of its own (a schema it drops, or a file). Tests
+marked ``every_database`` (SQL semantics: seat locks, projections, checkpoints, export and
+import) run on SQLite and again on the configured server; the services' end-to-end tests
+run once, on the configured one (``caravel up`` alone, with no URL, uses SQLite anyway).
 """
 
 from __future__ import annotations
@@ -88,11 +91,20 @@ def redis_cluster_url() -> Iterator[str]:
         cluster.stop()
 
 
-# SQLite always; PostgreSQL as well when a server is configured.
+# SQLite always; PostgreSQL as well when a server is configured (the last one is the
+# configured one: a test not marked ``every_database`` runs on it alone).
 DATABASES = ["sqlite"] + (["postgresql"] if os.environ.get("CARAVEL_TEST_DATABASE_URL") else [])
 
 
-@pytest.fixture(params=DATABASES)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run a test that needs a database on the configured one, or on every one if marked."""
+    if "database_url" in metafunc.fixturenames:
+        every = metafunc.definition.get_closest_marker("every_database") is not None
+        kinds = DATABASES if every else DATABASES[-1:]
+        metafunc.parametrize("database_url", kinds, indirect=True)
+
+
+@pytest.fixture
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The URL of an empty database of this test's own."""
     if request.param == "sqlite":

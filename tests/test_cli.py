@@ -19,6 +19,8 @@ from shared.eventstore import Archive, EventStore, GameCodec
 from shared.eventstore.logfile import load_lines, read_file
 from tests.backbone.helpers import play_to_the_end, running_engine, settings_for
 
+pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
+
 
 def caravel(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

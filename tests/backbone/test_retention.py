@@ -28,6 +28,8 @@ from tests.lobby.helpers import running_lobby
 
 from .helpers import create_game, play_to_the_end, running_engine, settings_for, wait_for
 
+pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
+
 STREAM_IDS = [f"{i}-0" for i in range(1, 11)]  # ids from 1970: older than any retention
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from redis.asyncio import Redis
 
 from services.ai.bots import GreedyBot
@@ -17,6 +18,7 @@ from shared.eventstore import EventStore
 from .helpers import bearer, running_lobby, wait_for_view
 
 
+@pytest.mark.every_database  # the seat lock is the database's
 async def test_concurrent_joins_never_share_a_seat(
     redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:

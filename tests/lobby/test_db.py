@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from threading import Barrier
 
+import pytest
 from sqlalchemy import create_engine, inspect
 from sqlmodel import Session
 
@@ -14,6 +15,8 @@ from services.lobby.db import LobbyTable, make_engine
 from services.scoring.db import TABLES as SCORING_TABLES
 from services.scoring.db import create_tables
 from shared.games.api import DEFAULT_GAME
+
+pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
 
 
 def test_a_sqlite_database_in_a_data_folder_not_made_yet_is_created(tmp_path: Path) -> None:

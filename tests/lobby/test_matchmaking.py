@@ -7,12 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from redis.asyncio import Redis
 
 from shared.bus import Keys
 from shared.games.api import DEFAULT_GAME
 
 from .helpers import bearer, running_lobby, wait_for_view
+
+pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
 
 
 async def _matched(client: httpx.AsyncClient, ticket: str) -> dict[str, Any]:

@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from redis.asyncio import Redis
 
 from shared.bus import Keys
 
 from .helpers import bearer, running_lobby, wait_for_view
+
+pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
 
 
 async def test_a_token_given_up_by_leaving_acts_for_no_one(

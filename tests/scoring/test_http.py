@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from redis.asyncio import Redis
 
 from shared.bus import Keys
@@ -14,6 +15,8 @@ from shared.games import age_of_discovery as aod
 
 from ..lobby.helpers import running_lobby
 from .helpers import game_ids, play_games
+
+pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
 
 GAME = "age_of_discovery"
 PARTS = ["colonies", "discoveries", "buildings", "economy"]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
@@ -17,6 +18,8 @@ from services.scoring.db import ScoredGame, table_of
 from shared.bus import Keys
 
 from .helpers import dump, game_ids, play_games
+
+pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
 
 
 def environment(redis_url: str, keys: Keys, database_url: str, data: Path) -> dict[str, str]:

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 from sqlalchemy import Connection, Engine, select
 from sqlmodel import SQLModel
@@ -29,6 +30,8 @@ from shared.games import age_of_discovery as aod
 
 from ..backbone.helpers import wait_for
 from .helpers import dump, game_ids, play_games
+
+pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
 
 GAME = "age_of_discovery"
 PARTS = ("colonies", "discoveries", "buildings", "economy")
