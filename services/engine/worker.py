@@ -31,7 +31,16 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from shared.bus import BODY, Broker, Delivery, GroupConsumer, Keys, ensure_group, tracing
+from shared.bus import (
+    BODY,
+    Broker,
+    Coalesced,
+    Delivery,
+    GroupConsumer,
+    Keys,
+    ensure_group,
+    tracing,
+)
 from shared.bus.scripts import Batch, Library, call
 from shared.contracts import (
     CommandEnvelope,
@@ -155,7 +164,7 @@ class Engine:
             GROUP,
             self.id,
             self.keys,
-            self._on_batch,
+            Coalesced(self._on_batch),  # the partitions' batches appended in one round trip
             batch=s.batch_size,
             max_deliveries=s.max_deliveries,
             claim_idle_ms=s.claim_idle_ms,

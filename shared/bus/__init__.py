@@ -3,12 +3,13 @@ read through FastStream."""
 
 from .commands import CommandSender
 from .connection import connect
-from .consumer import BODY, Broker, Delivery, GroupConsumer, ensure_group, follow
+from .consumer import BODY, Broker, Coalesced, Delivery, GroupConsumer, ensure_group, follow
 from .keys import Keys, delete_namespace
 
 __all__ = [
     "BODY",
     "Broker",
+    "Coalesced",
     "CommandSender",
     "Delivery",
     "GroupConsumer",

@@ -234,6 +234,66 @@ def follow(
     return subscriber
 
 
+class Coalesced:
+    """Batches of many per-stream subscribers handled as one (a :data:`Handler`).
+
+    Each partition stream has its own subscriber, so at a few commands per partition a
+    batch holds one or two entries, and a handler that pays a round trip per batch (the
+    engine's append) pays it per entry. Here, whoever brings a batch while none is being
+    handled handles it together with every batch that arrives meanwhile, round after round,
+    until none waits; the others wait for their round's outcome (its error too). A stream's
+    order holds: its subscriber reads its next batch only once its current one is handled.
+    """
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+        self._waiting: list[tuple[list[Delivery], asyncio.Future[None]]] = []
+        self._handling = False
+
+    async def __call__(self, deliveries: list[Delivery]) -> None:
+        done = asyncio.get_running_loop().create_future()
+        self._waiting.append((deliveries, done))
+        if not self._handling:
+            self._handling = True
+            try:
+                await asyncio.sleep(0)  # the other subscribers' reads that are ready join in
+                while self._waiting:
+                    taken, self._waiting = self._waiting, []
+                    await self._round(taken)
+            finally:
+                self._handling = False
+                # Stopped (cancelled) mid-way: whoever still waits is told; its entries stay
+                # pending, to be reclaimed.
+                self._settle(self._waiting, RuntimeError("stopped before handling the batch"))
+                self._waiting = []
+        await done
+
+    async def _round(self, taken: list[tuple[list[Delivery], asyncio.Future[None]]]) -> None:
+        try:
+            await self._handler([d for batch, _ in taken for d in batch])
+        except Exception as error:  # each batch's subscriber gets it
+            self._settle(taken, error)
+        except BaseException as error:  # cancelled: stopping
+            self._settle(taken, error)
+            raise
+        else:
+            self._settle(taken, None)
+
+    @staticmethod
+    def _settle(
+        taken: list[tuple[list[Delivery], asyncio.Future[None]]], error: BaseException | None
+    ) -> None:
+        for _, done in taken:
+            if done.done():
+                continue
+            if error is None:
+                done.set_result(None)
+            elif isinstance(error, Exception):
+                done.set_exception(error)
+            else:
+                done.cancel()
+
+
 class GroupConsumer:
     """One consumer of one group over any number of streams, each read by a FastStream batch
     subscriber whose batches go to ``handle`` (which acknowledges what it is done with)."""
