@@ -81,7 +81,7 @@ class Outbox:
 async def _watch(redis: Redis, keys: Keys, waiters: Waiters, stop: asyncio.Event) -> None:
     """Follow every partition event stream through FastStream until ``stop``, from the start
     (the namespace is new: nothing is missed), resolving the waiters of the versions seen."""
-    broker = Broker(redis, readers=keys.partitions, service="bench")
+    broker = Broker(redis, readers=keys.partitions, service="bench", middlewares=())
 
     async def seen(deliveries: list[Delivery]) -> None:
         now = time.perf_counter()
