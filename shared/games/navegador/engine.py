@@ -178,11 +178,8 @@ def _legal_sailing(s: State, seat: int) -> list[Command]:
     out: list[Command] = []
     free = [(r, ships[r] - moved[r]) for r in range(len(names)) if ships[r] > moved[r]]
     for r, _ in free:
-        dist = rules.distances(explored, r)
         out += [
-            _made(Sail, seat, names[r], names[d])
-            for d, far in enumerate(dist)
-            if far <= reach and d != r and explored >> d & 1
+            _made(Sail, seat, names[r], names[d]) for d in rules.sail_targets(explored, r, reach)
         ]
     if not s.explored_now:
         for x in range(len(names)):
@@ -228,8 +225,14 @@ def _hire(
 
 
 def _hire_counts(s: State, facilities: int, room: int, money: int) -> list[int]:
-    top = max(facilities, room)
-    return [c for c in range(1, top + 1) if _hire(s, facilities, room, c, money) is not None]
+    """The counts :func:`_hire` allows: 1 up to the first refused one (a larger count costs
+    more and needs more room, so none after it is allowed)."""
+    counts = []
+    for c in range(1, max(facilities, room) + 1):
+        if _hire(s, facilities, room, c, money) is None:
+            break
+        counts.append(c)
+    return counts
 
 
 def _legal_workers(s: State, seat: int) -> list[Command]:
@@ -771,8 +774,7 @@ def _can_sail(s: State, seat: int) -> bool:
     ships, moved, explored = s.ships[seat], s.moved, s.explored
     free = [(r, ships[r] - moved[r]) for r in range(len(ships)) if ships[r] > moved[r]]
     for r, _ in free:
-        dist = rules.distances(explored, r)
-        if any(far <= reach and d != r and explored >> d & 1 for d, far in enumerate(dist)):
+        if rules.sail_targets(explored, r, reach):
             return True
     if s.explored_now:
         return False

@@ -273,6 +273,9 @@ class Rules:
     _rondel: dict[tuple[int, int], tuple[tuple[int, int, int], ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
+    _targets: dict[tuple[int, int, int], tuple[int, ...]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
     def region_index(self, name: str) -> int:
         return self.regions.index(name) if name in self.regions else -1
@@ -295,6 +298,20 @@ class Rules:
                     if steps - free <= ships
                 ]
             found = self._rondel[key] = tuple(sorted(moves))
+        return found
+
+    def sail_targets(self, explored: int, origin: int, reach: int) -> tuple[int, ...]:
+        """The explored regions other than ``origin`` within ``reach`` borders of it, in map
+        order: where a ship there may sail. Memoised (every Sailing action asks)."""
+        key = (explored, origin, reach)
+        found = self._targets.get(key)
+        if found is None:
+            dist = self.distances(explored, origin)
+            found = self._targets[key] = tuple(
+                d
+                for d, far in enumerate(dist)
+                if far <= reach and d != origin and explored >> d & 1
+            )
         return found
 
     def distances(self, explored: int, origin: int) -> tuple[int, ...]:
