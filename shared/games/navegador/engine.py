@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from ..api import Command, Decision, Event, RuleViolation
+from ..ruleset_files import CARRIED
 from .commands import (
     Build,
     BuyShips,
@@ -77,7 +78,9 @@ def new_game(rules: Rules, players: Sequence[str] | int, seed: int) -> tuple[Sta
         )
     s = blank_state(rules, len(names))
     out: list[Event] = []
-    created = {"game": NAME, "ruleset": r.name, "options": {}, "players": names}
+    created: dict[str, Any] = {"game": NAME, "ruleset": r.name, "options": {}, "players": names}
+    if rules.file is not None:
+        created[CARRIED] = rules.file
     _emit(s, out, "game_created", created, secret={"seed": seed})
     chance = random.Random(seed)
     stacks: list[list[int]] = [[] for _ in rules.regions]

@@ -222,6 +222,11 @@ def load_ruleset(name_or_path: str | Path = "standard") -> Ruleset:
     return _FILES.load(name_or_path)
 
 
+def loads_ruleset(text: str) -> Ruleset:
+    """A ruleset from a ruleset file's text."""
+    return _FILES.loads(text)
+
+
 # --- compiled form ---------------------------------------------------------------------------
 
 
@@ -267,6 +272,9 @@ class Rules:
     position_vp: tuple[tuple[int, ...], ...]
     king_vp: tuple[int, ...]
     ranges: tuple[int, ...]  # sailing range per phase (index phase - 1)
+    file: str | None = field(default=None, compare=False, hash=False, repr=False)
+    """A ruleset given as a file: its text, which the log, snapshots and views carry
+    (``ruleset_files.CARRIED``) so that nothing looks it up by name. None: a shipped one."""
     _distances: dict[tuple[int, int], tuple[int, ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
@@ -354,8 +362,11 @@ def distances(adjacent: Sequence[Sequence[int]], explored: int, origin: int) -> 
     return tuple(dist)
 
 
-def compile_rules(ruleset: Ruleset, options: dict[str, Any] | None = None) -> Rules:
-    """The engine's tables for ``ruleset``; Navegador has no edition options."""
+def compile_rules(
+    ruleset: Ruleset, options: dict[str, Any] | None = None, file: str | None = None
+) -> Rules:
+    """The engine's tables for ``ruleset``; Navegador has no edition options. ``file``: the
+    ruleset file's text when it was given as a file (:attr:`Rules.file`)."""
     for key in options or {}:
         raise RulesetError(f"options.{key}: unknown option; Navegador has none")
     m = ruleset.map
@@ -398,4 +409,5 @@ def compile_rules(ruleset: Ruleset, options: dict[str, Any] | None = None) -> Ru
         position_vp=tuple(tuple(p.vp for p in c.positions) for c in ruleset.columns),
         king_vp=tuple(c.king_vp for c in ruleset.columns),
         ranges=tuple(m.sailing_range),
+        file=file,
     )

@@ -10,7 +10,7 @@ tests/games/test_view_schema.py validates real views against the schema.
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
@@ -173,6 +173,7 @@ class _Common(TypedDict):
     game: Literal["navegador"]
     ruleset: str
     options: dict[str, str | int]
+    ruleset_file: NotRequired[str]  # a ruleset given as a file: the file's text
     turn: int
     phase: int
     next_phase: int | None

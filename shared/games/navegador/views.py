@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ..ruleset_files import CARRIED
 from .engine import NAME, _card_usable, legal_commands, pending
 from .ruleset import COLUMNS, Rules
 from .scoring import score
@@ -133,6 +134,7 @@ def view(s: State, seat: int | None = None) -> dict[str, Any]:
         "owed_ships": s.owed,
         "rondel": list(rules.fields),
         "board": _board(rules),
+        **({} if rules.file is None else {CARRIED: rules.file}),
         "card": {
             "holder": s.holder,
             "marker": s.marker if s.marker >= 0 else None,
