@@ -263,6 +263,12 @@ class Game(Protocol[S, R]):
         cached; raises :class:`RulesetError` naming what is wrong."""
         ...
 
+    def rules_named(self, data: Mapping[str, Any]) -> R:
+        """The rules a ``game_created`` event's data, a snapshot or a view names (its
+        ``ruleset`` and ``options``, or the ruleset file it carries): how a replay, a
+        restore or a bot finds a game's rules, with no file at hand."""
+        ...
+
     def command_types(self) -> Mapping[str, type[Command]]:
         """Every command the game takes, by wire name."""
         ...

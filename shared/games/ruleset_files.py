@@ -16,6 +16,19 @@ from .api import RulesetError
 
 M = TypeVar("M", bound=BaseModel)
 
+CARRIED = "ruleset_file"
+"""The key under which a game's ``game_created`` data, its snapshots and its views carry a
+ruleset given as a file: the file's text, since no loader knows that ruleset's name (a
+replay, a restore or a bot elsewhere has no file at hand). The text, not parsed data: a
+table's order (a dict of goods, say) means something, and text keeps it through any JSON
+store. A shipped ruleset is not carried: its name finds it."""
+
+
+def file_text(name_or_path: str | Path) -> str | None:
+    """The text of the ruleset file ``name_or_path`` names; None for a shipped ruleset."""
+    path = Path(name_or_path)
+    return path.read_text(encoding="utf-8") if path.suffix == ".toml" else None
+
 
 def format_errors(error: ValidationError) -> str:
     """pydantic's errors as ``field.path: message``, joined."""
@@ -50,15 +63,17 @@ class RulesetFiles(Generic[M]):
 
     def load(self, name_or_path: str | Path = "standard") -> M:
         """Load a shipped ruleset by name, or a ruleset file by path."""
-        path = Path(name_or_path)
-        if path.suffix == ".toml":
-            text = path.read_text(encoding="utf-8")
-        else:
+        text = file_text(name_or_path)
+        if text is None:
             resource = resources.files(self.package).joinpath("rulesets", f"{name_or_path}.toml")
             if not resource.is_file():
                 shipped = ", ".join(self.available())
                 raise RulesetError(f"unknown ruleset {str(name_or_path)!r}; shipped: {shipped}")
             text = resource.read_text(encoding="utf-8")
+        return self.loads(text)
+
+    def loads(self, text: str) -> M:
+        """A ruleset from a file's text."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:

@@ -23,7 +23,6 @@ from tests.lobby.helpers import running_lobby
 from .helpers import READY, WIDE, Traffic, launch, probe, shoot
 
 PLAY_BUDGET_S = 50  # playing time; the game ends sooner or the person has made many moves
-FREE_STEPS = 3  # the standard rondel's free steps (rulesets/standard.toml)
 
 
 async def create_table(page: Page, base: str) -> str:
@@ -45,7 +44,7 @@ async def create_table(page: Page, base: str) -> str:
 
 async def assert_board_shows(page: Page, client: httpx.AsyncClient, game_id: str) -> dict[str, Any]:
     """At the person's turn (nothing moves until they do), the page's view is the API's, and
-    the drawing shows its numbers. Returns the view."""
+    the drawing shows its numbers and the board's borders. Returns the view."""
     token = await probe(page, f"JSON.parse(localStorage.getItem('caravel.seat.{game_id}')).token")
     answer = await client.get(
         f"/games/{game_id}/view", headers={"Authorization": f"Bearer {token}"}
@@ -72,15 +71,22 @@ async def assert_board_shows(page: Page, client: httpx.AsyncClient, game_id: str
         assert await price.get_attribute("data-price") == str(track["price"] or "")
     holder = await page.locator("#board [data-holder]").get_attribute("data-holder")
     assert holder == str(view["card"]["holder"])
+    borders = page.locator("#board [data-border]")
+    drawn = {
+        await borders.nth(i).get_attribute("data-border") for i in range(await borders.count())
+    }
+    assert drawn == {f"{a}|{b}" for a, b in view["board"]["borders"]}
     me = view["players"][view["seat"]]
+    fields, free = len(view["rondel"]), view["board"]["free_steps"]
     for command in view["legal_commands"]:
         if command["type"] != "rondel":
             continue
         part = page.locator(f"#board [data-target='rondel:{command['field']}']")
         assert "target" in (await part.get_attribute("class") or "")
-        steps = (command["field"] - me["stone"]) % 8 or 8 if me["stone"] is not None else 0
+        here = me["stone"]
+        steps = (command["field"] - here) % fields or fields if here is not None else 0
         cost = await part.locator("[data-cost]").get_attribute("data-cost")
-        assert cost == str(max(0, steps - FREE_STEPS)), (command, me["stone"], cost)
+        assert cost == str(max(0, steps - free)), (command, here, cost)
     return view
 
 

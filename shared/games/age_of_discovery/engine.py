@@ -14,6 +14,7 @@ from itertools import combinations_with_replacement
 from typing import Any
 
 from ..api import Command, Decision, Event, RuleViolation
+from ..ruleset_files import CARRIED
 from . import rng
 from .commands import (
     SPECIALIST_SPACES,
@@ -108,6 +109,7 @@ def new_game(
             "ruleset": r.name,
             "options": dict(rules.options),
             "players": names,
+            **({} if rules.file is None else {CARRIED: rules.file}),
         },
         secret={"seed": seed},
     )

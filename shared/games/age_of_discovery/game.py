@@ -25,6 +25,7 @@ from ..api import (
     Policy,
     SeatResult,
 )
+from ..ruleset_files import CARRIED, file_text
 from . import engine, views
 from .commands import COMMAND_TYPES, command_from_dict
 
@@ -32,7 +33,7 @@ from .commands import COMMAND_TYPES, command_from_dict
 from .evolve import apply as apply_event
 from .evolve import evolve as evolve_state
 from .greedy import greedy_values
-from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset
+from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset, loads_ruleset
 from .sampling import Sampler
 from .scoring import colony_vp, score
 from .state import GameState, blank_state
@@ -65,6 +66,14 @@ class AgeOfDiscovery:
     def rules(self, ruleset: str, options: Mapping[str, Any] | None = None) -> Rules:
         return _rules(ruleset, json.dumps(dict(options or {}), sort_keys=True))
 
+    def rules_named(self, data: Mapping[str, Any]) -> Rules:
+        """The rules a ``game_created`` event's data, a snapshot or a view names: the
+        ruleset file it carries, else the shipped ruleset of its name, with its options."""
+        file = data.get(CARRIED)
+        if file is None:
+            return self.rules(data["ruleset"], data["options"])
+        return _carried_rules(file, json.dumps(dict(data["options"]), sort_keys=True))
+
     def command_types(self) -> Mapping[str, type[Command]]:
         return COMMAND_TYPES
 
@@ -79,7 +88,7 @@ class AgeOfDiscovery:
         if first.type != "game_created":
             raise ValueError(f"a log starts with game_created, not {first.type}")
         data = first.data
-        return blank_state(self.rules(data["ruleset"], data["options"]), len(data["players"]))
+        return blank_state(self.rules_named(data), len(data["players"]))
 
     def pending(self, state: GameState) -> Sequence[Decision]:
         return engine.pending(state)
@@ -145,7 +154,7 @@ class AgeOfDiscovery:
         return views.determinize(state, seed)
 
     def sampler(self, observation: Observation) -> Sampler:
-        return Sampler(self.rules(observation["ruleset"], observation["options"]), observation)
+        return Sampler(self.rules_named(observation), observation)
 
     # --- persistence ----------------------------------------------------------------------
 
@@ -153,8 +162,7 @@ class AgeOfDiscovery:
         return state.to_snapshot()
 
     def restore(self, snapshot: dict[str, Any]) -> GameState:
-        rules = self.rules(snapshot["ruleset"], snapshot["options"])
-        return GameState.from_snapshot(rules, snapshot)
+        return GameState.from_snapshot(self.rules_named(snapshot), snapshot)
 
     def state_hash(self, state: GameState) -> str:
         return state.state_hash()
@@ -195,7 +203,16 @@ class AgeOfDiscovery:
 @lru_cache(maxsize=64)
 def _rules(ruleset: str, options: str) -> Rules:
     """Compiled rules, once per ruleset and options: a load must not reparse files."""
-    return compile_rules(load_ruleset(ruleset), json.loads(options))
+    file = file_text(ruleset)
+    loaded = load_ruleset(ruleset) if file is None else loads_ruleset(file)
+    return compile_rules(loaded, json.loads(options), file)
+
+
+@lru_cache(maxsize=16)
+def _carried_rules(file: str, options: str) -> Rules:
+    """Compiled rules of a ruleset file's text a log, a snapshot or a view carries, and
+    options, once each: a bot's sampler is made at every decision."""
+    return compile_rules(loads_ruleset(file), json.loads(options), file)
 
 
 @cache

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from functools import cached_property, lru_cache
 from typing import Any, NamedTuple
 
+from ..ruleset_files import CARRIED
 from .income import set_income
 from .ruleset import Rules
 
@@ -46,12 +47,13 @@ class _Board(NamedTuple):
 
 
 @lru_cache(maxsize=16)
-def _board(ruleset: str) -> _Board:
-    """The board of a ruleset, from the game's rules cache (edition options change none of
-    these figures, so the default options do)."""
+def _board(ruleset: str, file: str | None) -> _Board:
+    """The board of a ruleset, or of the ruleset file's text an observation carries, from
+    the game's rules cache (edition options change none of these figures, so the default
+    options do)."""
     from . import GAME  # the package imports this module before it registers the game
 
-    rules: Rules = GAME.rules(ruleset)
+    rules: Rules = GAME.rules_named({"ruleset": ruleset, "options": {}, CARRIED: file})
     r = rules.ruleset
     values = r.values
     found = values.discovery_value
@@ -71,7 +73,7 @@ class _Seen:
 
     def __init__(self, o: Observation) -> None:
         self.o = o
-        self.board = board = _board(o["ruleset"])
+        self.board = board = _board(o["ruleset"], o.get(CARRIED))
         self.seat: int = o["seat"]
         self.me: dict[str, Any] = o["players"][self.seat]
         self.turn: int = max(o["turn"], 1)

@@ -9,6 +9,7 @@ index-based :class:`Rules` the engine runs on.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -318,6 +319,11 @@ def load_ruleset(name_or_path: str | Path = "standard") -> Ruleset:
     return _FILES.load(name_or_path)
 
 
+def loads_ruleset(text: str) -> Ruleset:
+    """A ruleset from a ruleset file's text."""
+    return _FILES.loads(text)
+
+
 # ---------------------------------------------------------------------------------------------
 # Compiled form: plain tuples indexed by integers, built once per (ruleset, options).
 
@@ -349,6 +355,9 @@ class Rules:
     cards: tuple[tuple[int, int, int, int], ...]
     buildings: tuple[CompiledBuilding, ...]
     piles: tuple[tuple[int, ...], ...]  # building indices per age, one entry per copy
+    file: str | None = dataclasses.field(default=None, compare=False, hash=False, repr=False)
+    """A ruleset given as a file: its text, which the log, snapshots and views carry
+    (``ruleset_files.CARRIED``) so that nothing looks it up by name. None: a shipped one."""
 
     @cached_property
     def good_index(self) -> dict[str, int]:
@@ -407,8 +416,11 @@ def resolve_options(ruleset: Ruleset, options: dict[str, Any] | None) -> dict[st
     return chosen
 
 
-def compile_rules(ruleset: Ruleset, options: dict[str, Any] | None = None) -> Rules:
-    """Build the engine's :class:`Rules` for a ruleset and edition options."""
+def compile_rules(
+    ruleset: Ruleset, options: dict[str, Any] | None = None, file: str | None = None
+) -> Rules:
+    """Build the engine's :class:`Rules` for a ruleset and edition options; ``file``: the
+    ruleset file's text when it was given as a file (:attr:`Rules.file`)."""
     chosen = resolve_options(ruleset, options)
     goods = tuple(ruleset.goods)
     regions = tuple(r.id for r in ruleset.regions)
@@ -445,4 +457,5 @@ def compile_rules(ruleset: Ruleset, options: dict[str, Any] | None = None) -> Ru
         cards=tuple(tuple(c.stats) for c in ruleset.cards),  # type: ignore[misc]
         buildings=tuple(buildings),
         piles=tuple(tuple(p) for p in piles),
+        file=file,
     )

@@ -10,6 +10,7 @@ import hashlib
 import json
 from typing import Any
 
+from ..ruleset_files import CARRIED
 from .income import set_income
 from .ruleset import Rules
 
@@ -156,6 +157,8 @@ class GameState:
         out["choices"] = {str(k): v for k, v in sorted(self.choices.items())}
         out["options"] = self.rules.options
         out["ruleset"] = self.rules.ruleset.name
+        if self.rules.file is not None:
+            out[CARRIED] = self.rules.file
         return out
 
     @classmethod

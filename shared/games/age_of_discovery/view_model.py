@@ -230,6 +230,7 @@ class _Common(TypedDict):
     game: Literal["age_of_discovery"]
     ruleset: str
     options: dict[str, str | int]
+    ruleset_file: NotRequired[str]  # a ruleset given as a file: the file's text
     turn: int
     age: int
     phase: Phase

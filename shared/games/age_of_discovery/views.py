@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..ruleset_files import CARRIED
 from . import rng
 from .commands import SPECIALIST_SPACES
 from .engine import legal_commands, pending
@@ -92,6 +93,7 @@ def view(s: GameState, seat: int | None = None) -> dict[str, Any]:
         "game": "age_of_discovery",
         "ruleset": rules.ruleset.name,
         "options": dict(rules.options),
+        **({} if rules.file is None else {CARRIED: rules.file}),
         "seat": seat,
         "turn": s.turn,
         "age": rules.age_of_turn(max(s.turn, 1)),

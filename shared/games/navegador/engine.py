@@ -11,9 +11,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from ..api import Command, Decision, Event, RuleViolation
+from ..ruleset_files import CARRIED
 from .commands import (
     Build,
     BuyShips,
@@ -29,12 +30,14 @@ from .commands import (
     TakePrivilege,
     UseCard,
 )
-from .evolve import apply
+from .evolve import HANDLERS
 from .ruleset import COLUMNS, Rules
 from .scoring import final_results
 from .state import State, blank_state
 
 NAME = "navegador"
+
+C = TypeVar("C", bound=Command)
 
 ANSWERS: dict[str, tuple[type[Command], ...]] = {
     "turn": (Rondel, UseCard),
@@ -49,10 +52,17 @@ ANSWERS: dict[str, tuple[type[Command], ...]] = {
 }
 
 
-def _emit(s: State, out: list[Event], type_: str, data: dict[str, Any], **kw: Any) -> None:
-    event = Event(type_, data, kw.get("secret"))
-    apply(s, event)
-    out.append(event)
+def _emit(
+    s: State,
+    out: list[Event],
+    type_: str,
+    data: dict[str, Any],
+    secret: dict[str, Any] | None = None,
+) -> None:
+    """Apply an event to the private state and record it (the handler called directly:
+    this runs a few times per decision)."""
+    HANDLERS[type_](s, data, secret)
+    out.append(Event(type_, data, secret))
 
 
 # --- new game --------------------------------------------------------------------------------
@@ -68,7 +78,9 @@ def new_game(rules: Rules, players: Sequence[str] | int, seed: int) -> tuple[Sta
         )
     s = blank_state(rules, len(names))
     out: list[Event] = []
-    created = {"game": NAME, "ruleset": r.name, "options": {}, "players": names}
+    created: dict[str, Any] = {"game": NAME, "ruleset": r.name, "options": {}, "players": names}
+    if rules.file is not None:
+        created[CARRIED] = rules.file
     _emit(s, out, "game_created", created, secret={"seed": seed})
     chance = random.Random(seed)
     stacks: list[list[int]] = [[] for _ in rules.regions]
@@ -101,7 +113,13 @@ def new_game(rules: Rules, players: Sequence[str] | int, seed: int) -> tuple[Sta
 def pending(s: State) -> tuple[Decision, ...]:
     if s.stage == "over":
         return ()
-    return (Decision(s.current, s.stage),)
+    return _decisions(s.current, s.stage)
+
+
+@lru_cache(maxsize=1024)
+def _decisions(seat: int, stage: str) -> tuple[Decision, ...]:
+    """Decisions are immutable: each (seat, stage) is made once, not at every decision."""
+    return (Decision(seat, stage),)
 
 
 def legal_commands(s: State, seat: int) -> list[Command]:
@@ -114,16 +132,16 @@ def legal_commands(s: State, seat: int) -> list[Command]:
 def _legal_turn(s: State, seat: int) -> list[Command]:
     out: list[Command] = []
     if _card_usable(s, seat):
-        out.append(UseCard(seat))
-    out += [_rondel_command(seat, f) for f, _, _ in _rondel_moves(s, seat)]
+        out.append(_made(UseCard, seat))
+    out += [_made(Rondel, seat, f) for f, _, _ in _rondel_moves(s, seat)]
     return out
 
 
-@lru_cache(maxsize=1024)
-def _rondel_command(seat: int, field: int) -> Rondel:
-    """Commands are immutable: the few rondel moves are made once (random play lists them
-    at every turn)."""
-    return Rondel(seat, field)
+@lru_cache(maxsize=8192)
+def _made(kind: type[C], *args: Any) -> C:
+    """Commands are immutable: each legal one is made once and reused (random play and the
+    bots' playouts list them at every decision, and a frozen dataclass is slow to build)."""
+    return kind(*args)
 
 
 def _card_usable(s: State, seat: int) -> bool:
@@ -139,7 +157,7 @@ def _rondel_moves(s: State, seat: int) -> tuple[tuple[int, int, int], ...]:
 
 def _legal_pay(s: State, seat: int) -> list[Command]:
     regions = s.rules.regions
-    return [PayShip(seat, regions[r]) for r, count in enumerate(s.ships[seat]) if count]
+    return [_made(PayShip, seat, regions[r]) for r, count in enumerate(s.ships[seat]) if count]
 
 
 def _sail_range(s: State) -> int:
@@ -163,11 +181,8 @@ def _legal_sailing(s: State, seat: int) -> list[Command]:
     out: list[Command] = []
     free = [(r, ships[r] - moved[r]) for r in range(len(names)) if ships[r] > moved[r]]
     for r, _ in free:
-        dist = rules.distances(explored, r)
         out += [
-            Sail(seat, names[r], names[d])
-            for d, far in enumerate(dist)
-            if far <= reach and d != r and explored >> d & 1
+            _made(Sail, seat, names[r], names[d]) for d in rules.sail_targets(explored, r, reach)
         ]
     if not s.explored_now:
         for x in range(len(names)):
@@ -175,10 +190,10 @@ def _legal_sailing(s: State, seat: int) -> list[Command]:
                 continue
             able = [(r, n) for r, n in free if rules.distances(explored, r)[x] <= reach]
             out += [
-                Explore(seat, names[x], tuple(names[r] for r in party))
+                _made(Explore, seat, names[x], tuple(names[r] for r in party))
                 for party in _parties(able, _party(s, x))
             ]
-    out.append(Pass(seat))
+    out.append(_made(Pass, seat))
     return out
 
 
@@ -213,19 +228,25 @@ def _hire(
 
 
 def _hire_counts(s: State, facilities: int, room: int, money: int) -> list[int]:
-    top = max(facilities, room)
-    return [c for c in range(1, top + 1) if _hire(s, facilities, room, c, money) is not None]
+    """The counts :func:`_hire` allows: 1 up to the first refused one (a larger count costs
+    more and needs more room, so none after it is allowed)."""
+    counts = []
+    for c in range(1, max(facilities, room) + 1):
+        if _hire(s, facilities, room, c, money) is None:
+            break
+        counts.append(c)
+    return counts
 
 
 def _legal_workers(s: State, seat: int) -> list[Command]:
     room = s.rules.ruleset.player.max_workers - s.workers[seat]
     counts = _hire_counts(s, s.churches[seat], room, s.money[seat])
-    return [*(Recruit(seat, c) for c in counts), Pass(seat)]
+    return [*(_made(Recruit, seat, c) for c in counts), _made(Pass, seat)]
 
 
 def _legal_ships(s: State, seat: int) -> list[Command]:
     counts = _hire_counts(s, s.shipyards[seat], s.in_supply(seat), s.money[seat])
-    return [*(BuyShips(seat, c) for c in counts), Pass(seat)]
+    return [*(_made(BuyShips, seat, c) for c in counts), _made(Pass, seat)]
 
 
 def _trade_limits(s: State, seat: int, g: int) -> tuple[int, int]:
@@ -240,9 +261,9 @@ def _legal_market(s: State, seat: int) -> list[Command]:
     out: list[Command] = []
     for g, good in enumerate(s.rules.goods):
         sell, process = _trade_limits(s, seat, g)
-        out += [Sell(seat, good, c) for c in range(1, sell + 1)]
-        out += [Process(seat, good, c) for c in range(1, process + 1)]
-    out.append(Pass(seat))
+        out += [_made(Sell, seat, good, c) for c in range(1, sell + 1)]
+        out += [_made(Process, seat, good, c) for c in range(1, process + 1)]
+    out.append(_made(Pass, seat))
     return out
 
 
@@ -260,7 +281,7 @@ def _colony_regions(s: State, seat: int) -> list[int]:
 
 def _legal_colony(s: State, seat: int) -> list[Command]:
     names = s.rules.regions
-    return [*(Found(seat, names[r]) for r in _colony_regions(s, seat)), Pass(seat)]
+    return [*(_made(Found, seat, names[r]) for r in _colony_regions(s, seat)), _made(Pass, seat)]
 
 
 def _buildable(s: State, seat: int) -> list[int]:
@@ -275,7 +296,7 @@ def _buildable(s: State, seat: int) -> list[int]:
 
 def _legal_buildings(s: State, seat: int) -> list[Command]:
     tracks = s.rules.tracks
-    return [*(Build(seat, tracks[t].id) for t in _buildable(s, seat)), Pass(seat)]
+    return [*(_made(Build, seat, tracks[t].id) for t in _buildable(s, seat)), _made(Pass, seat)]
 
 
 def _privilege_columns(s: State, seat: int) -> list[int]:
@@ -287,7 +308,10 @@ def _privilege_columns(s: State, seat: int) -> list[int]:
 
 
 def _legal_privilege(s: State, seat: int) -> list[Command]:
-    return [*(TakePrivilege(seat, COLUMNS[c]) for c in _privilege_columns(s, seat)), Pass(seat)]
+    return [
+        *(_made(TakePrivilege, seat, COLUMNS[c]) for c in _privilege_columns(s, seat)),
+        _made(Pass, seat),
+    ]
 
 
 LEGAL: dict[str, Callable[[State, int], list[Command]]] = {
@@ -753,8 +777,7 @@ def _can_sail(s: State, seat: int) -> bool:
     ships, moved, explored = s.ships[seat], s.moved, s.explored
     free = [(r, ships[r] - moved[r]) for r in range(len(ships)) if ships[r] > moved[r]]
     for r, _ in free:
-        dist = rules.distances(explored, r)
-        if any(far <= reach and d != r and explored >> d & 1 for d, far in enumerate(dist)):
+        if rules.sail_targets(explored, r, reach):
             return True
     if s.explored_now:
         return False

@@ -14,12 +14,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, create_model
 
 from ..api import Command, Decision, Event, Fact, Observation, Policy, SeatResult
+from ..ruleset_files import CARRIED, file_text
 from . import engine, views
 from .commands import COMMAND_TYPES, command_from_dict
 from .evolve import apply as apply_event
 from .evolve import evolve as evolve_state
 from .greedy import greedy_values
-from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset
+from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset, loads_ruleset
 from .sampling import Sampler
 from .scoring import BREAKDOWN, score
 from .state import State, blank_state
@@ -52,6 +53,14 @@ class Navegador:
             return compile_rules(load_ruleset(ruleset), dict(options))  # refuses them
         return _rules(ruleset)
 
+    def rules_named(self, data: Mapping[str, Any]) -> Rules:
+        """The rules a ``game_created`` event's data, a snapshot or a view names: the
+        ruleset file it carries, else the shipped ruleset of its name."""
+        file = data.get(CARRIED)
+        if file is None:
+            return self.rules(data["ruleset"], data["options"])
+        return _carried_rules(file)
+
     def command_types(self) -> Mapping[str, type[Command]]:
         return COMMAND_TYPES
 
@@ -66,7 +75,7 @@ class Navegador:
         if first.type != "game_created":
             raise ValueError(f"a log starts with game_created, not {first.type}")
         data = first.data
-        return blank_state(self.rules(data["ruleset"], data["options"]), len(data["players"]))
+        return blank_state(self.rules_named(data), len(data["players"]))
 
     def pending(self, state: State) -> Sequence[Decision]:
         return engine.pending(state)
@@ -129,7 +138,7 @@ class Navegador:
         return views.determinize(state, seed)
 
     def sampler(self, observation: Observation) -> Sampler:
-        return Sampler(self.rules(observation["ruleset"], observation["options"]), observation)
+        return Sampler(self.rules_named(observation), observation)
 
     # --- persistence ----------------------------------------------------------------------
 
@@ -137,7 +146,7 @@ class Navegador:
         return state.to_snapshot()
 
     def restore(self, snapshot: dict[str, Any]) -> State:
-        return State.from_snapshot(self.rules(snapshot["ruleset"], snapshot["options"]), snapshot)
+        return State.from_snapshot(self.rules_named(snapshot), snapshot)
 
     def state_hash(self, state: State) -> str:
         return state.state_hash()
@@ -173,7 +182,15 @@ class Navegador:
 @lru_cache(maxsize=16)
 def _rules(ruleset: str) -> Rules:
     """Compiled rules, once per ruleset: a load must not reparse files."""
-    return compile_rules(load_ruleset(ruleset))
+    file = file_text(ruleset)
+    return compile_rules(load_ruleset(ruleset) if file is None else loads_ruleset(file), file=file)
+
+
+@lru_cache(maxsize=16)
+def _carried_rules(file: str) -> Rules:
+    """Compiled rules of a ruleset file's text a log, a snapshot or a view carries, once per
+    file: a bot's sampler is made at every decision."""
+    return compile_rules(loads_ruleset(file), file=file)
 
 
 @cache

@@ -5,7 +5,9 @@ an unexplored region (explorers pay a bonus and VP), found the colonies it can a
 sell or process at the market for the money each brings, buy buildings while workers and
 money allow, take the privilege that pays most, and choose the rondel field whose action
 is worth most now, less the ships it costs. Values are in rough "Cruzados/10" units. The
-board's figures (map, ranges, prices) are the ruleset's, read through the game's rules.
+board's figures (borders, ranges, free steps, buildings, the player sheet) are read off the
+view's ``board`` part: a game on a ruleset given as a file, whose name no loader knows, is
+played like one on a shipped ruleset.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from .ruleset import COLUMNS, Rules
+from .ruleset import COLUMNS, adjacency, distances
 
 Observation = dict[str, Any]
 Command = dict[str, Any]
@@ -26,20 +28,30 @@ class _Seen:
     """What the policy reads off an observation, once per call."""
 
     def __init__(self, o: Observation) -> None:
-        from . import GAME  # the package imports this module before it registers the game
-
         self.o = o
-        self.rules: Rules = GAME.rules(o["ruleset"])
+        board = o["board"]
+        self.regions: list[str] = [region["id"] for region in o["regions"]]
+        self.adjacent = adjacency(self.regions, board["borders"])
+        self.free_steps: int = board["free_steps"]
+        self.columns: list[dict[str, Any]] = board["columns"]
         self.seat: int = o["seat"]
         self.me: dict[str, Any] = o["players"][self.seat]
         self.mask = sum(1 << r for r, region in enumerate(o["regions"]) if region["explored"])
-        self.reach = self.rules.ranges[o["phase"] - 1]
+        self.reach: int = board["sailing_range"][o["phase"] - 1]
         self.ships: list[int] = self.me["ships"]
         self.unexplored = [r for r, region in enumerate(o["regions"]) if not region["explored"]]
+        self._distances: dict[int, tuple[int, ...]] = {}
+
+    def distances(self, origin: int) -> tuple[int, ...]:
+        """Borders from ``origin`` through explored regions (memoised for this call)."""
+        found = self._distances.get(origin)
+        if found is None:
+            found = self._distances[origin] = distances(self.adjacent, self.mask, origin)
+        return found
 
     def frontier(self, r: int) -> int:
         """Borders from region ``r`` to the nearest unexplored region (explored paths)."""
-        dist = self.rules.distances(self.mask, r)
+        dist = self.distances(r)
         return min((dist[x] for x in self.unexplored), default=0)
 
     def can_explore(self) -> bool:
@@ -48,7 +60,7 @@ class _Seen:
             near = sum(
                 count
                 for r, count in enumerate(self.ships)
-                if count and self.rules.distances(self.mask, r)[x] <= self.reach
+                if count and self.distances(r)[x] <= self.reach
             )
             if near >= party:
                 return True
@@ -78,18 +90,20 @@ class _Seen:
     def can_build(self) -> bool:
         return any(
             b["price"] is not None and b["price"] <= self.me["money"]
-            for b, track in zip(self.o["buildings"], self.rules.tracks, strict=True)
-            if track.workers <= self.me["workers"]
+            for b in self.o["buildings"]
+            if b["workers"] <= self.me["workers"]
         )
 
     def privilege_value(self, column: str) -> float:
         c = COLUMNS.index(column)
-        held = self.me["privileges"][column]
-        if held >= len(self.rules.coins[c]) or self.me["workers"] <= 2:
+        sheet = self.columns[c]
+        held: int = self.me["privileges"][column]
+        if held >= len(sheet["coins"]) or self.me["workers"] <= 2:
             return 0.0
         count: int = self.achievements()[c]
-        held = int(held)
-        return self.rules.coins[c][held] * count / 10 + self.rules.position_vp[c][held] * count * 2
+        coin: int = sheet["coins"][held]
+        vp: int = sheet["vp"][held]
+        return coin * count / 10 + vp * count * 2
 
     def achievements(self) -> tuple[int, ...]:
         me = self.me
@@ -122,10 +136,10 @@ class _Seen:
 
 def _rondel(seen: _Seen, c: Command) -> float:
     here = seen.me["stone"]
-    fields = len(seen.rules.fields)
+    fields = len(seen.o["rondel"])
     steps = fields if here is None else (c["field"] - here) % fields or fields
-    cost = 0 if here is None else max(0, steps - seen.rules.ruleset.rondel.free_steps)
-    return seen.action_value(seen.rules.fields[c["field"]]) - SHIP_COST * cost
+    cost = 0 if here is None else max(0, steps - seen.free_steps)
+    return seen.action_value(seen.o["rondel"][c["field"]]) - SHIP_COST * cost
 
 
 def _use_card(seen: _Seen, c: Command) -> float:
@@ -133,13 +147,13 @@ def _use_card(seen: _Seen, c: Command) -> float:
 
 
 def _pay_ship(seen: _Seen, c: Command) -> float:
-    r = seen.rules.regions.index(c["region"])
+    r = seen.regions.index(c["region"])
     return seen.ships[r] - (3 if seen.o["regions"][r]["tokens"] else 0)
 
 
 def _sail(seen: _Seen, c: Command) -> float:
-    origin = seen.rules.regions.index(c["origin"])
-    destination = seen.rules.regions.index(c["destination"])
+    origin = seen.regions.index(c["origin"])
+    destination = seen.regions.index(c["destination"])
     gain = seen.frontier(origin) - seen.frontier(destination)
     tokens = seen.o["regions"][destination]["tokens"] or []
     colony = 2.0 if tokens and seen.ships[destination] < len(tokens) else 0.0
@@ -151,17 +165,17 @@ def _explore(seen: _Seen, c: Command) -> float:
 
 
 def _found(seen: _Seen, c: Command) -> float:
-    r = seen.rules.regions.index(c["region"])
+    r = seen.regions.index(c["region"])
     tokens = seen.o["regions"][r]["tokens"] or [0]
     return 20.0 - float(tokens[0]) / 20
 
 
 def _build(seen: _Seen, c: Command) -> float:
     b = next(b for b in seen.o["buildings"] if b["id"] == c["building"])
-    track = next(t for t in seen.rules.tracks if t.id == c["building"])
-    worth = 4.0 * seen.rules.base_vp[track.column]
-    if track.good >= 0:
-        worth += len(seen.me["colonies"][seen.rules.goods[track.good]])
+    base_vp: int = seen.columns[COLUMNS.index(b["column"])]["base_vp"]
+    worth = 4.0 * base_vp
+    if b["good"] is not None:
+        worth += len(seen.me["colonies"][b["good"]])
     return worth + 6 - float(b["price"]) / 25
 
 

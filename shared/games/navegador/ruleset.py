@@ -11,6 +11,7 @@ runs on. A house ruleset may change any of it, the map included.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -221,6 +222,11 @@ def load_ruleset(name_or_path: str | Path = "standard") -> Ruleset:
     return _FILES.load(name_or_path)
 
 
+def loads_ruleset(text: str) -> Ruleset:
+    """A ruleset from a ruleset file's text."""
+    return _FILES.loads(text)
+
+
 # --- compiled form ---------------------------------------------------------------------------
 
 
@@ -266,10 +272,16 @@ class Rules:
     position_vp: tuple[tuple[int, ...], ...]
     king_vp: tuple[int, ...]
     ranges: tuple[int, ...]  # sailing range per phase (index phase - 1)
+    file: str | None = field(default=None, compare=False, hash=False, repr=False)
+    """A ruleset given as a file: its text, which the log, snapshots and views carry
+    (``ruleset_files.CARRIED``) so that nothing looks it up by name. None: a shipped one."""
     _distances: dict[tuple[int, int], tuple[int, ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
     _rondel: dict[tuple[int, int], tuple[tuple[int, int, int], ...]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+    _targets: dict[tuple[int, int, int], tuple[int, ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
 
@@ -296,40 +308,70 @@ class Rules:
             found = self._rondel[key] = tuple(sorted(moves))
         return found
 
+    def sail_targets(self, explored: int, origin: int, reach: int) -> tuple[int, ...]:
+        """The explored regions other than ``origin`` within ``reach`` borders of it, in map
+        order: where a ship there may sail. Memoised (every Sailing action asks)."""
+        key = (explored, origin, reach)
+        found = self._targets.get(key)
+        if found is None:
+            dist = self.distances(explored, origin)
+            found = self._targets[key] = tuple(
+                d
+                for d, far in enumerate(dist)
+                if far <= reach and d != origin and explored >> d & 1
+            )
+        return found
+
     def distances(self, explored: int, origin: int) -> tuple[int, ...]:
-        """Borders from ``origin`` to every region through explored regions only (a bit
-        mask); an unexplored region gets a distance (it can be entered) but is never passed
-        through. Unreachable: a large number. Memoised: the map changes a dozen times a game."""
+        """:func:`distances` on this map, memoised: the map changes a dozen times a game."""
         key = (explored, origin)
         found = self._distances.get(key)
         if found is None:
-            far = 1 << 20
-            dist = [far] * len(self.regions)
-            dist[origin] = 0
-            queue = deque([origin])
-            while queue:
-                r = queue.popleft()
-                if not explored >> r & 1:
-                    continue
-                for a in self.adjacent[r]:
-                    if dist[a] == far:
-                        dist[a] = dist[r] + 1
-                        queue.append(a)
-            found = self._distances[key] = tuple(dist)
+            found = self._distances[key] = distances(self.adjacent, explored, origin)
         return found
 
 
-def compile_rules(ruleset: Ruleset, options: dict[str, Any] | None = None) -> Rules:
-    """The engine's tables for ``ruleset``; Navegador has no edition options."""
+def adjacency(
+    regions: Sequence[str], borders: Iterable[Sequence[str]]
+) -> tuple[tuple[int, ...], ...]:
+    """Per region (by index in ``regions``): the regions across one border, ascending. The
+    rules compile it from the ruleset; the greedy bot from the borders a view shows."""
+    adjacent: list[set[int]] = [set() for _ in regions]
+    for a, b in borders:
+        adjacent[regions.index(a)].add(regions.index(b))
+        adjacent[regions.index(b)].add(regions.index(a))
+    return tuple(tuple(sorted(a)) for a in adjacent)
+
+
+def distances(adjacent: Sequence[Sequence[int]], explored: int, origin: int) -> tuple[int, ...]:
+    """Borders from ``origin`` to every region through explored regions only (a bit mask);
+    an unexplored region gets a distance (it can be entered) but is never passed through.
+    Unreachable: a large number."""
+    far = 1 << 20
+    dist = [far] * len(adjacent)
+    dist[origin] = 0
+    queue = deque([origin])
+    while queue:
+        r = queue.popleft()
+        if not explored >> r & 1:
+            continue
+        for a in adjacent[r]:
+            if dist[a] == far:
+                dist[a] = dist[r] + 1
+                queue.append(a)
+    return tuple(dist)
+
+
+def compile_rules(
+    ruleset: Ruleset, options: dict[str, Any] | None = None, file: str | None = None
+) -> Rules:
+    """The engine's tables for ``ruleset``; Navegador has no edition options. ``file``: the
+    ruleset file's text when it was given as a file (:attr:`Rules.file`)."""
     for key in options or {}:
         raise RulesetError(f"options.{key}: unknown option; Navegador has none")
     m = ruleset.map
     regions = tuple(r.id for r in m.regions)
     goods = tuple(g.id for g in ruleset.goods)
-    adjacent: list[set[int]] = [set() for _ in regions]
-    for a, b in m.borders:
-        adjacent[regions.index(a)].add(regions.index(b))
-        adjacent[regions.index(b)].add(regions.index(a))
     start = ruleset.player
     starting = {"factory": 0, "shipyard": start.shipyards, "church": start.churches}
     rows = ruleset.market.rows
@@ -338,7 +380,7 @@ def compile_rules(ruleset: Ruleset, options: dict[str, Any] | None = None) -> Ru
         regions=regions,
         region_names=tuple(r.name for r in m.regions),
         home=regions.index(m.home),
-        adjacent=tuple(tuple(sorted(a)) for a in adjacent),
+        adjacent=adjacency(regions, m.borders),
         region_good=tuple(goods.index(r.good) if r.good else -1 for r in m.regions),
         stack_size=tuple(r.stack for r in m.regions),
         double_loss_up_to=tuple(r.double_loss_up_to for r in m.regions),
@@ -367,4 +409,5 @@ def compile_rules(ruleset: Ruleset, options: dict[str, Any] | None = None) -> Ru
         position_vp=tuple(tuple(p.vp for p in c.positions) for c in ruleset.columns),
         king_vp=tuple(c.king_vp for c in ruleset.columns),
         ranges=tuple(m.sailing_range),
+        file=file,
     )

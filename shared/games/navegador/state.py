@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Any
 
+from ..ruleset_files import CARRIED
 from .ruleset import COLUMNS, Rules
 
 _SCALAR = (
@@ -119,6 +120,8 @@ class State:
         out: dict[str, Any] = {name: getattr(self, name) for name in (*_SCALAR, *_FLAT, *_NESTED)}
         out["ruleset"] = self.rules.ruleset.name
         out["options"] = {}
+        if self.rules.file is not None:
+            out[CARRIED] = self.rules.file
         return out
 
     @classmethod

@@ -10,7 +10,7 @@ tests/games/test_view_schema.py validates real views against the schema.
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
@@ -102,11 +102,40 @@ class MarketRow(TypedDict):
     factory_income: int
 
 
+Column = Literal["colony", "factory", "explorer", "shipyard", "church"]
+
+
 @with_config(_STRICT)
 class BuildingTrack(TypedDict):
     id: str
+    column: Column  # the player sheet's column it adds to
+    good: str | None  # a factory's good; null for shipyards and churches
+    workers: int  # workers it needs (owned, not spent)
     left: int
     price: int | None  # the next building's price; null once the track is empty
+
+
+@with_config(_STRICT)
+class SheetColumn(TypedDict):
+    """A column of the player sheet: VP per achievement, and per privilege position (top to
+    bottom) its coin and the VP it adds."""
+
+    id: Column
+    base_vp: int
+    coins: list[int]
+    vp: list[int]
+    king_vp: int
+
+
+@with_config(_STRICT)
+class Board(TypedDict):
+    """The ruleset's fixed figures: the map's borders (pairs of region ids), the sailing
+    range per phase, the rondel's free steps, the player sheet."""
+
+    borders: list[tuple[str, str]]
+    sailing_range: list[int]  # borders a ship may cross, per phase (I first)
+    free_steps: int  # rondel steps free of charge; each further one costs a ship
+    columns: list[SheetColumn]
 
 
 @with_config(_STRICT)
@@ -133,7 +162,7 @@ class Score(TypedDict):
     shipyard_vp: int
     church_vp: int
     total: int
-    king: Literal["colony", "factory", "explorer", "shipyard", "church"] | None
+    king: Column | None
     tiebreak: list[int]
     place: int
 
@@ -144,6 +173,7 @@ class _Common(TypedDict):
     game: Literal["navegador"]
     ruleset: str
     options: dict[str, str | int]
+    ruleset_file: NotRequired[str]  # a ruleset given as a file: the file's text
     turn: int
     phase: int
     next_phase: int | None
@@ -152,6 +182,7 @@ class _Common(TypedDict):
     start_player: int
     owed_ships: int
     rondel: list[Action]
+    board: Board
     card: Card
     action: ActionProgress
     players: list[Player]

@@ -12,8 +12,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ..ruleset_files import CARRIED
 from .engine import NAME, _card_usable, legal_commands, pending
-from .ruleset import COLUMNS
+from .ruleset import COLUMNS, Rules
 from .scoring import score
 from .state import State
 
@@ -81,10 +82,39 @@ def _market(s: State) -> list[dict[str, Any]]:
 
 
 def _buildings(s: State) -> list[dict[str, Any]]:
+    goods = s.rules.goods
     return [
-        {"id": t.id, "left": s.left[i], "price": s.price(i) if s.left[i] else None}
+        {
+            "id": t.id,
+            "column": COLUMNS[t.column],
+            "good": goods[t.good] if t.good >= 0 else None,
+            "workers": t.workers,
+            "left": s.left[i],
+            "price": s.price(i) if s.left[i] else None,
+        }
         for i, t in enumerate(s.rules.tracks)
     ]
+
+
+def _board(rules: Rules) -> dict[str, Any]:
+    """The ruleset's fixed figures a client or a bot needs beyond the state: the map's
+    borders, the sailing range per phase, the rondel's free steps and the player sheet's
+    columns. From the ruleset, so a house map is drawn and played like the standard one."""
+    return {
+        "borders": [list(pair) for pair in rules.ruleset.map.borders],
+        "sailing_range": list(rules.ranges),
+        "free_steps": rules.ruleset.rondel.free_steps,
+        "columns": [
+            {
+                "id": column,
+                "base_vp": rules.base_vp[c],
+                "coins": list(rules.coins[c]),
+                "vp": list(rules.position_vp[c]),
+                "king_vp": rules.king_vp[c],
+            }
+            for c, column in enumerate(COLUMNS)
+        ],
+    }
 
 
 def view(s: State, seat: int | None = None) -> dict[str, Any]:
@@ -103,6 +133,8 @@ def view(s: State, seat: int | None = None) -> dict[str, Any]:
         "start_player": s.start,
         "owed_ships": s.owed,
         "rondel": list(rules.fields),
+        "board": _board(rules),
+        **({} if rules.file is None else {CARRIED: rules.file}),
         "card": {
             "holder": s.holder,
             "marker": s.marker if s.marker >= 0 else None,

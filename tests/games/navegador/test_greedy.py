@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import random
+from pathlib import Path
+
+import pytest
 
 from shared.games import api
+from shared.games.navegador import greedy
+
+RULESETS = Path(greedy.__file__).parent / "rulesets"
+SHIP_COST = greedy.SHIP_COST
 
 
 def test_greedy_beats_random_players() -> None:
@@ -31,3 +39,56 @@ def test_greedy_beats_random_players() -> None:
             game.decide_into(state, command)
         wins += {r.seat: r.place for r in game.results(state)}[greedy] == 1
     assert wins >= 5
+
+
+HOUSE_FREE_STEPS = 1
+
+
+def house_ruleset(folder: Path) -> Path:
+    """The standard board as a file of another name (no loader knows it) whose rondel gives
+    one free step instead of three."""
+    text = (RULESETS / "standard.toml").read_text(encoding="utf-8")
+    text = text.replace('name = "standard"', 'name = "harbour_house"', 1)
+    text = text.replace("free_steps = 3", f"free_steps = {HOUSE_FREE_STEPS}", 1)
+    path = folder / "harbour_house.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_greedy_plays_a_ruleset_given_as_a_file(tmp_path: Path) -> None:
+    """The greedy policy reads the board off the view, not a ruleset by name: on a ruleset
+    file whose name no loader knows it plays a whole game against random seats, and it
+    prices a rondel move with the file's free steps (changing them in the view changes
+    exactly the values of the moves they make dearer)."""
+    game = api.get("navegador")
+    rules = game.rules(str(house_ruleset(tmp_path)))
+    policy = game.policy()
+    assert policy is not None
+    state, _ = game.new_game(rules, 4, 3)
+    rnd = random.Random(3)
+    compared = 0
+    while decisions := game.pending(state):
+        seat = decisions[0].seat
+        legal = game.legal_commands(state, seat)
+        if seat != 0:
+            game.decide_into(state, rnd.choice(legal))
+            continue
+        view = game.view(state, seat)
+        assert view["ruleset"] == "harbour_house" and view["board"]["free_steps"] == 1
+        values = policy(view, random.Random(0))
+        assert len(values) == len(legal)
+        here = view["players"][0]["stone"]
+        if view["stage"] == "turn" and here is not None:
+            standard = copy.deepcopy(view)
+            standard["board"]["free_steps"] = 3
+            again = policy(standard, random.Random(0))
+            for c, house, std in zip(view["legal_commands"], values, again, strict=True):
+                if c["type"] != "rondel":
+                    continue
+                steps = (c["field"] - here) % len(view["rondel"]) or len(view["rondel"])
+                extra = max(0, steps - HOUSE_FREE_STEPS) - max(0, steps - 3)
+                assert std - house == pytest.approx(SHIP_COST * extra), (c, steps)
+                compared += extra > 0
+        game.decide_into(state, legal[max(range(len(legal)), key=values.__getitem__)])
+    assert game.is_over(state)
+    assert compared, "no rondel move that the file's free steps make dearer was valued"

@@ -12,23 +12,14 @@ const PHASES = ["", "I", "II", "III"];
 const GOODS = { sugar: "#f5f0e1", gold: "#f1c40f", spice: "#c0602b" };
 const COLUMNS = ["colony", "factory", "explorer", "shipyard", "church"];
 const MARKET_ROWS = 10;
-// The standard board (rulesets/standard.toml): the stone moves this many fields free, and the
-// map's regions sit on a 3-column grid (column, row) with these borders between them. The view
-// names regions but not borders, which are the ruleset's; a region of another ruleset goes on
-// the grid's free cells and its borders are not drawn.
-const FREE_STEPS = 3;
+// The map's regions sit on a 3-column grid (column, row): the standard board's places below; a
+// region of another ruleset goes on the grid's free cells. The borders, the sailing range and
+// the rondel's free steps are the ruleset's, read from the view's board part.
 const GRID = {
   portugal: [0, 0], guine: [0, 1], bahia: [0, 2], angola: [1, 2], rio_de_janeiro: [0, 3],
   cabo_da_boa_esperanca: [1, 3], mocambique: [2, 4], goa: [2, 5], ceilao: [1, 5], malaca: [0, 5],
   timor: [0, 6], macau: [1, 6], nagasaki: [2, 6],
 };
-const BORDERS = [
-  ["portugal", "guine"], ["guine", "bahia"], ["guine", "angola"], ["bahia", "rio_de_janeiro"],
-  ["rio_de_janeiro", "angola"], ["angola", "cabo_da_boa_esperanca"],
-  ["rio_de_janeiro", "cabo_da_boa_esperanca"], ["cabo_da_boa_esperanca", "mocambique"],
-  ["mocambique", "goa"], ["goa", "ceilao"], ["ceilao", "malaca"], ["malaca", "timor"],
-  ["malaca", "macau"], ["timor", "macau"], ["macau", "nagasaki"],
-];
 const CELL_W = 152, CELL_H = 104, NODE_W = 140, NODE_H = 92;
 
 const color = (seat) => COLORS[seat % COLORS.length];
@@ -37,11 +28,13 @@ const regionName = (view, id) => view.regions?.find((r) => r.id === id)?.name ??
 const field = (view, index) => `${title(view.rondel[index])} (field ${index + 1})`;
 const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
-// The stone's move to `to`: its steps and the ships they cost (the first placement is free).
-export function rondelCost(from, to, fields) {
+// The ships the stone's move to `to` costs: each step beyond the board's free ones (the first
+// placement is free).
+export function rondelCost(view, from, to) {
   if (from === null || from === undefined) return 0;
+  const fields = view.rondel.length;
   const steps = (to - from + fields) % fields || fields;
-  return Math.max(0, steps - FREE_STEPS);
+  return Math.max(0, steps - view.board.free_steps);
 }
 
 export function draw(board, view, { seat } = {}) {
@@ -89,14 +82,16 @@ function drawMap(svg, view) {
   const lx = 4 + 2 * CELL_W + 8;
   svg.append(s("text", { x: lx, y: 30, "font-size": 16, "font-weight": 700, fill: "#13293d" }, "The seas"));
   const removed = Object.entries(view.removed_tokens).map(([g, n]) => `${n} ${g}`);
-  const legend = [`Ships sail up to ${plural(view.phase, "border")}`, `(phase ${PHASES[view.phase] ?? view.phase}).`, "",
+  const range = view.board.sailing_range[view.phase - 1] ?? view.board.sailing_range.at(-1);
+  const legend = [`Ships sail up to ${plural(range, "border")}`, `(phase ${PHASES[view.phase] ?? view.phase}).`, "",
     "Dark disc: the explorer", "disc of an unexplored", "region; a coloured one:", "who explored it.", "",
     "Under a region: its", "colony prices, or its", "face-down tokens.", "", "Out of the game:", removed.join(", ")];
   legend.forEach((line, i) => svg.append(s("text", { x: lx, y: 52 + i * 15, "font-size": 12, fill: "#444" }, line)));
-  for (const [a, b] of BORDERS) {
+  for (const [a, b] of view.board.borders) {
     if (!at[a] || !at[b]) continue;
     const [x1, y1] = centre(a), [x2, y2] = centre(b);
-    svg.append(s("line", { x1, y1, x2, y2, stroke: "#2f6d8f", "stroke-width": 3, "stroke-dasharray": "8 4" }));
+    svg.append(s("line", { x1, y1, x2, y2, stroke: "#2f6d8f", "stroke-width": 3, "stroke-dasharray": "8 4",
+      "data-border": `${a}|${b}` }));
   }
   view.regions.forEach((region, r) => {
     const [cx, cy] = centre(region.id);
@@ -141,7 +136,7 @@ function drawRondel(svg, view, seat) {
   const reachable = new Set((view.legal_commands ?? []).filter((c) => c.type === "rondel").map((c) => c.field));
   svg.append(s("circle", { cx, cy, r: radius + 40, fill: "#f6efe0", stroke: "#a89f91" }));
   svg.append(s("text", { x: cx, y: cy - 4, "font-size": 14, "font-weight": 700, "text-anchor": "middle" }, "Rondel"));
-  svg.append(s("text", { x: cx, y: cy + 12, "font-size": 10, "text-anchor": "middle", fill: "#555" }, `${FREE_STEPS} steps free,`));
+  svg.append(s("text", { x: cx, y: cy + 12, "font-size": 10, "text-anchor": "middle", fill: "#555" }, `${plural(view.board.free_steps, "step")} free,`));
   svg.append(s("text", { x: cx, y: cy + 24, "font-size": 10, "text-anchor": "middle", fill: "#555" }, "then a ship each"));
   view.rondel.forEach((action, i) => {
     const angle = (-90 + (360 / n) * i) * (Math.PI / 180);
@@ -151,7 +146,7 @@ function drawRondel(svg, view, seat) {
       fill: reachable.has(i) ? "#fff3d6" : "#fffdf7", stroke: "#a89f91", "stroke-width": 1.5 }));
     g.append(s("text", { x: fx, y: fy - 10, "font-size": 12, "font-weight": 700, "text-anchor": "middle" }, title(action)));
     if (reachable.has(i)) {
-      const cost = rondelCost(me?.stone, i, n);
+      const cost = rondelCost(view, me?.stone, i);
       g.append(s("text", { x: fx, y: fy + 3, "font-size": 10, "text-anchor": "middle", fill: "#a4161a", "data-cost": cost },
         cost ? plural(cost, "ship") : "free"));
     }
@@ -285,7 +280,7 @@ export function label(c, view) {
   switch (c.type) {
     case "use_card": return "Use the Navegador card: sail first";
     case "rondel": {
-      const cost = rondelCost(me?.stone, c.field, view.rondel.length);
+      const cost = rondelCost(view, me?.stone, c.field);
       return `Move to ${field(view, c.field)}, ${cost ? `paying ${plural(cost, "ship")}` : "free"}`;
     }
     case "pay_ship": return `Pay a ship from ${regionName(view, c.region)}`;
