@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from .commands import command_from_dict
@@ -179,8 +179,17 @@ class _Seen:
         self.board, self.seat, self.n, self.phase = board, seat, n, phase
         self.turns_left = board.turns + 1 - max(turn, 1)
         self._landing: dict[int, float] = {}
+        self._income: int | None = None
+        self._best_good_gain: int | None = None
+        self._best_building: float | None = None
+        self._ship_gain: int | None = None
+        self.placed: dict[tuple[str, str | None], float] = {}  # see _value_place
 
     def income(self, extra_good: str | None = None, extra_ships: int = 0) -> int:
+        if extra_good is None and not extra_ships:
+            if self._income is None:
+                self._income = set_income(list(self.goods.values()), self.ships, self.board.sets)
+            return self._income
         goods = self.goods
         if extra_good:
             goods = dict(goods)
@@ -233,37 +242,54 @@ class _Seen:
     # Worth of a box whatever unit goes there: computed once per observation, not per unit
     # (placement offers every unit in every box, and the search asks thousands of times).
 
-    @cached_property
     def best_good_gain(self) -> int:
-        now = self.income()
-        return max((self.income(g) - now for g in self.goods_revealed), default=0)
+        if self._best_good_gain is None:
+            now = self.income()
+            self._best_good_gain = max(
+                (self.income(g) - now for g in self.goods_revealed), default=0
+            )
+        return self._best_good_gain
 
-    @cached_property
     def best_building(self) -> float:
-        return max(_building_value(self, b) for b in self.buildings_revealed)
+        if self._best_building is None:
+            self._best_building = max(_building_value(self, b) for b in self.buildings_revealed)
+        return self._best_building
 
-    @cached_property
     def ship_gain(self) -> int:
-        return self.income(extra_ships=1) - self.income()
+        if self._ship_gain is None:
+            self._ship_gain = self.income(extra_ships=1) - self.income()
+        return self._ship_gain
+
+
+_BY_UNIT = frozenset({"dock", "shipping", "discovery"})  # the boxes where the unit matters
 
 
 def _value_place(s: _Seen, c: Command) -> float:
-    box, unit = c.box, c.unit
+    """:func:`_place_worth`, once per box (and unit, where it matters): placement offers
+    every available unit in every open box."""
+    box = c.box
+    key = (box, c.unit if box in _BY_UNIT else c.space)
+    value = s.placed.get(key)
+    if value is None:
+        value = s.placed[key] = _place_worth(s, box, c.unit, c.space)
+    return value
+
+
+def _place_worth(s: _Seen, box: str, unit: str, space: str | None) -> float:
     money = s.money
     if box == "initiative":
-        space = s.initiative + 1
-        return 1.0 + 0.4 * space + (1.0 if money < 6 else 0.0)
+        return 1.0 + 0.4 * (s.initiative + 1) + (1.0 if money < 6 else 0.0)
     if box == "dock":
         base = s.best_landing(2 if unit == "missionary" else 1)
         return base + {"merchant": 2.5, "missionary": 1.5, "soldier": 0.3}.get(unit, 0.0)
     if box == "goods":
-        return 1.0 + s.best_good_gain * (0.5 + s.turns_left / 4)
+        return 1.0 + s.best_good_gain() * (0.5 + s.turns_left / 4)
     if box == "shipping":
         return _value_shipping(s, unit)
     if box == "buildings":
         if money < s.price or not s.buildings_revealed:
             return -1.0
-        return 2.0 + s.best_building / 3
+        return 2.0 + s.best_building() / 3
     if box == "discovery":
         if not any(s.face_down) and not s.discovery_deck:
             return -2.0
@@ -271,7 +297,7 @@ def _value_place(s: _Seen, c: Command) -> float:
         gain = {"captain": 2.5, "soldier": 2.2}.get(unit, 1.2)
         return gain if strength < 5 else gain * 0.3
     if box == "specialists":
-        space = c.space
+        assert space is not None
         if space == "training":
             return 1.5 if money >= 12 else -0.5
         return {"merchant": 3.0, "missionary": 2.8, "captain": 2.4, "soldier": 2.0}[space] * (
@@ -293,7 +319,7 @@ def _value_shipping(s: _Seen, unit: str) -> float:
     best_other = max((v for seat, v in enumerate(strength) if seat != s.seat), default=0)
     if mine <= best_other:
         return 0.3
-    return 1.5 + s.ship_gain * (0.5 + s.turns_left / 4)
+    return 1.5 + s.ship_gain() * (0.5 + s.turns_left / 4)
 
 
 def _value_warfare_slot(s: _Seen) -> float:
