@@ -109,7 +109,7 @@ class _Seen:
     soldiers: list[list[int]]
     good_present: list[bool]
     discovered: list[bool]
-    face_down: list[bool]  # an undiscovered region's token still lies there
+    face_down: bool  # some undiscovered region's token still lies there
     known_natives: list[int | None]  # a face-down token turned up by a failed expedition
     initiative: int  # units in the Initiative box
     shipping: list[tuple[int, str]]  # (seat, unit) in the Merchant Shipping box
@@ -133,7 +133,7 @@ class _Seen:
         s.soldiers = [r["soldiers"] for r in regions]
         s.good_present = [r["good_present"] for r in regions]
         s.discovered = [r["discovered"] for r in regions]
-        s.face_down = [r["token"] == "face_down" for r in regions]
+        s.face_down = any(r["token"] == "face_down" for r in regions)
         s.known_natives = [
             None if r["known_token"] is None else r["known_token"]["natives"] for r in regions
         ]
@@ -161,11 +161,15 @@ class _Seen:
         s.units, s.soldiers = state.units, state.soldiers  # read only
         s.good_present, s.discovered = state.region_good, state.discovered
         token_on, tokens = state.token_on, rules.tokens
-        s.face_down = [t >= 0 for t in token_on]
-        s.known_natives = [
-            tokens[t][2] if t >= 0 and known else None
-            for t, known in zip(token_on, state.token_known, strict=True)
-        ]
+        s.face_down = max(token_on) >= 0
+        s.known_natives = (
+            [
+                tokens[t][2] if t >= 0 and known else None
+                for t, known in zip(token_on, state.token_known, strict=True)
+            ]
+            if True in state.token_known
+            else [None] * len(token_on)
+        )
         s.initiative = len(state.initiative)
         s.shipping = [(owner, UNITS[u]) for owner, u in state.shipping]
         s.ship_in_box = bool(state.ship_in_box)
@@ -184,6 +188,7 @@ class _Seen:
         self._best_building: float | None = None
         self._ship_gain: int | None = None
         self.placed: dict[tuple[str, str | None], float] = {}  # see _value_place
+        self.building_worth: dict[str, float] | None = None  # see _building_value
 
     def income(self, extra_good: str | None = None, extra_ships: int = 0) -> int:
         if extra_good is None and not extra_ships:
@@ -291,7 +296,7 @@ def _place_worth(s: _Seen, box: str, unit: str, space: str | None) -> float:
             return -1.0
         return 2.0 + s.best_building() / 3
     if box == "discovery":
-        if not any(s.face_down) and not s.discovery_deck:
+        if not s.face_down and not s.discovery_deck:
             return -2.0
         strength = s.discovery_strength()
         gain = {"captain": 2.5, "soldier": 2.2}.get(unit, 1.2)
@@ -331,8 +336,15 @@ def _value_warfare_slot(s: _Seen) -> float:
 
 def _building_value(s: _Seen, building: str) -> float:
     """A rough worth in VP of a building bought now (turns left matter)."""
+    if s.building_worth is None:
+        s.building_worth = _building_worth(s)
+    return s.building_worth.get(building, 2.0)
+
+
+def _building_worth(s: _Seen) -> dict[str, float]:
+    """Every building's worth to the seat, once per decision."""
     left = s.turns_left
-    table: dict[str, float] = {
+    return {
         "settlers": 0.8 * left,
         "monastery": 1.2 * left,
         "trade_routes": 1.0 * left,
@@ -369,7 +381,6 @@ def _building_value(s: _Seen, building: str) -> float:
         "migration": 1.0,
         "factory": 5.0 + 2.5 * left,
     }
-    return table.get(building, 2.0)
 
 
 def _value_buy(s: _Seen, c: Command) -> float:
