@@ -423,13 +423,13 @@ def state_policy(game: AnyGame) -> StatePolicy | None:
     """The game's greedy policy on whole states: its own ``state_policy()`` when it has one
     (an optional plug-in, the fast path of the search's playouts), else its view policy
     applied to the seat's view; ``None`` when the game has no policy."""
+    policy = game.policy()
+    if policy is None:
+        return None
     own = getattr(game, "state_policy", None)
     if own is not None:
         fast: StatePolicy = own()
         return fast
-    policy = game.policy()
-    if policy is None:
-        return None
     view_policy: Policy = policy
 
     def through_view(
