@@ -15,23 +15,25 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from .commands import command_from_dict
 from .income import set_income
 from .ruleset import UNITS, Rules
 from .state import GameState
 
 Observation = dict[str, Any]
 Command = Any
-"""One of the game's commands (:mod:`.commands`): each value function reads its own kind's
-fields."""
+"""One of the game's commands (:mod:`.commands`), or its wire form read by field name: each
+value function reads its own kind's fields."""
 
 
 def greedy_values(observation: Observation, rng: random.Random) -> list[float]:
     """The greedy bot's value of each legal command (a tiny random part breaks ties); the
     ``mcts`` level ranks its root's commands with it."""
-    legal = [command_from_dict(c) for c in observation["legal_commands"]]
+    # The wire forms, read by field name like the commands themselves (not parsed again:
+    # the view's own legal commands need no checking).
+    legal = [SimpleNamespace(**c) for c in observation["legal_commands"]]
     return _values(_Seen.of_view(observation), legal, rng)
 
 
