@@ -185,7 +185,7 @@ class _Seen:
         self.board, self.seat, self.n, self.phase = board, seat, n, phase
         self.turns_left = board.turns + 1 - max(turn, 1)
         self._landing: dict[int, float] = {}
-        self._income: int | None = None
+        self._incomes: dict[tuple[str | None, int], int] = {}
         self._best_good_gain: int | None = None
         self._best_building: float | None = None
         self._ship_gain: int | None = None
@@ -193,15 +193,17 @@ class _Seen:
         self.building_worth: dict[str, float] | None = None  # see _building_value
 
     def income(self, extra_good: str | None = None, extra_ships: int = 0) -> int:
-        if extra_good is None and not extra_ships:
-            if self._income is None:
-                self._income = set_income(list(self.goods.values()), self.ships, self.board.sets)
-            return self._income
-        goods = self.goods
-        if extra_good:
-            goods = dict(goods)
-            goods[extra_good] = goods.get(extra_good, 0) + 1
-        return set_income(list(goods.values()), self.ships + extra_ships, self.board.sets)
+        """What my sets would pay with one more good or ships (once each per decision)."""
+        key = (extra_good, extra_ships)
+        paid = self._incomes.get(key)
+        if paid is None:
+            goods = self.goods
+            if extra_good:
+                goods = dict(goods)
+                goods[extra_good] = goods.get(extra_good, 0) + 1
+            ships = self.ships + extra_ships
+            paid = self._incomes[key] = set_income(list(goods.values()), ships, self.board.sets)
+        return paid
 
     def colony_gain(self, region_id: str, units: int = 1) -> float:
         """How much adding ``units`` of mine to a region improves my majority there."""
