@@ -36,6 +36,12 @@ Observation = dict[str, Any]
 Policy = Callable[[Observation, random.Random], list[float]]
 """A game's greedy policy: a value for each of the observation's legal commands."""
 
+StatePolicy = Callable[[Any, int, "Sequence[Command]", random.Random], list[float]]
+"""The greedy policy read off a whole state for one seat: a value for each of ``legal``
+(the seat's legal commands in that state, in :meth:`Game.legal_commands`' order), as
+:data:`Policy` gives them from the seat's view. The search's playouts own whole states (drawn
+from the bot's observation), so a game may offer this to spare building a view per step."""
+
 
 # --- shared types ----------------------------------------------------------------------------
 
@@ -417,6 +423,27 @@ def of(state: object) -> AnyGame:
     """The game a state belongs to."""
     _discover()
     return _STATE_TYPES[type(state)]
+
+
+def state_policy(game: AnyGame) -> StatePolicy | None:
+    """The game's greedy policy on whole states: its own ``state_policy()`` when it has one
+    (an optional plug-in, the fast path of the search's playouts), else its view policy
+    applied to the seat's view; ``None`` when the game has no policy."""
+    policy = game.policy()
+    if policy is None:
+        return None
+    own = getattr(game, "state_policy", None)
+    if own is not None:
+        fast: StatePolicy = own()
+        return fast
+    view_policy: Policy = policy
+
+    def through_view(
+        state: Any, seat: int, legal: Sequence[Command], rnd: random.Random
+    ) -> list[float]:
+        return view_policy(game.view(state, seat), rnd)
+
+    return through_view
 
 
 def bot_levels(game: AnyGame) -> list[str]:

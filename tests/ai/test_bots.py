@@ -247,6 +247,34 @@ def test_the_greedy_policy_prices_buildings_as_the_rules_do() -> None:
             choice = bot("greedy").choose(observation, rng)
             for event in game.decide_into(state, game.parse_command(choice)):
                 if event.type == "building_bought":
-                    assert event.data["price"] == _Seen(observation).price
+                    assert event.data["price"] == _Seen.of_view(observation).price
                     bought += 1
     assert bought
+
+
+@pytest.mark.parametrize("name", api.names())
+def test_the_state_policy_values_commands_as_the_view_policy_does(name: str) -> None:
+    """The search plays out with the policy read off its sampled states
+    (:func:`api.state_policy`: the game's own fast form, or its view policy through the
+    view): at every decision of random games, it gives each legal command the value the
+    greedy policy gives it from the seat's view, for the same generator."""
+    game = api.get(name)
+    view_policy, state_policy = game.policy(), api.state_policy(game)
+    assert view_policy is not None and state_policy is not None
+    checked = 0
+    for players in (game.min_players, game.max_players):
+        state, _ = game.new_game(game.rules(game.default_ruleset), players, players)
+        rng = random.Random(players)
+        while decisions := game.pending(state):
+            seat = decisions[0].seat
+            legal = game.legal_commands(state, seat)
+            from_view = view_policy(game.view(state, seat), random.Random(checked))
+            assert state_policy(state, seat, legal, random.Random(checked)) == from_view
+            checked += 1
+            game.decide_into(state, rng.choice(legal))
+    assert checked
+
+
+def test_a_game_without_a_policy_has_no_state_policy() -> None:
+    """A fast state policy is only a form of the game's policy: without one, none."""
+    assert api.state_policy(Unguided()) is None

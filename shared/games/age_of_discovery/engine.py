@@ -13,7 +13,7 @@ from functools import lru_cache
 from itertools import combinations_with_replacement
 from typing import Any
 
-from ..api import Command, Decision, Event, RuleViolation
+from ..api import PUBLIC, Command, Decision, Event, RuleViolation, Visibility
 from ..ruleset_files import CARRIED
 from . import rng
 from .commands import (
@@ -33,7 +33,7 @@ from .commands import (
     UseUniversity,
     War,
 )
-from .evolve import UNIT, apply
+from .evolve import HANDLERS, UNIT
 from .income import set_income
 from .ruleset import (
     MERCHANT,
@@ -75,10 +75,19 @@ ANSWERS: dict[str, tuple[type[Command], ...]] = {
 }
 
 
-def _emit(s: GameState, out: list[Event], type_: str, data: dict[str, Any], **kw: Any) -> None:
-    event = Event(type_, data, kw.get("secret"), kw.get("visibility", "public"))
-    apply(s, event)
-    out.append(event)
+def _emit(
+    s: GameState,
+    out: list[Event],
+    type_: str,
+    data: dict[str, Any],
+    secret: dict[str, Any] | None = None,
+    visibility: Visibility = PUBLIC,
+) -> None:
+    """Make an event and apply it (:func:`.evolve.apply`, its handler called directly: the
+    hot path of simulation and search)."""
+    HANDLERS[type_](s, data, secret)
+    s.version += 1
+    out.append(Event(type_, data, secret, visibility))
 
 
 # --- new game --------------------------------------------------------------------------------
@@ -871,6 +880,12 @@ def _advance(s: GameState, out: list[Event]) -> None:
         decisions = pending(s)
         if not decisions:
             AUTO[s.phase](s, out)
+            continue
+        if len(decisions) == 1:  # the usual case, without the lists below
+            command = _forced(s, decisions[0])
+            if command is None:
+                return
+            PERFORM[type(command)](s, command, decisions[0], out)
             continue
         forced = [_forced(s, d) for d in decisions]
         if all(f is None for f in forced):

@@ -24,6 +24,7 @@ from ..api import (
     Observation,
     Policy,
     SeatResult,
+    StatePolicy,
 )
 from ..ruleset_files import CARRIED, file_text
 from . import engine, views
@@ -32,7 +33,7 @@ from .commands import COMMAND_TYPES, command_from_dict
 # Not ``from . import evolve``: the package's ``__init__`` rebinds ``evolve`` to the function.
 from .evolve import apply as apply_event
 from .evolve import evolve as evolve_state
-from .greedy import greedy_values
+from .greedy import greedy_values, state_values
 from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset, loads_ruleset
 from .sampling import Sampler
 from .scoring import colony_vp, score
@@ -189,6 +190,10 @@ class AgeOfDiscovery:
 
     def policy(self) -> Policy:
         return greedy_values
+
+    def state_policy(self) -> StatePolicy:
+        """The same policy read off a whole state (:func:`~shared.games.api.state_policy`)."""
+        return state_values
 
     def facts(self, state: GameState, event: Event) -> list[Fact]:
         """Buildings bought (with their price) and regions discovered."""

@@ -1,8 +1,9 @@
-"""The Age of Discovery's greedy policy: a value for every legal command, from a seat's
-observation alone (income, colony majorities, age scoring, building worth for the turns
-left, expedition odds from what has been revealed). It looks one decision ahead. The
-``greedy`` bot plays its best command; the ``mcts`` bot orders its search and plays its
-playouts with it.
+"""The Age of Discovery's greedy policy: a value for every legal command, from what a seat
+can see (income, colony majorities, age scoring, building worth for the turns left,
+expedition odds from what has been revealed). It looks one decision ahead. The ``greedy``
+bot plays its best command from its observation; the ``mcts`` bot orders its search with
+it and plays its playouts with it read straight off its sampled states (:func:`state_values`:
+the same values, without building a view at every step).
 
 Every figure printed on the board (prices, turns, set values, the training cost, colony
 size, unit strengths) is the ruleset's, read once per ruleset: the policy runs thousands of
@@ -12,26 +13,48 @@ times a second inside the search. The weights of the heuristic are the policy's 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from functools import cached_property, lru_cache
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from ..ruleset_files import CARRIED
 from .income import set_income
-from .ruleset import Rules
+from .ruleset import UNITS, Rules
+from .state import GameState
 
 Observation = dict[str, Any]
-Command = dict[str, Any]
+Command = Any
+"""One of the game's commands (:mod:`.commands`), or its wire form read by field name: each
+value function reads its own kind's fields."""
 
 
 def greedy_values(observation: Observation, rng: random.Random) -> list[float]:
     """The greedy bot's value of each legal command (a tiny random part breaks ties); the
-    ``mcts`` level uses it too, to order its search and to play its playouts."""
-    seen = _Seen(observation)
-    return [_VALUE[c["type"]](seen, c) + rng.random() * 1e-3 for c in observation["legal_commands"]]
+    ``mcts`` level ranks its root's commands with it."""
+    # The wire forms, read by field name like the commands themselves (not parsed again:
+    # the view's own legal commands need no checking).
+    legal = [SimpleNamespace(**c) for c in observation["legal_commands"]]
+    return _values(_Seen.of_view(observation), legal, rng)
 
 
-# --- what the greedy bot reads off its observation -------------------------------------------
+def state_values(
+    state: GameState, seat: int, legal: Sequence[Command], rng: random.Random
+) -> list[float]:
+    """:func:`greedy_values` read off a whole state instead of ``seat``'s view: the search
+    plays its playouts with it, thousands of times a second, without building a view.
+    It reads only what the seat's view shows, and gives the same values for the same
+    ``rng``: ``state_values(s, seat, legal_commands(s, seat), r)`` equals
+    ``greedy_values(view(s, seat), r)``."""
+    return _values(_Seen.of_state(state, seat), legal, rng)
+
+
+def _values(seen: _Seen, legal: Sequence[Command], rng: random.Random) -> list[float]:
+    draw = rng.random
+    return [_VALUE[c.type](seen, c) + draw() * 1e-3 for c in legal]
+
+
+# --- what the greedy bot reads off its observation (or the search off a state) ---------------
 
 
 class _Board(NamedTuple):
@@ -44,6 +67,7 @@ class _Board(NamedTuple):
     colony_min: int  # units that hold a region's good
     shipping: dict[str, int]  # a unit's strength in the shipping box
     discovery: tuple[int, int, int]  # strength of a colonist, a captain, a soldier sent out
+    region_index: dict[str, int]
 
 
 @lru_cache(maxsize=16)
@@ -65,42 +89,143 @@ def _board(ruleset: str, file: str | None) -> _Board:
         values.colony_min_units,
         {unit: strength for unit, strength in values.shipping_value.items()},
         (found["colonist"], found["captain"], found["soldier"]),
+        dict(rules.region_index),
     )
 
 
 class _Seen:
-    """Convenient reads of an observation for the seat it belongs to."""
+    """What the policy reads, for the seat it decides for: the same fields whether read
+    off the seat's view (:meth:`of_view`) or off a whole state (:meth:`of_state`). Region
+    tables are indexed like the ruleset's regions; goods and units go by name."""
 
-    def __init__(self, o: Observation) -> None:
-        self.o = o
-        self.board = board = _board(o["ruleset"], o.get(CARRIED))
-        self.seat: int = o["seat"]
-        self.me: dict[str, Any] = o["players"][self.seat]
-        self.turn: int = max(o["turn"], 1)
-        self.turns_left: int = board.turns + 1 - self.turn  # this turn included
-        self.price: int = board.prices[o["age"] - 1]  # of a building bought now
-        self.regions: dict[str, dict[str, Any]] = {r["id"]: r for r in o["regions"]}
-        self.n = len(o["players"])
+    board: _Board
+    seat: int
+    n: int
+    phase: str
+    turns_left: int  # this turn included
+    price: int  # of a building bought now
+    money: int
+    goods: dict[str, int]  # held, by good
+    ships: int
+    buildings: int  # how many the seat owns
+    disc: tuple[int, int, int]  # colonists, captains, soldiers in Discovery
+    units: list[list[int]]  # region x seat
+    soldiers: list[list[int]]
+    good_present: list[bool]
+    discovered: list[bool]
+    face_down: bool  # some undiscovered region's token still lies there
+    known_natives: list[int | None]  # a face-down token turned up by a failed expedition
+    initiative: int  # units in the Initiative box
+    shipping: list[tuple[int, str]]  # (seat, unit) in the Merchant Shipping box
+    ship_in_box: bool
+    goods_revealed: list[str]
+    buildings_revealed: list[str]
+    discovery_deck: int
 
-    def goods_counts(self, extra: str | None = None) -> list[int]:
-        goods = dict(self.me["goods"])
-        if extra:
-            goods[extra] = goods.get(extra, 0) + 1
-        return list(goods.values())
+    @classmethod
+    def of_view(cls, o: Observation) -> _Seen:
+        s = cls()
+        s._common(
+            _board(o["ruleset"], o.get(CARRIED)),
+            o["seat"],
+            len(o["players"]),
+            o["phase"],
+            o["turn"],
+        )
+        s.price = s.board.prices[o["age"] - 1]
+        me = o["players"][s.seat]
+        s.money, s.goods, s.ships = me["money"], me["goods"], me["ships"]
+        s.buildings = len(me["buildings"])
+        box = me["discovery_box"]
+        s.disc = (box["colonists"], box["captains"], box["soldiers"])
+        regions = o["regions"]
+        s.units = [r["units"] for r in regions]
+        s.soldiers = [r["soldiers"] for r in regions]
+        s.good_present = [r["good_present"] for r in regions]
+        s.discovered = [r["discovered"] for r in regions]
+        s.face_down = any(r["token"] == "face_down" for r in regions)
+        s.known_natives = [
+            None if r["known_token"] is None else r["known_token"]["natives"] for r in regions
+        ]
+        boxes = o["boxes"]
+        s.initiative = len(boxes["initiative"])
+        s.shipping = [(e["seat"], e["unit"]) for e in boxes["shipping"]]
+        s.ship_in_box = o["ship_in_box"]
+        s.goods_revealed = o["goods_revealed"]
+        s.buildings_revealed = o["buildings_revealed"]
+        s.discovery_deck = o["discovery_deck"]
+        return s
+
+    @classmethod
+    def of_state(cls, state: GameState, seat: int) -> _Seen:
+        s = cls()
+        rules = state.rules
+        s._common(_board(rules.ruleset.name, rules.file), seat, state.n, state.phase, state.turn)
+        s.price = s.board.prices[rules.age_of_turn(max(state.turn, 1)) - 1]
+        names = rules.goods
+        s.money, s.ships = state.money[seat], state.ships[seat]
+        s.goods = {names[g]: c for g, c in enumerate(state.goods[seat]) if c}
+        s.buildings = len(state.owned[seat])
+        colonists, captains, soldiers = state.disc[seat]
+        s.disc = (colonists, captains, soldiers)
+        s.units, s.soldiers = state.units, state.soldiers  # read only
+        s.good_present, s.discovered = state.region_good, state.discovered
+        token_on, tokens = state.token_on, rules.tokens
+        s.face_down = max(token_on) >= 0
+        s.known_natives = (
+            [
+                tokens[t][2] if t >= 0 and known else None
+                for t, known in zip(token_on, state.token_known, strict=True)
+            ]
+            if True in state.token_known
+            else [None] * len(token_on)
+        )
+        s.initiative = len(state.initiative)
+        s.shipping = [(owner, UNITS[u]) for owner, u in state.shipping]
+        s.ship_in_box = bool(state.ship_in_box)
+        s.goods_revealed = [names[g] for g in state.goods_revealed]
+        buildings = rules.buildings
+        s.buildings_revealed = [buildings[b].id for b in state.revealed_buildings]
+        s.discovery_deck = len(state.deck)
+        return s
+
+    def _common(self, board: _Board, seat: int, n: int, phase: str, turn: int) -> None:
+        self.board, self.seat, self.n, self.phase = board, seat, n, phase
+        self.turns_left = board.turns + 1 - max(turn, 1)
+        self._landing: dict[int, float] = {}
+        self._incomes: dict[tuple[str | None, int], int] = {}
+        self._best_good_gain: int | None = None
+        self._best_building: float | None = None
+        self._ship_gain: int | None = None
+        self.placed: dict[tuple[str, str | None], float] = {}  # see _value_place
+        self.building_worth: dict[str, float] | None = None  # see _building_value
 
     def income(self, extra_good: str | None = None, extra_ships: int = 0) -> int:
-        ships: int = self.me["ships"]
-        return set_income(self.goods_counts(extra_good), ships + extra_ships, self.board.sets)
+        """What my sets would pay with one more good or ships (once each per decision)."""
+        key = (extra_good, extra_ships)
+        paid = self._incomes.get(key)
+        if paid is None:
+            goods = self.goods
+            if extra_good:
+                goods = dict(goods)
+                goods[extra_good] = goods.get(extra_good, 0) + 1
+            ships = self.ships + extra_ships
+            paid = self._incomes[key] = set_income(list(goods.values()), ships, self.board.sets)
+        return paid
 
     def colony_gain(self, region_id: str, units: int = 1) -> float:
         """How much adding ``units`` of mine to a region improves my majority there."""
-        r = self.regions[region_id]
-        mine = r["units"][self.seat]
-        others = max((u for s, u in enumerate(r["units"]) if s != self.seat), default=0)
+        return self.gain(self.board.region_index[region_id], units)
+
+    def gain(self, region: int, units: int = 1) -> float:
+        """:meth:`colony_gain` by the region's index."""
+        here, seat = self.units[region], self.seat
+        mine = here[seat]
+        others = max((u for s, u in enumerate(here) if s != seat), default=0)
         after = mine + units
         colony = self.board.colony_min
         value = 0.0
-        if r["good_present"] and mine < colony <= after:
+        if self.good_present[region] and mine < colony <= after:
             value += 3.0  # the region's good
         if mine <= others < after:
             value += 4.0 if after >= colony else 2.5  # take the lead
@@ -115,8 +240,13 @@ class _Seen:
         return value
 
     def best_landing(self, units: int = 1) -> float:
-        found = [r for r in self.regions.values() if r["discovered"]]
-        return max((self.colony_gain(r["id"], units) for r in found), default=0.0)
+        """The best :meth:`gain` of landing ``units`` in a discovered region (once per
+        count: the Dock is offered for every unit)."""
+        best = self._landing.get(units)
+        if best is None:
+            found = [r for r, yes in enumerate(self.discovered) if yes]
+            best = self._landing[units] = max((self.gain(r, units) for r in found), default=0.0)
+        return best
 
     def strength(self, colonists: int, captains: int, soldiers: int) -> int:
         """What an expedition of these units counts against the natives."""
@@ -124,54 +254,67 @@ class _Seen:
         return colonist * colonists + captain * captains + soldier * soldiers
 
     def discovery_strength(self) -> int:
-        box = self.me["discovery_box"]
-        return self.strength(box["colonists"], box["captains"], box["soldiers"])
-
-    def undiscovered(self) -> list[dict[str, Any]]:
-        return [r for r in self.regions.values() if r["token"] == "face_down"]
+        return self.strength(*self.disc)
 
     # Worth of a box whatever unit goes there: computed once per observation, not per unit
     # (placement offers every unit in every box, and the search asks thousands of times).
 
-    @cached_property
     def best_good_gain(self) -> int:
-        now = self.income()
-        return max((self.income(g) - now for g in self.o["goods_revealed"]), default=0)
+        if self._best_good_gain is None:
+            now = self.income()
+            self._best_good_gain = max(
+                (self.income(g) - now for g in self.goods_revealed), default=0
+            )
+        return self._best_good_gain
 
-    @cached_property
     def best_building(self) -> float:
-        return max(_building_value(self, b) for b in self.o["buildings_revealed"])
+        if self._best_building is None:
+            self._best_building = max(_building_value(self, b) for b in self.buildings_revealed)
+        return self._best_building
 
-    @cached_property
     def ship_gain(self) -> int:
-        return self.income(extra_ships=1) - self.income()
+        if self._ship_gain is None:
+            self._ship_gain = self.income(extra_ships=1) - self.income()
+        return self._ship_gain
+
+
+_BY_UNIT = frozenset({"dock", "shipping", "discovery"})  # the boxes where the unit matters
 
 
 def _value_place(s: _Seen, c: Command) -> float:
-    box, unit = c["box"], c["unit"]
-    money = s.me["money"]
+    """:func:`_place_worth`, once per box (and unit, where it matters): placement offers
+    every available unit in every open box."""
+    box = c.box
+    key = (box, c.unit if box in _BY_UNIT else c.space)
+    value = s.placed.get(key)
+    if value is None:
+        value = s.placed[key] = _place_worth(s, box, c.unit, c.space)
+    return value
+
+
+def _place_worth(s: _Seen, box: str, unit: str, space: str | None) -> float:
+    money = s.money
     if box == "initiative":
-        space = len(s.o["boxes"]["initiative"]) + 1
-        return 1.0 + 0.4 * space + (1.0 if money < 6 else 0.0)
+        return 1.0 + 0.4 * (s.initiative + 1) + (1.0 if money < 6 else 0.0)
     if box == "dock":
         base = s.best_landing(2 if unit == "missionary" else 1)
         return base + {"merchant": 2.5, "missionary": 1.5, "soldier": 0.3}.get(unit, 0.0)
     if box == "goods":
-        return 1.0 + s.best_good_gain * (0.5 + s.turns_left / 4)
+        return 1.0 + s.best_good_gain() * (0.5 + s.turns_left / 4)
     if box == "shipping":
         return _value_shipping(s, unit)
     if box == "buildings":
-        if money < s.price or not s.o["buildings_revealed"]:
+        if money < s.price or not s.buildings_revealed:
             return -1.0
-        return 2.0 + s.best_building / 3
+        return 2.0 + s.best_building() / 3
     if box == "discovery":
-        if not s.undiscovered() and not s.o["discovery_deck"]:
+        if not s.face_down and not s.discovery_deck:
             return -2.0
         strength = s.discovery_strength()
         gain = {"captain": 2.5, "soldier": 2.2}.get(unit, 1.2)
         return gain if strength < 5 else gain * 0.3
     if box == "specialists":
-        space = c["space"]
+        assert space is not None
         if space == "training":
             return 1.5 if money >= 12 else -0.5
         return {"merchant": 3.0, "missionary": 2.8, "captain": 2.4, "soldier": 2.0}[space] * (
@@ -183,31 +326,37 @@ def _value_place(s: _Seen, c: Command) -> float:
 
 
 def _value_shipping(s: _Seen, unit: str) -> float:
-    if not s.o["ship_in_box"]:
+    if not s.ship_in_box:
         return -0.5
     values = s.board.shipping
     strength = [0] * s.n
-    for entry in s.o["boxes"]["shipping"]:
-        strength[entry["seat"]] += values[entry["unit"]]
+    for seat, placed in s.shipping:
+        strength[seat] += values[placed]
     mine = strength[s.seat] + values[unit]
     best_other = max((v for seat, v in enumerate(strength) if seat != s.seat), default=0)
     if mine <= best_other:
         return 0.3
-    return 1.5 + s.ship_gain * (0.5 + s.turns_left / 4)
+    return 1.5 + s.ship_gain() * (0.5 + s.turns_left / 4)
 
 
 def _value_warfare_slot(s: _Seen) -> float:
-    for r in s.regions.values():
-        mine = r["soldiers"][s.seat]
-        if mine and any(u for seat, u in enumerate(r["units"]) if seat != s.seat):
+    for here, soldiers in zip(s.units, s.soldiers, strict=True):
+        if soldiers[s.seat] and any(u for seat, u in enumerate(here) if seat != s.seat):
             return 1.5
     return -1.0
 
 
 def _building_value(s: _Seen, building: str) -> float:
     """A rough worth in VP of a building bought now (turns left matter)."""
+    if s.building_worth is None:
+        s.building_worth = _building_worth(s)
+    return s.building_worth.get(building, 2.0)
+
+
+def _building_worth(s: _Seen) -> dict[str, float]:
+    """Every building's worth to the seat, once per decision."""
     left = s.turns_left
-    table: dict[str, float] = {
+    return {
         "settlers": 0.8 * left,
         "monastery": 1.2 * left,
         "trade_routes": 1.0 * left,
@@ -220,66 +369,64 @@ def _building_value(s: _Seen, building: str) -> float:
         "new_world_cartography": 7.0,
         "mint": 0.5 * left,
         "indian_allies": 4.0,
-        "privateers": 0.4 * left * max(1, s.me["ships"]),
+        "privateers": 0.4 * left * max(1, s.ships),
         "ship_yards": 0.8 * left,
         "cathedral": 0.4 * left,
         "taxation": 2.0 + 1.5 * left,
         "university": 5.5,
         "west_indies_company": 0.8 * left,
         "colonization_laws": 0.8 * left,
-        "rum_distillery": 0.9 * left * s.me["goods"].get("sugar", 0),
+        "rum_distillery": 0.9 * left * s.goods.get("sugar", 0),
         "marketplace": 1.0 * left,
         "military_academy": 0.6 * left,
         "fortress": 0.6 * left,
         "stable": 0.2 * left,
         "overpopulation": 5.0,
         "militia": 1.0,
-        "mercantilism": 1.0 * sum(s.me["goods"].values()) + 1.0,
-        "population": 0.5 * sum(r["units"][s.seat] for r in s.regions.values()) + 1.0,
-        "navy": 4.0 * s.me["ships"] + 1.0,
-        "power": 2.0 * sum(r["soldiers"][s.seat] for r in s.regions.values()),
-        "prosperity": 2.0 * (len(s.me["buildings"]) + 1),
-        "glory": 2.0 * sum(1 for r in s.regions.values() if r["units"][s.seat]) + 1.0,
-        "wealth": max(0.0, (s.me["money"] - s.price) / 5),
+        "mercantilism": 1.0 * sum(s.goods.values()) + 1.0,
+        "population": 0.5 * sum(here[s.seat] for here in s.units) + 1.0,
+        "navy": 4.0 * s.ships + 1.0,
+        "power": 2.0 * sum(here[s.seat] for here in s.soldiers),
+        "prosperity": 2.0 * (s.buildings + 1),
+        "glory": 2.0 * sum(1 for here in s.units if here[s.seat]) + 1.0,
+        "wealth": max(0.0, (s.money - s.price) / 5),
         "migration": 1.0,
         "factory": 5.0 + 2.5 * left,
     }
-    return table.get(building, 2.0)
 
 
 def _value_buy(s: _Seen, c: Command) -> float:
-    value = _building_value(s, c["building"])
-    regions = c.get("regions") or []
-    value += sum(0.3 * s.colony_gain(r) for r in regions)
+    value = _building_value(s, c.building)
+    value += sum(0.3 * s.colony_gain(r) for r in c.regions)
     return value - s.price / 4
 
 
 def _value_land(s: _Seen, c: Command) -> float:
-    return s.colony_gain(c["region"])
+    return s.colony_gain(c.region)
 
 
 def _value_take_good(s: _Seen, c: Command) -> float:
-    held: int = s.me["goods"].get(c["good"], 0)
-    return s.income(c["good"]) - s.income() + 0.1 * held
+    held = s.goods.get(c.good, 0)
+    return s.income(c.good) - s.income() + 0.1 * held
 
 
 def _natives_estimate(s: _Seen, region: str | None) -> int:
     if region is None:
         return 5  # the discovery deck's cards need 3 to 6
-    known = s.regions[region]["known_token"]
-    return int(known["natives"]) if known else 3
+    known = s.known_natives[s.board.region_index[region]]
+    return 3 if known is None else known
 
 
 def _value_expedition(s: _Seen, c: Command) -> float:
-    colonists: int = c["colonists"]
-    captains: int = c["captains"]
-    soldiers: int = c["soldiers"]
+    colonists: int = c.colonists
+    captains: int = c.captains
+    soldiers: int = c.soldiers
     strength = s.strength(colonists, captains, soldiers)
-    natives = _natives_estimate(s, c["region"])
+    natives = _natives_estimate(s, c.region)
     if strength < natives:
         return -1.0 - (natives - strength)
     sent = colonists + captains + soldiers
-    region_bonus = 0.0 if c["region"] is None else s.colony_gain(c["region"]) * 0.5
+    region_bonus = 0.0 if c.region is None else s.colony_gain(c.region) * 0.5
     # Win the token (about 5 VP and $2), plunder per soldier, keep spare units for later.
     return 6.0 + 2.5 * soldiers + region_bonus - 0.8 * sent
 
@@ -289,18 +436,18 @@ def _value_pass(s: _Seen, c: Command) -> float:
 
 
 def _value_specialist(s: _Seen, c: Command) -> float:
-    cost = 0 if s.o["phase"] == "auction_bonus" else s.board.training_cost
-    worth = {"merchant": 6.0, "missionary": 5.5, "captain": 4.5, "soldier": 3.5}[c["unit"]]
-    money: int = s.me["money"]
+    cost = 0 if s.phase == "auction_bonus" else s.board.training_cost
+    worth = {"merchant": 6.0, "missionary": 5.5, "captain": 4.5, "soldier": 3.5}[c.unit]
+    money = s.money
     return worth * (0.5 + s.turns_left / 8) - cost - (3.0 if money - cost < 5 else 0.0)
 
 
 def _value_battle(s: _Seen, c: Command) -> float:
-    r = s.regions[c["region"]]
-    soldiers: list[int] = r["soldiers"]
-    units: list[int] = r["units"]
-    mine, theirs = soldiers[s.seat], soldiers[c["opponent"]]
-    their_units = units[c["opponent"]]
+    r = s.board.region_index[c.region]
+    soldiers, units = s.soldiers[r], s.units[r]
+    opponent: int = c.opponent
+    mine, theirs = soldiers[s.seat], soldiers[opponent]
+    their_units = units[opponent]
     kills = min(mine, their_units)
     losses = min(theirs, units[s.seat])
     leads = their_units >= units[s.seat]
@@ -312,23 +459,23 @@ def _value_war(s: _Seen, c: Command) -> float:
 
 
 def _value_casualties(s: _Seen, c: Command) -> float:
-    return float(c["soldiers"])  # soldiers first: they are the ones that kill back
+    return float(c.soldiers)  # soldiers first: they are the ones that kill back
 
 
 def _value_move(s: _Seen, c: Command) -> float:
-    if c["type"] == "move_soldier":
-        return s.colony_gain(c["destination"]) - s.colony_gain(c["origin"], -1) - 1.0
-    gain = s.colony_gain(c["destination"], c["count"])
-    return gain - s.colony_gain(c["origin"], -c["count"]) - 1.0
+    if c.type == "move_soldier":
+        return s.colony_gain(c.destination) - s.colony_gain(c.origin, -1) - 1.0
+    gain = s.colony_gain(c.destination, c.count)
+    return gain - s.colony_gain(c.origin, -c.count) - 1.0
 
 
 def _value_bid(s: _Seen, c: Command) -> float:
-    amount: int = c["amount"]
+    amount: int = c.amount
     return 1.0 - 0.6 * amount
 
 
 def _value_university(s: _Seen, c: Command) -> float:
-    return 0.5 if c["box"] in ("buildings", "dock") else 0.1
+    return 0.5 if c.box in ("buildings", "dock") else 0.1
 
 
 _VALUE: dict[str, Callable[[_Seen, Command], float]] = {

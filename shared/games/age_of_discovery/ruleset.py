@@ -394,8 +394,19 @@ class Rules:
         b = self.ruleset.boxes
         return b.dock_spaces_per_player * players + b.dock_spaces_offset
 
-    def age_of_turn(self, turn: int) -> int:
+    @cached_property
+    def _ages(self) -> tuple[int, ...]:
+        """The age of every turn up to the last age's end (turn 0 included), by turn."""
+        ends = self.ruleset.age_end_turns
+        return tuple(self._age_of(turn) for turn in range(max(ends) + 1))
+
+    def _age_of(self, turn: int) -> int:
         return next(i for i, end in enumerate(self.ruleset.age_end_turns, 1) if turn <= end)
+
+    def age_of_turn(self, turn: int) -> int:
+        """The age a turn belongs to (looked up: the search asks at every step)."""
+        ages = self._ages
+        return ages[turn] if 0 <= turn < len(ages) else self._age_of(turn)
 
 
 def resolve_options(ruleset: Ruleset, options: dict[str, Any] | None) -> dict[str, str | int]:
