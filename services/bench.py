@@ -73,15 +73,22 @@ class Outbox:
             self.ready.clear()
             batch, self.queue = self.queue, []
             async with self.redis.pipeline(transaction=False) as pipe:
+                # As CommandSender publishes it. Not through the broker: FastStream 0.7.8's
+                # publish into a pipeline queues nothing on a cluster pipeline.
                 for stream, payload in batch:
-                    pipe.xadd(stream, {BODY: payload})  # as CommandSender publishes it
+                    pipe.xadd(stream, {BODY: payload})
                 await pipe.execute()
 
 
-async def _watch(redis: Redis, keys: Keys, waiters: Waiters, stop: asyncio.Event) -> None:
+def _broker(redis: Redis, keys: Keys) -> Broker:
+    """The driver's broker, with no metrics middleware: it is a measuring tool, and one
+    subscriber per partition paid that per batch, taking CPU from the engine it measures."""
+    return Broker(redis, readers=keys.partitions, service="bench", middlewares=())
+
+
+async def _watch(broker: Broker, keys: Keys, waiters: Waiters, stop: asyncio.Event) -> None:
     """Follow every partition event stream through FastStream until ``stop``, from the start
     (the namespace is new: nothing is missed), resolving the waiters of the versions seen."""
-    broker = Broker(redis, readers=keys.partitions, service="bench", middlewares=())
 
     async def seen(deliveries: list[Delivery]) -> None:
         now = time.perf_counter()
@@ -231,7 +238,8 @@ async def pipeline(
     kinds = list(kinds) or [api.get()]
     waiters = Waiters()
     stop = asyncio.Event()
-    watcher = asyncio.create_task(_watch(redis, keys, waiters, stop))
+    broker = _broker(redis, keys)
+    watcher = asyncio.create_task(_watch(broker, keys, waiters, stop))
     workers: list[subprocess.Popen[bytes]] = []
     in_process: list[asyncio.Task[None]] = []
     if engines > 0:
