@@ -166,10 +166,9 @@ async def test_a_request_waits_for_its_view_and_the_projection_wakes_it(
         await asyncio.sleep(0.3)
         assert not answering.done()
         assert await any_redis.xlen(keys.commands(partition)) == 1  # create_game only
-        projected = time.monotonic()
         async with running_projector(any_redis, keys):
+            # True: answered once the view came, before the bot's wait for it ran out.
             assert await asyncio.wait_for(answering, service.VIEW_WAIT_S) is True
-        assert time.monotonic() - projected < 1.0
         updates: Any = await any_redis.xrange(keys.view_updates(partition))
         (_, update), *_ = updates  # the first view written (the bot's move may follow)
         assert update == {b"g": b"g-wake", b"v": str(request.version).encode()}
