@@ -193,7 +193,7 @@ class _Seen:
     def building_worth(self, b: dict[str, Any]) -> float:
         c = COLUMNS.index(b["column"])
         if b["good"] is not None:
-            use = FACTORY_USES * self.market[b["good"]]["factory_income"] / 10
+            use = FACTORY_USES * float(self.market[b["good"]]["factory_income"]) / 10
         else:
             use = USE.get(b["column"], 0.0)
         price = float(b["price"])
