@@ -37,9 +37,13 @@ FACILITY_PRICE = 50  # a worker per church, a ship per shipyard
 PHASE_PRICE = 100  # any further one, times the phase
 BONUS = 6.0  # an exploration's expected bonus (its stack's cheapest token, still face down)
 STAGE = 0.7  # a Sailing that gathers a party for the next one, against exploring now
-RICH = 400  # money beyond which each Cruzado is worth less (see _Seen.money_weight)
+RICH = 300  # money beyond which each Cruzado is worth less (see _Seen.money_weight)
 SHIPS_WANTED = 4  # ships on the board below which another one is worth its use at sea
-WORKERS_WANTED = 6  # workers below which another one is worth its use (colonies, buildings)
+SHIP_NEED = 10.0  # the use of a ship while too few are on the board to explore
+SHIP_USE = 3.0  # its use beyond that
+WORKERS_WANTED = 7  # workers below which another one is worth its use (colonies, buildings)
+WORKER_USE = 4.0
+MAX_WORKERS = 9  # Lisboa's track (further church recruits are sold at once)
 USE = {"shipyard": 4.0, "church": 4.0}  # a building's use beyond its VP (cheap ships, workers)
 FACTORY_USES = 2.0  # processings a factory is expected to bring
 SALES = 1.5  # sales a colony is expected to bring
@@ -221,17 +225,40 @@ class _Seen:
             me["churches"],
         )
 
-    def hire_worth(self, count: int, facilities: int, wanted: int, have: int) -> float:
-        """Recruiting ``count`` workers or buying ``count`` ships: each a VP, of use while
-        fewer than ``wanted``; the first ``facilities`` cost the facility price, the rest
-        the price per phase times the phase (the standard prices: the view has no others)."""
+    def hire_worth(self, count: int, facilities: int, uses: list[float]) -> float:
+        """Recruiting ``count`` workers or buying ``count`` ships: each a VP and its use
+        (``uses``: of each further one; none past the list); the first ``facilities`` cost
+        the facility price, the rest the price per phase times the phase (the standard
+        prices: the view has no others)."""
         total = 0.0
         weight = self.money_weight()
         for k in range(count):
             price = FACILITY_PRICE if k < facilities else PHASE_PRICE * self.phase
-            use = 3.0 if have + k < wanted else 0.0
+            use = uses[k] if k < len(uses) else 0.0
             total += VP + use - price * weight / 10
         return total
+
+    def best_hire(self, facilities: int, uses: list[float], room: int) -> float:
+        """The best :meth:`hire_worth` the seat can pay for now (0: none worth it)."""
+        best, cost = 0.0, 0
+        for k in range(min(room, 4)):
+            cost += FACILITY_PRICE if k < facilities else PHASE_PRICE * self.phase
+            if cost > self.money:
+                break
+            best = max(best, self.hire_worth(k + 1, facilities, uses))
+        return best
+
+    def worker_uses(self) -> list[float]:
+        """Workers serve colonies and buildings (a church needs five) and pay privileges."""
+        return [WORKER_USE] * max(0, WORKERS_WANTED - self.workers)
+
+    def ship_uses(self) -> list[float]:
+        """Ships are needed most while too few to explore the target; then a few more serve
+        colonies and pay the rondel."""
+        x = self.target()
+        short = max(0, (2 if x is None else self.party(x)) - sum(self.ships))
+        spare = max(0, SHIPS_WANTED - sum(self.ships) - short)
+        return [SHIP_NEED] * short + [SHIP_USE] * spare
 
     # --- what an action brings ----------------------------------------------------------
 
@@ -299,15 +326,15 @@ def _privilege_value(seen: _Seen) -> float:
 
 
 def _workers_value(seen: _Seen) -> float:
-    me = seen.me
-    return max(0.0, seen.hire_worth(1, me["churches"], WORKERS_WANTED, seen.workers))
+    room = MAX_WORKERS - seen.workers
+    return seen.best_hire(seen.me["churches"], seen.worker_uses(), room)
 
 
 def _ships_value(seen: _Seen) -> float:
     me = seen.me
     if not me["ships_in_supply"]:
         return 0.0
-    return max(0.0, seen.hire_worth(1, me["shipyards"], SHIPS_WANTED, sum(seen.ships)))
+    return seen.best_hire(me["shipyards"], seen.ship_uses(), me["ships_in_supply"])
 
 
 _ACTIONS = {
@@ -383,12 +410,12 @@ def _process(seen: _Seen, c: Command) -> float:
 
 
 def _recruit(seen: _Seen, c: Command) -> float:
-    return seen.hire_worth(c["count"], seen.me["churches"], WORKERS_WANTED, seen.workers)
+    return seen.hire_worth(c["count"], seen.me["churches"], seen.worker_uses())
 
 
 def _buy_ships(seen: _Seen, c: Command) -> float:
     me = seen.me
-    return seen.hire_worth(c["count"], me["shipyards"], SHIPS_WANTED, sum(seen.ships))
+    return seen.hire_worth(c["count"], me["shipyards"], seen.ship_uses())
 
 
 def _privilege(seen: _Seen, c: Command) -> float:
