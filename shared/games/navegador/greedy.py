@@ -43,10 +43,13 @@ SHIP_NEED = 10.0  # the use of a ship while too few are on the board to explore
 SHIP_USE = 3.0  # its use beyond that
 WORKERS_WANTED = 7  # workers below which another one is worth its use (colonies, buildings)
 WORKER_USE = 4.0
+WORKERS_NEEDED = 5  # workers below which another one is needed most (a church needs five)
+WORKER_NEED = 8.0
 MAX_WORKERS = 9  # Lisboa's track (further church recruits are sold at once)
 USE = {"shipyard": 4.0, "church": 4.0}  # a building's use beyond its VP (cheap ships, workers)
-FACTORY_USES = 2.0  # processings a factory is expected to bring
-SALES = 1.5  # sales a colony is expected to bring
+FACTORY_USES = 3.0  # processings a factory is expected to bring in a whole game
+SALES = 2.5  # sales a colony is expected to bring in a whole game
+LATE = 0.3  # what is left of those near the end
 COLONY = COLUMNS.index("colony")
 EXPLORER = COLUMNS.index("explorer")
 FAR = 1 << 20  # the distance :func:`distances` gives an unreachable region
@@ -101,6 +104,10 @@ class _Seen:
         self.market = {m["good"]: m for m in o["market"]}
         self._target: tuple[int, ...] | None = None
         self._actions: dict[str, float] = {}
+        # the share of a whole game's uses still to come: the game ends at Nagasaki, so
+        # the unexplored regions tell how far it has gone
+        todo = len(self.unexplored) / max(1, len(self.regions) - 1)
+        self.future = LATE + (1 - LATE) * todo
 
     # --- the map ------------------------------------------------------------------------
 
@@ -191,7 +198,7 @@ class _Seen:
 
     def colony_worth(self, r: int, price: int) -> float:
         good = self.o["regions"][r]["good"]
-        sales = SALES * float(self.market[good]["price"])
+        sales = SALES * self.future * float(self.market[good]["price"])
         return VP * self.column_vp(COLONY) + (sales - price * self.money_weight()) / 10
 
     def building_worth(self, b: dict[str, Any]) -> float:
@@ -200,6 +207,7 @@ class _Seen:
             use = FACTORY_USES * float(self.market[b["good"]]["factory_income"]) / 10
         else:
             use = USE.get(b["column"], 0.0)
+        use *= self.future
         price = float(b["price"])
         return VP * self.column_vp(c) + use - price * self.money_weight() / 10
 
@@ -213,7 +221,9 @@ class _Seen:
         count = self.achievements()[c]
         coin = float(sheet["coins"][held]) * count * self.money_weight() / 10
         vp = float(sheet["vp"][held])
-        return coin + VP * vp * (count + 0.5) - VP - 1
+        uses = self.worker_uses()
+        worker = VP + (uses[0] if uses else 0.0)
+        return coin + VP * vp * (count + 0.5) - worker
 
     def achievements(self) -> tuple[int, ...]:
         me = self.me
@@ -249,8 +259,11 @@ class _Seen:
         return best
 
     def worker_uses(self) -> list[float]:
-        """Workers serve colonies and buildings (a church needs five) and pay privileges."""
-        return [WORKER_USE] * max(0, WORKERS_WANTED - self.workers)
+        """Workers serve colonies and buildings and pay privileges: most needed while
+        fewer than the buildings ask (a church five), then of some use up to a few more."""
+        short = max(0, WORKERS_NEEDED - self.workers)
+        spare = max(0, WORKERS_WANTED - self.workers - short)
+        return [WORKER_NEED] * short + [WORKER_USE] * spare
 
     def ship_uses(self) -> list[float]:
         """Ships are needed most while too few to explore the target; then a few more serve
