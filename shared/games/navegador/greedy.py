@@ -22,7 +22,6 @@ like one on a shipped ruleset.
 from __future__ import annotations
 
 import random
-from functools import lru_cache
 from typing import Any
 
 from .ruleset import COLUMNS, adjacency, distances
@@ -76,9 +75,18 @@ class _Map:
         return found
 
 
-@lru_cache(maxsize=16)
-def _map(regions: tuple[str, ...], borders: tuple[tuple[str, ...], ...], home: int) -> _Map:
-    return _Map(regions, borders, home)
+_MAPS: list[tuple[list[str], list[list[str]], int, _Map]] = []
+
+
+def _map(regions: list[str], borders: list[list[str]], home: int) -> _Map:
+    """The board's :class:`_Map`, made once per board: found by equality (a few C-level list
+    comparisons), not by hashing the borders into a key at every decision."""
+    for known_regions, known_borders, known_home, found in _MAPS:
+        if known_borders == borders and known_regions == regions and known_home == home:
+            return found
+    made = _Map(tuple(regions), tuple(tuple(b) for b in borders), home)
+    _MAPS[:] = [*_MAPS[-15:], (list(regions), [list(b) for b in borders], home, made)]
+    return made
 
 
 class _Seen:
@@ -87,9 +95,21 @@ class _Seen:
     def __init__(self, o: Observation) -> None:
         self.o = o
         board = o["board"]
-        self.regions: list[str] = [region["id"] for region in o["regions"]]
-        home = next((r for r, region in enumerate(o["regions"]) if region["good"] is None), 0)
-        self.map = _map(tuple(self.regions), tuple(tuple(b) for b in board["borders"]), home)
+        self.regions: list[str] = []
+        self.unexplored: list[int] = []
+        self.parties: list[int] = []
+        self.mask = 0
+        home = -1
+        for r, region in enumerate(o["regions"]):
+            self.regions.append(region["id"])
+            self.parties.append(3 if region["double_loss"] else 2)
+            if region["explored"]:
+                self.mask |= 1 << r
+            else:
+                self.unexplored.append(r)
+            if home < 0 and region["good"] is None:
+                home = r
+        self.map = _map(self.regions, board["borders"], max(home, 0))
         self.free_steps: int = board["free_steps"]
         self.columns: list[dict[str, Any]] = board["columns"]
         self.seat: int = o["seat"]
@@ -97,10 +117,8 @@ class _Seen:
         self.money: int = self.me["money"]
         self.workers: int = self.me["workers"]
         self.phase: int = o["phase"]
-        self.mask = sum(1 << r for r, region in enumerate(o["regions"]) if region["explored"])
         self.reach: int = board["sailing_range"][self.phase - 1]
         self.ships: list[int] = self.me["ships"]
-        self.unexplored = [r for r, region in enumerate(o["regions"]) if not region["explored"]]
         self.market = {m["good"]: m for m in o["market"]}
         self._target: tuple[int, ...] | None = None
         self._actions: dict[str, float] = {}
@@ -116,18 +134,20 @@ class _Seen:
         return self.map.distances(self.mask, origin)
 
     def party(self, x: int) -> int:
-        return 3 if self.o["regions"][x]["double_loss"] else 2
+        """Ships that explore ``x`` together (one more than it loses)."""
+        return self.parties[x]
 
     def target(self) -> int | None:
         """The unexplored region this seat's ships reach with least sailing (the party's
         ships nearest to it; missing ones come from home), the deeper one on a tie."""
         if self._target is None:
             best, key = -1, float("inf")
-            on_board = [r for r, count in enumerate(self.ships) for _ in range(count)]
+            rows = [self.distances(r) for r, count in enumerate(self.ships) for _ in range(count)]
             home = self.distances(self.map.home)
             for x in self.unexplored:
-                near = sorted(self.distances(r)[x] for r in on_board)[: self.party(x)]
-                effort = sum(near) + home[x] * (self.party(x) - len(near))
+                party = self.parties[x]
+                near = sorted([row[x] for row in rows])[:party]
+                effort = sum(near) + home[x] * (party - len(near))
                 k = effort - 0.3 * self.map.depth[x]
                 if effort < FAR and k < key:
                     best, key = x, k
@@ -172,15 +192,16 @@ class _Seen:
         sailing = self.o["stage"] == "sailing"
         if sailing and self.o["action"]["explored"]:
             return 0.0
-        sailed = self.o["action"]["sailed"] if sailing else None
+        sailed = self.o["action"]["sailed"] if sailing else [0] * len(self.ships)
+        free = [
+            (self.distances(r), count - sailed[r])
+            for r, count in enumerate(self.ships)
+            if count > sailed[r]
+        ]
         best = 0.0
         for x in self.unexplored:
-            near = 0
-            for r, count in enumerate(self.ships):
-                free = count - (sailed[r] if sailed else 0)
-                if free > 0 and self.distances(r)[x] <= self.reach:
-                    near += free
-            if near >= self.party(x):
+            near = sum(n for row, n in free if row[x] <= self.reach)
+            if near >= self.parties[x]:
                 best = max(best, self.explore_worth(x))
         return best
 
