@@ -35,6 +35,7 @@ PASS = 0.5
 FACILITY_PRICE = 50  # a worker per church, a ship per shipyard
 PHASE_PRICE = 100  # any further one, times the phase
 BONUS = 6.0  # an exploration's expected bonus (its stack's cheapest token, still face down)
+DEPTH = 0.5  # an exploration's worth per border from home: progress towards Nagasaki
 STAGE = 0.7  # a Sailing that gathers a party for the next one, against exploring now
 RICH = 300  # money beyond which each Cruzado is worth less (see _Seen.money_weight)
 SHIPS_WANTED = 4  # ships on the board below which another one is worth its use at sea
@@ -185,7 +186,7 @@ class _Seen:
         party lands, progress towards Nagasaki (deeper regions first), less the ships lost."""
         lost = self.party(x) - 1
         depth = min(self.map.depth[x], 10)
-        return VP * self.column_vp(EXPLORER) + BONUS + 2.0 + 0.5 * depth - lost * VP
+        return VP * self.column_vp(EXPLORER) + BONUS + 2.0 + DEPTH * depth - lost * VP
 
     def explorable(self) -> float:
         """The best exploration the seat's unsailed ships can make now (0: none)."""
