@@ -11,7 +11,7 @@ playouts with it). Rules of thumb, in rough "Cruzados/10" units, a VP worth :dat
   within reach of it for the next one almost as much as exploring.
 - Colonies, buildings, privileges, workers and ships are worth their VP and their use,
   less their price; money is worth less to a rich seat (it ends as 1 VP per 200 Cr), so a
-  rich table buys out the dear buildings too, which also ends the game (rules §8).
+  rich table buys the dear buildings too (their running out also ends the game, §8).
 - The market brings its income: sell at a high price, process where factory income is high.
 
 The board's figures (borders, ranges, free steps, the player sheet) are read off the view's
