@@ -1,13 +1,22 @@
 """Navegador's greedy policy: a value for each legal command from a seat's view alone.
 
-It looks one decision ahead with a few rules of thumb: explore whenever a party can reach
-an unexplored region (explorers pay a bonus and VP), found the colonies it can afford,
-sell or process at the market for the money each brings, buy buildings while workers and
-money allow, take the privilege that pays most, and choose the rondel field whose action
-is worth most now, less the ships it costs. Values are in rough "Cruzados/10" units. The
-board's figures (borders, ranges, free steps, buildings, the player sheet) are read off the
-view's ``board`` part: a game on a ruleset given as a file, whose name no loader knows, is
-played like one on a shipped ruleset.
+It looks one decision ahead, but values each rondel field by what its action would bring
+now, so that a table of greedy seats plays whole games (the ``mcts`` bot plays its
+playouts with it). Rules of thumb, in rough "Cruzados/10" units, a VP worth :data:`VP`:
+
+- Exploring (rules §4: at least two ships arriving together, three with the double loss)
+  pays its explorer VP and bonus, and moves the game on towards Nagasaki; so each seat
+  keeps a target, the unexplored region its ships reach with least sailing (the one nearer
+  Nagasaki on a tie), sails its ships towards it, and values a Sailing that gathers a party
+  within reach of it for the next one almost as much as exploring.
+- Colonies, buildings, privileges, workers and ships are worth their VP and their use,
+  less their price; money is worth less to a rich seat (it ends as 1 VP per 200 Cr), so a
+  rich table buys the dear buildings too (their running out also ends the game, §8).
+- The market brings its income: sell at a high price, process where factory income is high.
+
+The board's figures (borders, ranges, free steps, the player sheet) are read off the view's
+``board`` part: a game on a ruleset given as a file, whose name no loader knows, is played
+like one on a shipped ruleset.
 """
 
 from __future__ import annotations
@@ -20,90 +29,223 @@ from .ruleset import COLUMNS, adjacency, distances
 Observation = dict[str, Any]
 Command = dict[str, Any]
 
-SHIP_COST = 6.0  # what a ship paid for the rondel is worth
+VP = 8.0  # a victory point: what mid-game money buys one for (80 Cr)
+SHIP_COST = 10.0  # a ship paid for the rondel: its VP at the end and its use at sea
 PASS = 0.5
+FACILITY_PRICE = 50  # a worker per church, a ship per shipyard
+PHASE_PRICE = 100  # any further one, times the phase
+BONUS = 6.0  # an exploration's expected bonus (its stack's cheapest token, still face down)
+DEPTH = 0.5  # an exploration's worth per border from home: progress towards Nagasaki
+STAGE = 0.7  # a Sailing that gathers a party for the next one, against exploring now
+RICH = 200  # money beyond which each Cruzado is worth less (see _Seen.money_weight)
+SHIPS_WANTED = 4  # ships on the board below which another one is worth its use at sea
+SHIP_NEED = 10.0  # the use of a ship while too few are on the board to explore
+SHIP_USE = 3.0  # its use beyond that
+WORKERS_WANTED = 7  # workers below which another one is worth its use (colonies, buildings)
+WORKER_USE = 4.0
+WORKERS_NEEDED = 5  # workers below which another one is needed most (a church needs five)
+WORKER_NEED = 8.0
+MAX_WORKERS = 9  # Lisboa's track (further church recruits are sold at once)
+USE = {"shipyard": 4.0, "church": 4.0}  # a building's use beyond its VP (cheap ships, workers)
+FACTORY_USES = 3.0  # processings a factory is expected to bring in a whole game
+SALES = 2.5  # sales a colony is expected to bring in a whole game
+LATE = 0.3  # what is left of those near the end
+COLONY = COLUMNS.index("colony")
+EXPLORER = COLUMNS.index("explorer")
+FAR = 1 << 20  # the distance :func:`distances` gives an unreachable region
+
+
+class _Map:
+    """A board's borders as the policy needs them: adjacency, each region's depth from home
+    (borders on the whole map) and distances through explored regions, memoised (a board
+    seldom changes; a view is made at every decision)."""
+
+    def __init__(
+        self, regions: tuple[str, ...], borders: tuple[tuple[str, ...], ...], home: int
+    ) -> None:
+        self.adjacent = adjacency(regions, borders)
+        self._distances: dict[tuple[int, int], tuple[int, ...]] = {}
+        self.home = home
+        self.depth = distances(self.adjacent, (1 << len(regions)) - 1, home)
+
+    def distances(self, mask: int, origin: int) -> tuple[int, ...]:
+        key = (mask, origin)
+        found = self._distances.get(key)
+        if found is None:
+            found = self._distances[key] = distances(self.adjacent, mask, origin)
+        return found
+
+
+_MAPS: list[tuple[list[str], list[list[str]], int, _Map]] = []
+
+
+def _map(regions: list[str], borders: list[list[str]], home: int) -> _Map:
+    """The board's :class:`_Map`, made once per board: found by equality (a few C-level list
+    comparisons), not by hashing the borders into a key at every decision."""
+    for known_regions, known_borders, known_home, found in _MAPS:
+        if known_borders == borders and known_regions == regions and known_home == home:
+            return found
+    made = _Map(tuple(regions), tuple(tuple(b) for b in borders), home)
+    _MAPS[:] = [*_MAPS[-15:], (list(regions), [list(b) for b in borders], home, made)]
+    return made
 
 
 class _Seen:
-    """What the policy reads off an observation, once per call."""
+    """What the policy reads off an observation, once per call (values memoised)."""
 
     def __init__(self, o: Observation) -> None:
         self.o = o
         board = o["board"]
-        self.regions: list[str] = [region["id"] for region in o["regions"]]
-        self.adjacent = adjacency(self.regions, board["borders"])
+        self.regions: list[str] = []
+        self.unexplored: list[int] = []
+        self.parties: list[int] = []
+        self.mask = 0
+        home = -1
+        for r, region in enumerate(o["regions"]):
+            self.regions.append(region["id"])
+            self.parties.append(3 if region["double_loss"] else 2)
+            if region["explored"]:
+                self.mask |= 1 << r
+            else:
+                self.unexplored.append(r)
+            if home < 0 and region["good"] is None:
+                home = r
+        self.map = _map(self.regions, board["borders"], max(home, 0))
         self.free_steps: int = board["free_steps"]
         self.columns: list[dict[str, Any]] = board["columns"]
         self.seat: int = o["seat"]
         self.me: dict[str, Any] = o["players"][self.seat]
-        self.mask = sum(1 << r for r, region in enumerate(o["regions"]) if region["explored"])
-        self.reach: int = board["sailing_range"][o["phase"] - 1]
+        self.money: int = self.me["money"]
+        self.workers: int = self.me["workers"]
+        self.phase: int = o["phase"]
+        self.reach: int = board["sailing_range"][self.phase - 1]
         self.ships: list[int] = self.me["ships"]
-        self.unexplored = [r for r, region in enumerate(o["regions"]) if not region["explored"]]
-        self._distances: dict[int, tuple[int, ...]] = {}
+        self.market = {m["good"]: m for m in o["market"]}
+        self._target: tuple[int, ...] | None = None
+        self._actions: dict[str, float] = {}
+        # the share of a whole game's uses still to come: the game ends at Nagasaki, so
+        # the unexplored regions tell how far it has gone
+        todo = len(self.unexplored) / max(1, len(self.regions) - 1)
+        self.future = LATE + (1 - LATE) * todo
+
+    # --- the map ------------------------------------------------------------------------
 
     def distances(self, origin: int) -> tuple[int, ...]:
-        """Borders from ``origin`` through explored regions (memoised for this call)."""
-        found = self._distances.get(origin)
-        if found is None:
-            found = self._distances[origin] = distances(self.adjacent, self.mask, origin)
-        return found
+        """Borders from ``origin`` through explored regions."""
+        return self.map.distances(self.mask, origin)
 
-    def frontier(self, r: int) -> int:
-        """Borders from region ``r`` to the nearest unexplored region (explored paths)."""
-        dist = self.distances(r)
-        return min((dist[x] for x in self.unexplored), default=0)
+    def party(self, x: int) -> int:
+        """Ships that explore ``x`` together (one more than it loses)."""
+        return self.parties[x]
 
-    def can_explore(self) -> bool:
+    def target(self) -> int | None:
+        """The unexplored region this seat's ships reach with least sailing (the party's
+        ships nearest to it; missing ones come from home), the deeper one on a tie."""
+        if self._target is None:
+            best, key = -1, float("inf")
+            rows = [self.distances(r) for r, count in enumerate(self.ships) for _ in range(count)]
+            home = self.distances(self.map.home)
+            for x in self.unexplored:
+                party = self.parties[x]
+                near = sorted([row[x] for row in rows])[:party]
+                effort = sum(near) + home[x] * (party - len(near))
+                k = effort - 0.3 * self.map.depth[x]
+                if effort < FAR and k < key:
+                    best, key = x, k
+            self._target = (best,)
+        found = self._target[0]
+        return None if found < 0 else found
+
+    def to_target(self, r: int) -> int:
+        """Borders from region ``r`` to the target (0 without one)."""
+        x = self.target()
+        return 0 if x is None else min(self.distances(r)[x], 2 * FAR)
+
+    def spot(self, r: int, nth: int) -> float:
+        """What the ``nth`` ship of this seat in region ``r`` is worth there for founding a
+        colony: some while the region has a token for it, more if the seat can afford it."""
+        tokens = self.o["regions"][r]["tokens"] or []
+        if nth > len(tokens) or self.workers < 2:
+            return 0.0
+        return 3.0 if tokens[0] <= self.money else 1.0
+
+    # --- worth of things ----------------------------------------------------------------
+
+    def money_weight(self) -> float:
+        """What a Cruzado is worth to this seat, 1 until it is rich: a rich seat has nothing
+        dearer to save for, and money ends as 1 VP per 200 Cr."""
+        return 1.0 / (1.0 + max(0, self.money - RICH) / RICH)
+
+    def column_vp(self, c: int) -> float:
+        """VP one more achievement in column ``c`` brings: base plus privileges held."""
+        column = self.columns[c]
+        return float(column["base_vp"] + sum(column["vp"][: self.me["privileges"][COLUMNS[c]]]))
+
+    def explore_worth(self, x: int) -> float:
+        """Exploring ``x``: the explorer's VP, the bonus, a colony stack opened where the
+        party lands, progress towards Nagasaki (deeper regions first), less the ships lost."""
+        lost = self.party(x) - 1
+        depth = min(self.map.depth[x], 10)
+        return VP * self.column_vp(EXPLORER) + BONUS + 2.0 + DEPTH * depth - lost * VP
+
+    def explorable(self) -> float:
+        """The best exploration the seat's unsailed ships can make now (0: none)."""
+        sailing = self.o["stage"] == "sailing"
+        if sailing and self.o["action"]["explored"]:
+            return 0.0
+        sailed = self.o["action"]["sailed"] if sailing else [0] * len(self.ships)
+        free = [
+            (self.distances(r), count - sailed[r])
+            for r, count in enumerate(self.ships)
+            if count > sailed[r]
+        ]
+        best = 0.0
         for x in self.unexplored:
-            party = 3 if self.o["regions"][x]["double_loss"] else 2
-            near = sum(
-                count
-                for r, count in enumerate(self.ships)
-                if count and self.distances(r)[x] <= self.reach
-            )
-            if near >= party:
-                return True
-        return False
+            near = sum(n for row, n in free if row[x] <= self.reach)
+            if near >= self.parties[x]:
+                best = max(best, self.explore_worth(x))
+        return best
 
-    def colonies_open(self) -> int:
-        money, workers = self.me["money"], self.me["workers"]
-        count = 0
-        for r, region in enumerate(self.o["regions"]):
-            tokens = region["tokens"] or []
-            for price in tokens[: self.ships[r]]:
-                if price <= money:
-                    money -= price
-                    count += 1
-        return min(count, int(workers) // 2)
+    def staging(self) -> float:
+        """A Sailing that brings a party within reach of the target for the next one; else
+        what it brings the party's ships nearer."""
+        x = self.target()
+        if x is None:
+            return 0.0
+        far = sorted(self.distances(r)[x] for r, n in enumerate(self.ships) for _ in range(n))
+        party = far[: self.party(x)]
+        if len(party) == self.party(x) and party[-1] <= 2 * self.reach:
+            return STAGE * self.explore_worth(x)
+        return 1.5 * sum(min(self.reach, max(0, d - 1)) for d in party if d < FAR)
 
-    def market_income(self) -> int:
-        total = 0
-        wild = self.me["wildcard_factories"]
-        for m in self.o["market"]:
-            good = m["good"]
-            sell = len(self.me["colonies"][good]) * m["price"]
-            process = (self.me["factories"][good] + wild) * m["factory_income"]
-            total += max(sell, process)
-        return total
+    def colony_worth(self, r: int, price: int) -> float:
+        good = self.o["regions"][r]["good"]
+        sales = SALES * self.future * float(self.market[good]["price"])
+        return VP * self.column_vp(COLONY) + (sales - price * self.money_weight()) / 10
 
-    def can_build(self) -> bool:
-        return any(
-            b["price"] is not None and b["price"] <= self.me["money"]
-            for b in self.o["buildings"]
-            if b["workers"] <= self.me["workers"]
-        )
+    def building_worth(self, b: dict[str, Any]) -> float:
+        c = COLUMNS.index(b["column"])
+        if b["good"] is not None:
+            use = FACTORY_USES * float(self.market[b["good"]]["factory_income"]) / 10
+        else:
+            use = USE.get(b["column"], 0.0)
+        use *= self.future
+        price = float(b["price"])
+        return VP * self.column_vp(c) + use - price * self.money_weight() / 10
 
-    def privilege_value(self, column: str) -> float:
+    def privilege_worth(self, column: str) -> float:
+        """Its coin now, its VP per achievement (a few more to come), less the worker."""
         c = COLUMNS.index(column)
         sheet = self.columns[c]
         held: int = self.me["privileges"][column]
-        if held >= len(sheet["coins"]) or self.me["workers"] <= 2:
+        if held >= len(sheet["coins"]) or self.workers <= 2 or not self.o["gallery"][column]:
             return 0.0
-        count: int = self.achievements()[c]
-        coin: int = sheet["coins"][held]
-        vp: int = sheet["vp"][held]
-        return coin * count / 10 + vp * count * 2
+        count = self.achievements()[c]
+        coin = float(sheet["coins"][held]) * count * self.money_weight() / 10
+        vp = float(sheet["vp"][held])
+        uses = self.worker_uses()
+        worker = VP + (uses[0] if uses else 0.0)
+        return coin + VP * vp * (count + 0.5) - worker
 
     def achievements(self) -> tuple[int, ...]:
         me = self.me
@@ -115,23 +257,133 @@ class _Seen:
             me["churches"],
         )
 
+    def hire_worth(self, count: int, facilities: int, uses: list[float]) -> float:
+        """Recruiting ``count`` workers or buying ``count`` ships: each a VP and its use
+        (``uses``: of each further one; none past the list); the first ``facilities`` cost
+        the facility price, the rest the price per phase times the phase (the standard
+        prices: the view has no others)."""
+        total = 0.0
+        weight = self.money_weight()
+        for k in range(count):
+            price = FACILITY_PRICE if k < facilities else PHASE_PRICE * self.phase
+            use = uses[k] if k < len(uses) else 0.0
+            total += VP + use - price * weight / 10
+        return total
+
+    def best_hire(self, facilities: int, uses: list[float], room: int) -> float:
+        """The best :meth:`hire_worth` the seat can pay for now (0: none worth it)."""
+        best, cost = 0.0, 0
+        for k in range(min(room, 4)):
+            cost += FACILITY_PRICE if k < facilities else PHASE_PRICE * self.phase
+            if cost > self.money:
+                break
+            best = max(best, self.hire_worth(k + 1, facilities, uses))
+        return best
+
+    def worker_uses(self) -> list[float]:
+        """Workers serve colonies and buildings and pay privileges: most needed while
+        fewer than the buildings ask (a church five), then of some use up to a few more."""
+        short = max(0, WORKERS_NEEDED - self.workers)
+        spare = max(0, WORKERS_WANTED - self.workers - short)
+        return [WORKER_NEED] * short + [WORKER_USE] * spare
+
+    def ship_uses(self) -> list[float]:
+        """Ships are needed most while too few to explore the target; then a few more serve
+        colonies and pay the rondel."""
+        x = self.target()
+        short = max(0, (2 if x is None else self.party(x)) - sum(self.ships))
+        spare = max(0, SHIPS_WANTED - sum(self.ships) - short)
+        return [SHIP_NEED] * short + [SHIP_USE] * spare
+
+    # --- what an action brings ----------------------------------------------------------
+
     def action_value(self, action: str) -> float:
-        me = self.me
-        if action == "sailing":
-            return 16.0 if self.can_explore() else (4.0 if sum(self.ships) >= 2 else 1.0)
-        if action == "colony":
-            return 12.0 * self.colonies_open()
-        if action == "market":
-            return self.market_income() / 12
-        if action == "buildings":
-            return 11.0 if self.can_build() else 0.0
-        if action == "privilege":
-            return max((self.privilege_value(c) for c in COLUMNS), default=0.0)
-        if action == "workers":
-            return 6.0 if me["workers"] < 6 and me["money"] >= 100 else 0.5
-        if action == "ships":
-            return 8.0 if sum(self.ships) < 4 and me["money"] >= 100 else 0.5
+        found = self._actions.get(action)
+        if found is None:
+            found = self._actions[action] = _ACTIONS.get(action, _nothing)(self)
+        return found
+
+
+def _nothing(seen: _Seen) -> float:
+    return 0.0
+
+
+def _sailing_value(seen: _Seen) -> float:
+    return max(seen.explorable(), seen.staging())
+
+
+def _colony_value(seen: _Seen) -> float:
+    """The colonies this seat could found now, cheapest first, while worth it."""
+    money, workers, total = seen.money, seen.workers, 0.0
+    for r, region in enumerate(seen.o["regions"]):
+        for price in (region["tokens"] or [])[: seen.ships[r]]:
+            worth = seen.colony_worth(r, price)
+            if price <= money and workers >= 2 and worth > 0:
+                money -= price
+                workers -= 2
+                total += worth
+    return total
+
+
+def _buildings_value(seen: _Seen) -> float:
+    """The buildings worth buying now, best first, while money and workers allow."""
+    money, workers, total = seen.money, seen.workers, 0.0
+    ranked = sorted(
+        ((seen.building_worth(b), b) for b in seen.o["buildings"] if b["price"] is not None),
+        key=lambda pair: -pair[0],
+    )
+    for worth, b in ranked:
+        if worth <= 0:
+            break
+        if b["price"] <= money and b["workers"] <= workers:
+            money -= b["price"]
+            workers -= b["workers"]
+            total += worth
+    return total
+
+
+def _market_value(seen: _Seen) -> float:
+    """Per good the better of selling and processing; the orange factory on the best."""
+    me, weight = seen.me, seen.money_weight()
+    total, wild = 0.0, 0.0
+    for good, m in seen.market.items():
+        sell = len(me["colonies"][good]) * m["price"]
+        own = me["factories"][good]
+        process = own * m["factory_income"]
+        total += max(sell, process)
+        wild = max(wild, (own + 1) * m["factory_income"] - max(sell, process))
+    wild = wild if me["wildcard_factories"] else 0.0
+    return (total + wild) * weight / 10
+
+
+def _privilege_value(seen: _Seen) -> float:
+    return max(seen.privilege_worth(c) for c in COLUMNS)
+
+
+def _workers_value(seen: _Seen) -> float:
+    room = MAX_WORKERS - seen.workers
+    return seen.best_hire(seen.me["churches"], seen.worker_uses(), room)
+
+
+def _ships_value(seen: _Seen) -> float:
+    me = seen.me
+    if not me["ships_in_supply"]:
         return 0.0
+    return seen.best_hire(me["shipyards"], seen.ship_uses(), me["ships_in_supply"])
+
+
+_ACTIONS = {
+    "sailing": _sailing_value,
+    "colony": _colony_value,
+    "buildings": _buildings_value,
+    "market": _market_value,
+    "privilege": _privilege_value,
+    "workers": _workers_value,
+    "ships": _ships_value,
+}
+
+
+# --- values of commands ------------------------------------------------------------------
 
 
 def _rondel(seen: _Seen, c: Command) -> float:
@@ -143,71 +395,66 @@ def _rondel(seen: _Seen, c: Command) -> float:
 
 
 def _use_card(seen: _Seen, c: Command) -> float:
-    return 20.0 if seen.can_explore() else 0.1
+    """The card's Sailing comes before the rondel move, not instead of it."""
+    return 1000.0 if seen.action_value("sailing") > 2 else -1000.0
 
 
 def _pay_ship(seen: _Seen, c: Command) -> float:
+    """Pay with a ship far from the target and off a colony's region."""
     r = seen.regions.index(c["region"])
-    return seen.ships[r] - (3 if seen.o["regions"][r]["tokens"] else 0)
+    near = 3.0 if seen.to_target(r) <= seen.reach else 0.0
+    return 0.1 * seen.ships[r] - near - seen.spot(r, seen.ships[r])
 
 
 def _sail(seen: _Seen, c: Command) -> float:
     origin = seen.regions.index(c["origin"])
     destination = seen.regions.index(c["destination"])
-    gain = seen.frontier(origin) - seen.frontier(destination)
-    tokens = seen.o["regions"][destination]["tokens"] or []
-    colony = 2.0 if tokens and seen.ships[destination] < len(tokens) else 0.0
-    return 1.0 + 2 * gain + colony
+    gain = seen.to_target(origin) - seen.to_target(destination)
+    arrive = seen.spot(destination, seen.ships[destination] + 1)
+    return 2.0 * gain + arrive - seen.spot(origin, seen.ships[origin])
 
 
 def _explore(seen: _Seen, c: Command) -> float:
-    return 40.0 - 8 * len(c["origins"])
+    x = seen.regions.index(c["region"])
+    origins = [seen.regions.index(o) for o in c["origins"]]
+    left = sum(seen.spot(r, seen.ships[r]) for r in set(origins))
+    return 50.0 + seen.explore_worth(x) + (2.0 if x == seen.target() else 0.0) - 0.1 * left
 
 
 def _found(seen: _Seen, c: Command) -> float:
     r = seen.regions.index(c["region"])
     tokens = seen.o["regions"][r]["tokens"] or [0]
-    return 20.0 - float(tokens[0]) / 20
+    return seen.colony_worth(r, tokens[0])
 
 
 def _build(seen: _Seen, c: Command) -> float:
     b = next(b for b in seen.o["buildings"] if b["id"] == c["building"])
-    base_vp: int = seen.columns[COLUMNS.index(b["column"])]["base_vp"]
-    worth = 4.0 * base_vp
-    if b["good"] is not None:
-        worth += len(seen.me["colonies"][b["good"]])
-    return worth + 6 - float(b["price"]) / 25
+    return seen.building_worth(b)
 
 
 def _sell(seen: _Seen, c: Command) -> float:
-    m = next(m for m in seen.o["market"] if m["good"] == c["good"])
-    return float(c["count"] * m["price"]) / 10
+    m = seen.market[c["good"]]
+    return float(c["count"] * m["price"]) * seen.money_weight() / 10
 
 
 def _process(seen: _Seen, c: Command) -> float:
-    m = next(m for m in seen.o["market"] if m["good"] == c["good"])
+    m = seen.market[c["good"]]
     count: int = c["count"]
-    return float(count * m["factory_income"]) / 10 - (0.1 if count > 1 else 0.0)
-
-
-def _hire(seen: _Seen, c: Command, facilities: int) -> float:
-    count: int = c["count"]
-    cheap = min(count, facilities)
-    dear = count - cheap
-    phase: int = seen.o["phase"]
-    return 3.0 * cheap - dear * phase * 2.0 + 1
+    spare = 0.1 if count > seen.me["factories"][c["good"]] else 0.0  # the orange one kept
+    return float(count * m["factory_income"]) * seen.money_weight() / 10 - spare
 
 
 def _recruit(seen: _Seen, c: Command) -> float:
-    return _hire(seen, c, seen.me["churches"])
+    return seen.hire_worth(c["count"], seen.me["churches"], seen.worker_uses())
 
 
 def _buy_ships(seen: _Seen, c: Command) -> float:
-    return _hire(seen, c, seen.me["shipyards"])
+    me = seen.me
+    return seen.hire_worth(c["count"], me["shipyards"], seen.ship_uses())
 
 
 def _privilege(seen: _Seen, c: Command) -> float:
-    return seen.privilege_value(c["column"]) + 1
+    return seen.privilege_worth(c["column"])
 
 
 def _pass(seen: _Seen, c: Command) -> float:
