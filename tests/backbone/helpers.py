@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from services.engine import Engine
 from services.lobby.views import ViewProjector
 from shared.bus import CommandSender, Delivery, Keys
-from shared.contracts import CommandEnvelope
+from shared.contracts import CommandEnvelope, EventEnvelope
 from shared.games import age_of_discovery as aod
 from shared.settings import Settings
 
@@ -33,6 +33,26 @@ def envelope(game_id: str, command: aod.Command) -> CommandEnvelope:
     data = command.to_dict()
     kind, seat = data.pop("type"), data.pop("seat")
     return CommandEnvelope(game_id=game_id, seat=seat, type=kind, payload=data)
+
+
+def stored(
+    game_id: str,
+    event: aod.Event,
+    version: int,
+    actor: str | None = None,
+    cause: str | None = None,
+) -> EventEnvelope:
+    """A rules event as the event store keeps it, at ``version`` of ``game_id``'s log."""
+    return EventEnvelope(
+        game_id=game_id,
+        version=version,
+        type=event.type,
+        data=event.data,
+        secret=event.secret,
+        visibility=event.visibility,
+        actor=actor,
+        causation_id=cause,
+    )
 
 
 def play_locally(

@@ -29,22 +29,12 @@ from shared.contracts import (
 from shared.eventstore import Append, EventStore, GameCodec
 from shared.games import age_of_discovery as aod
 
-from .helpers import RULES, wait_for
+from .helpers import RULES, stored, wait_for
 
 
 def game_events(game_id: str, seed: int = 3) -> tuple[list[EventEnvelope], aod.GameState]:
     state, events = aod.new_game(RULES, None, 3, seed)
-    envelopes = [
-        EventEnvelope(
-            game_id=game_id,
-            version=i,
-            type=e.type,
-            data=e.data,
-            secret=e.secret,
-            visibility=e.visibility,
-        )
-        for i, e in enumerate(events, 1)
-    ]
+    envelopes = [stored(game_id, e, i) for i, e in enumerate(events, 1)]
     return envelopes, state
 
 

@@ -32,7 +32,7 @@ from shared.games import age_of_discovery as aod
 from shared.views import read_view
 
 from ..scoring.helpers import dump
-from .helpers import RULES, running_projector, wait_for
+from .helpers import RULES, running_projector, stored, wait_for
 
 GAME = "g-rollback"
 
@@ -51,24 +51,9 @@ def commands_events(
         events = []
         for event in aod.decide_into(state, command):
             version += 1
-            events.append(_envelope(event, version, actor="player", cause=cause))
+            events.append(stored(GAME, event, version, actor="player", cause=cause))
         out.append(events)
     return out
-
-
-def _envelope(
-    event: aod.Event, version: int, actor: str | None = None, cause: str | None = None
-) -> EventEnvelope:
-    return EventEnvelope(
-        game_id=GAME,
-        version=version,
-        type=event.type,
-        data=event.data,
-        secret=event.secret,
-        visibility=event.visibility,
-        actor=actor,
-        causation_id=cause,
-    )
 
 
 async def _append(store: EventStore, batches: list[list[EventEnvelope]]) -> None:
@@ -93,7 +78,7 @@ async def test_views_and_scoring_project_again_a_game_whose_log_went_back(
 ) -> None:
     store = EventStore(any_redis, keys)
     state, created = aod.new_game(RULES, None, 3, 11)
-    setup = [_envelope(e, i) for i, e in enumerate(created, 1)]
+    setup = [stored(GAME, e, i) for i, e in enumerate(created, 1)]
     common = commands_events(state, len(setup), seed=1, count=6)
     cut = common[-1][-1].version
     branch = state.copy()
@@ -147,7 +132,7 @@ async def test_a_socket_following_a_game_whose_log_went_back_is_closed_to_read_i
     its client to read the game again) instead of skipping the version as a duplicate."""
     store = EventStore(any_redis, keys)
     state, created = aod.new_game(RULES, None, 3, 12)
-    setup = [_envelope(e, i) for i, e in enumerate(created, 1)]
+    setup = [stored(GAME, e, i) for i, e in enumerate(created, 1)]
     lost = commands_events(state.copy(), len(setup), seed=4, count=6)
     kept = commands_events(state, len(setup), seed=5, count=2)
     await _append(store, [setup])
