@@ -26,8 +26,9 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError, SlotNotCoveredError
+
+from .connection import is_cluster
 
 # Clients of servers without Functions (Redis < 7): their scripts run by EVALSHA.
 _EVAL_ONLY: WeakKeyDictionary[Any, bool] = WeakKeyDictionary()
@@ -86,7 +87,7 @@ class Batch:
         self._wait: tuple[int, int] | None = None
 
     async def __aenter__(self) -> Batch:
-        if isinstance(self.redis, RedisCluster) and self.redis._initialize:
+        if is_cluster(self.redis) and self.redis._initialize:
             await self.redis.initialize()  # the slot map, to route calls by their keys
         return self
 
@@ -154,7 +155,7 @@ def _send(pipe: Any, redis: Redis, script: Script, keys: Sequence[Any], args: Se
     if _EVAL_ONLY.get(redis):
         pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         return None
-    if not isinstance(redis, RedisCluster):
+    if not is_cluster(redis):
         pipe.execute_command("FCALL", script.function, len(keys), *keys, *args)
         return None
     try:
