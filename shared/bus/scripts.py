@@ -85,6 +85,7 @@ class Batch:
         self._nodes: dict[int, Any] = {}  # a call's position -> its node (None: the one Redis)
         self._waits: dict[Any, int] = {}  # node -> the position of its WAIT
         self._wait: tuple[int, int] | None = None
+        self._eval_only = _EVAL_ONLY.get(redis, False)  # looked up once: a weak key costs
 
     async def __aenter__(self) -> Batch:
         if is_cluster(self.redis) and self.redis._initialize:
@@ -103,7 +104,7 @@ class Batch:
         """Add a call; returns its position among the replies."""
         position = len(self.pipe)
         self._calls[position] = (script, list(keys), list(args))
-        self._nodes[position] = _send(self.pipe, self.redis, script, keys, args)
+        self._nodes[position] = _send(self.pipe, self.redis, self._eval_only, script, keys, args)
         return position
 
     def wait(self, replicas: int, timeout_ms: int) -> None:
@@ -130,10 +131,11 @@ class Batch:
             if not missing:
                 break
             await _load(self.redis, {self._calls[i][0].library for i in missing}, replies)
+            self._eval_only = _EVAL_ONLY.get(self.redis, False)
             async with self.redis.pipeline(transaction=False) as again:
                 positions = list(missing)
                 for i in missing:
-                    self._nodes[i] = _send(again, self.redis, *self._calls[i])
+                    self._nodes[i] = _send(again, self.redis, self._eval_only, *self._calls[i])
                 if self._wait is not None:  # the calls sent again are waited for again
                     for node in dict.fromkeys(self._nodes[i] for i in missing):
                         if node not in self._waits:  # moved to a node not waited for yet
@@ -150,9 +152,17 @@ class Batch:
         return replies
 
 
-def _send(pipe: Any, redis: Redis, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-    """Queue one call; returns the cluster node it goes to (None: the one Redis)."""
-    if _EVAL_ONLY.get(redis):
+def _send(
+    pipe: Any,
+    redis: Redis,
+    eval_only: bool,
+    script: Script,
+    keys: Sequence[Any],
+    args: Sequence[Any],
+) -> Any:
+    """Queue one call (by EVALSHA if ``eval_only``); returns the cluster node it goes to
+    (None: the one Redis)."""
+    if eval_only:
         pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         return None
     if not is_cluster(redis):
