@@ -26,6 +26,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from services.runtime import tune_collector
 from shared.bus import BODY, Broker, Delivery, Keys, delete_namespace, follow
 from shared.contracts import SCHEMA_VERSION, CommandEnvelope, Notification
 from shared.games import api
@@ -253,6 +254,7 @@ async def pipeline(
     flusher = asyncio.create_task(outbox.run(stop))
     try:
         await _engines_ready(redis, keys, max(engines, 1))
+        tune_collector()  # the driver as the services run, so that it takes less of the CPU
         started = time.perf_counter()
         run = Run(
             games=[(game, game.rules(game.default_ruleset)) for game in kinds],

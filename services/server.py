@@ -22,7 +22,7 @@ from services.lobby.app import create_app
 from services.lobby.db import make_engine
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
-from services.runtime import redis_for, stop_on_signals
+from services.runtime import redis_for, stop_on_signals, tune_collector
 from services.scoring.http import router as scoring_routes
 from services.scoring.service import ScoringService
 from shared.bus import Keys
@@ -101,6 +101,7 @@ async def serve(
             )
             server = _Server(config)
             tasks.append(asyncio.create_task(server.serve(sockets), name="http"))
+        tune_collector()
         await stop.wait()
         if server is not None:
             server.should_exit = True

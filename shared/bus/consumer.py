@@ -185,6 +185,9 @@ class Broker(RedisBroker):
         options.setdefault("logger", log)
         options.setdefault("log_level", logging.DEBUG)  # a line per batch is for debugging
         options.setdefault("graceful_timeout", STOP_WAIT_S)
+        # Handlers take the decoded batch as it is: no FastDepends call model per batch
+        # (argument resolution and validation, ~3% of the engine's CPU in a py-spy profile).
+        options.setdefault("apply_types", False)
         super().__init__(**options)
 
     def _make_connection_state(
