@@ -475,7 +475,7 @@ class GroupConsumer:
     async def caught_up(self) -> bool:
         """Every entry of every subscribed stream delivered and acknowledged (for tools and
         tests that wait for a consumer to be done, instead of sleeping)."""
-        for stream in self._subscribers:
+        for stream in list(self._subscribers):
             groups: Any = await self.redis.xinfo_groups(stream)
             mine = next(g for g in groups if _text(g["name"]) == self.group)
             newest: Any = await self.redis.xrevrange(stream, count=1)
