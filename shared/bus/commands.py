@@ -4,6 +4,7 @@ command stream (the command's JSON in the entry's body field, ``BODY``)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -35,6 +36,19 @@ class CommandSender:
         entry: Any = await self.broker.publish(body, stream=stream)
         return entry.decode() if isinstance(entry, bytes) else str(entry)
 
+    async def send_many(self, commands: Sequence[CommandEnvelope]) -> list[str]:
+        """Queue ``commands`` in one transaction: they reach their streams together, in
+        order, with no other writer's command between them (a script replaying a game while
+        a bot plays one of its seats cannot be overtaken). Returns the entry ids."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            queued: Any = _Queued(pipe)
+            for command in commands:
+                stream = self.keys.commands(self.keys.partition(command.game_id))
+                body = command.model_dump_json().encode()
+                await self.broker.publish(body, stream=stream, pipeline=queued)
+            entries: list[Any] = await pipe.execute()
+        return [e.decode() if isinstance(e, bytes) else str(e) for e in entries]
+
     async def result(
         self, game_id: str, command_id: str, timeout_s: float = 0
     ) -> CommandResult | None:
@@ -60,3 +74,15 @@ class CommandSender:
         if result is None:
             raise TimeoutError(f"no answer to command {command.command_id} in {timeout_s}s")
         return result
+
+
+class _Queued:
+    """A pipeline as FastStream's publish may take it. FastStream awaits the call it queues,
+    and awaiting a redis-py cluster pipeline starts it over (its queue emptied, the command
+    lost); this only queues."""
+
+    def __init__(self, pipe: Any) -> None:
+        self._pipe = pipe
+
+    async def xadd(self, *args: Any, **kwargs: Any) -> None:
+        self._pipe.xadd(*args, **kwargs)

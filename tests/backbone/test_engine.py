@@ -59,6 +59,29 @@ async def test_a_whole_game_through_the_engine_replays_to_its_recorded_hash(
         assert snapshot["game"] == api.DEFAULT_GAME  # a snapshot names its game, as a log does
 
 
+async def test_commands_sent_together_reach_the_stream_back_to_back(
+    redis: Redis, keys: Keys
+) -> None:
+    """A script's commands sent in one go stay in order and together even while another
+    client (a bot) sends to the same partition stream at the same time."""
+    script, _ = play_locally("g-script", players=2, seed=3, limit=40)
+    other = create_game("g-script")  # the same game, so the same partition stream
+    sender = CommandSender(redis, keys)
+
+    async def interrupt() -> None:
+        for _ in range(40):
+            await sender.send(other)
+
+    ids, _ = await asyncio.gather(sender.send_many(script), interrupt())
+    stream = keys.commands(keys.partition("g-script"))
+    entries = await redis.xrange(stream)
+    order = [json.loads(fields[BODY])["command_id"] for _, fields in entries]
+    first = order.index(script[0].command_id)
+    assert order[first : first + len(script)] == [c.command_id for c in script]
+    assert len(order) == len(script) + 40
+    assert ids == [e.decode() for e, _ in entries[first : first + len(script)]]
+
+
 async def test_a_command_delivered_twice_is_applied_once(redis: Redis, keys: Keys) -> None:
     commands, _ = play_locally("g-twice", players=2, seed=9, limit=6)
     sender = CommandSender(redis, keys)

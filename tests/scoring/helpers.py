@@ -56,8 +56,9 @@ async def play_games(
                 else c
                 for c in commands
             ]
-            for command in commands:  # the engine takes them in stream order
-                await sender.send(command)
+            # In one transaction: a bot the running lobby plays for a seat answers after
+            # them all (and finds the game moved on), never between two of them.
+            await sender.send_many(commands)
             result = await sender.result(game_id, commands[-1].command_id, timeout_s=60)
             assert result is not None and result.status == "accepted", result
             played[game_id] = (commands, final)
