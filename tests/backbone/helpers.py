@@ -157,9 +157,7 @@ async def play_to_the_end(
     """Send a whole legal game to the running engine (all at once: the engine handles a
     partition in order) and wait until it records the final hash, which it returns."""
     commands, final = play_locally(game_id, players, seed)
-    sender = CommandSender(redis, keys)
-    for command in commands:
-        await sender.send(command)
+    await CommandSender(redis, keys).send_many(commands)
 
     async def finished() -> bool:
         return bool(await redis.hget(keys.meta(game_id), "final_hash"))
