@@ -26,7 +26,7 @@ from services.ai.service import GROUP as AI_GROUP
 from services.engine.worker import GROUP as ENGINE_GROUP
 from services.lobby.views import GROUP as VIEWS_GROUP
 from shared.bus import BODY, Keys
-from shared.contracts import CommandEnvelope, DecisionRequest, Rejection
+from shared.contracts import CommandEnvelope, DeadLetter, DecisionRequest, Rejection
 
 DOCUMENT = Path(__file__).parent.parent / "docs" / "asyncapi.yaml"
 REGENERATE = "caravel asyncapi --write"
@@ -42,17 +42,6 @@ class PartitionEvents(BaseModel):
     v: int = Field(description="The game's version after these events.")
     n: int = Field(description="How many events.")
     e: str = Field(description="The events: a JSON array of redacted EventEnvelopes.")
-
-
-class DeadLetter(BaseModel):
-    """An entry that kept failing, moved out of its stream with the reason (written by
-    ``GroupConsumer.dead_letter``)."""
-
-    stream: str = Field(description="The stream the entry was read from.")
-    id: str = Field(description="Its id there.")
-    group: str = Field(description="The consumer group that gave up on it.")
-    reason: str
-    fields: str = Field(description="The entry's fields, as a JSON object.")
 
 
 def _address(name: Callable[[int], str]) -> str:
@@ -122,7 +111,8 @@ def _describe(broker: RedisBroker, keys: Keys) -> None:
         dead,
         "deadletters",
         DeadLetter,
-        "Entries delivered too often, moved by any group's consumer (engine, ai, views).",
+        "Entries delivered too often, moved by any group's consumer (engine, ai, views). "
+        + in_body,
     )
 
 

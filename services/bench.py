@@ -27,7 +27,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from services.runtime import tune_collector
-from shared.bus import BODY, Broker, Delivery, Keys, delete_namespace, follow
+from shared.bus import Broker, Delivery, Keys, delete_namespace, follow
 from shared.contracts import SCHEMA_VERSION, CommandEnvelope, Notification
 from shared.games import api
 from shared.settings import Settings
@@ -57,15 +57,16 @@ class Outbox:
     """Commands from every game task, sent in pipelined batches: one round trip carries
     whatever the tasks queued since the last one (the driver must not be the bottleneck)."""
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, broker: Broker) -> None:
         self.redis = redis
         self.keys = keys
-        self.queue: list[tuple[str, str]] = []
+        self.broker = broker
+        self.queue: list[tuple[str, bytes]] = []
         self.ready = asyncio.Event()
 
     def send(self, command: CommandEnvelope) -> None:
         stream = self.keys.commands(self.keys.partition(command.game_id))
-        self.queue.append((stream, command.model_dump_json()))
+        self.queue.append((stream, command.model_dump_json().encode()))
         self.ready.set()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -74,10 +75,8 @@ class Outbox:
             self.ready.clear()
             batch, self.queue = self.queue, []
             async with self.redis.pipeline(transaction=False) as pipe:
-                # As CommandSender publishes it. Not through the broker: FastStream 0.7.8's
-                # publish into a pipeline queues nothing on a cluster pipeline.
                 for stream, payload in batch:
-                    pipe.xadd(stream, {BODY: payload})
+                    await self.broker.publish_in(pipe, payload, stream)
                 await pipe.execute()
 
 
@@ -250,7 +249,7 @@ async def pipeline(
 
         settings = Settings(key_prefix=keys.prefix, partitions=partitions)
         in_process.append(asyncio.create_task(Engine(redis, settings, keys).run(stop)))
-    outbox = Outbox(redis, keys)
+    outbox = Outbox(redis, keys, broker)
     flusher = asyncio.create_task(outbox.run(stop))
     try:
         await _engines_ready(redis, keys, max(engines, 1))

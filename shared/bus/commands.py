@@ -41,11 +41,9 @@ class CommandSender:
         order, with no other writer's command between them (a script replaying a game while
         a bot plays one of its seats cannot be overtaken). Returns the entry ids."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            queued: Any = _Queued(pipe)
             for command in commands:
                 stream = self.keys.commands(self.keys.partition(command.game_id))
-                body = command.model_dump_json().encode()
-                await self.broker.publish(body, stream=stream, pipeline=queued)
+                await self.broker.publish_in(pipe, command.model_dump_json().encode(), stream)
             entries: list[Any] = await pipe.execute()
         return [e.decode() if isinstance(e, bytes) else str(e) for e in entries]
 
@@ -74,15 +72,3 @@ class CommandSender:
         if result is None:
             raise TimeoutError(f"no answer to command {command.command_id} in {timeout_s}s")
         return result
-
-
-class _Queued:
-    """A pipeline as FastStream's publish may take it. FastStream awaits the call it queues,
-    and awaiting a redis-py cluster pipeline starts it over (its queue emptied, the command
-    lost); this only queues."""
-
-    def __init__(self, pipe: Any) -> None:
-        self._pipe = pipe
-
-    async def xadd(self, *args: Any, **kwargs: Any) -> None:
-        self._pipe.xadd(*args, **kwargs)

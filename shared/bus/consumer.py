@@ -51,6 +51,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
+from shared.contracts import DeadLetter
 from shared.loops import keep_running
 
 from . import tracing
@@ -195,12 +196,30 @@ class Broker(RedisBroker):
     ) -> Any:
         return _GivenClient(self._given, self._owned)
 
+    async def publish_in(self, pipe: Any, body: bytes, stream: str) -> None:
+        """Publish ``body`` on ``stream`` as one command of ``pipe`` (a pipeline or transaction
+        of this broker's client): sent when ``pipe`` executes, its entry id among the results.
+        FastStream awaits the call it queues, and awaiting a redis-py cluster pipeline starts
+        it over (its queue emptied, the entry lost); the adapter only queues."""
+        queued: Any = _Queued(pipe)
+        await self.publish(body, stream=stream, pipeline=queued)
+
     async def drop_idle_connections(self) -> None:
         """Close the subscribers' idle connections (a pool of their own): after a Redis
         restart they are all dead, and a subscriber restarting on them would fail once per
         connection before it found a live one."""
         if self._owned:
             await self._given.connection_pool.disconnect(inuse_connections=False)
+
+
+class _Queued:
+    """A pipeline as :meth:`Broker.publish_in` hands it to FastStream: it queues XADDs."""
+
+    def __init__(self, pipe: Any) -> None:
+        self._pipe = pipe
+
+    async def xadd(self, *args: Any, **kwargs: Any) -> None:
+        self._pipe.xadd(*args, **kwargs)
 
 
 async def _parse(raw: Any) -> StreamMessage[Any]:
@@ -487,15 +506,16 @@ class GroupConsumer:
     async def dead_letter(self, delivery: Delivery, reason: str) -> None:
         """Move an entry to its partition's dead-letter stream (with why) and acknowledge
         it, in one transaction (one slot: the stream's)."""
-        record: dict[Any, Any] = {
-            "stream": delivery.stream,
-            "id": delivery.id,
-            "group": self.group,
-            "reason": reason,
-            "fields": json.dumps({_text(k): _text(v) for k, v in delivery.fields.items()}),
-        }
+        record = DeadLetter(
+            stream=delivery.stream,
+            id=delivery.id,
+            group=self.group,
+            reason=reason,
+            fields=json.dumps({_text(k): _text(v) for k, v in delivery.fields.items()}),
+        )
+        dead = self.keys.dead_letters(self.keys.partition_of(delivery.stream))
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.keys.dead_letters(self.keys.partition_of(delivery.stream)), record)
+            await self.broker.publish_in(pipe, record.model_dump_json().encode(), dead)
             pipe.xack(delivery.stream, self.group, delivery.id)
             await pipe.execute()
         self._count(DEAD_LETTERED, delivery.stream, 1)

@@ -150,6 +150,17 @@ class Rejection(_Envelope):
     at: datetime = Field(default_factory=utcnow)
 
 
+class DeadLetter(_Envelope):
+    """A stream entry that kept failing, moved to its partition's dead letters with the
+    reason (by ``GroupConsumer.dead_letter``), where an operator finds it whole."""
+
+    stream: str = Field(description="The stream the entry was read from.")
+    id: str = Field(description="Its id there.")
+    group: str = Field(description="The consumer group that gave up on it.")
+    reason: str
+    fields: str = Field(description="The entry's fields, as a JSON object.")
+
+
 class CommandResult(_Envelope):
     """What the sender of a command learns: accepted (with the game's new version),
     a duplicate of an accepted command, or rejected (with the code and reason)."""

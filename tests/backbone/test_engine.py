@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from services.engine import Engine
 from shared.bus import BODY, CommandSender, Keys
-from shared.contracts import CommandEnvelope, DecisionRequest
+from shared.contracts import CommandEnvelope, DeadLetter, DecisionRequest
 from shared.games import age_of_discovery as aod
 from shared.games import api
 
@@ -208,11 +208,11 @@ async def test_a_command_that_crashes_its_handler_ends_in_the_dead_letters(
             return bool(await redis.xlen(dead_letters))
 
         await wait_for(dead_lettered)
-        (_, record), *_ = await redis.xrange(dead_letters)
-        assert b"delivered 4 times" in record[b"reason"]
+        (_, fields), *_ = await redis.xrange(dead_letters)
+        record = DeadLetter.model_validate_json(fields[BODY])
+        assert "delivered 4 times" in record.reason
         assert (
-            json.loads(json.loads(record[b"fields"])[BODY.decode()])["command_id"]
-            == poison.command_id
+            json.loads(json.loads(record.fields)[BODY.decode()])["command_id"] == poison.command_id
         )
         # Each delivery that reached the handler crashed it; a reclaim may also take over
         # an entry the stream's subscriber holds but has not handed on yet (a delivery
