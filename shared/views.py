@@ -9,13 +9,16 @@ a seat usually sees a little more (its legal commands, its hand), rarely somethi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import Keys
+from shared.bus import Broker, Delivery, Keys, follow
+
+UPDATES_BATCH = 500
 
 
 def seat_part(public: dict[str, Any], seat_view: dict[str, Any]) -> dict[str, Any]:
@@ -49,48 +52,83 @@ async def read_view(
     return view
 
 
-async def read_view_at(
-    redis: Redis, keys: Keys, game_id: str, seat: int | None, version: int, wait_s: float
-) -> dict[str, Any] | None:
-    """A game's view once the projection has reached ``version``, waiting up to ``wait_s``;
-    after that, the newest view there is (older than ``version``, or None). While it is
-    behind, the wait blocks on the partition's view updates (``Keys.view_updates``) rather
-    than polling: their tail is taken before the view is read again, so a write between
-    the two still wakes it."""
-    view = await read_view(redis, keys, game_id, seat)
-    if _reached(view, version) or wait_s <= 0:
-        return view
-    updates = keys.view_updates(keys.partition(game_id))
-    give_up = time.monotonic() + wait_s
-    after: str | None = await _tail(redis, updates)
-    while after is not None:
-        view = await read_view(redis, keys, game_id, seat)
-        if _reached(view, version):
+class ViewWaiter:
+    """Waits for games' views to reach a version, for the HTTP API and the bot player.
+
+    The views projection adds an entry (``g``: the game) to its partition's view updates
+    (``Keys.view_updates``) with every view it writes. One FastStream subscriber per
+    partition, started by the first wait on one of its games and reading from the stream's
+    tail without a group, wakes the waiters of the games it names: a process waiting on many
+    games reads each update once, and no wait polls."""
+
+    def __init__(self, redis: Redis, keys: Keys, service: str) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.broker = Broker(redis, readers=keys.partitions, service=service)
+        self._waiting: dict[str, set[asyncio.Future[None]]] = {}
+        self._following: dict[int, Any] = {}
+        self._starting = asyncio.Lock()
+
+    async def read_at(
+        self, game_id: str, seat: int | None, version: int, wait_s: float
+    ) -> dict[str, Any] | None:
+        """A game's view once the projection has reached ``version``, waiting up to
+        ``wait_s``; after that, the newest view there is (older than ``version``, or None)."""
+        view = await read_view(self.redis, self.keys, game_id, seat)
+        if _reached(view, version) or wait_s <= 0:
             return view
-        after = await _next_update(redis, updates, after, game_id, give_up)
-    return view
+        await self._follow(self.keys.partition(game_id))
+        give_up = time.monotonic() + wait_s
+        while (left := give_up - time.monotonic()) > 0:
+            woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting.setdefault(game_id, set()).add(woken)
+            try:  # waiting before the read: a view written after it wakes this one
+                view = await read_view(self.redis, self.keys, game_id, seat)
+                if _reached(view, version):
+                    return view
+                await asyncio.wait_for(woken, left)
+            except TimeoutError:
+                break
+            finally:
+                self._forget(game_id, woken)
+        return view
+
+    async def close(self) -> None:
+        """Stop the subscribers (at shutdown, before the Redis client goes away)."""
+        subscribers, self._following = list(self._following.values()), {}
+        for subscriber in subscribers:
+            await subscriber.stop()
+        await self.broker.stop()
+
+    async def _follow(self, p: int) -> None:
+        """Have partition ``p``'s updates read from its tail on, taken now (before the
+        waiter reads the view again: nothing written after that read is missed)."""
+        async with self._starting:
+            if p in self._following:
+                return
+            stream = self.keys.view_updates(p)
+            newest: Any = await self.redis.xrevrange(stream, count=1)
+            after = newest[0][0].decode() if newest else "0-0"
+            await self.broker.connect()
+            subscriber = follow(self.broker, stream, after, UPDATES_BATCH, self._seen)
+            self._following[p] = subscriber
+            await subscriber.start()
+
+    async def _seen(self, deliveries: list[Delivery]) -> None:
+        if not self._waiting:
+            return
+        for delivery in deliveries:
+            for woken in self._waiting.get(delivery.fields[b"g"].decode(), ()):
+                if not woken.done():
+                    woken.set_result(None)
+
+    def _forget(self, game_id: str, woken: asyncio.Future[None]) -> None:
+        waiting = self._waiting.get(game_id)
+        if waiting is not None:
+            waiting.discard(woken)
+            if not waiting:
+                del self._waiting[game_id]
 
 
 def _reached(view: dict[str, Any] | None, version: int) -> bool:
     return view is not None and view["version"] >= version
-
-
-async def _tail(redis: Redis, stream: str) -> str:
-    newest: Any = await redis.xrevrange(stream, count=1)
-    return newest[0][0].decode() if newest else "0-0"
-
-
-async def _next_update(
-    redis: Redis, stream: str, after: str, game_id: str, give_up: float
-) -> str | None:
-    """The id of the first view update after ``after`` that names ``game_id``, or None at
-    ``give_up`` (a ``time.monotonic()``)."""
-    wanted = game_id.encode()
-    while (left_ms := int((give_up - time.monotonic()) * 1000)) > 0:
-        reply: Any = await redis.xread({stream: after}, count=500, block=left_ms)
-        for _, entries in reply or []:
-            for entry_id, fields in entries:
-                after = entry_id.decode()
-                if fields.get(b"g") == wanted:
-                    return after
-    return None

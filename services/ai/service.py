@@ -43,7 +43,7 @@ from shared.games.api import AnyGame, Observation
 from shared.loops import keep_running
 from shared.observability import metrics
 from shared.settings import Settings
-from shared.views import read_view_at
+from shared.views import ViewWaiter
 
 from .bots import bot, game_of
 
@@ -76,6 +76,7 @@ class BotPlayer:
             claim_idle_ms=settings.claim_idle_ms,
         )
         self.streams = [keys.decisions(p) for p in keys.all_partitions()]
+        self.views = ViewWaiter(redis, keys, service="ai")
         self.rng = random.Random()
 
     async def start(self) -> None:
@@ -97,6 +98,13 @@ class BotPlayer:
             await self.consumer.run(stop)
         finally:
             await deadlines
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop reading (the decision requests and the view updates)."""
+        try:
+            await self.views.close()
+        finally:
             await self.broker.stop()
 
     async def serve_round(self) -> None:
@@ -213,7 +221,7 @@ class BotPlayer:
     async def _view_at(self, game_id: str, seat: int, version: int) -> Observation | None:
         """The seat's view once the projection has reached ``version`` (None after
         ``VIEW_WAIT_S``)."""
-        view = await read_view_at(self.redis, self.keys, game_id, seat, version, VIEW_WAIT_S)
+        view = await self.views.read_at(game_id, seat, version, VIEW_WAIT_S)
         if view is None or view["version"] < version:
             log.warning("view lagging", game=game_id, version=version)
             return None

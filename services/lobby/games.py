@@ -23,7 +23,7 @@ from structlog.contextvars import bound_contextvars
 from shared.contracts import CommandEnvelope, DecisionRequest
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
-from shared.views import read_view, read_view_at
+from shared.views import read_view
 
 from .catalog import schema_ref
 from .limits import Limits, Refused, client_of
@@ -293,7 +293,7 @@ async def _view(
     if newest is not None and after > newest.version:
         message = f"game {game_id} is at version {newest.version}, not yet {after}"
         raise ApiError(409, "version_ahead", message, {"version": newest.version})
-    view = await read_view_at(lobby.redis, lobby.keys, game_id, seat, after, VIEW_WAIT_S)
+    view = await lobby.views.read_at(game_id, seat, after, VIEW_WAIT_S)
     if view is not None and view["version"] >= after:
         return view
     raise ApiError(

@@ -24,6 +24,7 @@ from shared.eventstore import Archive, EventStore
 from shared.games import api
 from shared.httpapi import ApiError, game_named
 from shared.settings import Settings
+from shared.views import ViewWaiter
 
 from . import tokens
 from .catalog import game_schema, options_schema, ruleset_schema
@@ -54,16 +55,18 @@ class Lobby:
         self.sender = CommandSender(redis, keys, Broker(redis, service="lobby"))
         self.store = EventStore(redis, keys, archive=Archive(db))  # archived games too
         self.fanout = EventFanout(redis, keys)
+        self.views = ViewWaiter(redis, keys, service="lobby")
 
     async def start(self) -> None:
         """Connect the broker commands go out on (the app's start)."""
         await self.sender.broker.connect()
 
     async def close(self) -> None:
-        """Stop the fan-out's subscribers and both brokers: the app's one shutdown path,
-        before the Redis client goes away."""
+        """Stop the subscribers (the fan-out's, the view waiter's) and the brokers: the app's
+        one shutdown path, before the Redis client goes away."""
         try:
             await self.fanout.close()
+            await self.views.close()
         finally:
             await self.sender.broker.stop()
 

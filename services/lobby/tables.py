@@ -19,7 +19,7 @@ from shared.contracts import CommandEnvelope, Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
-from shared.views import read_view, read_view_at
+from shared.views import read_view
 
 from .catalog import (
     bot_level_schema,
@@ -288,7 +288,7 @@ async def _readable(lobby: Lobby, table: TableOut) -> TableOut | JSONResponse:
     """``table`` once its game's first view is written (the engine has created the game,
     the views projection follows a little later); after ``VIEW_WAIT_S``, a 202 saying
     where to wait and when to come back."""
-    if await read_view_at(lobby.redis, lobby.keys, table.id, None, 1, VIEW_WAIT_S) is not None:
+    if await lobby.views.read_at(table.id, None, 1, VIEW_WAIT_S) is not None:
         return table  # the route's status: 200 (started) or 201 (a table of bots)
     headers = {"Location": f"/games/{table.id}/view", "Retry-After": "1"}
     return JSONResponse(table.model_dump(mode="json"), 202, headers=headers)

@@ -166,12 +166,15 @@ async def test_a_request_waits_for_its_view_and_the_projection_wakes_it(
         request = request.model_copy(update={"legal_commands": [only]})
         player = BotPlayer(any_redis, keys, settings_for(keys))
         answering = asyncio.create_task(player.consider(request))
-        await asyncio.sleep(0.3)
-        assert not answering.done()
-        assert await any_redis.xlen(keys.commands(partition)) == 1  # create_game only
-        async with running_projector(any_redis, keys):
-            # True: answered once the view came, before the bot's wait for it ran out.
-            assert await asyncio.wait_for(answering, service.VIEW_WAIT_S) is True
+        try:
+            await asyncio.sleep(0.3)
+            assert not answering.done()
+            assert await any_redis.xlen(keys.commands(partition)) == 1  # create_game only
+            async with running_projector(any_redis, keys):
+                # True: answered once the view came, before the bot's wait for it ran out.
+                assert await asyncio.wait_for(answering, service.VIEW_WAIT_S) is True
+        finally:
+            await player.close()
         updates: Any = await any_redis.xrange(keys.view_updates(partition))
         (_, update), *_ = updates  # the first view written (the bot's move may follow)
         assert update == {b"g": b"g-wake", b"v": str(request.version).encode()}
@@ -190,7 +193,11 @@ async def test_a_view_that_never_comes_leaves_the_request_unanswered(
     async with running_engine(redis, keys):
         await CommandSender(redis, keys).execute(create_game("g-blind", players=2))
         request = await _first_request(redis, keys, "g-blind")
+        player = BotPlayer(redis, keys, settings_for(keys))
         started = time.monotonic()
-        assert await BotPlayer(redis, keys, settings_for(keys)).consider(request) is False
+        try:
+            assert await player.consider(request) is False
+        finally:
+            await player.close()
         assert time.monotonic() - started >= service.VIEW_WAIT_S
     assert await redis.xlen(keys.commands(keys.partition("g-blind"))) == 1  # create_game only
