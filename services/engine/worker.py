@@ -425,7 +425,8 @@ class Engine:
 
     async def _prefetch(self, commands: Sequence[CommandEnvelope]) -> None:
         """Load every game of a batch that is not cached, in two round trips."""
-        missing = sorted({c.game_id for c in commands} - self.games.keys())
+        # Each command's game looked up: ``set - dict.keys()`` walks every cached game.
+        missing = sorted({c.game_id for c in commands if c.game_id not in self.games})
         if not missing:
             return
         try:
