@@ -1,10 +1,15 @@
 """Reading partition streams through consumer groups, on FastStream, without losing anything.
 
-Every service that reads the bus does it through a :class:`GroupConsumer`: one FastStream
-``StreamSub`` batch subscriber per stream (per partition: on a Redis Cluster each read goes
-to the stream's node), on a ``RedisBroker`` over the service's own Redis client, the
+Every service that reads the bus does it through a :class:`GroupConsumer`: FastStream
+``StreamSub`` batch subscribers on a ``RedisBroker`` over the service's own Redis client, the
 acknowledgement left to the service (``AckPolicy.MANUAL``: the engine acknowledges inside its
 atomic append script). This module is the one adapter for what FastStream 0.7 does not do:
+
+- On one Redis, one subscriber reads all of a consumer's streams (partitions) in one
+  XREADGROUP and hands their new entries on as one batch (``_SharedRead``): a subscriber per
+  stream pays a read and a dispatch per stream with anything new, at a few commands per
+  partition one per command. On a Redis Cluster each stream keeps a subscriber of its own,
+  whose reads go to the stream's node.
 
 - Groups are created from the start of the stream (id ``0``) before a subscriber starts, so
   a group made after events were written still sees them all. (``StreamSub(last_id="0")``
@@ -176,6 +181,8 @@ class _SharedRead(stream_subscriber.StreamBatchSubscriber):
         data: list[dict[bytes, bytes]] = []
         for stream, entries in response or ():
             name = _text(stream)
+            if name not in sub.streams:
+                continue  # dropped while the read was under way: left pending, reclaimed
             for entry_id, fields in entries:
                 streams.append(name)
                 ids.append(entry_id)

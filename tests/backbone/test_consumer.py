@@ -1,0 +1,79 @@
+"""How a ``GroupConsumer`` reads its streams: on one Redis one read takes the new entries of
+all of them into one batch; on a Redis Cluster each stream has a subscriber of its own, so a
+batch holds one stream's entries. Either way each entry comes once, in its stream's order,
+and a stream unsubscribed is handled no more (what it had is left for a reclaim)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from redis.asyncio import Redis
+
+from shared.bus import Broker, Delivery, GroupConsumer, Keys
+from shared.bus.connection import is_cluster
+
+from .helpers import wait_for
+
+
+async def test_a_consumer_reads_its_streams_together_on_one_redis_apart_on_a_cluster(
+    any_redis: Redis, keys: Keys
+) -> None:
+    streams = [keys.commands(p) for p in (0, 1, 2)]
+    batches: list[list[Delivery]] = []
+    release = asyncio.Event()
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        batches.append(deliveries)
+        if len(batches) == 1:
+            await release.wait()  # the other entries are written meanwhile
+        await consumer.ack(deliveries)
+
+    broker = Broker(any_redis, readers=len(streams))
+    consumer = GroupConsumer(broker, any_redis, "readers", "r1", keys, handle)
+    await broker.start()
+
+    async def add(stream: str, value: str) -> None:
+        await any_redis.xadd(stream, {"v": value})
+
+    def got() -> list[tuple[str, str]]:
+        return [(d.stream, d.fields[b"v"].decode()) for batch in batches for d in batch]
+
+    async def delivered(count: int) -> bool:
+        return len(got()) >= count
+
+    try:
+        for stream in streams:
+            await consumer.subscribe(stream)
+        await add(streams[0], "a")
+        await wait_for(lambda: delivered(1))
+        for stream, value in zip(streams, "bcd", strict=True):
+            await add(stream, value)
+        await asyncio.sleep(0.3)  # every read that could happen before the release
+        release.set()
+        await wait_for(lambda: delivered(4))
+
+        await consumer.unsubscribe(streams[1])
+        await add(streams[1], "e")
+        await add(streams[0], "f")
+        await wait_for(lambda: delivered(5))
+        await asyncio.sleep(0.3)  # an entry of the unsubscribed stream would come by now
+    finally:
+        await consumer.close()
+        await broker.stop()
+
+    assert sorted(got()) == sorted(
+        [(streams[0], v) for v in "abf"] + [(streams[1], "c"), (streams[2], "d")]
+    )
+    assert [v for s, v in got() if s == streams[0]] == ["a", "b", "f"]
+    second = {d.stream for d in batches[1]}
+    if is_cluster(any_redis):
+        assert all(len({d.stream for d in batch}) == 1 for batch in batches)
+    else:
+        assert second == set(streams)  # one read took the three streams' new entries
+    # "e" is owed to whoever reads the stream next: unread, or read by a read already
+    # under way when the stream was dropped and left pending, for a reclaim.
+    claimed: Any = await any_redis.xautoclaim(streams[1], "readers", "r2", 0, "0-0")
+    unread: Any = await any_redis.xreadgroup("readers", "r2", {streams[1]: ">"})
+    owed = [f for _, f in claimed[1]] + [f for _, entries in unread for _, f in entries]
+    assert owed == [{b"v": b"e"}]
