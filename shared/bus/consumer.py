@@ -188,7 +188,10 @@ class _SharedRead(stream_subscriber.StreamBatchSubscriber):
                 ids.append(entry_id)
                 data.append(fields)
         if ids:
-            batch = BatchStreamMessage(type="bstream", channel=sub.name, data=data, message_ids=ids)
+            # Named for the streams' channel (partition ``{p}``) in metrics, traces and logs.
+            batch = BatchStreamMessage(
+                type="bstream", channel=channel(sub.name), data=data, message_ids=ids
+            )
             batch["streams"] = streams  # type: ignore[typeddict-unknown-key]
             await self.consume_one(batch)
 

@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from redis.asyncio import Redis
 
 from shared.bus import Broker, CommandSender, Keys, tracing
+from shared.bus.metrics import channel
 
 from ..backbone.helpers import play_locally, running_engine
 
@@ -52,9 +53,11 @@ async def test_a_command_through_the_engine_is_traced_with_its_game_and_command(
         assert span.attributes[tracing.GAME] == "g-traced"
         assert span.attributes[tracing.COMMAND_TYPE] == command.type
     assert decided[move.command_id].attributes[tracing.SEAT] == move.seat
-    # Each command span is a child of the span of the batch FastStream handed the engine.
+    # Each command span is a child of the span of the batch FastStream handed the engine:
+    # on one Redis the batch of all its partitions' streams, named for their channel.
     stream = keys.commands(keys.partition("g-traced"))
-    batches = {s.context.span_id: s for s in spans if s.name == f"{stream} process"}
+    read = {f"{stream} process", f"{channel(stream)} process"}
+    batches = {s.context.span_id: s for s in spans if s.name in read}
     for span in decided.values():
         assert span.parent is not None and span.parent.span_id in batches
     assert any(s.name == f"{stream} publish" for s in spans)  # the sender's, traced too
