@@ -41,8 +41,9 @@ local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) e
 local function text(id) return string.format('%d-%d', id[1], id[2]) end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'0-0', '', 0} end
 local now = redis.call('TIME')
+-- An entry at least the retention old goes: with no retention, one made this millisecond too.
 local point = {tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-               - tonumber(ARGV[1]), 0}
+               - tonumber(ARGV[1]) + 1, 0}
 local floor = nil
 for _, fields in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
   local group = {}
