@@ -102,7 +102,11 @@ class ViewWaiter:
 
     async def _follow(self, p: int) -> None:
         """Have partition ``p``'s updates read from its tail on, taken now (before the
-        waiter reads the view again: nothing written after that read is missed)."""
+        waiter reads the view again: nothing written after that read is missed). A partition
+        already followed costs no lock: its subscriber reads from the tail taken before it
+        was listed, whether or not it has started yet."""
+        if p in self._following:
+            return
         async with self._starting:
             if p in self._following:
                 return

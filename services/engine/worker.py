@@ -47,6 +47,7 @@ from shared.contracts import (
     CommandResult,
     Rejection,
     Seats,
+    dump_json,
     encode_event,
 )
 from shared.eventstore import Append, Archive, EventStore, GameCodec
@@ -108,7 +109,7 @@ class Finish:
 
 @lru_cache(maxsize=65536)
 def _command_json(command: api.Command) -> str:
-    return json.dumps(command.to_dict(), separators=(",", ":"))
+    return dump_json(command.to_dict())
 
 
 def _decision_json(
@@ -116,7 +117,7 @@ def _decision_json(
 ) -> str:
     """A :class:`DecisionRequest` as JSON, built by hand: the engine sends one after every
     batch for every game it touched, and commands repeat (their JSON is cached)."""
-    head = json.dumps(
+    head = dump_json(
         {
             "request_id": f"{game_id}:{version}:{decision.seat}",
             "game_id": game_id,
@@ -125,8 +126,7 @@ def _decision_json(
             "kind": decision.kind,
             "deadline": deadline,
             "correlation_id": None,
-        },
-        separators=(",", ":"),
+        }
     )
     commands = ",".join(_command_json(c) for c in legal)
     return f'{head[:-1]},"legal_commands":[{commands}]}}'

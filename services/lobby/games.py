@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 from starlette.websockets import WebSocketState
 from structlog.contextvars import bound_contextvars
 
-from shared.contracts import CommandEnvelope, DecisionRequest
+from shared.contracts import CommandEnvelope, DecisionRequest, dump_json
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.views import read_view
@@ -337,7 +337,7 @@ async def stream_events(
                     follower.check(raw["version"], raw.get("event_id"))
                     continue
                 visible = api.Event.from_dict(raw).visible_to(seat)
-                public = json.dumps(raw, separators=(",", ":")) if visible else None
+                public = dump_json(raw) if visible else None
                 ended = raw["type"] == api.GAME_ENDED
                 if await follower.event(raw["version"], public, ended, raw.get("event_id")):
                     return

@@ -65,8 +65,10 @@ class Lobby:
         """Stop the subscribers (the fan-out's, the view waiter's) and the brokers: the app's
         one shutdown path, before the Redis client goes away."""
         try:
-            await self.fanout.close()
-            await self.views.close()
+            try:
+                await self.fanout.close()
+            finally:
+                await self.views.close()
         finally:
             await self.sender.broker.stop()
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.games.api import DEFAULT_GAME
@@ -19,6 +19,13 @@ SCHEMA_VERSION = 2
 game."""
 
 Visibility = Literal["public"] | int
+
+
+def dump_json(value: Any) -> str:
+    """``value`` as compact JSON (``json.dumps`` with ``separators=(",", ":")``, keys that
+    are not strings written as strings), several times faster: the engine writes every
+    event, decision request and snapshot it makes this way."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def new_id() -> str:
@@ -134,8 +141,8 @@ def encode_event(
         "schema_version": SCHEMA_VERSION,
     }
     return EncodedEvent(
-        json.dumps(public, separators=(",", ":")),
-        "" if secret is None else json.dumps(secret, separators=(",", ":")),
+        dump_json(public),
+        "" if secret is None else dump_json(secret),
     )
 
 

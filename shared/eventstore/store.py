@@ -34,7 +34,14 @@ from redis.asyncio import Redis
 
 from shared.bus.keys import Keys
 from shared.bus.scripts import Batch, Library, call
-from shared.contracts import CommandResult, EncodedEvent, EventEnvelope, Seats, load_event
+from shared.contracts import (
+    CommandResult,
+    EncodedEvent,
+    EventEnvelope,
+    Seats,
+    dump_json,
+    load_event,
+)
 
 RESULT_TTL_S = 3600
 
@@ -376,7 +383,7 @@ class EventStore:
         """Store (game, version, state) snapshots in one round trip."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for game_id, version, snapshot in snapshots:
-                data = json.dumps(snapshot, separators=(",", ":"))
+                data = dump_json(snapshot)
                 pipe.hset(self.keys.snapshot(game_id), mapping={"v": version, "s": data})
             await pipe.execute()
 
