@@ -8,10 +8,11 @@ export`` writes it to a file (gzip when the name ends in ``.gz``) and ``import``
 from __future__ import annotations
 
 import gzip
-import json
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+
+from pydantic_core import from_json
 
 from shared.contracts import EventEnvelope, load_event
 from shared.games import api
@@ -24,7 +25,7 @@ def dump_lines(events: Sequence[EventEnvelope]) -> bytes:
 
 def load_lines(data: bytes) -> list[EventEnvelope]:
     """Events from JSON lines (upcast to the current schema like any stored event)."""
-    return [load_event(json.loads(line)) for line in data.splitlines() if line.strip()]
+    return [load_event(from_json(line)) for line in data.splitlines() if line.strip()]
 
 
 def compress(events: Sequence[EventEnvelope]) -> bytes:

@@ -25,11 +25,11 @@ game under an archived id is refused.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from pydantic_core import from_json
 from redis.asyncio import Redis
 
 from shared.bus.keys import Keys
@@ -574,7 +574,7 @@ class EventStore:
         )
         out: dict[str, Loaded[S]] = {}
         for game_id, snap, seen, version in zip(game_ids, snaps, seens, starts, strict=True):
-            state = codec.restore(json.loads(snap[b"s"])) if snap else None
+            state = codec.restore(from_json(snap[b"s"])) if snap else None
             event_id = None
             for event in logs[game_id]:
                 if event.version != version + 1:
@@ -595,9 +595,9 @@ def _events(entries: Any) -> list[EventEnvelope]:
     """Log entries to envelopes: the public event with its server-only part put back."""
     events = []
     for _, fields in entries:
-        raw = json.loads(fields[b"e"])
+        raw = from_json(fields[b"e"])
         if b"s" in fields:
-            raw["secret"] = json.loads(fields[b"s"])
+            raw["secret"] = from_json(fields[b"s"])
         events.append(load_event(raw))
     return events
 
