@@ -19,6 +19,7 @@ from .envelopes import (
     dump_json,
     encode_event,
     load_event,
+    read_event,
     register_upcaster,
 )
 from .records import Notification, Seats
@@ -37,5 +38,6 @@ __all__ = [
     "dump_json",
     "encode_event",
     "load_event",
+    "read_event",
     "register_upcaster",
 ]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_core import to_json
+from pydantic_core import from_json, to_json
 
 from shared.games.api import DEFAULT_GAME
 
@@ -125,7 +125,7 @@ def encode_event(
     recorded_at: str,
 ) -> EncodedEvent:
     """Encode an :class:`EventEnvelope` without building the model: the engine encodes every
-    event it makes, and this is several times cheaper. ``load_event`` reads it back."""
+    event it makes, and this is several times cheaper. :func:`read_event` reads it back."""
     public = {
         "event_id": event_id,
         "game_id": game_id,
@@ -218,6 +218,20 @@ def load_event(raw: dict[str, Any]) -> EventEnvelope:
         raw = {**fn(raw), "schema_version": version + 1}
         version += 1
     return EventEnvelope.model_validate(raw)
+
+
+def read_event(public: bytes | str, secret: bytes | str | None = None) -> EventEnvelope:
+    """A stored event from its JSON and its server-only part's: an event of the current
+    schema without a secret (almost all) is validated straight from the bytes, a third
+    faster than parsing them first; any other goes through :func:`load_event`."""
+    if secret is None:
+        event = EventEnvelope.model_validate_json(public)
+        if event.schema_version == SCHEMA_VERSION:
+            return event
+    raw = from_json(public)
+    if secret is not None:
+        raw["secret"] = from_json(secret)
+    return load_event(raw)
 
 
 @register_upcaster("*", 1)

@@ -12,9 +12,7 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic_core import from_json
-
-from shared.contracts import EventEnvelope, load_event
+from shared.contracts import EventEnvelope, read_event
 from shared.games import api
 
 
@@ -25,7 +23,7 @@ def dump_lines(events: Sequence[EventEnvelope]) -> bytes:
 
 def load_lines(data: bytes) -> list[EventEnvelope]:
     """Events from JSON lines (upcast to the current schema like any stored event)."""
-    return [load_event(from_json(line)) for line in data.splitlines() if line.strip()]
+    return [read_event(line) for line in data.splitlines() if line.strip()]
 
 
 def compress(events: Sequence[EventEnvelope]) -> bytes:

@@ -40,7 +40,7 @@ from shared.contracts import (
     EventEnvelope,
     Seats,
     dump_json,
-    load_event,
+    read_event,
 )
 
 RESULT_TTL_S = 3600
@@ -593,13 +593,7 @@ class EventStore:
 
 def _events(entries: Any) -> list[EventEnvelope]:
     """Log entries to envelopes: the public event with its server-only part put back."""
-    events = []
-    for _, fields in entries:
-        raw = from_json(fields[b"e"])
-        if b"s" in fields:
-            raw["secret"] = from_json(fields[b"s"])
-        events.append(load_event(raw))
-    return events
+    return [read_event(fields[b"e"], fields.get(b"s")) for _, fields in entries]
 
 
 def _text(value: bytes | str) -> str:

@@ -24,6 +24,7 @@ from shared.contracts import (
     EncodedEvent,
     EventEnvelope,
     load_event,
+    read_event,
     register_upcaster,
 )
 from shared.eventstore import Append, EventStore, GameCodec
@@ -244,6 +245,12 @@ def test_old_events_are_upcast_on_load() -> None:
     event = load_event({**old, "schema_version": 0})
     assert event.data == {"seat": 2}
     assert event.schema_version == SCHEMA_VERSION
+    # As the store reads it: its stored JSON, with and without a server-only part.
+    stored = json.dumps({**old, "schema_version": 0}).encode()
+    read = read_event(stored)
+    assert read.data == {"seat": 2} and read.schema_version == SCHEMA_VERSION
+    hidden = read_event(stored, b'{"drawn": 7}')
+    assert hidden.data == {"seat": 2} and hidden.secret == {"drawn": 7}
 
 
 def test_logs_of_schema_1_are_of_the_default_game() -> None:
