@@ -121,7 +121,9 @@ class Lobby:
             raise ApiError(503, "engine_unavailable", "the engine did not answer in time") from None
 
 
-def get_lobby(request: Request) -> Lobby:
+async def get_lobby(request: Request) -> Lobby:
+    """The app's lobby. Dependencies are ``async``: FastAPI runs a plain ``def`` one in its
+    thread pool, a thread hop on every request for a lookup."""
     return request.app.state.lobby  # type: ignore[no-any-return]
 
 
@@ -134,7 +136,7 @@ SEAT_TOKEN = HTTPBearer(
 )
 
 
-def authorization(
+async def authorization(
     request: Request,
     _: Annotated[HTTPAuthorizationCredentials | None, Security(SEAT_TOKEN)],
 ) -> str | None:
