@@ -1,17 +1,19 @@
 """Benchmark: what one command costs Redis and what it costs the engine, on one Redis and on a
 Redis Cluster, and the throughput per master those costs project.
 
-    python -m benchmarks.cluster_capacity --seconds 8 --rounds 2
+    python -m benchmarks.cluster_capacity --seconds 8 --rounds 2 [--rate 1000] [--games 64]
 
 The load is `caravel bench pipeline`'s (``services.bench.pipeline``: games of random legal
-commands, every command waited for), with one engine process. Every 0.5 s it reads each
-master's CPU time (``INFO cpu``, user + sys) and FCALL count (``INFO commandstats``) and the
-engine process's CPU time (``/proc``); the costs are taken over the measured window (after
-the warm-up and the engine's start). Per command: Redis CPU (all masters together, idle
-readers' blocking reads included) and engine CPU. Projection per master: the commands per
-second one master could take at 100 % of a core (1 / its CPU per command), and the engine
-cores those commands need; a cluster of N masters takes N times that as long as engines are
-added (they share the partitions by lease).
+commands, every command waited for), with one engine process, as fast as answers come
+(``--rate``: that many commands/s offered, for the latency of one Redis and of the cluster
+at the same load). Every 0.5 s it reads each master's CPU time (``INFO cpu``, user + sys)
+and FCALL count (``INFO commandstats``) and the engine process's CPU time (``/proc``); the
+costs are taken over the measured window (after the warm-up and the engine's start). Per
+command: Redis CPU (all masters together, idle readers' blocking reads included) and engine
+CPU. Projection per master: the commands per second one master could take at 100 % of a
+core (1 / its CPU per command), and the engine cores those commands need; a cluster of N
+masters takes N times that as long as engines are added (they share the partitions by
+lease).
 
 Both Redis setups are started here from the machine's ``redis-server`` 7 (one server; a
 cluster of 3 masters and 3 replicas, ``tests/cluster.py``), so no other client's work is
@@ -81,7 +83,9 @@ async def _sample(client: Any, until: asyncio.Event, out: list[dict[str, Any]]) 
         await asyncio.sleep(0.5)
 
 
-async def _run(url: str, seconds: float, games: int, warmup: float = 2.0) -> dict[str, Any]:
+async def _run(
+    url: str, seconds: float, games: int, rate: float, warmup: float = 2.0
+) -> dict[str, Any]:
     """One run; the costs are taken over the measured window (after the warm-up, which
     also holds the engine's start), the commands in it from the run's measured rate."""
     client = connect(url, max_connections=games + 64)
@@ -90,7 +94,7 @@ async def _run(url: str, seconds: float, games: int, warmup: float = 2.0) -> dic
     try:
         sampler = asyncio.create_task(_sample(client, done, samples))
         started = time.perf_counter()
-        figures = await pipeline(client, url, games, 3, seconds, 1, 64, 1, warmup=warmup)
+        figures = await pipeline(client, url, games, 3, seconds, 1, 64, 1, rate=rate, warmup=warmup)
         done.set()
         await sampler
     finally:
@@ -107,6 +111,7 @@ async def _run(url: str, seconds: float, games: int, warmup: float = 2.0) -> dic
         "window_seconds": round(span, 2),
         "commands_per_second": figures["commands_per_second"],
         "latency_p50_ms": figures["latency_ms"]["p50"],
+        "latency_p99_ms": figures["latency_ms"]["p99"],
         "redis_cpu_us_per_command": round(1e6 * sum(redis_cpu) / commands, 1),
         "redis_cpu_share_by_master": [round(c / max(sum(redis_cpu), 1e-9), 2) for c in redis_cpu],
         "fcalls_by_master": [a["fcalls"] - b["fcalls"] for a, b in pairs],
@@ -136,7 +141,7 @@ async def _ready(url: str) -> None:
     raise RuntimeError(f"no Redis at {url}")
 
 
-async def main(seconds: float, rounds: int, games: int) -> dict[str, Any]:
+async def main(seconds: float, rounds: int, games: int, rate: float) -> dict[str, Any]:
     server = redis_server()
     if server is None:
         raise SystemExit("needs redis-server 7 (Debian's /usr/bin/redis-server)")
@@ -146,16 +151,18 @@ async def main(seconds: float, rounds: int, games: int) -> dict[str, Any]:
     try:
         await _ready(single_url)
         for _ in range(rounds):
-            runs["single"].append(await _run(single_url, seconds, games))
-            runs["cluster"].append(await _run(cluster.url, seconds, games))
+            runs["single"].append(await _run(single_url, seconds, games, rate))
+            runs["cluster"].append(await _run(cluster.url, seconds, games, rate))
     finally:
         single.terminate()
         single.wait()
         cluster.stop()
-    out: dict[str, Any] = {"seconds": seconds, "games": games, "runs": runs}
+    out: dict[str, Any] = {"seconds": seconds, "games": games, "rate": rate, "runs": runs}
     for kind, found in runs.items():
         for figure in (
             "commands_per_second",
+            "latency_p50_ms",
+            "latency_p99_ms",
             "redis_cpu_us_per_command",
             "engine_cpu_us_per_command",
             "projected_commands_per_second_per_master",
@@ -174,8 +181,9 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--games", type=int, default=64)
+    parser.add_argument("--rate", type=float, default=0, help="commands/s offered (0: open loop)")
     options = parser.parse_args()
     started = time.perf_counter()
-    result = asyncio.run(main(options.seconds, options.rounds, options.games))
+    result = asyncio.run(main(options.seconds, options.rounds, options.games, options.rate))
     result["wall_seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(result, indent=2))
