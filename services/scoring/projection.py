@@ -332,6 +332,7 @@ def _rate_game(
         current = ratings[change.player]
         if change.player not in restored:
             current["mu"], current["sigma"] = change.mu_before, change.sigma_before
+            current["ordinal"] = change.mu_before - 3 * change.sigma_before
             restored.add(change.player)
         current["games"] -= 1
         current["wins"] -= int(change.won)
@@ -361,7 +362,7 @@ def _last_games(conn: Connection, name: str, before: str, ratings: list[dict[str
         .where(history.c.player.in_(sorted(r["player"] for r in ratings)))
         .group_by(history.c.player)
     )
-    newest = dict(conn.execute(query).tuples().all())
+    newest: dict[str, str] = {player: key for player, key in conn.execute(query)}
     for rating in ratings:
         if key := newest.get(rating["player"]):
             moment, _, rating["last_game"] = key.partition("|")

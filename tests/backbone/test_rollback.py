@@ -23,7 +23,16 @@ from sqlalchemy import Engine, select
 
 from services.lobby.fanout import EventFanout
 from services.lobby.games import LogWentBack, stream_events
-from services.scoring.db import TABLES, Decision, Standing, table_of
+from services.scoring.db import (
+    TABLES,
+    Decision,
+    Rating,
+    RatingChange,
+    Result,
+    ScoredGame,
+    Standing,
+    table_of,
+)
 from services.scoring.service import ScoringService
 from shared.bus import Keys
 from shared.contracts import EventEnvelope
@@ -38,20 +47,20 @@ GAME = "g-rollback"
 
 
 def commands_events(
-    state: aod.GameState, version: int, seed: int, count: int
+    state: aod.GameState, version: int, seed: int, count: int | None, game: str = GAME
 ) -> list[list[EventEnvelope]]:
-    """``count`` random legal commands from ``state`` (advanced past them), as the events
-    each appends after ``version``."""
+    """``count`` random legal commands (None: up to the game's end) from ``state``
+    (advanced past them), as the events each appends after ``version``."""
     chooser = random.Random(seed)
     out = []
-    for _ in range(count):
+    while (count is None or len(out) < count) and aod.pending(state):
         seat = chooser.choice(aod.pending(state)).seat
         command = chooser.choice(aod.legal_commands(state, seat))
         cause = uuid.uuid4().hex
         events = []
         for event in aod.decide_into(state, command):
             version += 1
-            events.append(stored(GAME, event, version, actor="player", cause=cause))
+            events.append(stored(game, event, version, actor="player", cause=cause))
         out.append(events)
     return out
 
@@ -59,17 +68,18 @@ def commands_events(
 async def _append(store: EventStore, batches: list[list[EventEnvelope]]) -> None:
     for events in batches:
         expected = events[0].version - 1
-        result = await store.append(Append(GAME, expected, [e.encode() for e in events]))
+        game = events[0].game_id
+        result = await store.append(Append(game, expected, [e.encode() for e in events]))
         assert result.status == "ok", result
 
 
-async def _roll_back(redis: Redis, keys: Keys, to_version: int) -> int:
+async def _roll_back(redis: Redis, keys: Keys, to_version: int, game: str = GAME) -> int:
     """Delete the log's entries above ``to_version`` and set the game's version back, as a
     replica that lacked them and took over would hold them."""
-    tail = await redis.xrange(keys.log(GAME), min=f"{to_version + 1}-0")
-    await redis.xdel(keys.log(GAME), *[entry_id for entry_id, _ in tail])
-    await redis.execute_command("XSETID", keys.log(GAME), f"{to_version}-0")  # never written
-    await redis.hset(keys.meta(GAME), "version", to_version)
+    tail = await redis.xrange(keys.log(game), min=f"{to_version + 1}-0")
+    await redis.xdel(keys.log(game), *[entry_id for entry_id, _ in tail])
+    await redis.execute_command("XSETID", keys.log(game), f"{to_version}-0")  # never written
+    await redis.hset(keys.meta(game), "version", to_version)
     return len(tail)
 
 
@@ -109,19 +119,143 @@ async def test_views_and_scoring_project_again_a_game_whose_log_went_back(
     finally:
         await scorer.close()
 
-    live = dump(database)
     with database.connect() as conn:
         decisions = conn.execute(select(table_of(Decision).c.version)).all()
         standings = conn.execute(select(table_of(Standing)).order_by("seat")).all()
     assert len(decisions) == len(common) + len(kept)  # none of the lost branch's left
     assert [row.total for row in standings] == [r["total"] for r in aod.score(branch)]
     assert {row.version for row in standings} == {kept[-1][-1].version}
-    # The rows equal those of a scoring that only ever saw the log as it is now.
-    await ScoringService(any_redis, keys, database).rebuild()
+    await _assert_as_rebuilt(any_redis, keys, database)
+
+
+async def _assert_as_rebuilt(redis: Redis, keys: Keys, database: Engine) -> None:
+    """The scoring rows equal those of a scoring that only ever saw the logs as they are."""
+    live = dump(database)
+    await ScoringService(redis, keys, database).rebuild()
     rebuilt = dump(database)
     for table in TABLES:
         if table.name != "projection_checkpoints":
             assert live[table.name] == rebuilt[table.name], table.name
+
+
+def _a_game(seed: int, game: str = GAME) -> tuple[aod.GameState, list[EventEnvelope]]:
+    """A new game of 3 seats and its setup events."""
+    state, created = aod.new_game(RULES, None, 3, seed)
+    return state, [stored(game, e, i) for i, e in enumerate(created, 1)]
+
+
+def _scored(database: Engine) -> dict[str, Any]:
+    """Each scored game's row, by game id."""
+    table = table_of(ScoredGame)
+    with database.connect() as conn:
+        return {row.game_id: row for row in conn.execute(select(table))}
+
+
+async def _score_until(
+    scorer: ScoringService, database: Engine, versions: dict[str, tuple[int, str]]
+) -> None:
+    """Wait until ``scorer`` has read every stream and scored each game up to (version,
+    status)."""
+
+    async def done() -> bool:
+        rows = _scored(database)
+        scored = {g: (r.version, r.status) for g, r in rows.items() if g in versions}
+        return await scorer.caught_up() and scored == versions
+
+    await wait_for(done)
+
+
+@pytest.mark.every_database
+@pytest.mark.parametrize("longer", [False, True], ids=["log-shorter", "log-longer"])
+async def test_scoring_started_again_scores_again_a_game_whose_log_went_back_while_down(
+    redis: Redis, keys: Keys, database: Engine, longer: bool
+) -> None:
+    """Scoring holds nothing in memory after a restart: the game's row in SQL names the
+    event it applied last, and a log that no longer has it (shorter now, or another event
+    at that version) is scored again from its start, not read on from the row's version."""
+    store = EventStore(redis, keys)
+    state, setup = _a_game(13)
+    common = commands_events(state, len(setup), seed=1, count=4)
+    cut = common[-1][-1].version
+    branch = state.copy()
+    lost = commands_events(state, cut, seed=2, count=6)
+    kept = commands_events(branch, cut, seed=3, count=16 if longer else 2)
+    assert (kept[-1][-1].version > lost[-1][-1].version) == longer
+    await _append(store, [setup, *common, *lost])
+    scorer = ScoringService(redis, keys, database, batch_size=5)
+    await scorer.start()
+    try:
+        await _score_until(scorer, database, {GAME: (lost[-1][-1].version, "running")})
+    finally:
+        await scorer.close()
+    assert _scored(database)[GAME].event_id == lost[-1][-1].event_id
+
+    await _roll_back(redis, keys, cut)
+    await _append(store, kept)
+    again = ScoringService(redis, keys, database, batch_size=5)
+    await again.start()
+    try:
+        await _score_until(again, database, {GAME: (kept[-1][-1].version, "running")})
+    finally:
+        await again.close()
+    assert _scored(database)[GAME].event_id == kept[-1][-1].event_id
+    with database.connect() as conn:
+        decisions = conn.execute(select(table_of(Decision).c.version)).all()
+    assert len(decisions) == len(common) + len(kept)  # none of the lost branch's left
+    await _assert_as_rebuilt(redis, keys, database)
+
+
+@pytest.mark.every_database
+async def test_scoring_withdraws_a_finished_game_whose_end_the_log_lost(
+    redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """A finished game leaves scoring's memory; a failover then takes its end back and the
+    game goes on. Its row names its last event, which the log no longer has: the game is
+    scored again as running, its results go and its ratings are undone (the same players'
+    earlier game stays rated, and is their last game again)."""
+    store = EventStore(redis, keys)
+    earlier_state, earlier = _a_game(14, "g-earlier")
+    earlier_log = commands_events(earlier_state, len(earlier), seed=5, count=None, game="g-earlier")
+    state, setup = _a_game(15)
+    total = len(commands_events(state.copy(), len(setup), seed=6, count=None))
+    common = commands_events(state, len(setup), seed=6, count=total - 10)
+    cut = common[-1][-1].version
+    branch = state.copy()
+    lost = commands_events(state, cut, seed=7, count=None)  # to the end
+    kept = commands_events(branch, cut, seed=8, count=2)
+    assert not aod.pending(state) and aod.pending(branch)
+    await _append(store, [earlier, *earlier_log, setup, *common, *lost])
+    scorer = ScoringService(redis, keys, database, batch_size=50)
+    await scorer.start()
+    try:
+        ended = {"g-earlier": (earlier_log[-1][-1].version, "finished")}
+        await _score_until(scorer, database, {**ended, GAME: (lost[-1][-1].version, "finished")})
+        await wait_for(lambda: _forgotten(scorer, GAME))  # finished: nothing held in memory
+        assert {g for g, *_ in _rows(database, RatingChange, "game_id")} == {"g-earlier", GAME}
+        await _roll_back(redis, keys, cut)
+        await _append(store, kept)
+        await _score_until(scorer, database, {**ended, GAME: (kept[-1][-1].version, "running")})
+    finally:
+        await scorer.close()
+    assert not _rows(database, Result, "seat", game_id=GAME)
+    assert {g for g, *_ in _rows(database, RatingChange, "game_id")} == {"g-earlier"}
+    ratings = _rows(database, Rating, "games", "last_game")
+    assert ratings and set(ratings) == {(1, "g-earlier")}
+    await _assert_as_rebuilt(redis, keys, database)
+
+
+async def _forgotten(scorer: ScoringService, game_id: str) -> bool:
+    return game_id not in scorer.games
+
+
+def _rows(database: Engine, model: Any, *columns: str, game_id: str | None = None) -> list[Any]:
+    """Some columns of a scoring table's rows (of one game, if given)."""
+    table = table_of(model)
+    query = select(*(table.c[c] for c in columns))
+    if game_id is not None:
+        query = query.where(table.c.game_id == game_id)
+    with database.connect() as conn:
+        return [tuple(row) for row in conn.execute(query)]
 
 
 async def test_a_socket_following_a_game_whose_log_went_back_is_closed_to_read_it_again(
