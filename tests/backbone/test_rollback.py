@@ -128,6 +128,38 @@ async def test_views_and_scoring_project_again_a_game_whose_log_went_back(
     await _assert_as_rebuilt(any_redis, keys, database)
 
 
+async def test_views_started_again_replace_the_view_of_a_log_that_went_back(
+    redis: Redis, keys: Keys
+) -> None:
+    """A projector holds nothing in memory after a restart and loads the game from its log
+    as it is now, at a version below the stored view's: the stored view names an event the
+    log no longer has at its version, so the older view replaces it."""
+    store = EventStore(redis, keys)
+    state, setup = _a_game(16)
+    branch = state.copy()
+    lost = commands_events(state, len(setup), seed=9, count=8)
+    kept = commands_events(branch, len(setup), seed=10, count=2)
+    assert kept[-1][-1].version < lost[-1][-1].version
+    await _append(store, [setup, *lost])
+    async with running_projector(redis, keys):
+        await wait_for(lambda: _viewed(redis, keys, lost[-1][-1].version))
+    await _roll_back(redis, keys, len(setup))
+    await _append(store, kept)
+    async with running_projector(redis, keys) as projector:
+        await wait_for(lambda: _viewed(redis, keys, kept[-1][-1].version))
+        await wait_for(projector.consumer.caught_up)
+    for seat in (None, 0, 1, 2):
+        assert await read_view(redis, keys, GAME, seat) == (
+            aod.view(branch, None) if seat is None else aod.seat_view(branch, seat)
+        )
+
+
+async def _viewed(redis: Redis, keys: Keys, version: int) -> bool:
+    """The game's stored view is at ``version``."""
+    stored_version = await redis.hget(keys.view(GAME), "version")
+    return stored_version is not None and int(stored_version) == version
+
+
 async def _assert_as_rebuilt(redis: Redis, keys: Keys, database: Engine) -> None:
     """The scoring rows equal those of a scoring that only ever saw the logs as they are."""
     live = dump(database)
