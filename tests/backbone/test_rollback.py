@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
 from services.lobby.fanout import EventFanout
-from services.lobby.games import LogWentBack, stream_events
+from services.lobby.games import LogWentBack, _start, stream_events
 from services.scoring.db import (
     TABLES,
     Decision,
@@ -324,6 +324,32 @@ async def test_a_socket_following_a_game_whose_log_went_back_is_closed_to_read_i
         streaming.cancel()
         await asyncio.gather(streaming, return_exceptions=True)
         await fanout.close()
+
+
+async def test_a_socket_resumed_from_an_event_the_log_lost_is_closed_to_read_the_game_again(
+    redis: Redis, keys: Keys
+) -> None:
+    """A client resumes with the last version it got and that event's id (``event``): a
+    log that no longer has that event there, shorter now or with another event at that
+    version, closes the socket (1012) instead of streaming on from another log."""
+    store = EventStore(redis, keys)
+    state, setup = _a_game(17)
+    branch = state.copy()
+    lost = commands_events(state, len(setup), seed=11, count=3)
+    kept = commands_events(branch, len(setup), seed=12, count=12)
+    await _append(store, [setup, *lost])
+    lobby: Any = SimpleNamespace(store=store, redis=redis, keys=keys)
+    got = lost[-1][-1]
+    assert (await _start(lobby, GAME, None, str(got.version), got.event_id)).after == got.version
+    await _roll_back(redis, keys, len(setup))
+    with pytest.raises(LogWentBack):  # shorter
+        await _start(lobby, GAME, None, str(got.version), got.event_id)
+    await _append(store, kept)
+    assert kept[-1][-1].version > got.version
+    with pytest.raises(LogWentBack):  # another event at that version
+        await _start(lobby, GAME, None, str(got.version), got.event_id)
+    again = await _start(lobby, GAME, None, "0", None)  # the client reads the game again
+    assert again.after == 0 and not again.over
 
 
 async def _sent_up_to(sent: list[dict[str, Any]], version: int) -> bool:
