@@ -132,8 +132,28 @@ return 1
 """
 
 
+_SNAPSHOT = """
+-- Store a snapshot at version ARGV[1] only if the log has reached it. The engine snapshots
+-- after an append; if a failover took the append back meanwhile, the snapshot would reach
+-- the new master and be loaded in place of its log (a state the log no longer has).
+-- KEYS: 1 snapshot, 2 meta. ARGV: 1 version, 2 state json
+if tonumber(redis.call('HGET', KEYS[2], 'version') or '0') < tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 's', ARGV[2])
+return 1
+"""
+
+
 SCRIPTS = Library(
-    "eventstore", {"append": _APPEND, "finish": _FINISH, "finished": _FINISHED, "forget": _FORGET}
+    "eventstore",
+    {
+        "append": _APPEND,
+        "finish": _FINISH,
+        "finished": _FINISHED,
+        "forget": _FORGET,
+        "snapshot": _SNAPSHOT,
+    },
 )
 
 
@@ -373,12 +393,14 @@ class EventStore:
         await call(self.redis, SCRIPTS["finish"], keys, args)
 
     async def save_snapshots(self, snapshots: Sequence[tuple[str, int, dict[str, Any]]]) -> None:
-        """Store (game, version, state) snapshots in one round trip."""
-        async with self.redis.pipeline(transaction=False) as pipe:
+        """Store (game, version, state) snapshots in one round trip; each only if its game's
+        log has reached its version (see the script: a log that went back keeps none)."""
+        async with Batch(self.redis) as batch:
             for game_id, version, snapshot in snapshots:
                 data = json.dumps(snapshot, separators=(",", ":"))
-                pipe.hset(self.keys.snapshot(game_id), mapping={"v": version, "s": data})
-            await pipe.execute()
+                keys = [self.keys.snapshot(game_id), self.keys.meta(game_id)]
+                batch.call(SCRIPTS["snapshot"], keys, [version, data])
+            await batch.execute()
 
     async def record_final_hash(self, game_id: str, state_hash: str) -> None:
         """The hash of a finished game's final state, to check replays against; the game

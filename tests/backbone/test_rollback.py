@@ -36,7 +36,7 @@ from services.scoring.db import (
 from services.scoring.service import ScoringService
 from shared.bus import Keys
 from shared.contracts import EventEnvelope
-from shared.eventstore import Append, EventStore
+from shared.eventstore import Append, EventStore, GameCodec
 from shared.games import age_of_discovery as aod
 from shared.views import read_view
 
@@ -158,6 +158,27 @@ async def _viewed(redis: Redis, keys: Keys, version: int) -> bool:
     """The game's stored view is at ``version``."""
     stored_version = await redis.hget(keys.view(GAME), "version")
     return stored_version is not None and int(stored_version) == version
+
+
+async def test_a_snapshot_of_a_state_the_log_lost_is_not_stored(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """The engine snapshots after an append; a failover between the two takes the append
+    back, and the snapshot reaches the new master: it is not stored, so the game loads from
+    its log as it is (a snapshot at a version the log has is stored as before)."""
+    store = EventStore(any_redis, keys)
+    state, setup = _a_game(18)
+    branch = state.copy()
+    lost = commands_events(state, len(setup), seed=13, count=3)
+    await _append(store, [setup, *lost])
+    await _roll_back(any_redis, keys, len(setup))
+    await store.save_snapshots([(GAME, lost[-1][-1].version, state.to_snapshot())])
+    assert not await any_redis.exists(keys.snapshot(GAME))
+    loaded = await store.load(GAME, GameCodec())
+    assert loaded.version == len(setup) and loaded.state is not None
+    assert loaded.state.state_hash() == branch.state_hash()
+    await store.save_snapshots([(GAME, len(setup), branch.to_snapshot())])
+    assert int(await any_redis.hget(keys.snapshot(GAME), "v")) == len(setup)
 
 
 async def _assert_as_rebuilt(redis: Redis, keys: Keys, database: Engine) -> None:
