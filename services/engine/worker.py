@@ -668,7 +668,7 @@ class Engine:
             snapshots.append((game_id, cached.version, self.codec.snapshot(cached.state)))
             if self._newly_over(game_id):
                 state_hash = cached.game.state_hash(cached.state)
-                await self.store.record_final_hash(game_id, state_hash)
+                await self.store.record_final_hash(game_id, state_hash, cached.version)
                 cached.final_recorded = True
         if snapshots:
             await self.store.save_snapshots(snapshots)

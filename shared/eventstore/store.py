@@ -101,8 +101,13 @@ return 1
 _FINISHED = """
 -- A game is over: its final hash ('' keeps the one recorded), when it finished (Redis time,
 -- ms) and the partition event stream's last entry then, at or after the game's last one.
--- The first time and entry recorded stay. KEYS: 1 meta, 2 finished, 3 partition events
--- ARGV: 1 game id, 2 final hash
+-- The first time and entry recorded stay. Nothing is recorded if the log has not reached
+-- the version of the end (a failover took it back after the engine saw it: the game goes
+-- on). KEYS: 1 meta, 2 finished, 3 partition events. ARGV: 1 game id, 2 final hash, 3 the
+-- version of the end (0: not checked)
+if tonumber(redis.call('HGET', KEYS[1], 'version') or '0') < tonumber(ARGV[3]) then
+  return 0
+end
 local now = redis.call('TIME')
 local ms = string.format('%d', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
 local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
@@ -402,22 +407,24 @@ class EventStore:
                 batch.call(SCRIPTS["snapshot"], keys, [version, data])
             await batch.execute()
 
-    async def record_final_hash(self, game_id: str, state_hash: str) -> None:
-        """The hash of a finished game's final state, to check replays against; the game
-        joins its partition's finished games, with when it finished (for archiving)."""
-        await self._record_finished(game_id, state_hash)
+    async def record_final_hash(self, game_id: str, state_hash: str, version: int) -> None:
+        """The hash of a finished game's final state at ``version``, to check replays
+        against; the game joins its partition's finished games, with when it finished (for
+        archiving). Nothing is recorded if the log has not reached ``version`` (it went
+        back: the game is not over)."""
+        await self._record_finished(game_id, state_hash, version)
 
     async def stamp_finished(self, game_ids: Sequence[str]) -> None:
         """Record when finished games finished, for those that have no such record (they
         finished before it was kept): archiving counts its grace period from now."""
         for game_id in game_ids:
-            await self._record_finished(game_id, "")
+            await self._record_finished(game_id, "", 0)
 
-    async def _record_finished(self, game_id: str, state_hash: str) -> None:
+    async def _record_finished(self, game_id: str, state_hash: str, version: int) -> None:
         k = self.keys
         p = k.partition(game_id)
         keys = [k.meta(game_id), k.finished(p), k.events(p)]
-        await call(self.redis, SCRIPTS["finished"], keys, [game_id, state_hash])
+        await call(self.redis, SCRIPTS["finished"], keys, [game_id, state_hash, version])
 
     async def forget(self, game_id: str, version: int, final_hash: str) -> bool:
         """Delete an archived game from Redis (its log, meta, seen ids, snapshot, seats and

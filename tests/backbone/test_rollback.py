@@ -181,6 +181,25 @@ async def test_a_snapshot_of_a_state_the_log_lost_is_not_stored(
     assert int(await any_redis.hget(keys.snapshot(GAME), "v")) == len(setup)
 
 
+async def test_the_end_of_a_game_the_log_lost_is_not_recorded(any_redis: Redis, keys: Keys) -> None:
+    """The engine records a game's end after the append that ended it; a failover between
+    the two takes the end back: the game is not recorded finished (its lobby table would be
+    marked finished, and the archiver would try it), it goes on."""
+    store = EventStore(any_redis, keys)
+    state, setup = _a_game(19)
+    branch = state.copy()
+    lost = commands_events(state, len(setup), seed=14, count=None)  # to the end
+    await _append(store, [setup, *lost])
+    await _roll_back(any_redis, keys, len(setup))
+    await store.record_final_hash(GAME, state.state_hash(), lost[-1][-1].version)
+    assert await store.over([GAME]) == [] and await store.final_hash(GAME) is None
+    kept = commands_events(branch, len(setup), seed=15, count=None)
+    await _append(store, kept)
+    await store.record_final_hash(GAME, branch.state_hash(), kept[-1][-1].version)
+    assert await store.over([GAME]) == [GAME]
+    assert await store.final_hash(GAME) == branch.state_hash()
+
+
 async def _assert_as_rebuilt(redis: Redis, keys: Keys, database: Engine) -> None:
     """The scoring rows equal those of a scoring that only ever saw the logs as they are."""
     live = dump(database)
