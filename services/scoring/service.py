@@ -10,7 +10,9 @@ instead of counting anything twice; a failed batch sets its stream back to its c
 too. Batches are scored one at a time (ratings span partitions). Each entry only says
 "this game reached version v": the service applies that
 game's events from its full log (hidden parts included, it is trusted) up to v, skipping
-versions the game's row says are applied already.
+versions the game's row says are applied already. The row (and the game held in memory)
+names the event at that version: a log that went back under it (a Redis failover lost its
+tail) no longer has that event there, and the game is scored again from the log.
 
 :meth:`ScoringService.rebuild` drops the tables and replays every game of the registry from
 its log through the same code, then rates the finished games in finish order.
@@ -207,12 +209,10 @@ class ScoringService:
         it holds (in memory, or in SQL for a game not cached), to check the log still has
         it: if the log went back (a failover), the game's rows are projected again from the
         log as it is now, even when the log is no longer past what the rows hold."""
-        missing = [g for g in targets if g not in self.games]
-        held = await asyncio.to_thread(self._applied, missing) if missing else {}
-        held.update({g: Held(p.version, p.event_id) for g in targets if (p := self.games.get(g))})
+        held = await self._held(targets)
         logs, seats = await self._read(
-            [g for g in missing if targets[g] > held.get(g, NONE).version],
-            {g: self._range(g, targets[g], held.get(g, NONE)) for g in targets},
+            [g for g in targets if g not in self.games and targets[g] > held[g].version],
+            {g: self._range(g, targets[g], held[g]) for g in targets},
         )
         rows = Rows()
         rows.rebuilt = {g for g, h in held.items() if h.rolled_back(_from(logs[g], h.version))}
@@ -226,16 +226,27 @@ class ScoringService:
             seats.update(again_seats)
         applied = {g: 0 if g in rows.rebuilt else h.version for g, h in held.items()}
         for game_id in sorted(targets):
-            if game_id not in rows.rebuilt and targets[game_id] <= applied.get(game_id, 0):
-                continue
+            if targets[game_id] <= applied[game_id]:
+                continue  # applied already (a notification read again)
             progress = self.games.get(game_id) or self._begin(game_id, logs[game_id], seats)
             if progress is not None:
-                self._apply(progress, logs[game_id], applied.get(game_id, 0), rows)
+                self._apply(progress, logs[game_id], applied[game_id], rows)
         return rows
+
+    async def _held(self, targets: Mapping[str, int]) -> dict[str, Held]:
+        """What is held of each game: its progress in memory, else its row in SQL (none:
+        version 0)."""
+        missing = [g for g in targets if g not in self.games]
+        in_sql = await asyncio.to_thread(self._applied, missing) if missing else {}
+        return {
+            g: Held(p.version, p.event_id) if (p := self.games.get(g)) else in_sql.get(g, NONE)
+            for g in targets
+        }
 
     def _range(self, game_id: str, target: int, held: Held) -> tuple[int, int | None]:
         """What to read of a game's log: from the event held (to check it) up to the
-        target; a game not cached and behind its target from the start, to replay it."""
+        target; for a game not in memory with events to apply, from its start (it is
+        replayed up to the event held, which is checked on the way)."""
         if game_id not in self.games and target > held.version:
             return (0, target)
         return held.range(target)
