@@ -48,6 +48,7 @@ from shared.contracts import (
     Rejection,
     Seats,
     encode_event,
+    new_id,
 )
 from shared.eventstore import Append, Archive, EventStore, GameCodec
 from shared.games import api
@@ -469,10 +470,13 @@ class Engine:
         except Reject as r:
             return env.game_id, self._rejected(p, d.id, env, r.code, r.reason)
         # The engine made these events itself: encode them without building models (hot path).
+        # Each gets an id of its own, never one made of game and version: after a failover
+        # took a log's tail back, the events written again at those versions must differ
+        # from the lost ones to readers, who tell a log that went back by the ids.
         recorded_at = datetime.now(UTC).isoformat()
         encoded = [
             encode_event(
-                event_id=f"{env.game_id}:{cached.version + i}",
+                event_id=new_id(),
                 game_id=env.game_id,
                 version=cached.version + i,
                 type=e.type,

@@ -18,6 +18,7 @@ from .envelopes import (
     Rejection,
     encode_event,
     load_event,
+    new_id,
     register_upcaster,
 )
 from .records import Notification, Seats
@@ -35,5 +36,6 @@ __all__ = [
     "Seats",
     "encode_event",
     "load_event",
+    "new_id",
     "register_upcaster",
 ]

@@ -34,14 +34,14 @@ from services.scoring.db import (
     table_of,
 )
 from services.scoring.service import ScoringService
-from shared.bus import Keys
-from shared.contracts import EventEnvelope
+from shared.bus import CommandSender, Keys
+from shared.contracts import CommandEnvelope, EventEnvelope, new_id
 from shared.eventstore import Append, EventStore, GameCodec
 from shared.games import age_of_discovery as aod
 from shared.views import read_view
 
 from ..scoring.helpers import dump
-from .helpers import RULES, running_projector, stored, wait_for
+from .helpers import RULES, play_locally, running_engine, running_projector, stored, wait_for
 
 GAME = "g-rollback"
 
@@ -198,6 +198,39 @@ async def test_the_end_of_a_game_the_log_lost_is_not_recorded(any_redis: Redis, 
     await store.record_final_hash(GAME, branch.state_hash(), kept[-1][-1].version)
     assert await store.over([GAME]) == [GAME]
     assert await store.final_hash(GAME) == branch.state_hash()
+
+
+async def test_the_engine_writes_again_at_lost_versions_events_of_other_ids(
+    redis: Redis, keys: Keys
+) -> None:
+    """The readers tell a log that went back by the ids of its events, so the engine names
+    each event it appends by an id of its own: the same moves played again at the versions
+    a failover took back are events of other ids (not ids made of game and version)."""
+    commands, _ = play_locally(GAME, 3, seed=20, limit=10)
+    sender = CommandSender(redis, keys)
+    store = EventStore(redis, keys)
+    async with running_engine(redis, keys):
+        cut = await _played(sender, commands[:6])
+        await _played(sender, commands[6:])
+    lost = await store.read(GAME)
+    await _roll_back(redis, keys, cut)
+    again = [c.model_copy(update={"command_id": new_id()}) for c in commands[6:]]
+    async with running_engine(redis, keys):  # a new engine: nothing cached of the lost log
+        await _played(sender, again)
+    kept = await store.read(GAME)
+    assert [(e.version, e.type, e.data) for e in kept] == [
+        (e.version, e.type, e.data) for e in lost
+    ]
+    assert kept[:cut] == lost[:cut]
+    assert all(k.event_id != g.event_id for k, g in zip(kept[cut:], lost[cut:], strict=True))
+
+
+async def _played(sender: CommandSender, commands: list[CommandEnvelope]) -> int:
+    """Send ``commands`` and wait for the last one's answer: the game's version then."""
+    await sender.send_many(commands)
+    result = await sender.result(GAME, commands[-1].command_id, timeout_s=30)
+    assert result is not None and result.status == "accepted", result
+    return result.version
 
 
 async def _assert_as_rebuilt(redis: Redis, keys: Keys, database: Engine) -> None:
