@@ -87,8 +87,14 @@ return {'ok', tostring(version)}
 
 _FINISH = """
 -- A command that appends nothing (rejected, duplicate): store the result, record a
--- rejection, acknowledge. KEYS: 1 result, 2 command stream, 3 rejections
--- ARGV: 1 result json ('' none), 2 ttl, 3 group, 4 entry id ('' none), 5 rejection json ('' none)
+-- rejection, acknowledge; nothing if the game's log is behind the version the outcome was
+-- decided at (a failover took its tail back: 0, the engine reloads the game).
+-- KEYS: 1 result, 2 command stream, 3 rejections, 4 meta
+-- ARGV: 1 result json ('' none), 2 ttl, 3 group, 4 entry id ('' none), 5 rejection json ('' none),
+--       6 the version decided at ('' none)
+if ARGV[6] ~= '' then
+  if tonumber(redis.call('HGET', KEYS[4], 'version') or '0') < tonumber(ARGV[6]) then return 0 end
+end
 if ARGV[1] ~= '' then
   redis.call('RPUSH', KEYS[1], ARGV[1])
   redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
@@ -379,23 +385,29 @@ class EventStore:
         result: CommandResult | None,
         entry_id: str | None,
         rejection: str | None = None,
-    ) -> None:
-        """Record the outcome of a command that appended nothing, and acknowledge it."""
+        version: int | None = None,
+    ) -> bool:
+        """Record the outcome of a command that appended nothing, and acknowledge it; False
+        (nothing done) if the game's log is behind ``version``, the one it was decided at."""
         k = self.keys
         # Without a result to store, any key of the partition's slot stands in for it.
         result_key, result_json = k.rejections(partition), ""
         if result is not None and game_id is not None:
             result_key = k.result(game_id, result.command_id)
             result_json = result.model_dump_json()
-        keys = [result_key, k.commands(partition), k.rejections(partition)]
+        meta, decided_at = k.rejections(partition), ""  # a key of the slot: nothing checked
+        if version is not None and game_id is not None:  # a game of the partition was read
+            meta, decided_at = k.meta(game_id), str(version)
+        keys = [result_key, k.commands(partition), k.rejections(partition), meta]
         args: list[Any] = [
             result_json,
             RESULT_TTL_S,
             self.group,
             entry_id or "",
             rejection or "",
+            decided_at,
         ]
-        await call(self.redis, SCRIPTS["finish"], keys, args)
+        return bool(await call(self.redis, SCRIPTS["finish"], keys, args))
 
     async def save_snapshots(self, snapshots: Sequence[tuple[str, int, dict[str, Any]]]) -> None:
         """Store (game, version, state) snapshots in one round trip; each only if its game's

@@ -74,12 +74,16 @@ async def _append(store: EventStore, batches: list[list[EventEnvelope]]) -> None
 
 
 async def _roll_back(redis: Redis, keys: Keys, to_version: int, game: str = GAME) -> int:
-    """Delete the log's entries above ``to_version`` and set the game's version back, as a
-    replica that lacked them and took over would hold them."""
+    """Delete the log's entries above ``to_version``, set the game's version back and forget
+    the commands seen after it, as a replica that lacked them and took over would hold them."""
     tail = await redis.xrange(keys.log(game), min=f"{to_version + 1}-0")
     await redis.xdel(keys.log(game), *[entry_id for entry_id, _ in tail])
     await redis.execute_command("XSETID", keys.log(game), f"{to_version}-0")  # never written
     await redis.hset(keys.meta(game), "version", to_version)
+    seen = await redis.hgetall(keys.seen(game))
+    later = [command for command, version in seen.items() if int(version) > to_version]
+    if later:
+        await redis.hdel(keys.seen(game), *later)
     return len(tail)
 
 
@@ -223,6 +227,31 @@ async def test_the_engine_writes_again_at_lost_versions_events_of_other_ids(
     ]
     assert kept[:cut] == lost[:cut]
     assert all(k.event_id != g.event_id for k, g in zip(kept[cut:], lost[cut:], strict=True))
+
+
+async def test_an_engine_holding_a_game_whose_log_went_back_reloads_it(
+    redis: Redis, keys: Keys
+) -> None:
+    """The engine holds a game at a version a failover took back, and the commands of the
+    lost tail come again (the rolled-back command stream delivers them again): decided on
+    the cached state they would be duplicates, or moves refused; the log is behind the
+    version they were decided at, so nothing is recorded, the game is reloaded and they are
+    applied again, as the same moves."""
+    commands, _ = play_locally(GAME, 3, seed=21, limit=10)
+    sender = CommandSender(redis, keys)
+    store = EventStore(redis, keys)
+    async with running_engine(redis, keys) as engine:
+        cut = await _played(sender, commands[:6])
+        await _played(sender, commands[6:])
+        lost = await store.read(GAME)
+        assert engine.games[GAME].version == lost[-1].version  # held
+        await _roll_back(redis, keys, cut)
+        await redis.delete(*[keys.result(GAME, c.command_id) for c in commands[6:]])
+        await _played(sender, commands[6:])
+    kept = await store.read(GAME)
+    assert [(e.version, e.type, e.data) for e in kept] == [
+        (e.version, e.type, e.data) for e in lost
+    ]
 
 
 async def _played(sender: CommandSender, commands: list[CommandEnvelope]) -> int:
