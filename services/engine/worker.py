@@ -7,7 +7,9 @@ goes), which hands it the commands in order, in batches. It loads each game (cac
 or snapshot + later events), runs ``decide`` and appends the events with the expected
 version through the event store's atomic script, which also records the command as seen,
 answers the sender and acknowledges the entry. A command id already applied yields no new
-events; a stale version is a conflict, handled by reloading and deciding again. Entries
+events; a stale version is a conflict, handled by reloading and deciding again (and so is a
+command that appends nothing, decided on a cached state its log is behind: a failover took
+the log's tail back). Entries
 left pending by a dead engine are reclaimed; an entry that keeps crashing its handler ends
 in the dead-letter stream (``shared.bus.GroupConsumer``).
 """

@@ -1,8 +1,10 @@
 """A log that went back: a failover loses the tail of a game's log that the old master had
 acknowledged, and the engine writes other events at the same versions. The views projection,
-scoring and the WebSocket stream notice (the event they hold is no longer in the log): the
-first two project the game again from the log, the stream stops for its client to read the
-game again, instead of diverging from the log for good.
+scoring and the WebSocket stream notice (the event they hold, in memory or stored, is no
+longer in the log): the first two project the game again from the log, the stream stops for
+its client to read the game again, instead of diverging from the log for good. The engine
+gives those events ids of their own, and reloads a game it holds ahead of its log; the event
+store keeps no snapshot and records no end the log has not reached.
 
 The rollback is simulated on a real Redis (and the cluster): the log's tail is deleted and
 the game's version set back, as the new master would have them, then another branch of the
