@@ -88,11 +88,12 @@ return {'ok', tostring(version)}
 _FINISH = """
 -- A command that appends nothing (rejected, duplicate): store the result, record a
 -- rejection, acknowledge; nothing if the game's log is behind the version the outcome was
--- decided at (a failover took its tail back: 0, the engine reloads the game).
--- KEYS: 1 result, 2 command stream, 3 rejections, 4 meta
+-- decided at (a failover took its tail back: 0, the engine reloads the game). An archived
+-- game's log is in SQL, not here: not checked.
+-- KEYS: 1 result, 2 command stream, 3 rejections, 4 meta, 5 partition archived games
 -- ARGV: 1 result json ('' none), 2 ttl, 3 group, 4 entry id ('' none), 5 rejection json ('' none),
---       6 the version decided at ('' none)
-if ARGV[6] ~= '' then
+--       6 the version decided at ('' none), 7 game id
+if ARGV[6] ~= '' and redis.call('SISMEMBER', KEYS[5], ARGV[7]) == 0 then
   if tonumber(redis.call('HGET', KEYS[4], 'version') or '0') < tonumber(ARGV[6]) then return 0 end
 end
 if ARGV[1] ~= '' then
@@ -399,6 +400,7 @@ class EventStore:
         if version is not None and game_id is not None:  # a game of the partition was read
             meta, decided_at = k.meta(game_id), str(version)
         keys = [result_key, k.commands(partition), k.rejections(partition), meta]
+        keys.append(k.archived(partition))
         args: list[Any] = [
             result_json,
             RESULT_TTL_S,
@@ -406,6 +408,7 @@ class EventStore:
             entry_id or "",
             rejection or "",
             decided_at,
+            game_id or "",
         ]
         return bool(await call(self.redis, SCRIPTS["finish"], keys, args))
 
