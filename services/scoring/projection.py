@@ -343,10 +343,8 @@ def _rate_game(
     for finished in sorted([*games, *_finished_games(conn, sorted(replay))], key=lambda g: g.key):
         changes += _rate_one(ratings, finished)
     upsert(conn, history, changes)
-    if withdrawn:
-        _last_games(
-            conn, name, first, [r for p, r in ratings.items() if r["last_game"] in withdrawn]
-        )
+    if gone := withdrawn - {g.game_id for g in games}:  # not finished again
+        _last_games(conn, name, first, [r for r in ratings.values() if r["last_game"] in gone])
     _store_ratings(conn, name, ratings)
 
 

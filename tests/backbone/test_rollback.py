@@ -342,13 +342,15 @@ async def test_scoring_started_again_scores_again_a_game_whose_log_went_back_whi
 
 
 @pytest.mark.every_database
+@pytest.mark.parametrize("ends_again", [False, True], ids=["goes-on", "ends-again"])
 async def test_scoring_withdraws_a_finished_game_whose_end_the_log_lost(
-    redis: Redis, keys: Keys, database: Engine
+    redis: Redis, keys: Keys, database: Engine, ends_again: bool
 ) -> None:
     """A finished game leaves scoring's memory; a failover then takes its end back and the
-    game goes on. Its row names its last event, which the log no longer has: the game is
-    scored again as running, its results go and its ratings are undone (the same players'
-    earlier game stays rated, and is their last game again)."""
+    game goes on: not to its end yet, or (read in one batch by a scoring started again) to
+    another end. Its row names its last event, which the log no longer has: the game is
+    scored again, its lost end's results and ratings undone (the same players' earlier game
+    stays rated, and is their last game again unless the game ends again)."""
     store = EventStore(redis, keys)
     earlier_state, earlier = _a_game(14, "g-earlier")
     earlier_log = commands_events(earlier_state, len(earlier), seed=5, count=None, game="g-earlier")
@@ -358,25 +360,35 @@ async def test_scoring_withdraws_a_finished_game_whose_end_the_log_lost(
     cut = common[-1][-1].version
     branch = state.copy()
     lost = commands_events(state, cut, seed=7, count=None)  # to the end
-    kept = commands_events(branch, cut, seed=8, count=2)
-    assert not aod.pending(state) and aod.pending(branch)
+    kept = commands_events(branch, cut, seed=8, count=None if ends_again else 2)
+    assert not aod.pending(state) and bool(aod.pending(branch)) != ends_again
     await _append(store, [earlier, *earlier_log, setup, *common, *lost])
-    scorer = ScoringService(redis, keys, database, batch_size=50)
+    scorer = ScoringService(redis, keys, database, batch_size=500)
     await scorer.start()
     try:
         ended = {"g-earlier": (earlier_log[-1][-1].version, "finished")}
         await _score_until(scorer, database, {**ended, GAME: (lost[-1][-1].version, "finished")})
         await wait_for(lambda: _forgotten(scorer, GAME))  # finished: nothing held in memory
         assert {g for g, *_ in _rows(database, RatingChange, "game_id")} == {"g-earlier", GAME}
+        if ends_again:  # withdrawn and finished again in one batch
+            await scorer.close()
         await _roll_back(redis, keys, cut)
         await _append(store, kept)
-        await _score_until(scorer, database, {**ended, GAME: (kept[-1][-1].version, "running")})
+        if ends_again:
+            scorer = ScoringService(redis, keys, database, batch_size=500)
+            await scorer.start()
+        status = "finished" if ends_again else "running"
+        await _score_until(scorer, database, {**ended, GAME: (kept[-1][-1].version, status)})
     finally:
         await scorer.close()
-    assert not _rows(database, Result, "seat", game_id=GAME)
-    assert {g for g, *_ in _rows(database, RatingChange, "game_id")} == {"g-earlier"}
+    results = _rows(database, Result, "total", game_id=GAME)
+    assert sorted(results) == (
+        sorted((r["total"],) for r in aod.score(branch)) if ends_again else []
+    )
+    rated = {g for g, *_ in _rows(database, RatingChange, "game_id")}
+    assert rated == ({"g-earlier", GAME} if ends_again else {"g-earlier"})
     ratings = _rows(database, Rating, "games", "last_game")
-    assert ratings and set(ratings) == {(1, "g-earlier")}
+    assert ratings and set(ratings) == ({(2, GAME)} if ends_again else {(1, "g-earlier")})
     await _assert_as_rebuilt(redis, keys, database)
 
 
