@@ -51,13 +51,11 @@ _WRITE = """
 -- the stored one is written only if the log went back under the stored one.
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if tonumber(ARGV[1]) <= current then
+  local held = redis.call('HGET', KEYS[1], 'event') or ''
+  if tonumber(ARGV[1]) == current and held ~= '' and held == ARGV[3] then return 0 end -- same
   local entry = redis.call('XRANGE', KEYS[3], current .. '-0', current .. '-0')[1]
-  if entry then
-    local held = redis.call('HGET', KEYS[1], 'event')
-    if not held or held == '' then return 0 end
-    -- the entry's first field is 'e', the public event (the event store's append script)
-    if cjson.decode(entry[2][2])['event_id'] == held then return 0 end
-  end
+  -- the entry's first field is 'e', the public event (the event store's append script)
+  if entry and (held == '' or cjson.decode(entry[2][2])['event_id'] == held) then return 0 end
 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'version', ARGV[1], 'event', ARGV[3], unpack(ARGV, 4))
