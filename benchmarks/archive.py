@@ -61,7 +61,7 @@ async def fill(redis: Redis, keys: Keys, games: int, seed: int) -> list[str]:
         await store.save_snapshots([(game_id, len(events), codec.snapshot(state))])
         seats = {str(s): "bot:greedy" if s else "human" for s in range(4)}
         await redis.hset(keys.seats(game_id), mapping=seats)  # type: ignore[arg-type]
-        await store.record_final_hash(game_id, codec.state_hash(state))
+        await store.record_final_hash(game_id, codec.state_hash(state), len(events))
         ids.append(game_id)
     projector = ViewProjector(redis, keys)
     stop = asyncio.Event()

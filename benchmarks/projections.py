@@ -29,7 +29,7 @@ from scratch import postgres_schema  # beside this script
 from services.lobby.db import make_engine
 from services.scoring.service import ScoringService
 from shared.bus import Keys, connect, delete_namespace
-from shared.contracts import EncodedEvent, encode_event
+from shared.contracts import EncodedEvent, encode_event, new_id
 from shared.eventstore import Append, EventStore
 from shared.games import api
 
@@ -40,7 +40,7 @@ def _encode(
     at = datetime.now(UTC).isoformat()
     return [
         encode_event(
-            event_id=f"{game_id}:{version + i}",
+            event_id=new_id(),
             game_id=game_id,
             version=version + i,
             type=e.type,

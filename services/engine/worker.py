@@ -7,7 +7,9 @@ goes), which hands it the commands in order, in batches. It loads each game (cac
 or snapshot + later events), runs ``decide`` and appends the events with the expected
 version through the event store's atomic script, which also records the command as seen,
 answers the sender and acknowledges the entry. A command id already applied yields no new
-events; a stale version is a conflict, handled by reloading and deciding again. Entries
+events; a stale version is a conflict, handled by reloading and deciding again (and so is a
+command that appends nothing, decided on a cached state its log is behind: a failover took
+the log's tail back). Entries
 left pending by a dead engine are reclaimed; an entry that keeps crashing its handler ends
 in the dead-letter stream (``shared.bus.GroupConsumer``).
 """
@@ -49,6 +51,7 @@ from shared.contracts import (
     Seats,
     dump_json,
     encode_event,
+    new_id,
 )
 from shared.eventstore import Append, Archive, EventStore, GameCodec
 from shared.games import api
@@ -98,13 +101,16 @@ class CachedGame:
 
 @dataclass
 class Finish:
-    """A command that appends nothing: rejected, or a duplicate of an applied one."""
+    """A command that appends nothing: rejected, or a duplicate of an applied one. Decided
+    on the game's cached state at ``version`` (None: no game was read), it is recorded only
+    if the log is not behind that version: a log a failover took back is reloaded first."""
 
     partition: int
     entry_id: str
     game_id: str | None
     result: CommandResult | None
     rejection: Rejection | None = None
+    version: int | None = None
 
 
 @lru_cache(maxsize=65536)
@@ -390,25 +396,25 @@ class Engine:
                 failed.setdefault(game_id, i)
                 self.games.pop(game_id, None)
 
-        finishes: list[Finish] = []
-        retry: list[Delivery] = []
+        finishes: list[tuple[int, Delivery, Finish]] = []
+        retry: list[tuple[int, Delivery]] = []
         accepted: list[Append] = []
         for i, (d, game_id, o) in enumerate(outcomes):
             if game_id in failed and i >= failed[game_id]:
-                retry.append(d)  # decided on a stale state: decide again after reloading
+                retry.append((i, d))  # decided on a stale state: decide again after reloading
             elif isinstance(o, Finish):
-                finishes.append(o)
+                finishes.append((i, d, o))
             elif isinstance(o, Append):
                 accepted.append(o)
         self.stats["accepted"] += len(accepted)
         metrics.count_commands("accepted", n=len(accepted))
         self._count_by_game(accepted)
-        await self._finish(finishes)
+        retry += await self._finish(finishes)
         await self._snapshots(appends, results)
         if retry:
             self.stats["conflicts"] += len(retry)
             if attempt < 3:
-                await self.handle(retry, attempt + 1)
+                await self.handle([d for _, d in sorted(retry, key=lambda r: r[0])], attempt + 1)
             else:
                 log.warning("giving up on a batch for now", entries=len(retry))
 
@@ -445,10 +451,12 @@ class Engine:
         self, d: Delivery, env: CommandEnvelope
     ) -> tuple[str | None, Append | Finish]:
         p = self._streams[d.stream]
+        version: int | None = None
         try:
             if self.keys.partition(env.game_id) != p:
                 raise Reject("wrong_partition", f"game {env.game_id} is not in partition {p}")
             cached = await self._game(env.game_id)
+            version = cached.version
             seen = cached.seen.get(env.command_id)
             if seen is not None:
                 self.stats["duplicates"] += 1
@@ -458,7 +466,7 @@ class Engine:
                     status="duplicate",
                     version=seen,
                 )
-                return env.game_id, Finish(p, d.id, env.game_id, result)
+                return env.game_id, Finish(p, d.id, env.game_id, result, version=version)
             try:
                 events = self._events(env, cached)
             except Reject:
@@ -467,12 +475,15 @@ class Engine:
                 self.games.pop(env.game_id, None)  # its cached state may be half-changed
                 raise
         except Reject as r:
-            return env.game_id, self._rejected(p, d.id, env, r.code, r.reason)
+            return env.game_id, self._rejected(p, d.id, env, r.code, r.reason, version)
         # The engine made these events itself: encode them without building models (hot path).
+        # Each gets an id of its own, never one made of game and version: after a failover
+        # took a log's tail back, the events written again at those versions must differ
+        # from the lost ones to readers, who tell a log that went back by the ids.
         recorded_at = datetime.now(UTC).isoformat()
         encoded = [
             encode_event(
-                event_id=f"{env.game_id}:{cached.version + i}",
+                event_id=new_id(),
                 game_id=env.game_id,
                 version=cached.version + i,
                 type=e.type,
@@ -557,7 +568,13 @@ class Engine:
         return {g: Seats.from_hash(raw).deadline_s for g, raw in zip(game_ids, found, strict=True)}
 
     def _rejected(
-        self, p: int, entry_id: str, env: CommandEnvelope, code: str, reason: str
+        self,
+        p: int,
+        entry_id: str,
+        env: CommandEnvelope,
+        code: str,
+        reason: str,
+        version: int | None = None,
     ) -> Finish:
         self.stats["rejected"] += 1
         self.stats[f"rejected:{code}"] += 1
@@ -572,7 +589,7 @@ class Engine:
         rejection = Rejection(
             command_id=env.command_id, game_id=env.game_id, seat=env.seat, code=code, reason=reason
         )
-        return Finish(p, entry_id, env.game_id, result, rejection)
+        return Finish(p, entry_id, env.game_id, result, rejection, version)
 
     def _malformed(self, p: int, entry_id: str, raw: bytes, error: ValidationError) -> Finish:
         """A command that is not a valid envelope: answer its sender if it can be named."""
@@ -626,14 +643,25 @@ class Engine:
             if game.is_over(self.games[game_id].state):
                 metrics.GAMES_ENDED.labels(game.name).inc()
 
-    async def _finish(self, finishes: Sequence[Finish]) -> None:
-        for f in finishes:
+    async def _finish(
+        self, finishes: Sequence[tuple[int, Delivery, Finish]]
+    ) -> list[tuple[int, Delivery]]:
+        """Record each outcome; return those decided on a cached game whose log is behind
+        it (a failover took its tail back): the game is dropped, to reload and decide again."""
+        stale: list[tuple[int, Delivery]] = []
+        for i, d, f in finishes:
             rejection = f.rejection.model_dump_json() if f.rejection else None
-            await self.store.finish(f.game_id, f.partition, f.result, f.entry_id, rejection)
+            args = (f.game_id, f.partition, f.result, f.entry_id, rejection, f.version)
+            if not await self.store.finish(*args):
+                log.warning("the log went back under a cached game", game=f.game_id)
+                self.games.pop(f.game_id or "", None)
+                stale.append((i, d))
+                continue
             if f.rejection is not None:
                 metrics.count_commands("rejected", f.rejection.code)
             else:
                 metrics.count_commands("duplicate")
+        return stale
 
     def _attach_decisions(self, appends: Sequence[Append]) -> None:
         """Decision requests for the final state of every game the batch touched."""
@@ -668,7 +696,7 @@ class Engine:
             snapshots.append((game_id, cached.version, self.codec.snapshot(cached.state)))
             if self._newly_over(game_id):
                 state_hash = cached.game.state_hash(cached.state)
-                await self.store.record_final_hash(game_id, state_hash)
+                await self.store.record_final_hash(game_id, state_hash, cached.version)
                 cached.final_recorded = True
         if snapshots:
             await self.store.save_snapshots(snapshots)

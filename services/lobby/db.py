@@ -6,8 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, Index, inspect, make_url, text
-from sqlalchemy.schema import CreateColumn
+from sqlalchemy import Engine, Index, make_url, text
 from sqlmodel import Field, SQLModel, create_engine
 
 from shared.games.api import DEFAULT_GAME
@@ -73,23 +72,8 @@ def make_engine(url: str, **options: Any) -> Engine:
         if database and database != ":memory:":  # a fresh data folder: make it
             Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, **options)
-    create_schema(engine)
-    _add_new_columns(engine)
+    create_schema(engine)  # an older database's tables gain their new columns too
     return engine
-
-
-def _add_new_columns(engine: Engine) -> None:
-    """Add the columns a database made by an older Caravel lacks (a lobby table's game),
-    with their server default: an existing data folder keeps working, its rows taken to be
-    of the default game as old logs are."""
-    inspector = inspect(engine)
-    with engine.begin() as connection:
-        for table in SQLModel.metadata.sorted_tables:
-            present = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name not in present and column.server_default is not None:
-                    ddl = CreateColumn(column).compile(dialect=engine.dialect)
-                    connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {ddl}"))
 
 
 class LobbyTicket(SQLModel, table=True):

@@ -188,12 +188,18 @@ async def _legal(lobby: Lobby, game_id: str, seat: int, after: int | None) -> Le
 
 @router.websocket("/games/{game_id}/ws")
 async def events(
-    websocket: WebSocket, game_id: str, after: str = "0", token: str | None = None
+    websocket: WebSocket,
+    game_id: str,
+    after: str = "0",
+    token: str | None = None,
+    event: str | None = None,
 ) -> None:
     """The events your seat may see (with ?token=; public ones without), from version
-    ``after`` + 1 on, then live. Reconnect with the last version you got: nothing is
-    missed and nothing comes twice. Closes after the game's last event; a refusal closes
-    with a code and a reason (see the README)."""
+    ``after`` + 1 on, then live. Reconnect with the last version you got, and that event's
+    id as ``event``: nothing is missed and nothing comes twice, and a log that went back
+    under it (a failover) closes the socket with 1012 for you to read the game again.
+    Closes after the game's last event; a refusal closes with a code and a reason (see the
+    README)."""
     lobby: Lobby = websocket.app.state.lobby
     limits: Limits = websocket.app.state.limits
     client = client_of(websocket.scope)
@@ -201,7 +207,7 @@ async def events(
         with limits.socket_slot(client):  # held before the client sees the socket open
             await websocket.accept()
             await limits.take("sockets", client)
-            start = await _start(lobby, game_id, token, after)
+            start = await _start(lobby, game_id, token, after, event)
             if not start.over:
                 streaming = stream_events(
                     lobby, game_id, start.seat, start.after, websocket.send_text
@@ -250,10 +256,13 @@ class _Start(NamedTuple):
     over: bool  # the game is over and ``after`` is at or past its end
 
 
-async def _start(lobby: Lobby, game_id: str, token: str | None, after: str) -> _Start:
+async def _start(
+    lobby: Lobby, game_id: str, token: str | None, after: str, event: str | None = None
+) -> _Start:
     """Where a socket starts: its seat, the version it follows from, and whether there is
     anything left to send; :class:`Refused` for a bad token (4401), a bad ``after``
-    (4400) or a game that does not exist (4404)."""
+    (4400) or a game that does not exist (4404); :class:`LogWentBack` if the log has no
+    event ``event`` at ``after`` (the client's last event was lost to a failover)."""
     seat = None
     if token:
         try:
@@ -269,10 +278,19 @@ async def _start(lobby: Lobby, game_id: str, token: str | None, after: str) -> _
         raise Refused(4404, "unknown_game", f"there is no game {game_id} (yet)")
     last = newest.version if newest else 0
     version = int(after)
+    if event and version:
+        await _check_resume(lobby, game_id, version, event)
     if version > last:
         raise Refused(4400, "bad_after", f"after is past the game's version {last}")
     over = newest is not None and newest.type == api.GAME_ENDED and version >= last
     return _Start(seat, version, over)
+
+
+async def _check_resume(lobby: Lobby, game_id: str, version: int, event_id: str) -> None:
+    """Raise :class:`LogWentBack` unless the log's event at ``version`` is ``event_id``."""
+    found = (await lobby.store.read_many({game_id: (version - 1, version)}))[game_id]
+    if not found or found[0].event_id != event_id:
+        raise LogWentBack(f"the log has no event {event_id} at version {version}")
 
 
 async def _view(

@@ -10,9 +10,13 @@ it is newer than the stored one, so several projectors, redeliveries and any ord
 notifications all leave the newest view. Reads never replay a log.
 
 A log that went back (a failover lost its acknowledged tail, and other events were written
-at the same versions) is noticed when the projector catches a game up: the event it applied
-last is no longer in the log. It then loads the game again from the log and replaces its
-view, older version or not, instead of diverging from the log for good.
+at the same versions) is noticed twice. A projector catching up a game it holds finds the
+event it applied last no longer in the log, and loads the game again from the log. And the
+script writing a view keeps, with its version, the id of the event at that version: a view
+no newer than the stored one replaces it when the log has no event, or another event, at the
+stored version. So a game loaded afresh (a projector started again, a game out of its
+cache) replaces a view of a lost log too, and a view of the log as it is now is never
+replaced by an older one.
 """
 
 from __future__ import annotations
@@ -42,12 +46,19 @@ CACHE_GAMES = 20_000
 BATCH = 500
 
 _WRITE = """
--- KEYS: 1 view hash, 2 view updates. ARGV: 1 version, 2 game id, 3 '1' to replace a view
--- of a log that went back (whatever its version), then field/value pairs.
+-- KEYS: 1 view hash, 2 view updates, 3 the game's log. ARGV: 1 version, 2 game id, 3 the id
+-- of the event at that version ('' unknown), then field/value pairs. A view no newer than
+-- the stored one is written only if the log went back under the stored one.
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if ARGV[3] ~= '1' and tonumber(ARGV[1]) <= current then return 0 end
+if tonumber(ARGV[1]) <= current then
+  local held = redis.call('HGET', KEYS[1], 'event') or ''
+  if tonumber(ARGV[1]) == current and held ~= '' and held == ARGV[3] then return 0 end -- same
+  local entry = redis.call('XRANGE', KEYS[3], current .. '-0', current .. '-0')[1]
+  -- the entry's first field is 'e', the public event (the event store's append script)
+  if entry and (held == '' or cjson.decode(entry[2][2])['event_id'] == held) then return 0 end
+end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'version', ARGV[1], unpack(ARGV, 4))
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'event', ARGV[3], unpack(ARGV, 4))
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000, '*', 'g', ARGV[2], 'v', ARGV[1])
 return 1
 """
@@ -123,11 +134,11 @@ class ViewProjector:
         missing = [g for g in game_ids if g not in self.games]
         behind = [g for g in game_ids if g in self.games]
         await self._load(missing)
-        rebuilt = await self._catch_up(behind)
+        await self._catch_up(behind)
         async with Batch(self.redis) as batch:
             for game_id in game_ids:
                 if game_id in self.games:
-                    self._store_view(batch, game_id, replace=game_id in rebuilt)
+                    self._store_view(batch, game_id)
             await batch.execute()
         while len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)
@@ -142,9 +153,9 @@ class ViewProjector:
                         loaded.state, loaded.version, loaded.event_id
                     )
 
-    async def _catch_up(self, game_ids: Sequence[str]) -> set[str]:
+    async def _catch_up(self, game_ids: Sequence[str]) -> None:
         """Apply the events cached games lack, read in one round trip from the event each
-        holds; the games whose log went back are loaded again (returned)."""
+        holds; the games whose log went back are loaded again."""
         held = {g: Held(self.games[g].version, self.games[g].event_id) for g in game_ids}
         logs = await self.store.read_many({g: h.range() for g, h in held.items()})
         rebuilt = {g for g in game_ids if held[g].rolled_back(logs[g])}
@@ -160,18 +171,19 @@ class ViewProjector:
                 elif event.version == projected.version + 1:
                     self.codec.apply(projected.state, event)
                     projected.version, projected.event_id = event.version, event.event_id
-        return rebuilt
 
-    def _store_view(self, batch: Batch, game_id: str, replace: bool = False) -> None:
+    def _store_view(self, batch: Batch, game_id: str) -> None:
         projected = self.games[game_id]
         state, game = projected.state, api.of(projected.state)
         public = game.view(state, None)
         fields: list[Any] = ["public", _json(public)]
         for seat in range(projected.seats):
             fields += [f"seat:{seat}", _json(seat_part(public, game.view(state, seat)))]
-        args = [projected.version, game_id, "1" if replace else "", *fields]
+        args = [projected.version, game_id, projected.event_id or "", *fields]
         updates = self.keys.view_updates(self.keys.partition(game_id))
-        batch.call(SCRIPTS["write"], [self.keys.view(game_id), updates], args)
+        batch.call(
+            SCRIPTS["write"], [self.keys.view(game_id), updates, self.keys.log(game_id)], args
+        )
 
 
 def _json(document: dict[str, Any]) -> bytes:

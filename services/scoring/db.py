@@ -37,6 +37,9 @@ class ScoredGame(SQLModel, table=True):
     game_id: str = Field(primary_key=True, max_length=64)
     game: str = Field(max_length=64, index=True)  # the registry's name of what is played
     version: int  # the last event applied: later notifications at or below it are no-ops
+    # That event's id: a log that went back (a failover) has another event, or none, at
+    # ``version``. None: a row written before Caravel kept it (the version alone is checked).
+    event_id: str | None = Field(default=None, max_length=100)  # older logs: "<game>:<v>"
     status: str = Field(max_length=16, index=True)  # running, finished
     ruleset: str = Field(max_length=64)
     options: str  # JSON, keys sorted

@@ -21,13 +21,13 @@ agree row for row.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from openskill.models import PlackettLuce
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, delete, func, select
 
 from shared.contracts import EventEnvelope, Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
@@ -54,9 +54,12 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
+KEY_TIME = "%Y-%m-%dT%H:%M:%S.%f"  # a finish key's time, UTC
+
+
 def finish_key(finished_at: datetime, game_id: str) -> str:
     """Sorts like (finish time, game id): the order in which games are rated."""
-    return f"{_utc(finished_at).strftime('%Y-%m-%dT%H:%M:%S.%f')}|{game_id}"
+    return f"{_utc(finished_at).strftime(KEY_TIME)}|{game_id}"
 
 
 @dataclass(frozen=True)
@@ -237,6 +240,7 @@ def snapshot_rows(p: GameProgress, rows: Rows) -> None:
         "game_id": p.game_id,
         "game": p.game.name,
         "version": p.version,
+        "event_id": p.event_id,
         "status": "finished" if finished else "running",
         "ruleset": p.ruleset,
         "options": json.dumps(p.options, sort_keys=True),
@@ -281,19 +285,44 @@ def write(conn: Connection, rows: Rows) -> None:
 # --- ratings ------------------------------------------------------------------------------
 
 
-def rate(conn: Connection, games: Sequence[FinishedGame]) -> None:
-    """Rate newly finished games, each game's players on their ratings at that game."""
-    for name in sorted({g.game for g in games}):
-        _rate_game(conn, name, [g for g in games if g.game == name])
+def rate(conn: Connection, games: Sequence[FinishedGame], withdrawn: Collection[str] = ()) -> None:
+    """Rate newly finished games, each game's players on their ratings at that game.
+    ``withdrawn``: games projected again from a log that went back, whose end (if rated)
+    the log no longer has: their rating changes are undone, as if they never finished."""
+    undone = _rated(conn, withdrawn)
+    for name in sorted({g.game for g in games} | undone.keys()):
+        mine = [g for g in games if g.game == name]
+        _rate_game(conn, name, mine, undone.get(name, []), set(withdrawn))
 
 
-def _rate_game(conn: Connection, name: str, games: Sequence[FinishedGame]) -> None:
-    """Rate newly finished games of the game ``name`` in finish order, first rewinding any
-    game rated already that finished after the earliest of them (it is rated again after
-    them)."""
+def _rated(conn: Connection, game_ids: Collection[str]) -> dict[str, list[str]]:
+    """The finish keys of those of ``game_ids`` that were rated, by game name."""
+    if not game_ids:
+        return {}
     history = table_of(RatingChange)
-    first = min(g.key for g in games)
-    later_games = (history.c.game == name) & (history.c.finish_key > first)
+    query = select(history.c.game, history.c.finish_key).where(
+        history.c.game_id.in_(sorted(game_ids))
+    )
+    out: dict[str, list[str]] = {}
+    for name, key in conn.execute(query.distinct()):
+        out.setdefault(name, []).append(key)
+    return out
+
+
+def _rate_game(
+    conn: Connection,
+    name: str,
+    games: Sequence[FinishedGame],
+    undone: Sequence[str],
+    withdrawn: set[str],
+) -> None:
+    """Rate newly finished games of the game ``name`` in finish order, first rewinding every
+    game rated already that finished at or after the earliest of them or of the ``undone``
+    finish keys (of ``withdrawn`` games): those are rated again after them, the withdrawn
+    ones not (unless they are among ``games``, finished again)."""
+    history = table_of(RatingChange)
+    first = min([g.key for g in games] + list(undone))
+    later_games = (history.c.game == name) & (history.c.finish_key >= first)
     later = conn.execute(select(history).where(later_games).order_by(history.c.finish_key)).all()
     ratings = _load_ratings(
         conn, name, {p for g in games for p, _ in g.places} | {r.player for r in later}
@@ -303,18 +332,49 @@ def _rate_game(conn: Connection, name: str, games: Sequence[FinishedGame]) -> No
         current = ratings[change.player]
         if change.player not in restored:
             current["mu"], current["sigma"] = change.mu_before, change.sigma_before
+            current["ordinal"] = change.mu_before - 3 * change.sigma_before
             restored.add(change.player)
         current["games"] -= 1
         current["wins"] -= int(change.won)
-    replay = {c.game_id for c in later}
+    replay = {c.game_id for c in later} - {g.game_id for g in games} - withdrawn
     if later:
         conn.execute(delete(history).where(later_games))
-    again = _finished_games(conn, sorted(replay - {g.game_id for g in games}))
     changes: list[dict[str, Any]] = []
-    for finished in sorted([*games, *again], key=lambda g: g.key):
+    for finished in sorted([*games, *_finished_games(conn, sorted(replay))], key=lambda g: g.key):
         changes += _rate_one(ratings, finished)
     upsert(conn, history, changes)
-    upsert(conn, table_of(Rating), [r for r in ratings.values() if r["games"]])
+    if gone := withdrawn - {g.game_id for g in games}:  # not finished again
+        _last_games(conn, name, first, [r for r in ratings.values() if r["last_game"] in gone])
+    _store_ratings(conn, name, ratings)
+
+
+def _last_games(conn: Connection, name: str, before: str, ratings: list[dict[str, Any]]) -> None:
+    """Point ratings whose last game was withdrawn at their newest game still rated (all
+    rated after ``before`` were rated again), as a rebuild would have them."""
+    if not ratings:
+        return
+    history = table_of(RatingChange)
+    query = (
+        select(history.c.player, func.max(history.c.finish_key))
+        .where(history.c.game == name, history.c.finish_key < before)
+        .where(history.c.player.in_(sorted(r["player"] for r in ratings)))
+        .group_by(history.c.player)
+    )
+    newest: dict[str, str] = {player: key for player, key in conn.execute(query)}
+    for rating in ratings:
+        if key := newest.get(rating["player"]):
+            moment, _, rating["last_game"] = key.partition("|")
+            rating["updated_at"] = datetime.strptime(moment, KEY_TIME).replace(tzinfo=UTC)
+
+
+def _store_ratings(conn: Connection, name: str, ratings: dict[str, dict[str, Any]]) -> None:
+    """Write the ratings of players with games; delete those left with none (their only
+    rated games were withdrawn)."""
+    table = table_of(Rating)
+    upsert(conn, table, [r for r in ratings.values() if r["games"]])
+    unrated = sorted(p for p, r in ratings.items() if not r["games"])
+    if unrated:
+        conn.execute(delete(table).where(table.c.game == name, table.c.player.in_(unrated)))
 
 
 def _rate_one(ratings: dict[str, dict[str, Any]], game: FinishedGame) -> list[dict[str, Any]]:

@@ -10,7 +10,9 @@ instead of counting anything twice; a failed batch sets its stream back to its c
 too. Batches are scored one at a time (ratings span partitions). Each entry only says
 "this game reached version v": the service applies that
 game's events from its full log (hidden parts included, it is trusted) up to v, skipping
-versions the game's row says are applied already.
+versions the game's row says are applied already. The row (and the game held in memory)
+names the event at that version: a log that went back under it (a Redis failover lost its
+tail) no longer has that event there, and the game is scored again from the log.
 
 :meth:`ScoringService.rebuild` drops the tables and replays every game of the registry from
 its log through the same code, then rates the finished games in finish order.
@@ -50,6 +52,7 @@ log = structlog.get_logger("caravel.scoring")
 
 CACHE_GAMES = 20_000
 REBUILD_CHUNK = 10
+NONE = Held(0, None)  # a game of which SQL holds nothing
 # Scoring reads without a consumer group; it marks its SQL checkpoints as this group's
 # position so that trimming keeps what it has not read (shared.bus.retention).
 MARK_GROUP = "scoring"
@@ -189,28 +192,30 @@ class ScoringService:
         with self.db.begin() as conn:
             advance_checkpoints(conn, moves)
             write(conn, rows)
-            rate(conn, rows.finished)
+            rate(conn, rows.finished, rows.rebuilt)
 
-    def _applied(self, game_ids: Sequence[str]) -> dict[str, int]:
-        """The version applied so far of each game (absent: none)."""
+    def _applied(self, game_ids: Sequence[str]) -> dict[str, Held]:
+        """What SQL holds of each game: the version applied so far and its event (absent:
+        none)."""
         table = table_of(ScoredGame)
+        query = select(table.c.game_id, table.c.version, table.c.event_id).where(
+            table.c.game_id.in_(game_ids)
+        )
         with self.db.connect() as conn:
-            query = select(table.c.game_id, table.c.version).where(table.c.game_id.in_(game_ids))
-            return {game_id: version for game_id, version in conn.execute(query)}
+            return {game_id: Held(v, event_id) for game_id, v, event_id in conn.execute(query)}
 
     async def _project(self, targets: Mapping[str, int]) -> Rows:
-        """Bring each game's rows up to its target version. A cached game is read from the
-        event it holds, to check the log still has it: if the log went back (a failover),
-        the game's rows are projected again from the log as it is now."""
-        missing = [g for g in targets if g not in self.games]
-        applied = await asyncio.to_thread(self._applied, missing) if missing else {}
-        todo = [g for g in sorted(targets) if targets[g] > applied.get(g, 0)]
-        cached = [g for g in todo if g in self.games]
-        held = {g: Held(self.games[g].version, self.games[g].event_id) for g in cached}
-        ranges = {g: held[g].range(targets[g]) if g in held else (0, targets[g]) for g in todo}
-        logs, seats = await self._read([g for g in todo if g not in self.games], ranges)
+        """Bring each game's rows up to its target version. Each game is read from the event
+        it holds (in memory, or in SQL for a game not cached), to check the log still has
+        it: if the log went back (a failover), the game's rows are projected again from the
+        log as it is now, even when the log is no longer past what the rows hold."""
+        held = await self._held(targets)
+        logs, seats = await self._read(
+            [g for g in targets if g not in self.games and targets[g] > held[g].version],
+            {g: self._range(g, targets[g], held[g]) for g in targets},
+        )
         rows = Rows()
-        rows.rebuilt = {g for g, h in held.items() if h.rolled_back(logs[g])}
+        rows.rebuilt = {g for g, h in held.items() if h.rolled_back(_from(logs[g], h.version))}
         if rows.rebuilt:
             log.warning("log went back; scoring the games again", games=sorted(rows.rebuilt))
             self._forget(rows.rebuilt)
@@ -219,11 +224,32 @@ class ScoringService:
             )
             logs.update(again)
             seats.update(again_seats)
-        for game_id in todo:
+        applied = {g: 0 if g in rows.rebuilt else h.version for g, h in held.items()}
+        for game_id in sorted(targets):
+            if targets[game_id] <= applied[game_id]:
+                continue  # applied already (a notification read again)
             progress = self.games.get(game_id) or self._begin(game_id, logs[game_id], seats)
             if progress is not None:
-                self._apply(progress, logs[game_id], applied.get(game_id, 0), rows)
+                self._apply(progress, logs[game_id], applied[game_id], rows)
         return rows
+
+    async def _held(self, targets: Mapping[str, int]) -> dict[str, Held]:
+        """What is held of each game: its progress in memory, else its row in SQL (none:
+        version 0)."""
+        missing = [g for g in targets if g not in self.games]
+        in_sql = await asyncio.to_thread(self._applied, missing) if missing else {}
+        return {
+            g: Held(p.version, p.event_id) if (p := self.games.get(g)) else in_sql.get(g, NONE)
+            for g in targets
+        }
+
+    def _range(self, game_id: str, target: int, held: Held) -> tuple[int, int | None]:
+        """What to read of a game's log: from the event held (to check it) up to the
+        target; for a game not in memory with events to apply, from its start (it is
+        replayed up to the event held, which is checked on the way)."""
+        if game_id not in self.games and target > held.version:
+            return (0, target)
+        return held.range(target)
 
     async def _read(
         self, new: Sequence[str], ranges: Mapping[str, tuple[int, int | None]]
@@ -318,6 +344,11 @@ class ScoringService:
     def _rate(self, finished: Sequence[FinishedGame]) -> None:
         with self.db.begin() as conn:
             rate(conn, finished)
+
+
+def _from(events: Sequence[EventEnvelope], version: int) -> list[EventEnvelope]:
+    """The events from ``version`` on: what :meth:`Held.rolled_back` checks."""
+    return [e for e in events if e.version >= version]
 
 
 def _id(entry_id: str) -> tuple[int, int]:

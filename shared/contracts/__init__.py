@@ -19,6 +19,7 @@ from .envelopes import (
     dump_json,
     encode_event,
     load_event,
+    new_id,
     read_event,
     register_upcaster,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "dump_json",
     "encode_event",
     "load_event",
+    "new_id",
     "read_event",
     "register_upcaster",
 ]

@@ -94,8 +94,15 @@ return {'ok', tostring(version)}
 
 _FINISH = """
 -- A command that appends nothing (rejected, duplicate): store the result, record a
--- rejection, acknowledge. KEYS: 1 result, 2 command stream, 3 rejections
--- ARGV: 1 result json ('' none), 2 ttl, 3 group, 4 entry id ('' none), 5 rejection json ('' none)
+-- rejection, acknowledge; nothing if the game's log is behind the version the outcome was
+-- decided at (a failover took its tail back: 0, the engine reloads the game). An archived
+-- game's log is in SQL, not here: not checked.
+-- KEYS: 1 result, 2 command stream, 3 rejections, 4 meta, 5 partition archived games
+-- ARGV: 1 result json ('' none), 2 ttl, 3 group, 4 entry id ('' none), 5 rejection json ('' none),
+--       6 the version decided at ('' none), 7 game id
+if ARGV[6] ~= '' and redis.call('SISMEMBER', KEYS[5], ARGV[7]) == 0 then
+  if tonumber(redis.call('HGET', KEYS[4], 'version') or '0') < tonumber(ARGV[6]) then return 0 end
+end
 if ARGV[1] ~= '' then
   redis.call('RPUSH', KEYS[1], ARGV[1])
   redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
@@ -108,8 +115,13 @@ return 1
 _FINISHED = """
 -- A game is over: its final hash ('' keeps the one recorded), when it finished (Redis time,
 -- ms) and the partition event stream's last entry then, at or after the game's last one.
--- The first time and entry recorded stay. KEYS: 1 meta, 2 finished, 3 partition events
--- ARGV: 1 game id, 2 final hash
+-- The first time and entry recorded stay. Nothing is recorded if the log has not reached
+-- the version of the end (a failover took it back after the engine saw it: the game goes
+-- on). KEYS: 1 meta, 2 finished, 3 partition events. ARGV: 1 game id, 2 final hash, 3 the
+-- version of the end (0: not checked)
+if tonumber(redis.call('HGET', KEYS[1], 'version') or '0') < tonumber(ARGV[3]) then
+  return 0
+end
 local now = redis.call('TIME')
 local ms = string.format('%d', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
 local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
@@ -139,8 +151,28 @@ return 1
 """
 
 
+_SNAPSHOT = """
+-- Store a snapshot at version ARGV[1] only if the log has reached it. The engine snapshots
+-- after an append; if a failover took the append back meanwhile, the snapshot would reach
+-- the new master and be loaded in place of its log (a state the log no longer has).
+-- KEYS: 1 snapshot, 2 meta. ARGV: 1 version, 2 state json
+if tonumber(redis.call('HGET', KEYS[2], 'version') or '0') < tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 's', ARGV[2])
+return 1
+"""
+
+
 SCRIPTS = Library(
-    "eventstore", {"append": _APPEND, "finish": _FINISH, "finished": _FINISHED, "forget": _FORGET}
+    "eventstore",
+    {
+        "append": _APPEND,
+        "finish": _FINISH,
+        "finished": _FINISHED,
+        "forget": _FORGET,
+        "snapshot": _SNAPSHOT,
+    },
 )
 
 
@@ -361,48 +393,60 @@ class EventStore:
         result: CommandResult | None,
         entry_id: str | None,
         rejection: str | None = None,
-    ) -> None:
-        """Record the outcome of a command that appended nothing, and acknowledge it."""
+        version: int | None = None,
+    ) -> bool:
+        """Record the outcome of a command that appended nothing, and acknowledge it; False
+        (nothing done) if the game's log is behind ``version``, the one it was decided at."""
         k = self.keys
         # Without a result to store, any key of the partition's slot stands in for it.
         result_key, result_json = k.rejections(partition), ""
         if result is not None and game_id is not None:
             result_key = k.result(game_id, result.command_id)
             result_json = result.model_dump_json()
-        keys = [result_key, k.commands(partition), k.rejections(partition)]
+        meta, decided_at = k.rejections(partition), ""  # a key of the slot: nothing checked
+        if version is not None and game_id is not None:  # a game of the partition was read
+            meta, decided_at = k.meta(game_id), str(version)
+        keys = [result_key, k.commands(partition), k.rejections(partition), meta]
+        keys.append(k.archived(partition))
         args: list[Any] = [
             result_json,
             RESULT_TTL_S,
             self.group,
             entry_id or "",
             rejection or "",
+            decided_at,
+            game_id or "",
         ]
-        await call(self.redis, SCRIPTS["finish"], keys, args)
+        return bool(await call(self.redis, SCRIPTS["finish"], keys, args))
 
     async def save_snapshots(self, snapshots: Sequence[tuple[str, int, dict[str, Any]]]) -> None:
-        """Store (game, version, state) snapshots in one round trip."""
-        async with self.redis.pipeline(transaction=False) as pipe:
+        """Store (game, version, state) snapshots in one round trip; each only if its game's
+        log has reached its version (see the script: a log that went back keeps none)."""
+        async with Batch(self.redis) as batch:
             for game_id, version, snapshot in snapshots:
                 data = dump_json(snapshot)
-                pipe.hset(self.keys.snapshot(game_id), mapping={"v": version, "s": data})
-            await pipe.execute()
+                keys = [self.keys.snapshot(game_id), self.keys.meta(game_id)]
+                batch.call(SCRIPTS["snapshot"], keys, [version, data])
+            await batch.execute()
 
-    async def record_final_hash(self, game_id: str, state_hash: str) -> None:
-        """The hash of a finished game's final state, to check replays against; the game
-        joins its partition's finished games, with when it finished (for archiving)."""
-        await self._record_finished(game_id, state_hash)
+    async def record_final_hash(self, game_id: str, state_hash: str, version: int) -> None:
+        """The hash of a finished game's final state at ``version``, to check replays
+        against; the game joins its partition's finished games, with when it finished (for
+        archiving). Nothing is recorded if the log has not reached ``version`` (it went
+        back: the game is not over)."""
+        await self._record_finished(game_id, state_hash, version)
 
     async def stamp_finished(self, game_ids: Sequence[str]) -> None:
         """Record when finished games finished, for those that have no such record (they
         finished before it was kept): archiving counts its grace period from now."""
         for game_id in game_ids:
-            await self._record_finished(game_id, "")
+            await self._record_finished(game_id, "", 0)
 
-    async def _record_finished(self, game_id: str, state_hash: str) -> None:
+    async def _record_finished(self, game_id: str, state_hash: str, version: int) -> None:
         k = self.keys
         p = k.partition(game_id)
         keys = [k.meta(game_id), k.finished(p), k.events(p)]
-        await call(self.redis, SCRIPTS["finished"], keys, [game_id, state_hash])
+        await call(self.redis, SCRIPTS["finished"], keys, [game_id, state_hash, version])
 
     async def forget(self, game_id: str, version: int, final_hash: str) -> bool:
         """Delete an archived game from Redis (its log, meta, seen ids, snapshot, seats and

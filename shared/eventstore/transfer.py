@@ -48,5 +48,5 @@ async def import_log(store: EventStore, events: Sequence[EventEnvelope]) -> int:
     if result.status != "ok":
         raise GameExists(game_id)
     if api.of(state).is_over(state):
-        await store.record_final_hash(game_id, codec.state_hash(state))
+        await store.record_final_hash(game_id, codec.state_hash(state), result.version)
     return result.version

@@ -8,7 +8,7 @@ from pathlib import Path
 from threading import Barrier
 
 import pytest
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 from sqlmodel import Session
 
 from services.lobby.db import LobbyTable, make_engine
@@ -89,3 +89,38 @@ def test_lobby_and_scoring_starting_together_on_a_fresh_database_both_get_their_
         engine.dispose()
     assert {"lobby_tables", "lobby_seats", "lobby_tickets"} <= tables
     assert {table.name for table in SCORING_TABLES} <= tables
+
+
+def test_a_scoring_table_of_an_older_caravel_gains_the_event_id_column(database_url: str) -> None:
+    """A scoring_games table from before rows named their last event: scoring processes
+    starting at once add the column once (under the schema lock), the rows stay and have no
+    event id (their version alone is checked against the log)."""
+    engine = create_engine(database_url)
+    racers = 4
+    start = Barrier(racers)
+
+    def scoring() -> None:
+        start.wait()
+        create_tables(engine)
+
+    try:
+        create_tables(engine)
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE scoring_games DROP COLUMN event_id"))
+            conn.execute(
+                text(
+                    "INSERT INTO scoring_games (game_id, game, version, status, ruleset, options,"
+                    " players, decisions, created_at) VALUES ('g-old', 'age_of_discovery', 7,"
+                    " 'running', 'standard', '{}', 3, 2, '2026-01-01 00:00:00')"
+                )
+            )
+        with ThreadPoolExecutor(racers) as pool:
+            for future in [pool.submit(scoring) for _ in range(racers)]:
+                future.result()  # raises what a racer raised
+        columns = [c["name"] for c in inspect(engine).get_columns("scoring_games")]
+        with engine.connect() as conn:
+            old = conn.execute(text("SELECT version, event_id FROM scoring_games")).one()
+    finally:
+        engine.dispose()
+    assert columns.count("event_id") == 1
+    assert tuple(old) == (7, None)

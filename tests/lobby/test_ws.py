@@ -135,7 +135,7 @@ async def test_a_bad_after_an_unknown_game_and_a_finished_game_close_with_a_reas
 ) -> None:
     """``after`` of -5, 1e23, abc or past the game's version: 4400 bad_after; an unknown
     game: 4404; a finished game followed from its end: closed at once, normally, saying
-    the game is over."""
+    the game is over; resumed from an event the log does not have there: 1012."""
     async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
         body = {"seats": 2, "bots": {"1": "greedy"}, "deadline_s": 0.02}
         table = (await client.post("/tables", json=body)).json()
@@ -147,7 +147,8 @@ async def test_a_bad_after_an_unknown_game_and_a_finished_game_close_with_a_reas
         unknown = await _refusal(f"{base}/no-such-game/ws")
         whole = await _receive(url)  # to the end of the game
         end = whole[-1]["version"]
-        at_end = await _refusal(f"{url}?after={end}")
+        at_end = await _refusal(f"{url}?after={end}&event={whole[-1]['event_id']}")
+        went_back = await _refusal(f"{url}?after={end}&event=an-event-the-log-lost")
         past_end = await _refusal(f"{url}?after={end + 1}")
     assert [code for code, _ in bad] == [4400] * 4
     assert all(reason.startswith("bad_after: ") for _, reason in bad)
@@ -155,6 +156,7 @@ async def test_a_bad_after_an_unknown_game_and_a_finished_game_close_with_a_reas
     assert unknown[0] == 4404 and unknown[1].startswith("unknown_game")
     assert whole[-1]["type"] == "game_ended"
     assert at_end == (1000, "game_over")
+    assert went_back == (1012, "log_went_back: read the game again")
     assert past_end[0] == 4400
 
 

@@ -292,6 +292,11 @@ async function followGame(table, seatInfo) {
     onDecision: (decision) => { clock.start(decision.deadline); refresh(); },
     onState: (state) => { $("connection").textContent = state; probe.connection = state; },
     onEnd: () => { refresh(); showResult(id); },
+    onRestart: () => { // the log went back: forget what it no longer has
+      if (view) view = { ...view, version: 0, legal_commands: [] }; // any view replaces it
+      played = 0; unlogged.length = 0;
+      clear($("log"));
+    },
   });
   probe.stream = stream;
   document.addEventListener("keydown", (e) => {

@@ -1,11 +1,14 @@
 // A game's live stream over the WebSocket, resumed after a dropped connection from the last
 // version received: the server sends every version after it once, so nothing is missed and
-// nothing comes twice (and versions already seen are skipped all the same).
+// nothing comes twice (and versions already seen are skipped all the same). The resume names
+// that version's event too: if a failover took it back (the log went back, 1012
+// log_went_back), the stream follows the game again from its start, after onRestart.
 
 export class GameStream {
-  constructor(gameId, { token, onEvent, onDecision, onState, onEnd }) {
-    Object.assign(this, { gameId, token, onEvent, onDecision, onState, onEnd });
+  constructor(gameId, { token, onEvent, onDecision, onState, onEnd, onRestart }) {
+    Object.assign(this, { gameId, token, onEvent, onDecision, onState, onEnd, onRestart });
     this.version = 0;
+    this.eventId = null; // the id of the event at `version`
     this.reconnects = 0;
     this.received = []; // every event version as it arrived, repeats included (tests look)
     this.closed = false;
@@ -15,6 +18,7 @@ export class GameStream {
   open() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const query = new URLSearchParams({ after: String(this.version) });
+    if (this.eventId) query.set("event", this.eventId);
     if (this.token) query.set("token", this.token);
     const socket = new WebSocket(`${scheme}://${location.host}/games/${encodeURIComponent(this.gameId)}/ws?${query}`);
     this.socket = socket;
@@ -29,6 +33,7 @@ export class GameStream {
     this.received.push(item.version);
     if (item.version <= this.version) return; // already seen (never expected)
     this.version = item.version;
+    this.eventId = item.event_id;
     this.onEvent?.(item);
   }
 
@@ -44,6 +49,11 @@ export class GameStream {
       this.closed = true; // refused: a bad token or no such game; retrying would not help
       this.onState?.(`closed: ${close.reason}`);
       return;
+    }
+    if (close.code === 1012 && close.reason.startsWith("log_went_back")) {
+      this.version = 0; // what was received is no longer the game's: all of it again
+      this.eventId = null;
+      this.onRestart?.();
     }
     this.reconnects += 1;
     this.onState?.("reconnecting");
