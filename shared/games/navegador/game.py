@@ -13,13 +13,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from ..api import Command, Decision, Event, Fact, Observation, Policy, SeatResult
+from ..api import Command, Decision, Event, Fact, Observation, Policy, SeatResult, StatePolicy
 from ..ruleset_files import CARRIED, file_text
 from . import engine, views
 from .commands import COMMAND_TYPES, command_from_dict
 from .evolve import apply as apply_event
 from .evolve import evolve as evolve_state
-from .greedy import greedy_values
+from .greedy import greedy_values, state_values
 from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset, loads_ruleset
 from .sampling import Sampler
 from .scoring import BREAKDOWN, score
@@ -163,6 +163,10 @@ class Navegador:
 
     def policy(self) -> Policy:
         return greedy_values
+
+    def state_policy(self) -> StatePolicy:
+        """The same policy read off a whole state (:func:`~shared.games.api.state_policy`)."""
+        return state_values
 
     def facts(self, state: State, event: Event) -> list[Fact]:
         """Explorations (with their bonus), colonies by good (with their price), buildings
