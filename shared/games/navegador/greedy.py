@@ -153,9 +153,10 @@ class _Seen:
     phase: int
     reach: int
     market: dict[str, dict[str, Any]]
-    buildings: list[dict[str, Any]]
     gallery: dict[str, int]
     stage: str
+    _buildings: list[dict[str, Any]] | None
+    _state: State | None  # the state read, for what is read late
     explored_now: bool  # this Sailing action has explored
     sailed: list[int]  # per region: ships that sailed there this action
 
@@ -176,7 +177,7 @@ class _Seen:
         s.me = o["players"][s.seat]
         s.reach = board["sailing_range"][s.phase - 1]
         s.market = {m["good"]: m for m in o["market"]}
-        s.buildings, s.gallery = o["buildings"], o["gallery"]
+        s._buildings, s._state, s.gallery = o["buildings"], None, o["gallery"]
         s.explored_now, s.sailed = o["action"]["explored"], o["action"]["sailed"]
         s._derive()
         return s
@@ -196,7 +197,7 @@ class _Seen:
         s.me = views.player(state, seat)
         s.reach = board["sailing_range"][s.phase - 1]
         s.market = {m["good"]: m for m in views.market(state)}
-        s.buildings = views.buildings(state)
+        s._buildings, s._state = None, state  # only a Buildings action reads them
         s.gallery = dict(zip(COLUMNS, state.gallery, strict=True))
         s.explored_now, s.sailed = state.explored_now, state.moved
         s._derive()
@@ -214,6 +215,15 @@ class _Seen:
         # the unexplored regions tell how far it has gone
         todo = len(self.unexplored) / max(1, len(self.regions) - 1)
         self.future = LATE + (1 - LATE) * todo
+
+    @property
+    def buildings(self) -> list[dict[str, Any]]:
+        """The building tracks as the view shows them (read off the state when first asked
+        for)."""
+        if self._buildings is None:
+            assert self._state is not None
+            self._buildings = views.buildings(self._state)
+        return self._buildings
 
     # --- the map ------------------------------------------------------------------------
 
