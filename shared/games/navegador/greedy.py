@@ -59,6 +59,7 @@ LATE = 0.3  # what is left of those near the end
 COLONY = COLUMNS.index("colony")
 EXPLORER = COLUMNS.index("explorer")
 FAR = 1 << 20  # the distance :func:`distances` gives an unreachable region
+TARGETS_KEPT = 50_000  # targets a map remembers before it forgets them all
 
 
 class _Map:
@@ -71,6 +72,8 @@ class _Map:
     ) -> None:
         self.adjacent = adjacency(regions, borders)
         self._distances: dict[tuple[int, int], tuple[int, ...]] = {}
+        # a seat's target by (explored mask, its ships, the parties), capped in size
+        self.targets: dict[tuple[int, tuple[int, ...], tuple[int, ...]], int] = {}
         self.home = home
         self.depth = distances(self.adjacent, (1 << len(regions)) - 1, home)
 
@@ -239,19 +242,31 @@ class _Seen:
         """The unexplored region this seat's ships reach with least sailing (the party's
         ships nearest to it; missing ones come from home), the deeper one on a tie."""
         if self._target is None:
-            best, key = -1, float("inf")
-            rows = [self.distances(r) for r, count in enumerate(self.ships) for _ in range(count)]
-            home = self.distances(self.map.home)
-            for x in self.unexplored:
-                party = self.parties[x]
-                near = sorted([row[x] for row in rows])[:party]
-                effort = sum(near) + home[x] * (party - len(near))
-                k = effort - 0.3 * self.map.depth[x]
-                if effort < FAR and k < key:
-                    best, key = x, k
-            self._target = (best,)
+            memo = self.map.targets
+            key = (self.mask, tuple(self.ships), tuple(self.parties))
+            found = memo.get(key)
+            if found is None:
+                if len(memo) >= TARGETS_KEPT:
+                    memo.clear()
+                found = memo[key] = self._find_target()
+            self._target = (found,)
         found = self._target[0]
         return None if found < 0 else found
+
+    def _find_target(self) -> int:
+        """:meth:`target` worked out (-1: none), for the map's memo: the search asks for it
+        at every playout step, mostly of the same ships on the same map."""
+        best, least = -1, float("inf")
+        rows = [self.distances(r) for r, count in enumerate(self.ships) for _ in range(count)]
+        home = self.distances(self.map.home)
+        for x in self.unexplored:
+            party = self.parties[x]
+            near = sorted([row[x] for row in rows])[:party]
+            effort = sum(near) + home[x] * (party - len(near))
+            k = effort - 0.3 * self.map.depth[x]
+            if effort < FAR and k < least:
+                best, least = x, k
+        return best
 
     def to_target(self, r: int) -> int:
         """Borders from region ``r`` to the target (0 without one)."""
