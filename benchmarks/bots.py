@@ -1,7 +1,7 @@
 """Benchmark: the bots' speed on a fixed set of observations, on one core.
 
-    python benchmarks/bots.py [--players 4] [--iterations 100] [--repeat 200] [--games 200]
-                              [--profile]
+    python benchmarks/bots.py [--game navegador] [--players 4] [--iterations 100]
+                              [--repeat 200] [--games 200] [--profile]
 
 Plays a few seeded games at random and keeps one seat's observation at fixed decisions
 (games of 2 to 5 players, or of ``--players`` only); then the ``mcts`` bot searches each for
@@ -25,46 +25,37 @@ from typing import Any
 
 from services.ai import MctsBot, bot
 from shared.games import api
-from shared.games.age_of_discovery import (
-    command_from_dict,
-    compile_rules,
-    decide_into,
-    legal_commands,
-    load_ruleset,
-    new_game,
-    pending,
-    view,
-)
 
 GAMES = ((2, 11), (3, 12), (4, 13), (5, 14))  # (players, seed)
 SEEDS = (13, 21, 22, 23)  # the games of ``--players``: about as many observations as GAMES
 KEEP_EVERY = 40  # keep the observation of every 40th decision that offers a choice
 
 
-def observations(players: int | None = None) -> list[dict[str, Any]]:
-    """Observations from the start to the end of a few random games, choices only: games
-    of 2 to 5 players, or of ``players`` only."""
-    rules = compile_rules(load_ruleset("standard"), {})
+def observations(name: str, players: int | None = None) -> list[dict[str, Any]]:
+    """Observations from the start to the end of a few random games of ``name``, choices
+    only: games of 2 to 5 players, or of ``players`` only."""
+    game = api.get(name)
+    rules = game.rules(game.default_ruleset)
     kept = []
     games = GAMES if players is None else tuple((players, seed) for seed in SEEDS)
     for players, seed in games:
-        state, _ = new_game(rules, None, players, seed)
+        state, _ = game.new_game(rules, players, seed)
         chooser = random.Random(seed)
         choices = 0
-        while decisions := pending(state):
+        while decisions := game.pending(state):
             seat = decisions[0].seat
-            legal = legal_commands(state, seat)
+            legal = game.legal_commands(state, seat)
             if len(legal) > 1:
                 choices += 1
                 if choices % KEEP_EVERY == 0:
-                    kept.append(view(state, seat))
-            decide_into(state, command_from_dict(chooser.choice(legal).to_dict()))
+                    kept.append(game.view(state, seat))
+            game.decide_into(state, chooser.choice(legal))
     return kept
 
 
-def random_games(players: int, games: int) -> float:
+def random_games(name: str, players: int, games: int) -> float:
     """Random games per second of CPU time, through the protocol like ``caravel simulate``."""
-    game = api.get("age_of_discovery")
+    game = api.get(name)
     rules = game.rules(game.default_ruleset)
     started = time.process_time()
     for seed in range(games):
@@ -72,8 +63,8 @@ def random_games(players: int, games: int) -> float:
     return games / (time.process_time() - started)
 
 
-def run(iterations: int, repeat: int, players: int | None, games: int) -> dict[str, Any]:
-    seen = observations(players)
+def run(name: str, iterations: int, repeat: int, players: int | None, games: int) -> dict[str, Any]:
+    seen = observations(name, players)
     digest = hashlib.sha256()
     searcher = MctsBot(budget_s=3600, max_iterations=iterations)
     started = time.process_time()
@@ -90,11 +81,14 @@ def run(iterations: int, repeat: int, players: int | None, games: int) -> dict[s
     greedy_s = time.process_time() - started
     random_players = players or 4
     return {
+        "game": name,
         "observations": len(seen),
         "players": players or "2-5",
         "mcts_iterations_per_second": round(iterations * len(seen) / mcts_s, 1),
         "greedy_decisions_per_second": round(repeat * len(seen) / greedy_s, 1),
-        f"random_{random_players}p_games_per_second": round(random_games(random_players, games), 1),
+        f"random_{random_players}p_games_per_second": round(
+            random_games(name, random_players, games), 1
+        ),
         "seconds": round(mcts_s + greedy_s, 2),
         "digest": digest.hexdigest()[:16],
     }
@@ -102,6 +96,7 @@ def run(iterations: int, repeat: int, players: int | None, games: int) -> dict[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--game", default="age_of_discovery", choices=api.names())
     parser.add_argument("--players", type=int, default=None, help="positions of N seats only")
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--games", type=int, default=200, help="random games of --players")
@@ -112,10 +107,10 @@ def main() -> None:
         from pyinstrument import Profiler
 
         with Profiler() as profiler:
-            result = run(args.iterations, args.repeat, args.players, args.games)
+            result = run(args.game, args.iterations, args.repeat, args.players, args.games)
         profiler.print(show_all=False)
     else:
-        result = run(args.iterations, args.repeat, args.players, args.games)
+        result = run(args.game, args.iterations, args.repeat, args.players, args.games)
     print(json.dumps(result))
 
 

@@ -13,19 +13,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from ..api import Command, Decision, Event, Fact, Observation, Policy, SeatResult
+from ..api import Command, Decision, Event, Fact, Observation, Policy, SeatResult, StatePolicy
 from ..ruleset_files import CARRIED, file_text
 from . import engine, views
 from .commands import COMMAND_TYPES, command_from_dict
+from .evaluation import expected_totals
 from .evolve import apply as apply_event
 from .evolve import evolve as evolve_state
-from .greedy import greedy_values
+from .greedy import greedy_values, state_values
 from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset, loads_ruleset
 from .sampling import Sampler
 from .scoring import BREAKDOWN, score
 from .state import State, blank_state
-
-MONEY_PER_VP = 40.0  # money in a playout: it buys buildings and colonies worth VP
 
 
 class Navegador:
@@ -154,15 +153,16 @@ class Navegador:
     # --- plug-ins -------------------------------------------------------------------------
 
     def evaluate(self, state: State) -> list[float]:
-        """The score if the game ended now, plus money (it buys VP later)."""
-        return [
-            row["total"]
-            + (state.money[row["seat"]] / MONEY_PER_VP if not self.is_over(state) else 0)
-            for row in score(state)
-        ]
+        """The score now plus what each seat's assets will still bring
+        (:func:`.evaluation.expected_totals`); the exact score once the game is over."""
+        return expected_totals(state)
 
     def policy(self) -> Policy:
         return greedy_values
+
+    def state_policy(self) -> StatePolicy:
+        """The same policy read off a whole state (:func:`~shared.games.api.state_policy`)."""
+        return state_values
 
     def facts(self, state: State, event: Event) -> list[Fact]:
         """Explorations (with their bonus), colonies by good (with their price), buildings

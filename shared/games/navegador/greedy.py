@@ -22,12 +22,18 @@ like one on a shipped ruleset.
 from __future__ import annotations
 
 import random
-from typing import Any
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any, NamedTuple
 
-from .ruleset import COLUMNS, adjacency, distances
+from . import views
+from .ruleset import COLUMNS, Rules, adjacency, distances
+from .state import State
 
 Observation = dict[str, Any]
-Command = dict[str, Any]
+Command = Any
+"""One of the game's commands (:mod:`.commands`), or its wire form read by field name: each
+value function reads its own kind's fields."""
 
 VP = 8.0  # a victory point: what mid-game money buys one for (80 Cr)
 SHIP_COST = 10.0  # a ship paid for the rondel: its VP at the end and its use at sea
@@ -53,6 +59,7 @@ LATE = 0.3  # what is left of those near the end
 COLONY = COLUMNS.index("colony")
 EXPLORER = COLUMNS.index("explorer")
 FAR = 1 << 20  # the distance :func:`distances` gives an unreachable region
+TARGETS_KEPT = 50_000  # targets a map remembers before it forgets them all
 
 
 class _Map:
@@ -65,6 +72,8 @@ class _Map:
     ) -> None:
         self.adjacent = adjacency(regions, borders)
         self._distances: dict[tuple[int, int], tuple[int, ...]] = {}
+        # a seat's target by (explored mask, its ships, the parties), capped in size
+        self.targets: dict[tuple[int, tuple[int, ...], tuple[int, ...]], int] = {}
         self.home = home
         self.depth = distances(self.adjacent, (1 << len(regions)) - 1, home)
 
@@ -90,43 +99,134 @@ def _map(regions: list[str], borders: list[list[str]], home: int) -> _Map:
     return made
 
 
-class _Seen:
-    """What the policy reads off an observation, once per call (values memoised)."""
+class _Table(NamedTuple):
+    """What the policy reads off the rules for a table of some size, made once: the search
+    reads the policy off whole states thousands of times a second."""
 
-    def __init__(self, o: Observation) -> None:
-        self.o = o
+    regions: list[str]
+    goods: list[str | None]  # per region, None: home
+    parties: list[int]
+    map: _Map
+    board: dict[str, Any]  # as the view shows it
+    rondel: list[str]
+
+
+_TABLES: list[tuple[Rules, int, _Table]] = []
+
+
+def _table(rules: Rules, players: int) -> _Table:
+    """The :class:`_Table` of ``rules`` at ``players`` seats, found by identity (the rules
+    are compiled once and shared)."""
+    for known, n, found in _TABLES:
+        if known is rules and n == players:
+            return found
+    goods = [rules.goods[g] if g >= 0 else None for g in rules.region_good]
+    board = views.board(rules)
+    regions = list(rules.regions)
+    home = next((r for r, good in enumerate(goods) if good is None), 0)
+    made = _Table(
+        regions,
+        goods,
+        [3 if views.double_loss(rules, players, r) else 2 for r in range(len(regions))],
+        _map(regions, board["borders"], home),
+        board,
+        list(rules.fields),
+    )
+    _TABLES[:] = [*_TABLES[-15:], (rules, players, made)]
+    return made
+
+
+class _Seen:
+    """What the policy reads for the seat it decides for, once per call (values memoised):
+    the same fields whether read off the seat's view (:meth:`of_view`) or off a whole state
+    (:meth:`of_state`, by the view's own builders, so it sees nothing the view hides)."""
+
+    regions: list[str]
+    region_goods: list[str | None]  # None: home
+    tokens: list[list[int] | None]  # a region's colony stack, None while face down
+    parties: list[int]
+    unexplored: list[int]
+    mask: int
+    map: _Map
+    free_steps: int
+    columns: list[dict[str, Any]]  # the player sheet, as the view's board shows it
+    rondel: Sequence[str]
+    seat: int
+    me: dict[str, Any]  # the seat's part of the view
+    phase: int
+    reach: int
+    market: dict[str, dict[str, Any]]
+    gallery: dict[str, int]
+    stage: str
+    _buildings: list[dict[str, Any]] | None
+    _state: State | None  # the state read, for what is read late
+    explored_now: bool  # this Sailing action has explored
+    sailed: list[int]  # per region: ships that sailed there this action
+
+    @classmethod
+    def of_view(cls, o: Observation) -> _Seen:
+        s = cls()
         board = o["board"]
-        self.regions: list[str] = []
-        self.unexplored: list[int] = []
-        self.parties: list[int] = []
-        self.mask = 0
-        home = -1
-        for r, region in enumerate(o["regions"]):
-            self.regions.append(region["id"])
-            self.parties.append(3 if region["double_loss"] else 2)
-            if region["explored"]:
-                self.mask |= 1 << r
-            else:
-                self.unexplored.append(r)
-            if home < 0 and region["good"] is None:
-                home = r
-        self.map = _map(self.regions, board["borders"], max(home, 0))
-        self.free_steps: int = board["free_steps"]
-        self.columns: list[dict[str, Any]] = board["columns"]
-        self.seat: int = o["seat"]
-        self.me: dict[str, Any] = o["players"][self.seat]
+        regions = o["regions"]
+        s.regions = [region["id"] for region in regions]
+        s.region_goods = [region["good"] for region in regions]
+        s.tokens = [region["tokens"] for region in regions]
+        s.parties = [3 if region["double_loss"] else 2 for region in regions]
+        s.mask = sum(1 << r for r, region in enumerate(regions) if region["explored"])
+        home = next((r for r, good in enumerate(s.region_goods) if good is None), 0)
+        s.map = _map(s.regions, board["borders"], home)
+        s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], o["rondel"]
+        s.seat, s.phase, s.stage = o["seat"], o["phase"], o["stage"]
+        s.me = o["players"][s.seat]
+        s.reach = board["sailing_range"][s.phase - 1]
+        s.market = {m["good"]: m for m in o["market"]}
+        s._buildings, s._state, s.gallery = o["buildings"], None, o["gallery"]
+        s.explored_now, s.sailed = o["action"]["explored"], o["action"]["sailed"]
+        s._derive()
+        return s
+
+    @classmethod
+    def of_state(cls, state: State, seat: int) -> _Seen:
+        s = cls()
+        table = _table(state.rules, state.n)
+        s.regions, s.region_goods, s.parties = table.regions, table.goods, table.parties
+        s.map, s.mask = table.map, state.explored
+        s.tokens = [
+            stack if state.explored >> r & 1 else None for r, stack in enumerate(state.stacks)
+        ]
+        board = table.board
+        s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], table.rondel
+        s.seat, s.phase, s.stage = seat, state.phase, state.stage
+        s.me = views.player(state, seat)
+        s.reach = board["sailing_range"][s.phase - 1]
+        s.market = {m["good"]: m for m in views.market(state)}
+        s._buildings, s._state = None, state  # only a Buildings action reads them
+        s.gallery = dict(zip(COLUMNS, state.gallery, strict=True))
+        s.explored_now, s.sailed = state.explored_now, state.moved
+        s._derive()
+        return s
+
+    def _derive(self) -> None:
+        """The fields both sources share the reading of, and the memos."""
+        self.unexplored = [r for r in range(len(self.regions)) if not self.mask >> r & 1]
         self.money: int = self.me["money"]
         self.workers: int = self.me["workers"]
-        self.phase: int = o["phase"]
-        self.reach: int = board["sailing_range"][self.phase - 1]
         self.ships: list[int] = self.me["ships"]
-        self.market = {m["good"]: m for m in o["market"]}
         self._target: tuple[int, ...] | None = None
         self._actions: dict[str, float] = {}
         # the share of a whole game's uses still to come: the game ends at Nagasaki, so
         # the unexplored regions tell how far it has gone
         todo = len(self.unexplored) / max(1, len(self.regions) - 1)
         self.future = LATE + (1 - LATE) * todo
+
+    @property
+    def buildings(self) -> list[dict[str, Any]]:
+        """The building tracks as the view shows them (read off the state when first asked
+        for)."""
+        if self._buildings is None:
+            assert self._state is not None
+            self._buildings = views.buildings(self._state)
+        return self._buildings
 
     # --- the map ------------------------------------------------------------------------
 
@@ -142,19 +242,31 @@ class _Seen:
         """The unexplored region this seat's ships reach with least sailing (the party's
         ships nearest to it; missing ones come from home), the deeper one on a tie."""
         if self._target is None:
-            best, key = -1, float("inf")
-            rows = [self.distances(r) for r, count in enumerate(self.ships) for _ in range(count)]
-            home = self.distances(self.map.home)
-            for x in self.unexplored:
-                party = self.parties[x]
-                near = sorted([row[x] for row in rows])[:party]
-                effort = sum(near) + home[x] * (party - len(near))
-                k = effort - 0.3 * self.map.depth[x]
-                if effort < FAR and k < key:
-                    best, key = x, k
-            self._target = (best,)
+            memo = self.map.targets
+            key = (self.mask, tuple(self.ships), tuple(self.parties))
+            found = memo.get(key)
+            if found is None:
+                if len(memo) >= TARGETS_KEPT:
+                    memo.clear()
+                found = memo[key] = self._find_target()
+            self._target = (found,)
         found = self._target[0]
         return None if found < 0 else found
+
+    def _find_target(self) -> int:
+        """:meth:`target` worked out (-1: none), for the map's memo: the search asks for it
+        at every playout step, mostly of the same ships on the same map."""
+        best, least = -1, float("inf")
+        rows = [self.distances(r) for r, count in enumerate(self.ships) for _ in range(count)]
+        home = self.distances(self.map.home)
+        for x in self.unexplored:
+            party = self.parties[x]
+            near = sorted([row[x] for row in rows])[:party]
+            effort = sum(near) + home[x] * (party - len(near))
+            k = effort - 0.3 * self.map.depth[x]
+            if effort < FAR and k < least:
+                best, least = x, k
+        return best
 
     def to_target(self, r: int) -> int:
         """Borders from region ``r`` to the target (0 without one)."""
@@ -164,7 +276,7 @@ class _Seen:
     def spot(self, r: int, nth: int) -> float:
         """What the ``nth`` ship of this seat in region ``r`` is worth there for founding a
         colony: some while the region has a token for it, more if the seat can afford it."""
-        tokens = self.o["regions"][r]["tokens"] or []
+        tokens = self.tokens[r] or []
         if nth > len(tokens) or self.workers < 2:
             return 0.0
         return 3.0 if tokens[0] <= self.money else 1.0
@@ -190,10 +302,10 @@ class _Seen:
 
     def explorable(self) -> float:
         """The best exploration the seat's unsailed ships can make now (0: none)."""
-        sailing = self.o["stage"] == "sailing"
-        if sailing and self.o["action"]["explored"]:
+        sailing = self.stage == "sailing"
+        if sailing and self.explored_now:
             return 0.0
-        sailed = self.o["action"]["sailed"] if sailing else [0] * len(self.ships)
+        sailed = self.sailed if sailing else [0] * len(self.ships)
         free = [
             (self.distances(r), count - sailed[r])
             for r, count in enumerate(self.ships)
@@ -219,7 +331,8 @@ class _Seen:
         return 1.5 * sum(min(self.reach, max(0, d - 1)) for d in party if d < FAR)
 
     def colony_worth(self, r: int, price: int) -> float:
-        good = self.o["regions"][r]["good"]
+        good = self.region_goods[r]
+        assert good is not None  # a colony's region
         sales = SALES * self.future * float(self.market[good]["price"])
         return VP * self.column_vp(COLONY) + (sales - price * self.money_weight()) / 10
 
@@ -238,7 +351,7 @@ class _Seen:
         c = COLUMNS.index(column)
         sheet = self.columns[c]
         held: int = self.me["privileges"][column]
-        if held >= len(sheet["coins"]) or self.workers <= 2 or not self.o["gallery"][column]:
+        if held >= len(sheet["coins"]) or self.workers <= 2 or not self.gallery[column]:
             return 0.0
         count = self.achievements()[c]
         coin = float(sheet["coins"][held]) * count * self.money_weight() / 10
@@ -315,8 +428,8 @@ def _sailing_value(seen: _Seen) -> float:
 def _colony_value(seen: _Seen) -> float:
     """The colonies this seat could found now, cheapest first, while worth it."""
     money, workers, total = seen.money, seen.workers, 0.0
-    for r, region in enumerate(seen.o["regions"]):
-        for price in (region["tokens"] or [])[: seen.ships[r]]:
+    for r, tokens in enumerate(seen.tokens):
+        for price in (tokens or [])[: seen.ships[r]]:
             worth = seen.colony_worth(r, price)
             if price <= money and workers >= 2 and worth > 0:
                 money -= price
@@ -329,7 +442,7 @@ def _buildings_value(seen: _Seen) -> float:
     """The buildings worth buying now, best first, while money and workers allow."""
     money, workers, total = seen.money, seen.workers, 0.0
     ranked = sorted(
-        ((seen.building_worth(b), b) for b in seen.o["buildings"] if b["price"] is not None),
+        ((seen.building_worth(b), b) for b in seen.buildings if b["price"] is not None),
         key=lambda pair: -pair[0],
     )
     for worth, b in ranked:
@@ -388,10 +501,10 @@ _ACTIONS = {
 
 def _rondel(seen: _Seen, c: Command) -> float:
     here = seen.me["stone"]
-    fields = len(seen.o["rondel"])
-    steps = fields if here is None else (c["field"] - here) % fields or fields
+    fields = len(seen.rondel)
+    steps = fields if here is None else (c.field - here) % fields or fields
     cost = 0 if here is None else max(0, steps - seen.free_steps)
-    return seen.action_value(seen.o["rondel"][c["field"]]) - SHIP_COST * cost
+    return seen.action_value(seen.rondel[c.field]) - SHIP_COST * cost
 
 
 def _use_card(seen: _Seen, c: Command) -> float:
@@ -401,60 +514,60 @@ def _use_card(seen: _Seen, c: Command) -> float:
 
 def _pay_ship(seen: _Seen, c: Command) -> float:
     """Pay with a ship far from the target and off a colony's region."""
-    r = seen.regions.index(c["region"])
+    r = seen.regions.index(c.region)
     near = 3.0 if seen.to_target(r) <= seen.reach else 0.0
     return 0.1 * seen.ships[r] - near - seen.spot(r, seen.ships[r])
 
 
 def _sail(seen: _Seen, c: Command) -> float:
-    origin = seen.regions.index(c["origin"])
-    destination = seen.regions.index(c["destination"])
+    origin = seen.regions.index(c.origin)
+    destination = seen.regions.index(c.destination)
     gain = seen.to_target(origin) - seen.to_target(destination)
     arrive = seen.spot(destination, seen.ships[destination] + 1)
     return 2.0 * gain + arrive - seen.spot(origin, seen.ships[origin])
 
 
 def _explore(seen: _Seen, c: Command) -> float:
-    x = seen.regions.index(c["region"])
-    origins = [seen.regions.index(o) for o in c["origins"]]
+    x = seen.regions.index(c.region)
+    origins = [seen.regions.index(o) for o in c.origins]
     left = sum(seen.spot(r, seen.ships[r]) for r in set(origins))
     return 50.0 + seen.explore_worth(x) + (2.0 if x == seen.target() else 0.0) - 0.1 * left
 
 
 def _found(seen: _Seen, c: Command) -> float:
-    r = seen.regions.index(c["region"])
-    tokens = seen.o["regions"][r]["tokens"] or [0]
+    r = seen.regions.index(c.region)
+    tokens = seen.tokens[r] or [0]
     return seen.colony_worth(r, tokens[0])
 
 
 def _build(seen: _Seen, c: Command) -> float:
-    b = next(b for b in seen.o["buildings"] if b["id"] == c["building"])
+    b = next(b for b in seen.buildings if b["id"] == c.building)
     return seen.building_worth(b)
 
 
 def _sell(seen: _Seen, c: Command) -> float:
-    m = seen.market[c["good"]]
-    return float(c["count"] * m["price"]) * seen.money_weight() / 10
+    m = seen.market[c.good]
+    return float(c.count * m["price"]) * seen.money_weight() / 10
 
 
 def _process(seen: _Seen, c: Command) -> float:
-    m = seen.market[c["good"]]
-    count: int = c["count"]
-    spare = 0.1 if count > seen.me["factories"][c["good"]] else 0.0  # the orange one kept
+    m = seen.market[c.good]
+    count: int = c.count
+    spare = 0.1 if count > seen.me["factories"][c.good] else 0.0  # the orange one kept
     return float(count * m["factory_income"]) * seen.money_weight() / 10 - spare
 
 
 def _recruit(seen: _Seen, c: Command) -> float:
-    return seen.hire_worth(c["count"], seen.me["churches"], seen.worker_uses())
+    return seen.hire_worth(c.count, seen.me["churches"], seen.worker_uses())
 
 
 def _buy_ships(seen: _Seen, c: Command) -> float:
     me = seen.me
-    return seen.hire_worth(c["count"], me["shipyards"], seen.ship_uses())
+    return seen.hire_worth(c.count, me["shipyards"], seen.ship_uses())
 
 
 def _privilege(seen: _Seen, c: Command) -> float:
-    return seen.privilege_worth(c["column"])
+    return seen.privilege_worth(c.column)
 
 
 def _pass(seen: _Seen, c: Command) -> float:
@@ -480,5 +593,23 @@ _VALUE = {
 
 def greedy_values(observation: Observation, rng: random.Random) -> list[float]:
     """The greedy bot's value of each legal command (a tiny random part breaks ties)."""
-    seen = _Seen(observation)
-    return [_VALUE[c["type"]](seen, c) + rng.random() * 1e-3 for c in observation["legal_commands"]]
+    # The wire forms, read by field name like the commands themselves (not parsed again:
+    # the view's own legal commands need no checking).
+    legal = [SimpleNamespace(**c) for c in observation["legal_commands"]]
+    return _values(_Seen.of_view(observation), legal, rng)
+
+
+def state_values(
+    state: State, seat: int, legal: Sequence[Command], rng: random.Random
+) -> list[float]:
+    """:func:`greedy_values` read off a whole state instead of ``seat``'s view: the search
+    plays its playouts with it without building a view at every step. It reads only what
+    the seat's view shows, and gives the same values for the same ``rng``:
+    ``state_values(s, seat, legal_commands(s, seat), r)`` equals
+    ``greedy_values(view(s, seat), r)``."""
+    return _values(_Seen.of_state(state, seat), legal, rng)
+
+
+def _values(seen: _Seen, legal: Sequence[Command], rng: random.Random) -> list[float]:
+    draw = rng.random
+    return [_VALUE[c.type](seen, c) + draw() * 1e-3 for c in legal]

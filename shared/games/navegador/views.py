@@ -19,7 +19,9 @@ from .scoring import score
 from .state import State
 
 
-def _player(s: State, seat: int) -> dict[str, Any]:
+def player(s: State, seat: int) -> dict[str, Any]:
+    """One seat's part of the view (all public; the greedy policy reads its own off a state
+    by this too)."""
     goods = s.rules.goods
     return {
         "seat": seat,
@@ -39,6 +41,11 @@ def _player(s: State, seat: int) -> dict[str, Any]:
     }
 
 
+def double_loss(rules: Rules, players: int, r: int) -> bool:
+    """Whether region ``r`` carries the double-loss token at a table of ``players``."""
+    return players <= rules.double_loss_up_to[r]
+
+
 def _region(s: State, r: int) -> dict[str, Any]:
     rules = s.rules
     explored = s.explored >> r & 1 == 1
@@ -49,7 +56,7 @@ def _region(s: State, r: int) -> dict[str, Any]:
         "good": rules.goods[good] if good >= 0 else None,
         "explored": explored,
         "explorer": s.explored_by[r] if s.explored_by[r] >= 0 else None,
-        "double_loss": s.n <= rules.double_loss_up_to[r],
+        "double_loss": double_loss(rules, s.n, r),
         "tokens": list(s.stacks[r]) if explored else None,
         "face_down": 0 if explored else len(s.stacks[r]),
     }
@@ -68,7 +75,8 @@ def _action(s: State) -> dict[str, Any]:
     }
 
 
-def _market(s: State) -> list[dict[str, Any]]:
+def market(s: State) -> list[dict[str, Any]]:
+    """Each good's row, price and factory income."""
     rules = s.rules
     return [
         {
@@ -81,7 +89,8 @@ def _market(s: State) -> list[dict[str, Any]]:
     ]
 
 
-def _buildings(s: State) -> list[dict[str, Any]]:
+def buildings(s: State) -> list[dict[str, Any]]:
+    """Each building track: what it adds to, its workers, what is left and its price now."""
     goods = s.rules.goods
     return [
         {
@@ -96,7 +105,7 @@ def _buildings(s: State) -> list[dict[str, Any]]:
     ]
 
 
-def _board(rules: Rules) -> dict[str, Any]:
+def board(rules: Rules) -> dict[str, Any]:
     """The ruleset's fixed figures a client or a bot needs beyond the state: the map's
     borders, the sailing range per phase, the rondel's free steps and the player sheet's
     columns. From the ruleset, so a house map is drawn and played like the standard one."""
@@ -133,7 +142,7 @@ def view(s: State, seat: int | None = None) -> dict[str, Any]:
         "start_player": s.start,
         "owed_ships": s.owed,
         "rondel": list(rules.fields),
-        "board": _board(rules),
+        "board": board(rules),
         **({} if rules.file is None else {CARRIED: rules.file}),
         "card": {
             "holder": s.holder,
@@ -141,11 +150,11 @@ def view(s: State, seat: int | None = None) -> dict[str, Any]:
             "usable": _card_usable(s, s.holder),
         },
         "action": _action(s),
-        "players": [_player(s, p) for p in range(s.n)],
+        "players": [player(s, p) for p in range(s.n)],
         "regions": [_region(s, r) for r in range(len(rules.regions))],
         "removed_tokens": {g: len(s.removed[i]) for i, g in enumerate(rules.goods)},
-        "market": _market(s),
-        "buildings": _buildings(s),
+        "market": market(s),
+        "buildings": buildings(s),
         "gallery": dict(zip(COLUMNS, s.gallery, strict=True)),
         "privilege_supply": dict(zip(COLUMNS, s.supply, strict=True)),
         "end": {

@@ -7,9 +7,13 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared.games import api
 from shared.games.navegador import greedy
+
+from ..strategies import PROPERTY_SETTINGS, SEEDS
 
 RULESETS = Path(greedy.__file__).parent / "rulesets"
 SHIP_COST = greedy.SHIP_COST
@@ -123,3 +127,37 @@ def test_greedy_plays_a_ruleset_given_as_a_file(tmp_path: Path) -> None:
         game.decide_into(state, legal[max(range(len(legal)), key=values.__getitem__)])
     assert game.is_over(state)
     assert compared, "no rondel move that the file's free steps make dearer was valued"
+
+
+@settings(max_examples=12, **PROPERTY_SETTINGS)
+@given(players=st.integers(2, 5), seed=SEEDS, greedy_share=st.sampled_from([0.0, 0.5, 0.9]))
+def test_the_state_policy_reads_what_the_view_shows(
+    players: int, seed: int, greedy_share: float
+) -> None:
+    """The search's playouts value commands with the policy read straight off a whole state
+    (``state_policy``). At every decision of a game whose seats play greedy moves (a drawn
+    share of them, the rest random, so that explorations, colonies, buildings and the end
+    all come up) it gives each legal command exactly the value the greedy policy gives it
+    from the seat's view; and a copy of the state with its face-down stacks and removed
+    tokens dealt anew (:meth:`determinize`) gets the same values: it reads nothing the
+    view hides."""
+    game = api.get("navegador")
+    state_policy = game.state_policy()
+    state, _ = game.new_game(game.rules("standard"), players, seed)
+    rnd = random.Random(seed)
+    checked = 0
+    while decisions := game.pending(state):
+        seat = decisions[0].seat
+        legal = game.legal_commands(state, seat)
+        from_view = greedy.greedy_values(game.view(state, seat), random.Random(checked))
+        assert state_policy(state, seat, legal, random.Random(checked)) == from_view
+        if checked % 7 == 0:
+            dealt = game.determinize(state, rnd.getrandbits(32))
+            assert state_policy(dealt, seat, legal, random.Random(checked)) == from_view
+        checked += 1
+        if rnd.random() < greedy_share:
+            command = legal[max(range(len(legal)), key=from_view.__getitem__)]
+        else:
+            command = rnd.choice(legal)
+        game.decide_into(state, command)
+    assert checked
