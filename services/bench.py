@@ -182,6 +182,7 @@ class Run:
         seconds = max(ended - measured_from, 1e-9)
         return {
             "commands": len(self.samples),
+            "commands_by_game": dict(sorted(Counter(game for *_, game in self.samples).items())),
             "measured_by_game": dict(sorted(Counter(game for _, game in measured).items())),
             "measured_commands": len(window),
             "measured_seconds": round(seconds, 2),
