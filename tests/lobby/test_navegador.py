@@ -221,7 +221,9 @@ async def test_a_lone_navegador_player_in_the_queue_is_given_bots(
         assert table["game"] == GAME and table["status"] == "running"
         assert sorted(s["kind"] for s in table["taken"]) == ["bot", "bot", "human"]
         view = await wait_for_view(client, table["id"], ticket["token"], 1)
-        while _decider(view) == ticket["seat"]:
+        # On a slow machine the human's deadline may pass: a fallback bot then plays its seat,
+        # and the bots may play the game to its end while this loop waits for a view.
+        while view["stage"] != "over" and _decider(view) == ticket["seat"]:
             answer = await client.post(
                 f"/games/{table['id']}/commands",
                 json=view["legal_commands"][0],
@@ -231,10 +233,12 @@ async def test_a_lone_navegador_player_in_the_queue_is_given_bots(
             view = await wait_for_view(
                 client, table["id"], ticket["token"], answer.json()["version"]
             )
-        later = await wait_for_view(client, table["id"], ticket["token"], view["version"] + 1)
-    assert later["game"] == GAME and later["version"] > view["version"]
-    first = (await EventStore(redis, keys).read(table["id"]))[0]
-    assert first.data["game"] == GAME and len(first.data["players"]) == 3
+        if view["stage"] != "over":  # a bot is to decide: the game moves on
+            later = await wait_for_view(client, table["id"], ticket["token"], view["version"] + 1)
+            assert later["game"] == GAME and later["version"] > view["version"]
+    log = await EventStore(redis, keys).read(table["id"])
+    assert log[0].data["game"] == GAME and len(log[0].data["players"]) == 3
+    assert any(e.actor == "bot" for e in log)  # the seats the bots took were played
 
 
 def _decider(view: dict[str, Any]) -> int:
