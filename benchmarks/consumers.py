@@ -45,7 +45,7 @@ from services.lobby.db import make_engine
 from services.lobby.fanout import BATCH, EventFanout
 from services.lobby.views import ViewProjector
 from services.scoring.service import ScoringService
-from shared.bus import CommandSender, Keys, connect, delete_namespace, follow
+from shared.bus import CommandSender, Follower, Keys, connect, delete_namespace
 from shared.contracts import CommandEnvelope, Seats
 from shared.games import api
 from shared.observability import configure_logging
@@ -137,12 +137,11 @@ async def _fanout(redis: Redis, keys: Keys, game_ids: list[str], streams: list[s
 
     async def run(stop: asyncio.Event) -> None:
         await fanout.broker.connect()
-        subscribers = [follow(fanout.broker, s, "0-0", BATCH, fanout._deliver) for s in streams]
-        for subscriber in subscribers:
-            await subscriber.start()
+        follower = Follower(fanout.broker, fanout._deliver, batch=BATCH)
+        for stream in streams:
+            await follower.add(stream, "0-0")
         await stop.wait()
-        for subscriber in subscribers:
-            await subscriber.stop()
+        await follower.close()
         await fanout.close()
 
     async def delivered() -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from services.runtime import tune_collector
-from shared.bus import Broker, Delivery, Keys, delete_namespace, follow
+from shared.bus import Broker, Delivery, Follower, Keys, delete_namespace
 from shared.contracts import SCHEMA_VERSION, CommandEnvelope, Notification
 from shared.games import api
 from shared.settings import Settings
@@ -81,8 +81,8 @@ class Outbox:
 
 
 def _broker(redis: Redis, keys: Keys) -> Broker:
-    """The driver's broker, with no metrics middleware: it is a measuring tool, and one
-    subscriber per partition paid that per batch, taking CPU from the engine it measures."""
+    """The driver's broker, with no metrics middleware: it is a measuring tool, and the
+    middleware's cost per batch is CPU taken from the engine it measures."""
     return Broker(redis, readers=keys.partitions, service="bench", middlewares=())
 
 
@@ -97,17 +97,13 @@ async def _watch(broker: Broker, keys: Keys, waiters: Waiters, stop: asyncio.Eve
             waiters.seen(notification.game_id, notification.version, now)
 
     await broker.start()
-    subscribers = [
-        follow(broker, keys.events(p), "0-0", WATCH_BATCH, seen, block_ms=WATCH_BLOCK_MS)
-        for p in keys.all_partitions()
-    ]
+    follower = Follower(broker, seen, batch=WATCH_BATCH, block_ms=WATCH_BLOCK_MS)
     try:
-        for subscriber in subscribers:
-            await subscriber.start()
+        for p in keys.all_partitions():
+            await follower.add(keys.events(p), "0-0")
         await stop.wait()
     finally:
-        for subscriber in subscribers:
-            await subscriber.stop()
+        await follower.close()
         await broker.stop()
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import Broker, Delivery, Keys, follow
+from shared.bus import Broker, Delivery, Follower, Keys
 
 UPDATES_BATCH = 500
 
@@ -56,9 +56,9 @@ class ViewWaiter:
     """Waits for games' views to reach a version, for the HTTP API and the bot player.
 
     The views projection adds an entry (``g``: the game) to its partition's view updates
-    (``Keys.view_updates``) with every view it writes. One FastStream subscriber per
-    partition, started by the first wait on one of its games and reading from the stream's
-    tail without a group, wakes the waiters of the games it names: a process waiting on many
+    (``Keys.view_updates``) with every view it writes. A :class:`~shared.bus.Follower` reads
+    a partition's updates from the first wait on one of its games on, from the stream's tail
+    without a group, and wakes the waiters of the games they name: a process waiting on many
     games reads each update once, and no wait polls."""
 
     def __init__(self, redis: Redis, keys: Keys, service: str) -> None:
@@ -66,7 +66,8 @@ class ViewWaiter:
         self.keys = keys
         self.broker = Broker(redis, readers=keys.partitions, service=service)
         self._waiting: dict[str, set[asyncio.Future[None]]] = {}
-        self._following: dict[int, Any] = {}
+        self._follower = Follower(self.broker, self._seen, batch=UPDATES_BATCH)
+        self._following: set[int] = set()
         self._starting = asyncio.Lock()
 
     async def read_at(
@@ -95,9 +96,8 @@ class ViewWaiter:
 
     async def close(self) -> None:
         """Stop the subscribers (at shutdown, before the Redis client goes away)."""
-        subscribers, self._following = list(self._following.values()), {}
-        for subscriber in subscribers:
-            await subscriber.stop()
+        self._following = set()
+        await self._follower.close()
         await self.broker.stop()
 
     async def _follow(self, p: int) -> None:
@@ -114,9 +114,8 @@ class ViewWaiter:
             newest: Any = await self.redis.xrevrange(stream, count=1)
             after = newest[0][0].decode() if newest else "0-0"
             await self.broker.connect()
-            subscriber = follow(self.broker, stream, after, UPDATES_BATCH, self._seen)
-            self._following[p] = subscriber
-            await subscriber.start()
+            await self._follower.add(stream, after)
+            self._following.add(p)
 
     async def _seen(self, deliveries: list[Delivery]) -> None:
         if not self._waiting:

@@ -3,9 +3,10 @@ entries out to the WebSockets that follow each game: the events' notifications, 
 decision requests the engine adds with them (a seat's socket tells it its turn).
 
 A blocking XREAD per WebSocket would hold a Redis connection per open socket and read
-every other game's entries once per socket; the fan-out reads each stream once, with one
-FastStream subscriber per partition stream (no consumer group: every lobby process reads
-everything), while anyone listens; the last one to leave stops them.
+every other game's entries once per socket; the fan-out reads each stream once, through
+one :class:`~shared.bus.Follower` of every partition event and decision stream (no consumer
+group: every lobby process reads everything), while anyone listens; the last one to leave
+stops it.
 
 No gap: a listener is registered, and the subscribers' positions in every stream are fixed,
 before :meth:`EventFanout.listen` returns; so an entry is either already in the game's log
@@ -22,7 +23,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import Broker, Delivery, Keys, follow
+from shared.bus import Broker, Delivery, Follower, Keys
 from shared.contracts import DecisionRequest, Notification
 
 BATCH = 500
@@ -35,11 +36,12 @@ class EventFanout:
         self.redis = redis
         self.keys = keys
         self.block_ms = block_ms
-        # Its subscribers, one per event and decision stream, read on a pool of their own.
+        # Its subscribers (on a cluster, one per event and decision stream) read on a pool of
+        # their own.
         self.broker = Broker(redis, readers=2 * keys.partitions, service="lobby")
         self._listeners: dict[str, set[asyncio.Queue[Delivered]]] = {}
         self._decisions = {keys.decisions(p) for p in keys.all_partitions()}
-        self._subscribers: list[Any] = []
+        self._follower: Follower | None = None
         self._starting = asyncio.Lock()
 
     @asynccontextmanager
@@ -68,7 +70,7 @@ class EventFanout:
 
     async def _ensure_reading(self) -> None:
         async with self._starting:
-            if self._subscribers:
+            if self._follower is not None:
                 return
             events = [self.keys.events(p) for p in self.keys.all_partitions()]
             streams = events + sorted(self._decisions)
@@ -77,21 +79,18 @@ class EventFanout:
                     pipe.xrevrange(stream, count=1)
                 tails: list[Any] = await pipe.execute()
             await self.broker.connect()
+            follower = Follower(self.broker, self._deliver, batch=BATCH, block_ms=self.block_ms)
             for stream, tail in zip(streams, tails, strict=True):
-                after = tail[0][0].decode() if tail else "0-0"
-                subscriber = follow(
-                    self.broker, stream, after, BATCH, self._deliver, block_ms=self.block_ms
-                )
-                self._subscribers.append(subscriber)
-                await subscriber.start()
+                await follower.add(stream, tail[0][0].decode() if tail else "0-0")
+            self._follower = follower
 
     async def _stop_reading(self) -> None:
         async with self._starting:
             if self._listeners:
                 return  # someone came back meanwhile
-            subscribers, self._subscribers = self._subscribers, []
-            for subscriber in subscribers:
-                await subscriber.stop()
+            follower, self._follower = self._follower, None
+            if follower is not None:
+                await follower.close()
 
     async def _deliver(self, deliveries: list[Delivery]) -> None:
         for d in deliveries:

@@ -2,15 +2,16 @@
 
 SQL is the source of truth for how far it has read: each stream's last entry id is stored
 in the transaction that writes the rows those entries produced, and the service reads on
-from there: one FastStream subscriber per partition event stream, without a consumer group
-(``XREAD``; ``shared.bus.follow``), so there is no acknowledgement that could disagree with
-SQL after a crash. A checkpoint moves by compare-and-set: a second scoring process on the
-same database loses the race, rolls back and reads that stream again from the checkpoint,
-instead of counting anything twice; a failed batch sets its stream back to its checkpoint
-too. Batches are scored one at a time (ratings span partitions). Each entry only says
-"this game reached version v": the service applies that
-game's events from its full log (hidden parts included, it is trusted) up to v, skipping
-versions the game's row says are applied already. The row (and the game held in memory)
+from there: a :class:`~shared.bus.Follower` of the partition event streams, without a
+consumer group (``XREAD``), so there is no acknowledgement that could disagree with SQL
+after a crash. A batch (of one stream or several) is scored in one transaction with the
+checkpoints of its streams. A checkpoint moves by compare-and-set: a second scoring process
+on the same database loses the race, rolls back and reads those streams again from their
+checkpoints, instead of counting anything twice; a failed batch sets its streams back to
+their checkpoints too. Batches are scored one at a time (ratings span partitions). Each
+entry only says "this game reached version v": the service applies that game's events
+from its full log (hidden parts included, it is trusted) up to v, skipping versions the
+game's row says are applied already. The row (and the game held in memory)
 names the event at that version: a log that went back under it (a Redis failover lost its
 tail) no longer has that event there, and the game is scored again from the log.
 
@@ -24,7 +25,7 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,7 @@ import structlog
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
-from shared.bus import Broker, Delivery, Keys, follow
+from shared.bus import Broker, Delivery, Follower, Keys
 from shared.bus.retention import mark_read
 from shared.contracts import EventEnvelope, Notification, Seats
 from shared.eventstore import Archive, EventStore, GameCodec, Held
@@ -82,7 +83,7 @@ class ScoringService:
         self.streams = [keys.events(p) for p in keys.all_partitions()]
         self.positions: dict[str, str] = {}
         self.broker = Broker(redis, readers=keys.partitions, service="scoring")
-        self._subscribers: dict[str, Any] = {}
+        self.follower = Follower(self.broker, self._on_batch, batch=batch_size)
         self._scoring = asyncio.Lock()  # one batch at a time: ratings span partitions
 
     async def start(self) -> None:
@@ -93,15 +94,7 @@ class ScoringService:
         await mark_read(self.redis, MARK_GROUP, self.positions)
         await self.broker.start()
         for stream in self.streams:
-            subscriber = follow(
-                self.broker,
-                stream,
-                self.positions[stream],
-                self.batch_size,
-                self._handler(stream),
-            )
-            self._subscribers[stream] = subscriber
-            await subscriber.start()
+            await self.follower.add(stream, self.positions[stream])
 
     def _checkpoints(self) -> dict[str, str]:
         with self.db.begin() as conn:
@@ -116,17 +109,12 @@ class ScoringService:
             await self.close()
 
     async def close(self) -> None:
-        for subscriber in self._subscribers.values():
-            await subscriber.stop()
-        self._subscribers.clear()
+        await self.follower.close()
         await self.broker.stop()
 
-    def _handler(self, stream: str) -> Callable[[list[Delivery]], Awaitable[None]]:
-        async def on_batch(deliveries: list[Delivery]) -> None:
-            async with self._scoring:
-                await self.score(stream, deliveries)
-
-        return on_batch
+    async def _on_batch(self, deliveries: list[Delivery]) -> None:
+        async with self._scoring:
+            await self.score(deliveries)
 
     async def caught_up(self) -> bool:
         """Every stream scored up to its newest entry (for tools and tests that wait)."""
@@ -139,32 +127,38 @@ class ScoringService:
         }
         return all(_id(self.positions.get(s, "0-0")) >= _id(newest[s]) for s in self.streams)
 
-    async def score(self, stream: str, deliveries: list[Delivery]) -> int:
-        """Score one batch of a stream and move its checkpoint; returns how many entries
-        counted. A batch that fails, or finds the checkpoint moved by another process, sets
-        the stream's reading back to the checkpoint in SQL."""
-        start = _id(self.positions[stream])
-        deliveries = [d for d in deliveries if _id(d.id) > start]  # read before a set-back
+    async def score(self, deliveries: list[Delivery]) -> int:
+        """Score one batch (each stream's entries in order) and move its streams'
+        checkpoints in the same transaction; returns how many entries counted. A batch that
+        fails, or finds a checkpoint moved by another process, sets its streams' reading
+        back to their checkpoints in SQL."""
+        starts = {stream: _id(self.positions[stream]) for stream in {d.stream for d in deliveries}}
+        deliveries = [
+            d for d in deliveries if _id(d.id) > starts[d.stream]
+        ]  # read before a set-back
         if not deliveries:
             return 0
         targets: dict[str, int] = {}
+        moves: dict[str, tuple[str, str]] = {}
         for d in deliveries:
             note = Notification.from_fields(d.fields)
             targets[note.game_id] = max(targets.get(note.game_id, 0), note.version)
-        moves = {stream: (self.positions[stream], deliveries[-1].id)}
+            moves[d.stream] = (self.positions[d.stream], d.id)
         try:
             rows = await self._project(targets)
             await asyncio.to_thread(self._commit, rows, moves)
         except Exception as e:
             self._forget(targets)
+            streams = sorted(moves)
             if isinstance(e, CheckpointMoved):
-                log.info("another scoring process moved first", scoring=self.id, stream=stream)
+                log.info("another scoring process moved first", scoring=self.id, streams=streams)
             else:
-                log.exception("scoring batch failed; reading it again", stream=stream)
-            await self._set_back(stream)
+                log.exception("scoring batch failed; reading it again", streams=streams)
+            await self._set_back(streams)
             return 0
-        self.positions[stream] = deliveries[-1].id
-        await mark_read(self.redis, MARK_GROUP, {stream: deliveries[-1].id})
+        read = {stream: last for stream, (_, last) in moves.items()}
+        self.positions.update(read)
+        await mark_read(self.redis, MARK_GROUP, read)
         for game_id in targets:  # a finished game gets no more events
             progress = self.games.get(game_id)
             if progress is not None and progress.finished_at is not None:
@@ -173,15 +167,16 @@ class ScoringService:
             self.games.popitem(last=False)
         return len(deliveries)
 
-    async def _set_back(self, stream: str) -> None:
-        """Read ``stream`` again from its checkpoint in SQL (kept if SQL is away)."""
+    async def _set_back(self, streams: list[str]) -> None:
+        """Read ``streams`` again from their checkpoints in SQL (kept if SQL is away)."""
         try:
-            self.positions[stream] = (await asyncio.to_thread(self._checkpoints))[stream]
+            checkpoints = await asyncio.to_thread(self._checkpoints)
+            self.positions.update({stream: checkpoints[stream] for stream in streams})
         except Exception:
-            log.exception("could not read the checkpoints", stream=stream)
-        subscriber = self._subscribers.get(stream)
-        if subscriber is not None:
-            subscriber.last_id = self.positions[stream]
+            log.exception("could not read the checkpoints", streams=streams)
+        for stream in streams:
+            if stream in self.follower.streams:
+                self.follower.rewind(stream, self.positions[stream])
 
     def _forget(self, game_ids: Iterable[str]) -> None:
         """Drop cached games whose rows were not written: they reload from SQL and the log."""

@@ -3,7 +3,15 @@ read through FastStream."""
 
 from .commands import CommandSender
 from .connection import connect
-from .consumer import BODY, Broker, Coalesced, Delivery, GroupConsumer, ensure_group, follow
+from .consumer import (
+    BODY,
+    Broker,
+    Coalesced,
+    Delivery,
+    Follower,
+    GroupConsumer,
+    ensure_group,
+)
 from .keys import Keys, delete_namespace
 
 __all__ = [
@@ -12,10 +20,10 @@ __all__ = [
     "Coalesced",
     "CommandSender",
     "Delivery",
+    "Follower",
     "GroupConsumer",
     "Keys",
     "connect",
     "delete_namespace",
     "ensure_group",
-    "follow",
 ]

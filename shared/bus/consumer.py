@@ -146,6 +146,7 @@ class _StreamSub(StreamSub):
     per read, about 5% of the engine's CPU. Our brokers have no prefix."""
 
     streams: dict[str, None]  # a shared read's streams (``_SharedRead``), in order
+    positions: dict[str, str]  # a shared follow's streams and the entry each is read after
 
     def add_prefix(self, prefix: str) -> Self:
         return self if not prefix else super().add_prefix(prefix)
@@ -189,6 +190,44 @@ class _SharedRead(stream_subscriber.StreamBatchSubscriber):
                 data.append(fields)
         if ids:
             # Named for the streams' channel (partition ``{p}``) in metrics, traces and logs.
+            batch = BatchStreamMessage(
+                type="bstream", channel=channel(sub.name), data=data, message_ids=ids
+            )
+            batch["streams"] = streams  # type: ignore[typeddict-unknown-key]
+            await self.consume_one(batch)
+
+
+class _SharedFollow(stream_subscriber.StreamBatchSubscriber):
+    """The group-less counterpart of :class:`_SharedRead`: one XREAD reads every stream in
+    ``_StreamSub.positions``, each after its own position, and their new entries go to the
+    handler as one batch. Each stream's position moves past its entries before the batch is
+    handled (FastStream's ``last_id`` does the same for one stream)."""
+
+    __slots__ = ()
+
+    async def _get_msgs(self, read: Any) -> None:
+        sub: Any = self.stream_sub
+        positions: dict[str, str] = sub.positions
+        if not positions:
+            await asyncio.sleep(sub.polling_interval / 1000)
+            return
+        reading: dict[Any, Any] = dict(positions)
+        response: Any = await self._client.xread(
+            streams=reading, count=sub.max_records, block=sub.polling_interval
+        )
+        streams: list[str] = []
+        ids: list[bytes] = []
+        data: list[dict[bytes, bytes]] = []
+        for stream, entries in response or ():
+            name = _text(stream)
+            if name not in positions or not entries:
+                continue  # dropped while the read was under way
+            positions[name] = _text(entries[-1][0])
+            for entry_id, fields in entries:
+                streams.append(name)
+                ids.append(entry_id)
+                data.append(fields)
+        if ids:
             batch = BatchStreamMessage(
                 type="bstream", channel=channel(sub.name), data=data, message_ids=ids
             )
@@ -251,6 +290,11 @@ class Broker(RedisBroker):
         self, connection_options: dict[str, Any], kwargs: dict[str, Any]
     ) -> Any:
         return _GivenClient(self._given, self._owned)
+
+    @property
+    def client(self) -> Redis:
+        """The Redis client its subscribers read with."""
+        return self._given
 
     async def publish_in(self, pipe: Any, body: bytes, stream: str) -> None:
         """Publish ``body`` on ``stream`` as one command of ``pipe`` (a pipeline or transaction
@@ -320,6 +364,82 @@ def follow(
     )
     subscriber(handle)
     return subscriber
+
+
+class Follower:
+    """Follows any number of streams without a consumer group (``XREAD``), each from a
+    position of its own, and hands their new entries to ``handle`` in batches (one batch
+    may hold several streams' entries, each stream's in order). On one Redis one FastStream
+    subscriber reads them all (``_SharedFollow``): a subscriber per stream paid a read and
+    a dispatch per stream with anything new, at a few entries per partition one per entry.
+    On a cluster each stream has a subscriber of its own (:func:`follow`), whose reads go
+    to its node. A stream's position moves past a batch before the batch is handled: a
+    reader that keeps positions of its own sets it back from inside ``handle``
+    (:meth:`rewind`; no read is in flight then)."""
+
+    def __init__(
+        self, broker: Broker, handle: Handler, *, batch: int, block_ms: int = BLOCK_MS
+    ) -> None:
+        self.broker = broker
+        self.handle = handle
+        self.batch = batch
+        self.block_ms = block_ms
+        self._one_read = not is_cluster(broker.client)
+        self._shared: Any = None  # the one subscriber of every stream, once made
+        self._subscribers: dict[str, Any] = {}  # stream → its subscriber (or the shared one)
+
+    @property
+    def streams(self) -> list[str]:
+        return list(self._subscribers)
+
+    async def add(self, stream: str, after: str) -> None:
+        """Read ``stream``'s entries after ``after`` from now on (a stream followed already
+        keeps its position)."""
+        if stream in self._subscribers:
+            return
+        if not self._one_read:
+            subscriber = follow(self.broker, stream, after, self.batch, self.handle, self.block_ms)
+        else:
+            subscriber = self._shared or self._make_shared(stream)
+            subscriber.stream_sub.positions[stream] = after
+        self._subscribers[stream] = subscriber
+        if not subscriber.running:
+            await subscriber.start()
+
+    def _make_shared(self, first: str) -> Any:
+        """The one subscriber of every stream (named for the first: its metrics' channel).
+        Its reads block :data:`SHARED_BLOCK_MS` at most: a stream added meanwhile is read
+        from the next one on."""
+        subscriber = follow(self.broker, first, "0-0", self.batch, self.handle, SHARED_BLOCK_MS)
+        subscriber.stream_sub.positions = {}
+        subscriber.__class__ = _SharedFollow
+        self._shared = subscriber
+        return subscriber
+
+    def rewind(self, stream: str, position: str) -> None:
+        """Read ``stream`` again after ``position`` (from inside ``handle``)."""
+        subscriber = self._subscribers[stream]
+        if subscriber is self._shared:
+            subscriber.stream_sub.positions[stream] = position
+        else:
+            subscriber.last_id = position
+
+    async def remove(self, stream: str) -> None:
+        """Stop reading ``stream``."""
+        subscriber = self._subscribers.pop(stream, None)
+        if subscriber is None:
+            return
+        if subscriber is self._shared:
+            del subscriber.stream_sub.positions[stream]
+            if subscriber.stream_sub.positions:
+                return
+            self._shared = None
+        await subscriber.stop()
+
+    async def close(self) -> None:
+        """Stop reading every stream (the batch being handled, if any, is finished first)."""
+        for stream in list(self._subscribers):
+            await self.remove(stream)
 
 
 class Coalesced:
