@@ -44,6 +44,7 @@ from services.engine import Engine
 from services.lobby.db import make_engine
 from services.lobby.fanout import BATCH, EventFanout
 from services.lobby.views import ViewProjector
+from services.runtime import POOL_WAIT_S
 from services.scoring.service import ScoringService
 from shared.bus import CommandSender, Follower, Keys, connect, delete_namespace
 from shared.contracts import CommandEnvelope, Seats
@@ -163,7 +164,8 @@ async def measure(
 ) -> dict[str, Any]:
     keys = Keys(prefix=f"cvbench-{uuid.uuid4().hex[:8]}", partitions=partitions)
     settings = Settings(key_prefix=keys.prefix, partitions=partitions, bot_think_ms=0)
-    redis = connect(url)
+    # As a service's pool: a burst of bot decisions queues for a connection, not fails.
+    redis = connect(url, POOL_WAIT_S, max_connections=settings.redis_max_connections)
     commands = [keys.commands(p) for p in keys.all_partitions()]
     events = [keys.events(p) for p in keys.all_partitions()]
     decisions = [keys.decisions(p) for p in keys.all_partitions()]
