@@ -1,10 +1,14 @@
 """Benchmark: bot-filled games driven over HTTP, moves watched on the other seats' WebSockets.
 
     python benchmarks/lobby_http.py --games 20 --seconds 20 [--redis-url URL] [--json]
+        [--lobbies N --database-url postgresql+psycopg://...]
 
 Starts `caravel up` (its own key namespace, SQLite file and port; an embedded Redis unless
---redis-url is given). Each game has two human seats played by this driver through
-`POST /games/{id}/commands` (a random legal move from the seat's view) and two greedy bots.
+--redis-url is given), or with ``--lobbies N`` the services as processes of their own: an
+engine, a bot player, scoring, and N lobbies serving one port (``CARAVEL_HTTP_SHARE_PORT``),
+their tables in a PostgreSQL schema of their own. Each game has two human seats played by
+this driver through `POST /games/{id}/commands` (a random legal move from the seat's view)
+and two greedy bots.
 It reports command submissions per second (each takes a view, a legal-commands read and
 the POST), all HTTP requests per second, and the latency from sending a POST to the move
 appearing on the *other* human seat's WebSocket. A benchmark, not a test.
@@ -29,6 +33,7 @@ from typing import Any
 
 import httpx
 import websockets
+from scratch import postgres_schema  # beside this script
 
 from shared.bus import connect, delete_namespace
 
@@ -138,7 +143,37 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.redis_url:
         env["CARAVEL_REDIS_URL"] = args.redis_url
-    server = subprocess.Popen([sys.executable, "-m", "services.cli", "up"], env=env)
+    with contextlib.ExitStack() as held:
+        if args.database_url:
+            env["CARAVEL_DATABASE_URL"] = held.enter_context(postgres_schema(args.database_url))
+        servers = [subprocess.Popen(command, env=e) for command, e in _processes(args, env)]
+        try:
+            return await _drive(args, port, env, servers)
+        finally:
+            if args.redis_url:  # leave a shared Redis as it was found
+                redis = connect(args.redis_url)
+                await delete_namespace(redis, env["CARAVEL_KEY_PREFIX"])
+                await redis.aclose()
+
+
+def _processes(
+    args: argparse.Namespace, env: dict[str, str]
+) -> list[tuple[list[str], dict[str, str]]]:
+    """``caravel up`` alone, or (``--lobbies N``) an engine, a bot player, scoring and N lobby
+    processes sharing the HTTP port."""
+    cli = [sys.executable, "-m", "services.cli"]
+    if not args.lobbies:
+        return [([*cli, "up"], env)]
+    alone = {**env, "CARAVEL_METRICS_PORT": "0"}
+    shared = {**env, "CARAVEL_HTTP_SHARE_PORT": "true"}
+    return [([*cli, name], alone) for name in ("engine", "ai", "scoring")] + [
+        ([*cli, "lobby"], shared)
+    ] * args.lobbies
+
+
+async def _drive(
+    args: argparse.Namespace, port: int, env: dict[str, str], servers: list[subprocess.Popen[bytes]]
+) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     try:
         limits = httpx.Limits(max_connections=4 * args.games + 10)
@@ -167,16 +202,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             )
             elapsed = time.perf_counter() - started
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        finally:
-            if server.poll() is None:
-                server.kill()
-        if args.redis_url:  # leave a shared Redis as it was found
-            redis = connect(args.redis_url)
-            await delete_namespace(redis, env["CARAVEL_KEY_PREFIX"])
-            await redis.aclose()
+        for server in servers:
+            server.send_signal(signal.SIGTERM)
+        for server in servers:
+            try:
+                server.wait(timeout=30)
+            finally:
+                if server.poll() is None:
+                    server.kill()
     commands = sum(n for n, _ in results)
     latencies = [x for _, lat in results for x in lat]
     return {
@@ -197,6 +230,14 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--redis-url", default=None)
+    parser.add_argument(
+        "--lobbies",
+        type=int,
+        default=0,
+        help="0: one `caravel up`; N: an engine, a bot player, scoring and N lobby processes "
+        "sharing the HTTP port (needs --redis-url, and --database-url for more than one)",
+    )
+    parser.add_argument("--database-url", default=None, help="PostgreSQL (a schema of its own)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result = asyncio.run(main_async(args))

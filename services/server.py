@@ -77,7 +77,9 @@ async def serve(
             )
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
             tasks.append(asyncio.create_task(matchmaker.run(stop), name="matchmaker"))
-            sockets = _listen(settings.http_host, settings.http_port)
+            sockets = _listen(
+                settings.http_host, settings.http_port, share=settings.http_share_port
+            )
             _announce(settings)
         else:  # metrics and health only, on a port of their own (0: none)
             app = FastAPI(title="Caravel operations")
@@ -128,14 +130,18 @@ def _announce(settings: Settings) -> None:
     print(f"Data folder     {settings.data_dir.resolve()}", flush=True)
 
 
-def _listen(host: str, port: int, required: bool = True) -> list[socket.socket]:
+def _listen(
+    host: str, port: int, required: bool = True, share: bool = False
+) -> list[socket.socket]:
     """A socket bound to ``host``:``port`` (port 0: none). Only the HTTP API must have its
     port: a second engine on one host finds the metrics port taken, says so, and runs
-    without it."""
+    without it. ``share``: every process binding the port so shares it (``SO_REUSEPORT``)."""
     if not port:
         return []
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if share:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError:

@@ -31,6 +31,12 @@ class Settings(BaseSettings):
         default="127.0.0.1", description="Address the HTTP API listens on (0.0.0.0 in containers)."
     )
     http_port: int = Field(default=8000, ge=1, le=65535)
+    http_share_port: bool = Field(
+        default=False,
+        description="Bind the HTTP port with SO_REUSEPORT, so several lobby processes on one "
+        "host serve it together (the kernel spreads the connections); off, a second process "
+        "finds the port taken.",
+    )
     metrics_port: int = Field(
         default=9464,
         ge=0,
