@@ -51,7 +51,7 @@ from shared.contracts import (
     Seats,
     dump_json,
     encode_event,
-    new_id,
+    new_event_id,
 )
 from shared.eventstore import Append, Archive, EventStore, GameCodec
 from shared.games import api
@@ -483,7 +483,7 @@ class Engine:
         recorded_at = datetime.now(UTC).isoformat()
         encoded = [
             encode_event(
-                event_id=new_id(),
+                event_id=new_event_id(),
                 game_id=env.game_id,
                 version=cached.version + i,
                 type=e.type,

@@ -77,8 +77,10 @@ def command_span(
     game_id: str, command_id: str, command_type: str, seat: int | None
 ) -> AbstractContextManager[Any]:
     """A span around deciding one command (a child of its batch's span), named by its type
-    and carrying its game and command; nothing when tracing is off."""
-    if _provider is None and not configured():
+    and carrying its game and command; nothing when tracing is off. The provider is made
+    with the engine's broker (:func:`bus_middleware`): the environment is not read again
+    per command (that was 3.7% of the engine's CPU)."""
+    if _provider is None:
         return nullcontext()
     return _span(game_id, command_id, command_type, seat)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import secrets
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -29,7 +32,30 @@ def dump_json(value: Any) -> str:
 
 
 def new_id() -> str:
+    """An id nobody can guess (a command's: one guessed could be sent first, and the real
+    command would be taken for its duplicate)."""
     return uuid.uuid4().hex
+
+
+class _Ids:
+    """Ids unique across processes and time, not secret: 64 random bits drawn once per
+    process (again in a forked child) and a 64-bit counter, 32 hex digits like a UUID's.
+    The engine names every event it writes so; ``uuid4`` reads the OS's random source for
+    each (3.6% of the engine's CPU)."""
+
+    def __init__(self) -> None:
+        self.reset()
+        os.register_at_fork(after_in_child=self.reset)
+
+    def reset(self) -> None:
+        self.process = f"{secrets.randbits(64):016x}"
+        self.count = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{self.process}{next(self.count):016x}"
+
+
+new_event_id = _Ids()
 
 
 def utcnow() -> datetime:
