@@ -341,9 +341,18 @@ class EventStore:
 
     @staticmethod
     def _result_json(a: Append) -> str:
-        return CommandResult(
-            command_id=a.command_id, game_id=a.game_id, status="accepted", version=a.version
-        ).model_dump_json()
+        """A :class:`CommandResult` "accepted" as its JSON, written without building the
+        model (once per command the engine appends)."""
+        return dump_json(
+            {
+                "command_id": a.command_id,
+                "game_id": a.game_id,
+                "status": "accepted",
+                "version": a.version,
+                "code": None,
+                "reason": None,
+            }
+        )
 
     async def append(self, a: Append) -> AppendResult:
         """Append one command's events atomically (see the module docstring)."""

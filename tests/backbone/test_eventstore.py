@@ -21,6 +21,7 @@ from shared.bus import (
 )
 from shared.contracts import (
     SCHEMA_VERSION,
+    CommandResult,
     EncodedEvent,
     EventEnvelope,
     load_event,
@@ -266,3 +267,14 @@ def test_logs_of_schema_1_are_of_the_default_game() -> None:
     assert load_event(created).data["game"] == "age_of_discovery"
     other = {"game_id": "g", "version": 2, "type": "money", "data": {"seat": 0, "amount": 3}}
     assert load_event({**other, "schema_version": 1}).data == other["data"]
+
+
+def test_the_stored_answer_of_an_append_is_a_command_result() -> None:
+    """The append script stores the sender's answer as JSON written without the model: it
+    must read back as the ``CommandResult`` the sender expects, field for field."""
+    events = [EncodedEvent('{"a":1}', ""), EncodedEvent('{"b":2}', "")]
+    append = Append("g-1", 4, events, command_id="c-1")
+    stored_json = EventStore._result_json(append)
+    expected = CommandResult(command_id="c-1", game_id="g-1", status="accepted", version=6)
+    assert CommandResult.model_validate_json(stored_json) == expected
+    assert stored_json == expected.model_dump_json()
