@@ -44,8 +44,10 @@ async def test_listeners_get_their_games_entries_from_listening_on_once_each(
         assert got_a1 == got_a2
         assert {n.game_id for n in got_a1} == {"g-a"} and {n.game_id for n in got_b} == {"g-b"}
         assert a1.empty() and a2.empty() and b.empty()
-        assert fanout._subscribers  # one subscriber per stream while anyone listens
-    assert not fanout._subscribers  # nobody listens: the subscribers stopped
+        follower = fanout._follower  # every event and decision stream while anyone listens
+        assert follower is not None
+        assert len(follower.streams) == 2 * keys.partitions
+    assert fanout._follower is None and not follower.streams  # nobody listens: stopped
 
     await _append(redis, keys, "g-a", 4)
     async with fanout.listen("g-a") as again:
