@@ -177,24 +177,37 @@ class _SharedRead(stream_subscriber.StreamBatchSubscriber):
             count=sub.max_records,
             block=sub.polling_interval,
         )
-        streams: list[str] = []
-        ids: list[bytes] = []
-        data: list[dict[bytes, bytes]] = []
-        for stream, entries in response or ():
-            name = _text(stream)
-            if name not in sub.streams:
-                continue  # dropped while the read was under way: left pending, reclaimed
-            for entry_id, fields in entries:
-                streams.append(name)
-                ids.append(entry_id)
-                data.append(fields)
-        if ids:
-            # Named for the streams' channel (partition ``{p}``) in metrics, traces and logs.
-            batch = BatchStreamMessage(
-                type="bstream", channel=channel(sub.name), data=data, message_ids=ids
-            )
-            batch["streams"] = streams  # type: ignore[typeddict-unknown-key]
-            await self.consume_one(batch)
+        # A stream dropped while the read was under way is skipped: left pending, reclaimed.
+        await _hand_on(self, response, sub.streams)
+
+
+async def _hand_on(
+    subscriber: Any, response: Any, reading: dict[str, Any], positions: bool = False
+) -> None:
+    """The entries of a read of several streams, to ``subscriber``'s handler as one batch,
+    named for the streams' channel (partition ``{p}``) in metrics, traces and logs. Only
+    the streams still in ``reading`` count; with ``positions``, it maps each stream to the
+    entry it is read after, moved to the stream's last entry here."""
+    streams: list[str] = []
+    ids: list[bytes] = []
+    data: list[dict[bytes, bytes]] = []
+    for stream, entries in response or ():
+        name = _text(stream)
+        if name not in reading or not entries:
+            continue
+        if positions:
+            reading[name] = _text(entries[-1][0])
+        for entry_id, fields in entries:
+            streams.append(name)
+            ids.append(entry_id)
+            data.append(fields)
+    if ids:
+        name = subscriber.stream_sub.name
+        batch = BatchStreamMessage(
+            type="bstream", channel=channel(name), data=data, message_ids=ids
+        )
+        batch["streams"] = streams  # type: ignore[typeddict-unknown-key]
+        await subscriber.consume_one(batch)
 
 
 class _SharedFollow(stream_subscriber.StreamBatchSubscriber):
@@ -215,24 +228,7 @@ class _SharedFollow(stream_subscriber.StreamBatchSubscriber):
         response: Any = await self._client.xread(
             streams=reading, count=sub.max_records, block=sub.polling_interval
         )
-        streams: list[str] = []
-        ids: list[bytes] = []
-        data: list[dict[bytes, bytes]] = []
-        for stream, entries in response or ():
-            name = _text(stream)
-            if name not in positions or not entries:
-                continue  # dropped while the read was under way
-            positions[name] = _text(entries[-1][0])
-            for entry_id, fields in entries:
-                streams.append(name)
-                ids.append(entry_id)
-                data.append(fields)
-        if ids:
-            batch = BatchStreamMessage(
-                type="bstream", channel=channel(sub.name), data=data, message_ids=ids
-            )
-            batch["streams"] = streams  # type: ignore[typeddict-unknown-key]
-            await self.consume_one(batch)
+        await _hand_on(self, response, positions, positions=True)
 
 
 BODY = DATA_KEY.encode()  # the field of a stream entry FastStream publishes a message in
