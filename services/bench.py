@@ -61,12 +61,12 @@ class Outbox:
         self.redis = redis
         self.keys = keys
         self.broker = broker
-        self.queue: list[tuple[str, bytes]] = []
+        self.queue: list[tuple[str, bytes, str]] = []
         self.ready = asyncio.Event()
 
     def send(self, command: CommandEnvelope) -> None:
         stream = self.keys.commands(self.keys.partition(command.game_id))
-        self.queue.append((stream, command.model_dump_json().encode()))
+        self.queue.append((stream, command.model_dump_json().encode(), command.command_id))
         self.ready.set()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -75,8 +75,8 @@ class Outbox:
             self.ready.clear()
             batch, self.queue = self.queue, []
             async with self.redis.pipeline(transaction=False) as pipe:
-                for stream, payload in batch:
-                    await self.broker.publish_in(pipe, payload, stream)
+                for stream, payload, command_id in batch:
+                    await self.broker.publish_in(pipe, payload, stream, command_id)
                 await pipe.execute()
 
 

@@ -27,13 +27,16 @@ class CommandSender:
 
     async def send(self, command: CommandEnvelope) -> str:
         """Queue ``command``; returns the stream entry id. The engine answers asynchronously."""
-        return await self.send_raw(command.game_id, command.model_dump_json().encode())
+        body = command.model_dump_json().encode()
+        return await self.send_raw(command.game_id, body, command.command_id)
 
-    async def send_raw(self, game_id: str, payload: bytes | str) -> str:
+    async def send_raw(
+        self, game_id: str, payload: bytes | str, correlation_id: str | None = None
+    ) -> str:
         """Queue anything at all on a game's partition stream (the engine must survive it)."""
         stream = self.keys.commands(self.keys.partition(game_id))
         body = payload.encode() if isinstance(payload, str) else payload
-        entry: Any = await self.broker.publish(body, stream=stream)
+        entry: Any = await self.broker.publish(body, stream=stream, correlation_id=correlation_id)
         return entry.decode() if isinstance(entry, bytes) else str(entry)
 
     async def send_many(self, commands: Sequence[CommandEnvelope]) -> list[str]:
@@ -43,7 +46,8 @@ class CommandSender:
         async with self.redis.pipeline(transaction=True) as pipe:
             for command in commands:
                 stream = self.keys.commands(self.keys.partition(command.game_id))
-                await self.broker.publish_in(pipe, command.model_dump_json().encode(), stream)
+                body = command.model_dump_json().encode()
+                await self.broker.publish_in(pipe, body, stream, command.command_id)
             entries: list[Any] = await pipe.execute()
         return [e.decode() if isinstance(e, bytes) else str(e) for e in entries]
 

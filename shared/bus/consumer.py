@@ -292,13 +292,17 @@ class Broker(RedisBroker):
         """The Redis client its subscribers read with."""
         return self._given
 
-    async def publish_in(self, pipe: Any, body: bytes, stream: str) -> None:
+    async def publish_in(
+        self, pipe: Any, body: bytes, stream: str, correlation_id: str | None = None
+    ) -> None:
         """Publish ``body`` on ``stream`` as one command of ``pipe`` (a pipeline or transaction
         of this broker's client): sent when ``pipe`` executes, its entry id among the results.
         FastStream awaits the call it queues, and awaiting a redis-py cluster pipeline starts
-        it over (its queue emptied, the entry lost); the adapter only queues."""
+        it over (its queue emptied, the entry lost); the adapter only queues. A command is
+        published with its id as the correlation id (in traces; else FastStream draws a
+        ``uuid4`` for each message)."""
         queued: Any = _Queued(pipe)
-        await self.publish(body, stream=stream, pipeline=queued)
+        await self.publish(body, stream=stream, pipeline=queued, correlation_id=correlation_id)
 
     async def drop_idle_connections(self) -> None:
         """Close the subscribers' idle connections (a pool of their own): after a Redis

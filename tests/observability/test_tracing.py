@@ -60,7 +60,10 @@ async def test_a_command_through_the_engine_is_traced_with_its_game_and_command(
     batches = {s.context.span_id: s for s in spans if s.name in read}
     for span in decided.values():
         assert span.parent is not None and span.parent.span_id in batches
-    assert any(s.name == f"{stream} publish" for s in spans)  # the sender's, traced too
+    published = [s for s in spans if s.name == f"{stream} publish"]  # the sender's, traced too
+    # ... each under its command's id, the correlation id it was published with.
+    conversations = {s.attributes["messaging.message.conversation_id"] for s in published}
+    assert conversations == {create.command_id, move.command_id}
 
 
 def test_without_an_exporter_there_is_no_tracing() -> None:
