@@ -212,18 +212,25 @@ def pending(state: GameState) -> tuple[Decision, ...]:
     """Who must decide what now: usually one seat; both sides choosing casualties at once."""
     phase = state.phase
     if phase == "placement":
-        return (Decision(state.queue[state.cursor], "place"),) if state.to_place else ()
+        return _decisions(state.queue[state.cursor], "place") if state.to_place else ()
     if phase == "warfare" and state.battles:
-        return tuple(Decision(seat, "casualties") for seat in _battle_choosers(state))
+        return tuple(_decisions(seat, "casualties")[0] for seat in _battle_choosers(state))
     kind = KIND.get(phase)
     if kind is None:
         return ()
     if phase == "auction":
-        return (Decision(state.queue[state.cursor], kind),) if len(state.queue) > 1 else ()
+        return _decisions(state.queue[state.cursor], kind) if len(state.queue) > 1 else ()
     if state.cursor >= len(state.queue):
         return ()
     entry = state.queue[state.cursor]
-    return (Decision(entry[0] if isinstance(entry, tuple) else entry, kind),)
+    return _decisions(entry[0] if isinstance(entry, tuple) else entry, kind)
+
+
+@lru_cache(maxsize=256)
+def _decisions(seat: int, kind: str) -> tuple[Decision, ...]:
+    """A seat's one decision, made once per (seat, kind): decisions are immutable, and
+    ``pending`` is asked several times per command."""
+    return (Decision(seat, kind),)
 
 
 def _battle_choosers(s: GameState) -> list[int]:
@@ -516,16 +523,25 @@ def decide(state: GameState, command: Command) -> list[Event]:
     return decide_into(state.copy(), command)
 
 
-def decide_into(s: GameState, command: Command) -> list[Event]:
+def decide_into(s: GameState, command: Command, trusted: bool = False) -> list[Event]:
     """:func:`decide` on a private state, which it leaves advanced past the events.
 
-    The fast path for search and simulation; on a violation ``s`` is unchanged.
+    The fast path for search and simulation; on a violation ``s`` is unchanged. ``trusted``
+    (:meth:`~shared.games.api.Game.decide_into`): ``command`` was taken from
+    ``legal_commands(s, command.seat)`` in this very state, so it is not checked again.
     """
-    decision = _check(s, command)
+    decision = _decision_of(s, command.seat) if trusted else _check(s, command)
     out: list[Event] = []
     PERFORM[type(command)](s, command, decision, out)
     _advance(s, out)
     return out
+
+
+def _decision_of(s: GameState, seat: int) -> Decision:
+    """The pending decision of ``seat``, which has one (a trusted command's)."""
+    if s.phase == "placement":
+        return _decisions(seat, "place")[0]
+    return next(d for d in pending(s) if d.seat == seat)
 
 
 def _check(s: GameState, command: Command) -> Decision:

@@ -103,8 +103,10 @@ class AgeOfDiscovery:
     def decide(self, state: GameState, command: Command) -> list[Event]:
         return engine.decide(state, command)
 
-    def decide_into(self, state: GameState, command: Command) -> list[Event]:
-        return engine.decide_into(state, command)
+    def decide_into(
+        self, state: GameState, command: Command, *, trusted: bool = False
+    ) -> list[Event]:
+        return engine.decide_into(state, command, trusted)
 
     def apply(self, state: GameState, event: Event) -> None:
         apply_event(state, event)

@@ -88,8 +88,8 @@ class Navegador:
     def decide(self, state: State, command: Command) -> list[Event]:
         return engine.decide(state, command)
 
-    def decide_into(self, state: State, command: Command) -> list[Event]:
-        return engine.decide_into(state, command)
+    def decide_into(self, state: State, command: Command, *, trusted: bool = False) -> list[Event]:
+        return engine.decide_into(state, command, trusted)
 
     def apply(self, state: State, event: Event) -> None:
         apply_event(state, event)
