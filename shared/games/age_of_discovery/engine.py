@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import combinations_with_replacement
+from operator import itemgetter
 from typing import Any
 
 from ..api import PUBLIC, Command, Decision, Event, RuleViolation, Visibility
@@ -87,7 +88,11 @@ def _emit(
     hot path of simulation and search)."""
     HANDLERS[type_](s, data, secret)
     s.version += 1
-    out.append(Event(type_, data, secret, visibility))
+    out.append(_new_event(Event, (type_, data, secret, visibility)))
+
+
+_new_event = tuple.__new__
+"""``Event(...)`` without the named tuple's Python-level ``__new__``: every event is made here."""
 
 
 # --- new game --------------------------------------------------------------------------------
@@ -334,11 +339,12 @@ def _open_slots(s: GameState, seat: int) -> list[int]:
 
 
 def _legal_place(s: GameState, seat: int) -> list[Command]:
-    slots = _open_slots(s, seat)
+    pick = itemgetter(*_open_slots(s, seat))  # two slots at least: a tuple of commands
     table = _place_table(seat)
-    out: list[Command] = [
-        table[u][i] for u, count in enumerate(s.avail[seat]) if count for i in slots
-    ]
+    out: list[Command] = []
+    for u, count in enumerate(s.avail[seat]):
+        if count:
+            out += pick(table[u])
     if not s.university_used[seat] and _has(s, seat, "university") is not None:
         out += [UseUniversity(seat, box, space) for box, space, _ in _university_moves(s, seat)]
     return out

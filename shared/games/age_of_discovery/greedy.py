@@ -51,7 +51,20 @@ def state_values(
 
 def _values(seen: _Seen, legal: Sequence[Command], rng: random.Random) -> list[float]:
     draw = rng.random
-    return [_VALUE[c.type](seen, c) + draw() * 1e-3 for c in legal]
+    placed, value_of, by_unit = seen.placed, _VALUE, _BY_UNIT
+    out = []
+    for c in legal:
+        kind = c.type
+        if kind == "place":  # :func:`_value_place` inlined: most commands are placements
+            box = c.box
+            key = (box, c.unit if box in by_unit else c.space)
+            value = placed.get(key)
+            if value is None:
+                value = placed[key] = _place_worth(seen, box, c.unit, c.space)
+        else:
+            value = value_of[kind](seen, c)
+        out.append(value + draw() * 1e-3)
+    return out
 
 
 # --- what the greedy bot reads off its observation (or the search off a state) ---------------
@@ -162,34 +175,34 @@ class _Seen:
         rules = state.rules
         s._common(_board(rules.ruleset.name, rules.file), seat, state.n, state.phase, state.turn)
         s.price = s.board.prices[rules.age_of_turn(max(state.turn, 1)) - 1]
-        names = rules.goods
         s.money, s.ships = state.money[seat], state.ships[seat]
-        s.goods = {names[g]: c for g, c in enumerate(state.goods[seat]) if c}
         s.buildings = len(state.owned[seat])
         colonists, captains, soldiers = state.disc[seat]
         s.disc = (colonists, captains, soldiers)
         s.units, s.soldiers = state.units, state.soldiers  # read only
         s.good_present, s.discovered = state.region_good, state.discovered
-        token_on, tokens = state.token_on, rules.tokens
+        token_on = state.token_on
         s.face_down = max(token_on) >= 0
-        s.known_natives = (
-            [
+        if True in state.token_known:
+            tokens = rules.tokens
+            s.known_natives = [
                 tokens[t][2] if t >= 0 and known else None
                 for t, known in zip(token_on, state.token_known, strict=True)
             ]
-            if True in state.token_known
-            else [None] * len(token_on)
-        )
+        else:
+            s.known_natives = [None] * len(token_on)
         s.initiative = len(state.initiative)
         s.shipping = [(owner, UNITS[u]) for owner, u in state.shipping]
         s.ship_in_box = bool(state.ship_in_box)
+        names = rules.goods
+        s.goods = {names[g]: c for g, c in enumerate(state.goods[seat]) if c}
         s.goods_revealed = [names[g] for g in state.goods_revealed]
-        buildings = rules.buildings
-        s.buildings_revealed = [buildings[b].id for b in state.revealed_buildings]
+        s.buildings_revealed = [rules.building_ids[b] for b in state.revealed_buildings]
         s.discovery_deck = len(state.deck)
         return s
 
     def _common(self, board: _Board, seat: int, n: int, phase: str, turn: int) -> None:
+        self._shipping_strength: tuple[int, int] | None = None
         self.board, self.seat, self.n, self.phase = board, seat, n, phase
         self.turns_left = board.turns + 1 - max(turn, 1)
         self._landing: dict[int, float] = {}
@@ -221,7 +234,7 @@ class _Seen:
         """:meth:`colony_gain` by the region's index."""
         here, seat = self.units[region], self.seat
         mine = here[seat]
-        others = max((u for s, u in enumerate(here) if s != seat), default=0)
+        others = max(here[:seat] + here[seat + 1 :], default=0)
         after = mine + units
         colony = self.board.colony_min
         value = 0.0
@@ -329,11 +342,14 @@ def _value_shipping(s: _Seen, unit: str) -> float:
     if not s.ship_in_box:
         return -0.5
     values = s.board.shipping
-    strength = [0] * s.n
-    for seat, placed in s.shipping:
-        strength[seat] += values[placed]
-    mine = strength[s.seat] + values[unit]
-    best_other = max((v for seat, v in enumerate(strength) if seat != s.seat), default=0)
+    if s._shipping_strength is None:  # once per decision: every unit may be offered
+        strength = [0] * s.n
+        for seat, placed in s.shipping:
+            strength[seat] += values[placed]
+        best_other = max((v for seat, v in enumerate(strength) if seat != s.seat), default=0)
+        s._shipping_strength = (strength[s.seat], best_other)
+    held, best_other = s._shipping_strength
+    mine = held + values[unit]
     if mine <= best_other:
         return 0.3
     return 1.5 + s.ship_gain() * (0.5 + s.turns_left / 4)
