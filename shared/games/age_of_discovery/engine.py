@@ -529,7 +529,7 @@ def decide(state: GameState, command: Command) -> list[Event]:
     return decide_into(state.copy(), command)
 
 
-def decide_into(s: GameState, command: Command, trusted: bool = False) -> list[Event]:
+def decide_into(s: GameState, command: Command, *, trusted: bool = False) -> list[Event]:
     """:func:`decide` on a private state, which it leaves advanced past the events.
 
     The fast path for search and simulation; on a violation ``s`` is unchanged. ``trusted``
@@ -899,6 +899,8 @@ PERFORM: dict[type[Command], Perform] = {
 def _advance(s: GameState, out: list[Event]) -> None:
     """Play automatic steps and forced choices until a real decision is pending."""
     while s.phase != "over":
+        if s.phase == "placement" and s.to_place:
+            return  # a placement is never forced (and is most decisions)
         decisions = pending(s)
         if not decisions:
             AUTO[s.phase](s, out)
@@ -924,8 +926,38 @@ def _forced(s: GameState, d: Decision) -> Command | None:
         return None
     if d.kind == "expedition":
         return None if _expedition_targets(s) else Pass(d.seat)
+    chooses = CHOOSES.get(d.kind)
+    if chooses is not None and chooses(s, d.seat):
+        return None  # a choice for sure: its commands are listed once, by the player
     options = LEGAL[d.kind](s, d.seat)
     return options[0] if len(options) == 1 else None
+
+
+# For some decisions, a cheap sufficient sign of two legal commands at least (Pass and one
+# other), which spares ``_forced`` listing them all: the player lists them next anyway.
+
+
+def _chooses_conflict(s: GameState, seat: int) -> bool:
+    """Pass, and a Battle wherever the seat shares a region with another seat."""
+    others = s.n - 2  # at most this many empty seats where two seats have units
+    return any(here[seat] and here.count(0) <= others for here in s.units)
+
+
+def _chooses_buy(s: GameState, seat: int) -> bool:
+    """Pass, and every revealed building (each offers one choice at least) if affordable."""
+    return bool(s.revealed_buildings) and s.money[seat] >= _price(s) and True in s.discovered
+
+
+def _chooses_bid(s: GameState, seat: int) -> bool:
+    """Pass, and a bid of every amount above the highest up to the seat's money."""
+    return s.money[seat] > s.bid_high
+
+
+CHOOSES: dict[str, Callable[[GameState, int], bool]] = {
+    "conflict": _chooses_conflict,
+    "buy": _chooses_buy,
+    "bid": _chooses_bid,
+}
 
 
 def _next_phase(s: GameState, out: list[Event], phase: str, queue: list[Any]) -> None:
