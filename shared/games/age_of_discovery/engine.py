@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import combinations_with_replacement
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
 from ..api import PUBLIC, Command, Decision, Event, RuleViolation, Visibility
 from ..ruleset_files import CARRIED
@@ -48,6 +48,8 @@ from .ruleset import (
 )
 from .scoring import colony_vp, score
 from .state import GameState, blank_state
+
+C = TypeVar("C", bound=Command)
 
 # What each decision kind is called in ``pending`` and which commands answer it.
 KIND = {
@@ -346,7 +348,9 @@ def _legal_place(s: GameState, seat: int) -> list[Command]:
         if count:
             out += pick(table[u])
     if not s.university_used[seat] and _has(s, seat, "university") is not None:
-        out += [UseUniversity(seat, box, space) for box, space, _ in _university_moves(s, seat)]
+        out += [
+            _made(UseUniversity, seat, box, space) for box, space, _ in _university_moves(s, seat)
+        ]
     return out
 
 
@@ -374,13 +378,20 @@ def _discovered(s: GameState) -> list[str]:
     return [regions[r] for r, found in enumerate(s.discovered) if found]
 
 
+@lru_cache(maxsize=8192)
+def _made(kind: type[C], *args: Any) -> C:
+    """Commands are immutable: each legal one is made once and reused (random play and the
+    search's playouts list them at every decision, and a frozen dataclass is slow to build)."""
+    return kind(*args)
+
+
 def _legal_land(s: GameState, seat: int) -> list[Command]:
-    return [Land(seat, r) for r in _discovered(s)]
+    return [_made(Land, seat, r) for r in _discovered(s)]
 
 
 def _legal_take_good(s: GameState, seat: int) -> list[Command]:
     goods = s.rules.goods
-    return [TakeGood(seat, goods[g]) for g in sorted(set(s.goods_revealed))]
+    return [_made(TakeGood, seat, goods[g]) for g in sorted(set(s.goods_revealed))]
 
 
 def _price(s: GameState) -> int:
@@ -388,13 +399,15 @@ def _price(s: GameState) -> int:
 
 
 def _legal_buy(s: GameState, seat: int) -> list[Command]:
-    out: list[Command] = [Pass(seat)]
+    out: list[Command] = [_made(Pass, seat)]
     if s.money[seat] < _price(s):
         return out
     buildings = s.rules.buildings
     for b in sorted(set(s.revealed_buildings)):
         building = buildings[b]
-        out += [BuyBuilding(seat, building.id, regions) for regions in _buy_choices(s, seat, b)]
+        out += [
+            _made(BuyBuilding, seat, building.id, regions) for regions in _buy_choices(s, seat, b)
+        ]
     return out
 
 
@@ -424,24 +437,24 @@ def _expedition_targets(s: GameState) -> list[str | None]:
 
 
 def _legal_expedition(s: GameState, seat: int) -> list[Command]:
-    out: list[Command] = [Pass(seat)]
+    out: list[Command] = [_made(Pass, seat)]
     targets = _expedition_targets(s)
     colonists, captains, soldiers = s.disc[seat]
     for c in range(colonists + 1):
         for k in range(captains + 1):
             for m in range(soldiers + 1):
                 if c or k or m:
-                    out += [Expedition(seat, c, k, m, t) for t in targets]
+                    out += [_made(Expedition, seat, c, k, m, t) for t in targets]
     return out
 
 
 def _legal_specialist(s: GameState, seat: int) -> list[Command]:
-    specialists = [TakeSpecialist(seat, UNITS[u]) for u in SPECIALISTS]
+    specialists = [_made(TakeSpecialist, seat, UNITS[u]) for u in SPECIALISTS]
     if s.phase == "auction_bonus":
         return list(specialists)
     if s.money[seat] < s.rules.ruleset.values.training_cost:
-        return [Pass(seat)]
-    return [Pass(seat), *specialists]
+        return [_made(Pass, seat)]
+    return [_made(Pass, seat), *specialists]
 
 
 def _war_regions(s: GameState, a: int, d: int) -> list[int]:
@@ -454,18 +467,18 @@ def _war_regions(s: GameState, a: int, d: int) -> list[int]:
 
 
 def _legal_conflict(s: GameState, seat: int) -> list[Command]:
-    out: list[Command] = [Pass(seat)]
+    out: list[Command] = [_made(Pass, seat)]
     regions = s.rules.regions
     for r, here in enumerate(s.units):
         if here[seat]:
             out += [
-                Battle(seat, regions[r], other)
+                _made(Battle, seat, regions[r], other)
                 for other in range(s.n)
                 if other != seat and here[other]
             ]
     if s.money[seat] >= s.rules.ruleset.values.war_cost:
         out += [
-            War(seat, other)
+            _made(War, seat, other)
             for other in range(s.n)
             if other != seat and _war_regions(s, seat, other)
         ]
@@ -474,17 +487,17 @@ def _legal_conflict(s: GameState, seat: int) -> list[Command]:
 
 def _legal_casualties(s: GameState, seat: int) -> list[Command]:
     lo, hi = _casualty_ranges(s)[seat]
-    return [Casualties(seat, k) for k in range(lo, hi + 1)]
+    return [_made(Casualties, seat, k) for k in range(lo, hi + 1)]
 
 
 def _legal_move(s: GameState, seat: int) -> list[Command]:
-    out: list[Command] = [Pass(seat)]
+    out: list[Command] = [_made(Pass, seat)]
     regions = s.rules.regions
     if s.queue[s.cursor][1] == "stable":
         for r, here in enumerate(s.soldiers):
             if here[seat]:
                 out += [
-                    MoveSoldier(seat, regions[r], regions[t])
+                    _made(MoveSoldier, seat, regions[r], regions[t])
                     for t in sorted(s.rules.adjacent[r])
                     if s.discovered[t]
                 ]
@@ -495,12 +508,14 @@ def _legal_move(s: GameState, seat: int) -> list[Command]:
     for r in range(len(regions)):
         colonists = s.units[r][seat] - s.soldiers[r][seat]
         for count in range(1, min(colonists, limit["colonists"]) + 1):
-            out += [Migrate(seat, regions[r], regions[t], count) for t in found if t != r]
+            out += [_made(Migrate, seat, regions[r], regions[t], count) for t in found if t != r]
     return out
 
 
 def _legal_bid(s: GameState, seat: int) -> list[Command]:
-    return [Pass(seat)] + [Bid(seat, a) for a in range(s.bid_high + 1, s.money[seat] + 1)]
+    return [_made(Pass, seat)] + [
+        _made(Bid, seat, a) for a in range(s.bid_high + 1, s.money[seat] + 1)
+    ]
 
 
 LEGAL: dict[str, Callable[[GameState, int], list[Command]]] = {
@@ -925,7 +940,7 @@ def _forced(s: GameState, d: Decision) -> Command | None:
     if d.kind == "place":
         return None
     if d.kind == "expedition":
-        return None if _expedition_targets(s) else Pass(d.seat)
+        return None if _expedition_targets(s) else _made(Pass, d.seat)
     chooses = CHOOSES.get(d.kind)
     if chooses is not None and chooses(s, d.seat):
         return None  # a choice for sure: its commands are listed once, by the player

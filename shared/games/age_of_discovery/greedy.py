@@ -111,6 +111,42 @@ class _Seen:
     off the seat's view (:meth:`of_view`) or off a whole state (:meth:`of_state`). Region
     tables are indexed like the ruleset's regions; goods and units go by name."""
 
+    # Slots: one is made at every decision of every playout, and a plain instance's dict of
+    # this many fields is slow to fill.
+    __slots__ = (
+        "_best_building",
+        "_best_good_gain",
+        "_incomes",
+        "_landing",
+        "_ship_gain",
+        "_shipping_strength",
+        "board",
+        "building_worth",
+        "buildings",
+        "buildings_revealed",
+        "disc",
+        "discovered",
+        "discovery_deck",
+        "face_down",
+        "good_present",
+        "goods",
+        "goods_revealed",
+        "initiative",
+        "known_natives",
+        "money",
+        "n",
+        "phase",
+        "placed",
+        "price",
+        "seat",
+        "ship_in_box",
+        "shipping",
+        "ships",
+        "soldiers",
+        "turns_left",
+        "units",
+    )
+
     board: _Board
     seat: int
     n: int
