@@ -166,7 +166,7 @@ class Search:
                 decide_into(state, legal[0] if len(legal) == 1 else rnd.choice(legal), trusted=True)
                 continue
             values = policy(state, seat, legal, rnd)
-            best = legal[max(range(len(values)), key=values.__getitem__)]
+            best = legal[values.index(max(values))]  # the first of the best
             decide_into(state, best, trusted=True)
         return rewards(game.evaluate(state))
 

@@ -270,7 +270,11 @@ class _Seen:
         """:meth:`colony_gain` by the region's index."""
         here, seat = self.units[region], self.seat
         mine = here[seat]
-        others = max(here[:seat] + here[seat + 1 :], default=0)
+        top = max(here)
+        if mine < top or here.count(top) > 1:
+            others = top  # the usual case: no need to leave my own count out
+        else:
+            others = max(here[:seat] + here[seat + 1 :], default=0)
         after = mine + units
         colony = self.board.colony_min
         value = 0.0
@@ -382,8 +386,9 @@ def _value_shipping(s: _Seen, unit: str) -> float:
         strength = [0] * s.n
         for seat, placed in s.shipping:
             strength[seat] += values[placed]
-        best_other = max((v for seat, v in enumerate(strength) if seat != s.seat), default=0)
-        s._shipping_strength = (strength[s.seat], best_other)
+        seat = s.seat
+        best_other = max(strength[:seat] + strength[seat + 1 :], default=0)
+        s._shipping_strength = (strength[seat], best_other)
     held, best_other = s._shipping_strength
     mine = held + values[unit]
     if mine <= best_other:
