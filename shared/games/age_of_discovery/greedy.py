@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from ..ruleset_files import CARRIED
-from .income import set_income
+from .income import income_of
 from .ruleset import UNITS, Rules
 from .state import GameState
 
@@ -255,11 +255,14 @@ class _Seen:
         paid = self._incomes.get(key)
         if paid is None:
             goods = self.goods
+            counts = tuple(goods.values())  # sets pay by counts alone, in any order
             if extra_good:
-                goods = dict(goods)
-                goods[extra_good] = goods.get(extra_good, 0) + 1
+                if extra_good in goods:
+                    counts = tuple(c + (g == extra_good) for g, c in goods.items())
+                else:
+                    counts += (1,)
             ships = self.ships + extra_ships
-            paid = self._incomes[key] = set_income(list(goods.values()), ships, self.board.sets)
+            paid = self._incomes[key] = income_of(counts, ships, self.board.sets)
         return paid
 
     def colony_gain(self, region_id: str, units: int = 1) -> float:
