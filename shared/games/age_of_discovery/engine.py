@@ -437,15 +437,23 @@ def _expedition_targets(s: GameState) -> list[str | None]:
 
 
 def _legal_expedition(s: GameState, seat: int) -> list[Command]:
-    out: list[Command] = [_made(Pass, seat)]
-    targets = _expedition_targets(s)
     colonists, captains, soldiers = s.disc[seat]
+    targets = tuple(_expedition_targets(s))
+    return list(_expeditions(seat, colonists, captains, soldiers, targets))
+
+
+@lru_cache(maxsize=4096)
+def _expeditions(
+    seat: int, colonists: int, captains: int, soldiers: int, targets: tuple[str | None, ...]
+) -> tuple[Command, ...]:
+    """Pass, then every expedition of these units to these targets: listed once per case."""
+    out: list[Command] = [_made(Pass, seat)]
     for c in range(colonists + 1):
         for k in range(captains + 1):
             for m in range(soldiers + 1):
                 if c or k or m:
                     out += [_made(Expedition, seat, c, k, m, t) for t in targets]
-    return out
+    return tuple(out)
 
 
 def _legal_specialist(s: GameState, seat: int) -> list[Command]:
@@ -562,7 +570,10 @@ def _decision_of(s: GameState, seat: int) -> Decision:
     """The pending decision of ``seat``, which has one (a trusted command's)."""
     if s.phase == "placement":
         return _decisions(seat, "place")[0]
-    return next(d for d in pending(s) if d.seat == seat)
+    for d in pending(s):
+        if d.seat == seat:
+            return d
+    raise AssertionError(f"a trusted command of seat {seat}, which has nothing to decide")
 
 
 def _check(s: GameState, command: Command) -> Decision:
