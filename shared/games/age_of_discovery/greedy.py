@@ -334,6 +334,12 @@ class _Seen:
         return self._ship_gain
 
 
+# The policy's weights by unit (module constants: read at every placement of a playout).
+_LANDING_BONUS = {"merchant": 2.5, "missionary": 1.5, "soldier": 0.3}  # sent by the Dock
+_EXPLORER = {"captain": 2.5, "soldier": 2.2}  # sent to Discovery (others 1.2)
+_SPECIALIST_SPACE = {"merchant": 3.0, "missionary": 2.8, "captain": 2.4, "soldier": 2.0}
+_SPECIALIST = {"merchant": 6.0, "missionary": 5.5, "captain": 4.5, "soldier": 3.5}
+
 _BY_UNIT = frozenset({"dock", "shipping", "discovery"})  # the boxes where the unit matters
 
 
@@ -354,7 +360,7 @@ def _place_worth(s: _Seen, box: str, unit: str, space: str | None) -> float:
         return 1.0 + 0.4 * (s.initiative + 1) + (1.0 if money < 6 else 0.0)
     if box == "dock":
         base = s.best_landing(2 if unit == "missionary" else 1)
-        return base + {"merchant": 2.5, "missionary": 1.5, "soldier": 0.3}.get(unit, 0.0)
+        return base + _LANDING_BONUS.get(unit, 0.0)
     if box == "goods":
         return 1.0 + s.best_good_gain() * (0.5 + s.turns_left / 4)
     if box == "shipping":
@@ -367,15 +373,13 @@ def _place_worth(s: _Seen, box: str, unit: str, space: str | None) -> float:
         if not s.face_down and not s.discovery_deck:
             return -2.0
         strength = s.discovery_strength()
-        gain = {"captain": 2.5, "soldier": 2.2}.get(unit, 1.2)
+        gain = _EXPLORER.get(unit, 1.2)
         return gain if strength < 5 else gain * 0.3
     if box == "specialists":
         assert space is not None
         if space == "training":
             return 1.5 if money >= 12 else -0.5
-        return {"merchant": 3.0, "missionary": 2.8, "captain": 2.4, "soldier": 2.0}[space] * (
-            0.6 + s.turns_left / 10
-        )
+        return _SPECIALIST_SPACE[space] * (0.6 + s.turns_left / 10)
     if box == "warfare":
         return _value_warfare_slot(s)
     return 0.0
@@ -407,52 +411,56 @@ def _value_warfare_slot(s: _Seen) -> float:
 
 
 def _building_value(s: _Seen, building: str) -> float:
-    """A rough worth in VP of a building bought now (turns left matter)."""
-    if s.building_worth is None:
-        s.building_worth = _building_worth(s)
-    return s.building_worth.get(building, 2.0)
+    """A rough worth in VP of a building bought now (turns left matter): each building
+    asked about is worked out once per decision (the policy asks about the few on offer)."""
+    worth = s.building_worth
+    if worth is None:
+        worth = s.building_worth = {}
+    value = worth.get(building)
+    if value is None:
+        make = _WORTH.get(building)
+        value = worth[building] = 2.0 if make is None else make(s, s.turns_left)
+    return value
 
 
-def _building_worth(s: _Seen) -> dict[str, float]:
-    """Every building's worth to the seat, once per decision."""
-    left = s.turns_left
-    return {
-        "settlers": 0.8 * left,
-        "monastery": 1.2 * left,
-        "trade_routes": 1.0 * left,
-        "training_grounds": 0.6 * left,
-        "indentured_servitude": 0.8 * left,
-        "conquistador": 0.7 * left,
-        "navigator": 0.8 * left,
-        "conquest_of_the_inca_empire": 4.0,
-        "trading_post": 0.9 * left,
-        "new_world_cartography": 7.0,
-        "mint": 0.5 * left,
-        "indian_allies": 4.0,
-        "privateers": 0.4 * left * max(1, s.ships),
-        "ship_yards": 0.8 * left,
-        "cathedral": 0.4 * left,
-        "taxation": 2.0 + 1.5 * left,
-        "university": 5.5,
-        "west_indies_company": 0.8 * left,
-        "colonization_laws": 0.8 * left,
-        "rum_distillery": 0.9 * left * s.goods.get("sugar", 0),
-        "marketplace": 1.0 * left,
-        "military_academy": 0.6 * left,
-        "fortress": 0.6 * left,
-        "stable": 0.2 * left,
-        "overpopulation": 5.0,
-        "militia": 1.0,
-        "mercantilism": 1.0 * sum(s.goods.values()) + 1.0,
-        "population": 0.5 * sum(here[s.seat] for here in s.units) + 1.0,
-        "navy": 4.0 * s.ships + 1.0,
-        "power": 2.0 * sum(here[s.seat] for here in s.soldiers),
-        "prosperity": 2.0 * (s.buildings + 1),
-        "glory": 2.0 * sum(1 for here in s.units if here[s.seat]) + 1.0,
-        "wealth": max(0.0, (s.money - s.price) / 5),
-        "migration": 1.0,
-        "factory": 5.0 + 2.5 * left,
-    }
+_WORTH: dict[str, Callable[[_Seen, int], float]] = {
+    "settlers": lambda s, left: 0.8 * left,
+    "monastery": lambda s, left: 1.2 * left,
+    "trade_routes": lambda s, left: 1.0 * left,
+    "training_grounds": lambda s, left: 0.6 * left,
+    "indentured_servitude": lambda s, left: 0.8 * left,
+    "conquistador": lambda s, left: 0.7 * left,
+    "navigator": lambda s, left: 0.8 * left,
+    "conquest_of_the_inca_empire": lambda s, left: 4.0,
+    "trading_post": lambda s, left: 0.9 * left,
+    "new_world_cartography": lambda s, left: 7.0,
+    "mint": lambda s, left: 0.5 * left,
+    "indian_allies": lambda s, left: 4.0,
+    "privateers": lambda s, left: 0.4 * left * max(1, s.ships),
+    "ship_yards": lambda s, left: 0.8 * left,
+    "cathedral": lambda s, left: 0.4 * left,
+    "taxation": lambda s, left: 2.0 + 1.5 * left,
+    "university": lambda s, left: 5.5,
+    "west_indies_company": lambda s, left: 0.8 * left,
+    "colonization_laws": lambda s, left: 0.8 * left,
+    "rum_distillery": lambda s, left: 0.9 * left * s.goods.get("sugar", 0),
+    "marketplace": lambda s, left: 1.0 * left,
+    "military_academy": lambda s, left: 0.6 * left,
+    "fortress": lambda s, left: 0.6 * left,
+    "stable": lambda s, left: 0.2 * left,
+    "overpopulation": lambda s, left: 5.0,
+    "militia": lambda s, left: 1.0,
+    "mercantilism": lambda s, left: 1.0 * sum(s.goods.values()) + 1.0,
+    "population": lambda s, left: 0.5 * sum(here[s.seat] for here in s.units) + 1.0,
+    "navy": lambda s, left: 4.0 * s.ships + 1.0,
+    "power": lambda s, left: 2.0 * sum(here[s.seat] for here in s.soldiers),
+    "prosperity": lambda s, left: 2.0 * (s.buildings + 1),
+    "glory": lambda s, left: 2.0 * sum(1 for here in s.units if here[s.seat]) + 1.0,
+    "wealth": lambda s, left: max(0.0, (s.money - s.price) / 5),
+    "migration": lambda s, left: 1.0,
+    "factory": lambda s, left: 5.0 + 2.5 * left,
+}
+"""Each building's worth to the seat, from the turns ``left`` (this one included)."""
 
 
 def _value_buy(s: _Seen, c: Command) -> float:
@@ -497,7 +505,7 @@ def _value_pass(s: _Seen, c: Command) -> float:
 
 def _value_specialist(s: _Seen, c: Command) -> float:
     cost = 0 if s.phase == "auction_bonus" else s.board.training_cost
-    worth = {"merchant": 6.0, "missionary": 5.5, "captain": 4.5, "soldier": 3.5}[c.unit]
+    worth = _SPECIALIST[c.unit]
     money = s.money
     return worth * (0.5 + s.turns_left / 8) - cost - (3.0 if money - cost < 5 else 0.0)
 
