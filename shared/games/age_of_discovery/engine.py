@@ -331,10 +331,17 @@ def _open_slots(s: GameState, seat: int) -> list[int]:
         out.append(2)
     if len(s.bbox) < buildings and len(s.bbox) < len(s.revealed_buildings):
         out.append(4)
-    specialists = s.specialists
-    for i in range(5):
-        if specialists[i] < 0:
-            out.append(6 + i)
+    captain, merchant, missionary, soldier, training = s.specialists  # SPECIALIST_SPACES
+    if captain < 0:
+        out.append(6)
+    if merchant < 0:
+        out.append(7)
+    if missionary < 0:
+        out.append(8)
+    if soldier < 0:
+        out.append(9)
+    if training < 0:
+        out.append(10)
     if len(s.warfare) < warfare:
         out.append(11)
     return out
