@@ -131,12 +131,12 @@ class Search:
             if new is not None:
                 child = node.children[new] = Node(seat)
                 child.available += 1
-                game.decide_into(state, new)
+                game.decide_into(state, new, trusted=True)
                 path.append(child)
                 break
             command = node.select(legal)
             node = node.children[command]
-            game.decide_into(state, command)
+            game.decide_into(state, command, trusted=True)
             path.append(node)
         rewards = self.playout(state, stop)
         for visited in path:
@@ -163,10 +163,11 @@ class Search:
             seat = decisions[0].seat
             legal = legal_commands(state, seat)
             if len(legal) == 1 or policy is None:
-                decide_into(state, legal[0] if len(legal) == 1 else rnd.choice(legal))
+                decide_into(state, legal[0] if len(legal) == 1 else rnd.choice(legal), trusted=True)
                 continue
             values = policy(state, seat, legal, rnd)
-            decide_into(state, legal[max(range(len(values)), key=values.__getitem__)])
+            best = legal[values.index(max(values))]  # the first of the best
+            decide_into(state, best, trusted=True)
         return rewards(game.evaluate(state))
 
 

@@ -152,8 +152,9 @@ def test_legal_commands_are_accepted_and_decide_changes_nothing(
     """Invariant: ``decide`` accepts every command ``legal_commands`` offers a pending seat
     (a few sampled at every decision), returns events and leaves the state unchanged;
     ``decide_into`` returns the same events, and so does (at some decisions) a fold of
-    ``decide``'s events with ``evolve``; a legal command's wire form meets its type's schema
-    and ``parse_command`` of its JSON round trip gives the command back."""
+    ``decide``'s events with ``evolve`` and ``decide_into(..., trusted=True)`` (which skips
+    validating the command) on a copy, to the same state; a legal command's wire form meets
+    its type's schema and ``parse_command`` of its JSON round trip gives the command back."""
     play = data.draw(specs(name)).start()
     game = play.game
     shapes = {kind: command_schema(cls) for kind, cls in game.command_types().items()}
@@ -172,9 +173,16 @@ def test_legal_commands_are_accepted_and_decide_changes_nothing(
             folded = play.state
             for event in produced[0]:
                 folded = game.evolve(folded, event)
+        trusted = None
+        if play.rnd.random() < 0.2:
+            trusted = game.restore(game.snapshot(play.state))
+            trusted_events = game.decide_into(trusted, command, trusted=True)
+            assert dicts(trusted_events) == dicts(produced[0]), command
         assert dicts(play.apply(command)) == dicts(produced[0]), command
         if folded is not None:
             assert game.state_hash(folded) == play.state_hash(), command
+        if trusted is not None:
+            assert game.state_hash(trusted) == play.state_hash(), command
 
 
 # --- 3. refused commands change nothing ------------------------------------------------------

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import combinations_with_replacement
-from typing import Any
+from operator import itemgetter
+from typing import Any, TypeVar
 
 from ..api import PUBLIC, Command, Decision, Event, RuleViolation, Visibility
 from ..ruleset_files import CARRIED
@@ -47,6 +48,8 @@ from .ruleset import (
 )
 from .scoring import colony_vp, score
 from .state import GameState, blank_state
+
+C = TypeVar("C", bound=Command)
 
 # What each decision kind is called in ``pending`` and which commands answer it.
 KIND = {
@@ -87,7 +90,11 @@ def _emit(
     hot path of simulation and search)."""
     HANDLERS[type_](s, data, secret)
     s.version += 1
-    out.append(Event(type_, data, secret, visibility))
+    out.append(_new_event(Event, (type_, data, secret, visibility)))
+
+
+_new_event = tuple.__new__
+"""``Event(...)`` without the named tuple's Python-level ``__new__``: every event is made here."""
 
 
 # --- new game --------------------------------------------------------------------------------
@@ -212,18 +219,25 @@ def pending(state: GameState) -> tuple[Decision, ...]:
     """Who must decide what now: usually one seat; both sides choosing casualties at once."""
     phase = state.phase
     if phase == "placement":
-        return (Decision(state.queue[state.cursor], "place"),) if state.to_place else ()
+        return _decisions(state.queue[state.cursor], "place") if state.to_place else ()
     if phase == "warfare" and state.battles:
-        return tuple(Decision(seat, "casualties") for seat in _battle_choosers(state))
+        return tuple(_decisions(seat, "casualties")[0] for seat in _battle_choosers(state))
     kind = KIND.get(phase)
     if kind is None:
         return ()
     if phase == "auction":
-        return (Decision(state.queue[state.cursor], kind),) if len(state.queue) > 1 else ()
+        return _decisions(state.queue[state.cursor], kind) if len(state.queue) > 1 else ()
     if state.cursor >= len(state.queue):
         return ()
     entry = state.queue[state.cursor]
-    return (Decision(entry[0] if isinstance(entry, tuple) else entry, kind),)
+    return _decisions(entry[0] if isinstance(entry, tuple) else entry, kind)
+
+
+@lru_cache(maxsize=256)
+def _decisions(seat: int, kind: str) -> tuple[Decision, ...]:
+    """A seat's one decision, made once per (seat, kind): decisions are immutable, and
+    ``pending`` is asked several times per command."""
+    return (Decision(seat, kind),)
 
 
 def _battle_choosers(s: GameState) -> list[int]:
@@ -317,23 +331,33 @@ def _open_slots(s: GameState, seat: int) -> list[int]:
         out.append(2)
     if len(s.bbox) < buildings and len(s.bbox) < len(s.revealed_buildings):
         out.append(4)
-    specialists = s.specialists
-    for i in range(5):
-        if specialists[i] < 0:
-            out.append(6 + i)
+    captain, merchant, missionary, soldier, training = s.specialists  # SPECIALIST_SPACES
+    if captain < 0:
+        out.append(6)
+    if merchant < 0:
+        out.append(7)
+    if missionary < 0:
+        out.append(8)
+    if soldier < 0:
+        out.append(9)
+    if training < 0:
+        out.append(10)
     if len(s.warfare) < warfare:
         out.append(11)
     return out
 
 
 def _legal_place(s: GameState, seat: int) -> list[Command]:
-    slots = _open_slots(s, seat)
+    pick = itemgetter(*_open_slots(s, seat))  # two slots at least: a tuple of commands
     table = _place_table(seat)
-    out: list[Command] = [
-        table[u][i] for u, count in enumerate(s.avail[seat]) if count for i in slots
-    ]
+    out: list[Command] = []
+    for u, count in enumerate(s.avail[seat]):
+        if count:
+            out += pick(table[u])
     if not s.university_used[seat] and _has(s, seat, "university") is not None:
-        out += [UseUniversity(seat, box, space) for box, space, _ in _university_moves(s, seat)]
+        out += [
+            _made(UseUniversity, seat, box, space) for box, space, _ in _university_moves(s, seat)
+        ]
     return out
 
 
@@ -361,13 +385,20 @@ def _discovered(s: GameState) -> list[str]:
     return [regions[r] for r, found in enumerate(s.discovered) if found]
 
 
+@lru_cache(maxsize=8192)
+def _made(kind: type[C], *args: Any) -> C:
+    """Commands are immutable: each legal one is made once and reused (random play and the
+    search's playouts list them at every decision, and a frozen dataclass is slow to build)."""
+    return kind(*args)
+
+
 def _legal_land(s: GameState, seat: int) -> list[Command]:
-    return [Land(seat, r) for r in _discovered(s)]
+    return [_made(Land, seat, r) for r in _discovered(s)]
 
 
 def _legal_take_good(s: GameState, seat: int) -> list[Command]:
     goods = s.rules.goods
-    return [TakeGood(seat, goods[g]) for g in sorted(set(s.goods_revealed))]
+    return [_made(TakeGood, seat, goods[g]) for g in sorted(set(s.goods_revealed))]
 
 
 def _price(s: GameState) -> int:
@@ -375,13 +406,15 @@ def _price(s: GameState) -> int:
 
 
 def _legal_buy(s: GameState, seat: int) -> list[Command]:
-    out: list[Command] = [Pass(seat)]
+    out: list[Command] = [_made(Pass, seat)]
     if s.money[seat] < _price(s):
         return out
     buildings = s.rules.buildings
     for b in sorted(set(s.revealed_buildings)):
         building = buildings[b]
-        out += [BuyBuilding(seat, building.id, regions) for regions in _buy_choices(s, seat, b)]
+        out += [
+            _made(BuyBuilding, seat, building.id, regions) for regions in _buy_choices(s, seat, b)
+        ]
     return out
 
 
@@ -411,24 +444,32 @@ def _expedition_targets(s: GameState) -> list[str | None]:
 
 
 def _legal_expedition(s: GameState, seat: int) -> list[Command]:
-    out: list[Command] = [Pass(seat)]
-    targets = _expedition_targets(s)
     colonists, captains, soldiers = s.disc[seat]
+    targets = tuple(_expedition_targets(s))
+    return list(_expeditions(seat, colonists, captains, soldiers, targets))
+
+
+@lru_cache(maxsize=4096)
+def _expeditions(
+    seat: int, colonists: int, captains: int, soldiers: int, targets: tuple[str | None, ...]
+) -> tuple[Command, ...]:
+    """Pass, then every expedition of these units to these targets: listed once per case."""
+    out: list[Command] = [_made(Pass, seat)]
     for c in range(colonists + 1):
         for k in range(captains + 1):
             for m in range(soldiers + 1):
                 if c or k or m:
-                    out += [Expedition(seat, c, k, m, t) for t in targets]
-    return out
+                    out += [_made(Expedition, seat, c, k, m, t) for t in targets]
+    return tuple(out)
 
 
 def _legal_specialist(s: GameState, seat: int) -> list[Command]:
-    specialists = [TakeSpecialist(seat, UNITS[u]) for u in SPECIALISTS]
+    specialists = [_made(TakeSpecialist, seat, UNITS[u]) for u in SPECIALISTS]
     if s.phase == "auction_bonus":
         return list(specialists)
     if s.money[seat] < s.rules.ruleset.values.training_cost:
-        return [Pass(seat)]
-    return [Pass(seat), *specialists]
+        return [_made(Pass, seat)]
+    return [_made(Pass, seat), *specialists]
 
 
 def _war_regions(s: GameState, a: int, d: int) -> list[int]:
@@ -441,18 +482,18 @@ def _war_regions(s: GameState, a: int, d: int) -> list[int]:
 
 
 def _legal_conflict(s: GameState, seat: int) -> list[Command]:
-    out: list[Command] = [Pass(seat)]
+    out: list[Command] = [_made(Pass, seat)]
     regions = s.rules.regions
     for r, here in enumerate(s.units):
         if here[seat]:
             out += [
-                Battle(seat, regions[r], other)
+                _made(Battle, seat, regions[r], other)
                 for other in range(s.n)
                 if other != seat and here[other]
             ]
     if s.money[seat] >= s.rules.ruleset.values.war_cost:
         out += [
-            War(seat, other)
+            _made(War, seat, other)
             for other in range(s.n)
             if other != seat and _war_regions(s, seat, other)
         ]
@@ -461,17 +502,17 @@ def _legal_conflict(s: GameState, seat: int) -> list[Command]:
 
 def _legal_casualties(s: GameState, seat: int) -> list[Command]:
     lo, hi = _casualty_ranges(s)[seat]
-    return [Casualties(seat, k) for k in range(lo, hi + 1)]
+    return [_made(Casualties, seat, k) for k in range(lo, hi + 1)]
 
 
 def _legal_move(s: GameState, seat: int) -> list[Command]:
-    out: list[Command] = [Pass(seat)]
+    out: list[Command] = [_made(Pass, seat)]
     regions = s.rules.regions
     if s.queue[s.cursor][1] == "stable":
         for r, here in enumerate(s.soldiers):
             if here[seat]:
                 out += [
-                    MoveSoldier(seat, regions[r], regions[t])
+                    _made(MoveSoldier, seat, regions[r], regions[t])
                     for t in sorted(s.rules.adjacent[r])
                     if s.discovered[t]
                 ]
@@ -482,12 +523,14 @@ def _legal_move(s: GameState, seat: int) -> list[Command]:
     for r in range(len(regions)):
         colonists = s.units[r][seat] - s.soldiers[r][seat]
         for count in range(1, min(colonists, limit["colonists"]) + 1):
-            out += [Migrate(seat, regions[r], regions[t], count) for t in found if t != r]
+            out += [_made(Migrate, seat, regions[r], regions[t], count) for t in found if t != r]
     return out
 
 
 def _legal_bid(s: GameState, seat: int) -> list[Command]:
-    return [Pass(seat)] + [Bid(seat, a) for a in range(s.bid_high + 1, s.money[seat] + 1)]
+    return [_made(Pass, seat)] + [
+        _made(Bid, seat, a) for a in range(s.bid_high + 1, s.money[seat] + 1)
+    ]
 
 
 LEGAL: dict[str, Callable[[GameState, int], list[Command]]] = {
@@ -516,16 +559,28 @@ def decide(state: GameState, command: Command) -> list[Event]:
     return decide_into(state.copy(), command)
 
 
-def decide_into(s: GameState, command: Command) -> list[Event]:
+def decide_into(s: GameState, command: Command, *, trusted: bool = False) -> list[Event]:
     """:func:`decide` on a private state, which it leaves advanced past the events.
 
-    The fast path for search and simulation; on a violation ``s`` is unchanged.
+    The fast path for search and simulation; on a violation ``s`` is unchanged. ``trusted``
+    (:meth:`~shared.games.api.Game.decide_into`): ``command`` was taken from
+    ``legal_commands(s, command.seat)`` in this very state, so it is not checked again.
     """
-    decision = _check(s, command)
+    decision = _decision_of(s, command.seat) if trusted else _check(s, command)
     out: list[Event] = []
     PERFORM[type(command)](s, command, decision, out)
     _advance(s, out)
     return out
+
+
+def _decision_of(s: GameState, seat: int) -> Decision:
+    """The pending decision of ``seat``, which has one (a trusted command's)."""
+    if s.phase == "placement":
+        return _decisions(seat, "place")[0]
+    for d in pending(s):
+        if d.seat == seat:
+            return d
+    raise AssertionError(f"a trusted command of seat {seat}, which has nothing to decide")
 
 
 def _check(s: GameState, command: Command) -> Decision:
@@ -877,6 +932,8 @@ PERFORM: dict[type[Command], Perform] = {
 def _advance(s: GameState, out: list[Event]) -> None:
     """Play automatic steps and forced choices until a real decision is pending."""
     while s.phase != "over":
+        if s.phase == "placement" and s.to_place:
+            return  # a placement is never forced (and is most decisions)
         decisions = pending(s)
         if not decisions:
             AUTO[s.phase](s, out)
@@ -901,9 +958,39 @@ def _forced(s: GameState, d: Decision) -> Command | None:
     if d.kind == "place":
         return None
     if d.kind == "expedition":
-        return None if _expedition_targets(s) else Pass(d.seat)
+        return None if _expedition_targets(s) else _made(Pass, d.seat)
+    chooses = CHOOSES.get(d.kind)
+    if chooses is not None and chooses(s, d.seat):
+        return None  # a choice for sure: its commands are listed once, by the player
     options = LEGAL[d.kind](s, d.seat)
     return options[0] if len(options) == 1 else None
+
+
+# For some decisions, a cheap sufficient sign of two legal commands at least (Pass and one
+# other), which spares ``_forced`` listing them all: the player lists them next anyway.
+
+
+def _chooses_conflict(s: GameState, seat: int) -> bool:
+    """Pass, and a Battle wherever the seat shares a region with another seat."""
+    others = s.n - 2  # at most this many empty seats where two seats have units
+    return any(here[seat] and here.count(0) <= others for here in s.units)
+
+
+def _chooses_buy(s: GameState, seat: int) -> bool:
+    """Pass, and every revealed building (each offers one choice at least) if affordable."""
+    return bool(s.revealed_buildings) and s.money[seat] >= _price(s) and True in s.discovered
+
+
+def _chooses_bid(s: GameState, seat: int) -> bool:
+    """Pass, and a bid of every amount above the highest up to the seat's money."""
+    return s.money[seat] > s.bid_high
+
+
+CHOOSES: dict[str, Callable[[GameState, int], bool]] = {
+    "conflict": _chooses_conflict,
+    "buy": _chooses_buy,
+    "bid": _chooses_bid,
+}
 
 
 def _next_phase(s: GameState, out: list[Event], phase: str, queue: list[Any]) -> None:

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from ..ruleset_files import CARRIED
-from .income import set_income
+from .income import income_of
 from .ruleset import UNITS, Rules
 from .state import GameState
 
@@ -51,7 +51,20 @@ def state_values(
 
 def _values(seen: _Seen, legal: Sequence[Command], rng: random.Random) -> list[float]:
     draw = rng.random
-    return [_VALUE[c.type](seen, c) + draw() * 1e-3 for c in legal]
+    placed, value_of, by_unit = seen.placed, _VALUE, _BY_UNIT
+    out = []
+    for c in legal:
+        kind = c.type
+        if kind == "place":  # :func:`_value_place` inlined: most commands are placements
+            box = c.box
+            key = (box, c.unit if box in by_unit else c.space)
+            value = placed.get(key)
+            if value is None:
+                value = placed[key] = _place_worth(seen, box, c.unit, c.space)
+        else:
+            value = value_of[kind](seen, c)
+        out.append(value + draw() * 1e-3)
+    return out
 
 
 # --- what the greedy bot reads off its observation (or the search off a state) ---------------
@@ -97,6 +110,42 @@ class _Seen:
     """What the policy reads, for the seat it decides for: the same fields whether read
     off the seat's view (:meth:`of_view`) or off a whole state (:meth:`of_state`). Region
     tables are indexed like the ruleset's regions; goods and units go by name."""
+
+    # Slots: one is made at every decision of every playout, and a plain instance's dict of
+    # this many fields is slow to fill.
+    __slots__ = (
+        "_best_building",
+        "_best_good_gain",
+        "_incomes",
+        "_landing",
+        "_ship_gain",
+        "_shipping_strength",
+        "board",
+        "building_worth",
+        "buildings",
+        "buildings_revealed",
+        "disc",
+        "discovered",
+        "discovery_deck",
+        "face_down",
+        "good_present",
+        "goods",
+        "goods_revealed",
+        "initiative",
+        "known_natives",
+        "money",
+        "n",
+        "phase",
+        "placed",
+        "price",
+        "seat",
+        "ship_in_box",
+        "shipping",
+        "ships",
+        "soldiers",
+        "turns_left",
+        "units",
+    )
 
     board: _Board
     seat: int
@@ -162,34 +211,34 @@ class _Seen:
         rules = state.rules
         s._common(_board(rules.ruleset.name, rules.file), seat, state.n, state.phase, state.turn)
         s.price = s.board.prices[rules.age_of_turn(max(state.turn, 1)) - 1]
-        names = rules.goods
         s.money, s.ships = state.money[seat], state.ships[seat]
-        s.goods = {names[g]: c for g, c in enumerate(state.goods[seat]) if c}
         s.buildings = len(state.owned[seat])
         colonists, captains, soldiers = state.disc[seat]
         s.disc = (colonists, captains, soldiers)
         s.units, s.soldiers = state.units, state.soldiers  # read only
         s.good_present, s.discovered = state.region_good, state.discovered
-        token_on, tokens = state.token_on, rules.tokens
+        token_on = state.token_on
         s.face_down = max(token_on) >= 0
-        s.known_natives = (
-            [
+        if True in state.token_known:
+            tokens = rules.tokens
+            s.known_natives = [
                 tokens[t][2] if t >= 0 and known else None
                 for t, known in zip(token_on, state.token_known, strict=True)
             ]
-            if True in state.token_known
-            else [None] * len(token_on)
-        )
+        else:
+            s.known_natives = [None] * len(token_on)
         s.initiative = len(state.initiative)
         s.shipping = [(owner, UNITS[u]) for owner, u in state.shipping]
         s.ship_in_box = bool(state.ship_in_box)
+        names = rules.goods
+        s.goods = {names[g]: c for g, c in enumerate(state.goods[seat]) if c}
         s.goods_revealed = [names[g] for g in state.goods_revealed]
-        buildings = rules.buildings
-        s.buildings_revealed = [buildings[b].id for b in state.revealed_buildings]
+        s.buildings_revealed = [rules.building_ids[b] for b in state.revealed_buildings]
         s.discovery_deck = len(state.deck)
         return s
 
     def _common(self, board: _Board, seat: int, n: int, phase: str, turn: int) -> None:
+        self._shipping_strength: tuple[int, int] | None = None
         self.board, self.seat, self.n, self.phase = board, seat, n, phase
         self.turns_left = board.turns + 1 - max(turn, 1)
         self._landing: dict[int, float] = {}
@@ -206,11 +255,14 @@ class _Seen:
         paid = self._incomes.get(key)
         if paid is None:
             goods = self.goods
+            counts = tuple(goods.values())  # sets pay by counts alone, in any order
             if extra_good:
-                goods = dict(goods)
-                goods[extra_good] = goods.get(extra_good, 0) + 1
+                if extra_good in goods:
+                    counts = tuple(c + (g == extra_good) for g, c in goods.items())
+                else:
+                    counts += (1,)
             ships = self.ships + extra_ships
-            paid = self._incomes[key] = set_income(list(goods.values()), ships, self.board.sets)
+            paid = self._incomes[key] = income_of(counts, ships, self.board.sets)
         return paid
 
     def colony_gain(self, region_id: str, units: int = 1) -> float:
@@ -221,7 +273,11 @@ class _Seen:
         """:meth:`colony_gain` by the region's index."""
         here, seat = self.units[region], self.seat
         mine = here[seat]
-        others = max((u for s, u in enumerate(here) if s != seat), default=0)
+        top = max(here)
+        if mine < top or here.count(top) > 1:
+            others = top  # the usual case: no need to leave my own count out
+        else:
+            others = max(here[:seat] + here[seat + 1 :], default=0)
         after = mine + units
         colony = self.board.colony_min
         value = 0.0
@@ -278,6 +334,12 @@ class _Seen:
         return self._ship_gain
 
 
+# The policy's weights by unit (module constants: read at every placement of a playout).
+_LANDING_BONUS = {"merchant": 2.5, "missionary": 1.5, "soldier": 0.3}  # sent by the Dock
+_EXPLORER = {"captain": 2.5, "soldier": 2.2}  # sent to Discovery (others 1.2)
+_SPECIALIST_SPACE = {"merchant": 3.0, "missionary": 2.8, "captain": 2.4, "soldier": 2.0}
+_SPECIALIST = {"merchant": 6.0, "missionary": 5.5, "captain": 4.5, "soldier": 3.5}
+
 _BY_UNIT = frozenset({"dock", "shipping", "discovery"})  # the boxes where the unit matters
 
 
@@ -298,7 +360,7 @@ def _place_worth(s: _Seen, box: str, unit: str, space: str | None) -> float:
         return 1.0 + 0.4 * (s.initiative + 1) + (1.0 if money < 6 else 0.0)
     if box == "dock":
         base = s.best_landing(2 if unit == "missionary" else 1)
-        return base + {"merchant": 2.5, "missionary": 1.5, "soldier": 0.3}.get(unit, 0.0)
+        return base + _LANDING_BONUS.get(unit, 0.0)
     if box == "goods":
         return 1.0 + s.best_good_gain() * (0.5 + s.turns_left / 4)
     if box == "shipping":
@@ -311,15 +373,13 @@ def _place_worth(s: _Seen, box: str, unit: str, space: str | None) -> float:
         if not s.face_down and not s.discovery_deck:
             return -2.0
         strength = s.discovery_strength()
-        gain = {"captain": 2.5, "soldier": 2.2}.get(unit, 1.2)
+        gain = _EXPLORER.get(unit, 1.2)
         return gain if strength < 5 else gain * 0.3
     if box == "specialists":
         assert space is not None
         if space == "training":
             return 1.5 if money >= 12 else -0.5
-        return {"merchant": 3.0, "missionary": 2.8, "captain": 2.4, "soldier": 2.0}[space] * (
-            0.6 + s.turns_left / 10
-        )
+        return _SPECIALIST_SPACE[space] * (0.6 + s.turns_left / 10)
     if box == "warfare":
         return _value_warfare_slot(s)
     return 0.0
@@ -329,11 +389,15 @@ def _value_shipping(s: _Seen, unit: str) -> float:
     if not s.ship_in_box:
         return -0.5
     values = s.board.shipping
-    strength = [0] * s.n
-    for seat, placed in s.shipping:
-        strength[seat] += values[placed]
-    mine = strength[s.seat] + values[unit]
-    best_other = max((v for seat, v in enumerate(strength) if seat != s.seat), default=0)
+    if s._shipping_strength is None:  # once per decision: every unit may be offered
+        strength = [0] * s.n
+        for seat, placed in s.shipping:
+            strength[seat] += values[placed]
+        seat = s.seat
+        best_other = max(strength[:seat] + strength[seat + 1 :], default=0)
+        s._shipping_strength = (strength[seat], best_other)
+    held, best_other = s._shipping_strength
+    mine = held + values[unit]
     if mine <= best_other:
         return 0.3
     return 1.5 + s.ship_gain() * (0.5 + s.turns_left / 4)
@@ -347,52 +411,56 @@ def _value_warfare_slot(s: _Seen) -> float:
 
 
 def _building_value(s: _Seen, building: str) -> float:
-    """A rough worth in VP of a building bought now (turns left matter)."""
-    if s.building_worth is None:
-        s.building_worth = _building_worth(s)
-    return s.building_worth.get(building, 2.0)
+    """A rough worth in VP of a building bought now (turns left matter): each building
+    asked about is worked out once per decision (the policy asks about the few on offer)."""
+    worth = s.building_worth
+    if worth is None:
+        worth = s.building_worth = {}
+    value = worth.get(building)
+    if value is None:
+        make = _WORTH.get(building)
+        value = worth[building] = 2.0 if make is None else make(s, s.turns_left)
+    return value
 
 
-def _building_worth(s: _Seen) -> dict[str, float]:
-    """Every building's worth to the seat, once per decision."""
-    left = s.turns_left
-    return {
-        "settlers": 0.8 * left,
-        "monastery": 1.2 * left,
-        "trade_routes": 1.0 * left,
-        "training_grounds": 0.6 * left,
-        "indentured_servitude": 0.8 * left,
-        "conquistador": 0.7 * left,
-        "navigator": 0.8 * left,
-        "conquest_of_the_inca_empire": 4.0,
-        "trading_post": 0.9 * left,
-        "new_world_cartography": 7.0,
-        "mint": 0.5 * left,
-        "indian_allies": 4.0,
-        "privateers": 0.4 * left * max(1, s.ships),
-        "ship_yards": 0.8 * left,
-        "cathedral": 0.4 * left,
-        "taxation": 2.0 + 1.5 * left,
-        "university": 5.5,
-        "west_indies_company": 0.8 * left,
-        "colonization_laws": 0.8 * left,
-        "rum_distillery": 0.9 * left * s.goods.get("sugar", 0),
-        "marketplace": 1.0 * left,
-        "military_academy": 0.6 * left,
-        "fortress": 0.6 * left,
-        "stable": 0.2 * left,
-        "overpopulation": 5.0,
-        "militia": 1.0,
-        "mercantilism": 1.0 * sum(s.goods.values()) + 1.0,
-        "population": 0.5 * sum(here[s.seat] for here in s.units) + 1.0,
-        "navy": 4.0 * s.ships + 1.0,
-        "power": 2.0 * sum(here[s.seat] for here in s.soldiers),
-        "prosperity": 2.0 * (s.buildings + 1),
-        "glory": 2.0 * sum(1 for here in s.units if here[s.seat]) + 1.0,
-        "wealth": max(0.0, (s.money - s.price) / 5),
-        "migration": 1.0,
-        "factory": 5.0 + 2.5 * left,
-    }
+_WORTH: dict[str, Callable[[_Seen, int], float]] = {
+    "settlers": lambda s, left: 0.8 * left,
+    "monastery": lambda s, left: 1.2 * left,
+    "trade_routes": lambda s, left: 1.0 * left,
+    "training_grounds": lambda s, left: 0.6 * left,
+    "indentured_servitude": lambda s, left: 0.8 * left,
+    "conquistador": lambda s, left: 0.7 * left,
+    "navigator": lambda s, left: 0.8 * left,
+    "conquest_of_the_inca_empire": lambda s, left: 4.0,
+    "trading_post": lambda s, left: 0.9 * left,
+    "new_world_cartography": lambda s, left: 7.0,
+    "mint": lambda s, left: 0.5 * left,
+    "indian_allies": lambda s, left: 4.0,
+    "privateers": lambda s, left: 0.4 * left * max(1, s.ships),
+    "ship_yards": lambda s, left: 0.8 * left,
+    "cathedral": lambda s, left: 0.4 * left,
+    "taxation": lambda s, left: 2.0 + 1.5 * left,
+    "university": lambda s, left: 5.5,
+    "west_indies_company": lambda s, left: 0.8 * left,
+    "colonization_laws": lambda s, left: 0.8 * left,
+    "rum_distillery": lambda s, left: 0.9 * left * s.goods.get("sugar", 0),
+    "marketplace": lambda s, left: 1.0 * left,
+    "military_academy": lambda s, left: 0.6 * left,
+    "fortress": lambda s, left: 0.6 * left,
+    "stable": lambda s, left: 0.2 * left,
+    "overpopulation": lambda s, left: 5.0,
+    "militia": lambda s, left: 1.0,
+    "mercantilism": lambda s, left: 1.0 * sum(s.goods.values()) + 1.0,
+    "population": lambda s, left: 0.5 * sum(here[s.seat] for here in s.units) + 1.0,
+    "navy": lambda s, left: 4.0 * s.ships + 1.0,
+    "power": lambda s, left: 2.0 * sum(here[s.seat] for here in s.soldiers),
+    "prosperity": lambda s, left: 2.0 * (s.buildings + 1),
+    "glory": lambda s, left: 2.0 * sum(1 for here in s.units if here[s.seat]) + 1.0,
+    "wealth": lambda s, left: max(0.0, (s.money - s.price) / 5),
+    "migration": lambda s, left: 1.0,
+    "factory": lambda s, left: 5.0 + 2.5 * left,
+}
+"""Each building's worth to the seat, from the turns ``left`` (this one included)."""
 
 
 def _value_buy(s: _Seen, c: Command) -> float:
@@ -437,7 +505,7 @@ def _value_pass(s: _Seen, c: Command) -> float:
 
 def _value_specialist(s: _Seen, c: Command) -> float:
     cost = 0 if s.phase == "auction_bonus" else s.board.training_cost
-    worth = {"merchant": 6.0, "missionary": 5.5, "captain": 4.5, "soldier": 3.5}[c.unit]
+    worth = _SPECIALIST[c.unit]
     money = s.money
     return worth * (0.5 + s.turns_left / 8) - cost - (3.0 if money - cost < 5 else 0.0)
 

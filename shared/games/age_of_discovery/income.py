@@ -14,6 +14,13 @@ def set_income(
     goods: list[int] | tuple[int, ...], ships: int, values: tuple[int, int, int] = (1, 3, 6)
 ) -> int:
     """Best income for goods counts (one count per good type) and a number of ships."""
+    return income_of(tuple(goods), ships, values)
+
+
+@lru_cache(maxsize=4096)
+def income_of(goods: tuple[int, ...], ships: int, values: tuple[int, int, int]) -> int:
+    """:func:`set_income` of a tuple of counts, once per holding: the greedy policy asks
+    what every good on offer would pay, at every decision of every playout."""
     counts = tuple(sorted((c for c in goods if c), reverse=True))
     return _best(counts, ships, 0, values)
 

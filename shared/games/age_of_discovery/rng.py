@@ -22,9 +22,13 @@ def next_u64(state: int) -> tuple[int, int]:
 def shuffled(state: int, items: list[int]) -> tuple[int, list[int]]:
     """Fisher-Yates: return ``(new_state, shuffled copy of items)``."""
     out = list(items)
+    mask, golden = _MASK, _GOLDEN
     for i in range(len(out) - 1, 0, -1):
-        state, r = next_u64(state)
-        j = r % (i + 1)
+        # next_u64 inlined: the search shuffles every hidden pile at every iteration.
+        state = (state + golden) & mask
+        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        j = (z ^ (z >> 31)) % (i + 1)
         out[i], out[j] = out[j], out[i]
     return state, out
 

@@ -372,6 +372,11 @@ class Rules:
         return {b.id: b.index for b in self.buildings}
 
     @cached_property
+    def building_ids(self) -> tuple[str, ...]:
+        """Each building's id, by index (the greedy policy names the ones on offer)."""
+        return tuple(b.id for b in self.buildings)
+
+    @cached_property
     def _spaces(self) -> dict[int, tuple[int, int, int, int, int]]:
         return {}
 
