@@ -20,6 +20,7 @@ and measures the prediction: its squared error is 94 VP² where the score now gi
 
 from __future__ import annotations
 
+from ..api import SearchHints
 from .scoring import score
 from .state import State
 
@@ -73,3 +74,7 @@ def expected_totals(s: State) -> list[float]:
         worth = sum(w * a for w, a in zip(WEIGHTS, assets(s, seat), strict=True))
         out.append(row["total"] - money // per_vp + money / per_vp + left * worth)
     return out
+
+
+SEARCH_HINTS = SearchHints(reward_scale=4.0, rollout_decisions=32, turn_start=None)
+"""How the ``mcts`` search reads :func:`expected_totals` (placeholder)."""
