@@ -77,7 +77,7 @@ def expected_totals(s: State) -> list[float]:
 
 
 SEARCH_HINTS = SearchHints(
-    reward_scale=4.0, rollout_decisions=32, turn_start=None, search_opponents=False
+    reward_scale=4.0, rollout_decisions=32, turn_start="turn", search_opponents=False
 )
 """How the ``mcts`` search reads :func:`expected_totals`.
 
@@ -87,4 +87,10 @@ nodes in a 4-player game were opponents' (at 1 s on positions of a greedy game: 
 nodes, 151 of 155), and the more they were visited the more their most visited command left
 the policy's best (in 8 of 21 opponent nodes of 10 visits or more): more time modelled the
 greedy opponents worse and left the bot's own choices a few children each.
+
+Playouts end where the bot's next turn begins (``turn_start``), after 32 decisions at least:
+a cut after a fixed number of decisions falls after more or fewer turns as the bot's own
+turn took few or many commands, and the evaluation counts the gains of the turns it saw (at
+1 s from one position, Workers's playouts saw 11.0 turns and Market's 9.9, every one now
+12).
 """
