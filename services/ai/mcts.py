@@ -12,7 +12,9 @@ plays the playouts, read straight off the sampled state where the game offers th
 (:func:`~shared.games.api.state_policy`: no view is built per step); without a policy,
 playouts are uniformly random and commands keep the game's order. Every seat that moves in
 the tree maximises its own reward, so opponents are modelled as playing to win, not as
-playing against the observer.
+playing against the observer; a game may instead have them play its policy in the tree as in
+the playouts, and its reward scale and playout length are its own too
+(:class:`~shared.games.api.SearchHints`).
 """
 
 from __future__ import annotations
@@ -23,15 +25,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from shared.games.api import AnyGame, Command, Observation, state_policy
+from shared.games.api import AnyGame, Command, Observation, search_hints, state_policy
 
 EXPLORATION = 0.7  # UCB1's constant, for rewards in [0, 1]
 WIDEN_BASE, WIDEN_RATE = 2, 0.5  # a node tries 2 + 0.5·√visits commands, best-ranked first
-# Playout length before the evaluation judges: about a turn of 4 seats' placement and
-# resolution (60 and 80 did no better when each step built a view; shorter, faster
-# playouts buy more iterations in the same time).
-ROLLOUT_DECISIONS = 32
-MARGIN_SCALE = 4.0  # points: a lead this large is worth about three quarters of a win
+# Playout length and reward scale are the game's (:class:`~shared.games.api.SearchHints`):
+# by default 32 decisions (about a turn of The Age of Discovery's 4 seats' placement and
+# resolution; 60 and 80 did no better when each step built a view) and 4 points.
+ROLLOUT_CAP = 4  # a playout that waits for the observer's turn stops at 4x its length anyway
 
 
 class Node:
@@ -94,6 +95,7 @@ class Search:
         self.sampler = game.sampler(observation)
         self.policy = game.policy()
         self.state_policy = state_policy(game)
+        self.hints = search_hints(game)
         self.seat: int = observation["seat"]
         self.rnd = rnd
         self.root = Node(self.seat)
@@ -124,6 +126,9 @@ class Search:
             # Simultaneous decisions (casualties) are taken in order, the observer's first.
             seat = self.seat if node is self.root else decisions[0].seat
             legal = game.legal_commands(state, seat)
+            if seat != self.seat and not self.hints.search_opponents:
+                game.decide_into(state, self._policy_move(state, seat, legal), trusted=True)
+                continue
             if node is not self.root and not node.ranked and self.state_policy is not None:
                 values = self.state_policy(state, seat, legal, self.rnd)
                 node.ranked = _by_value(values, legal)
@@ -143,6 +148,15 @@ class Search:
             visited.visits += 1
             visited.reward += rewards[visited.seat]
 
+    def _policy_move(self, state: Any, seat: int, legal: Sequence[Command]) -> Command:
+        """What the policy (else chance) plays for ``seat``: the playouts' move."""
+        if len(legal) == 1:
+            return legal[0]
+        if self.state_policy is None:
+            return self.rnd.choice(legal)
+        values = self.state_policy(state, seat, legal, self.rnd)
+        return legal[values.index(max(values))]  # the first of the best
+
     def _rank(self, observation: Observation, legal: list[Command]) -> list[Command]:
         """``legal``, best first by the policy (as they come without one)."""
         if self.policy is None:
@@ -150,17 +164,22 @@ class Search:
         return _by_value(self.policy(observation, self.rnd), legal)
 
     def playout(self, state: Any, stop: float) -> list[float]:
-        """The policy (else chance) plays every seat for a while, cut short when time is up
-        so the last iteration ends on time; then each seat's reward in [0, 1]."""
+        """The policy (else chance) plays every seat for a while (the game's
+        ``rollout_decisions``, then on to the observer's next turn start when the game names
+        one), cut short when time is up so the last iteration ends on time; then each seat's
+        reward in [0, 1]."""
         game, policy, rnd = self.game, self.state_policy, self.rnd
         # Bound once: the hot loop.
         pending, legal_commands, decide_into = game.pending, game.legal_commands, game.decide_into
         clock = time.perf_counter
-        for _ in range(ROLLOUT_DECISIONS):
+        length, turn_start, me = self.hints.rollout_decisions, self.hints.turn_start, self.seat
+        for step in range(length if turn_start is None else ROLLOUT_CAP * length):
             decisions = pending(state)
             if not decisions or clock() >= stop:
                 break
-            seat = decisions[0].seat
+            seat, kind = decisions[0]
+            if step >= length and seat == me and kind == turn_start:
+                break
             legal = legal_commands(state, seat)
             if len(legal) == 1 or policy is None:
                 decide_into(state, legal[0] if len(legal) == 1 else rnd.choice(legal), trusted=True)
@@ -168,7 +187,7 @@ class Search:
             values = policy(state, seat, legal, rnd)
             best = legal[values.index(max(values))]  # the first of the best
             decide_into(state, best, trusted=True)
-        return rewards(game.evaluate(state))
+        return rewards(game.evaluate(state), self.hints.reward_scale)
 
 
 def _by_value(values: Sequence[float], legal: Sequence[Command]) -> list[Command]:
@@ -176,11 +195,12 @@ def _by_value(values: Sequence[float], legal: Sequence[Command]) -> list[Command
     return [c for _, c in sorted(zip(values, legal, strict=True), key=lambda p: -p[0])]
 
 
-def rewards(values: Sequence[float]) -> list[float]:
-    """A won game is worth 1, a lost one 0; between, the margin over the best rival counts
-    (``values``: each seat's expected final total, as the game evaluates it)."""
+def rewards(values: Sequence[float], scale: float) -> list[float]:
+    """A won game is worth 1, a lost one 0; between, the margin over the best rival counts,
+    squashed by ``scale`` points (``values``: each seat's expected final total, as the game
+    evaluates it)."""
     out = []
     for seat, mine in enumerate(values):
         rival = max(v for other, v in enumerate(values) if other != seat)
-        out.append(1 / (1 + math.exp(-(mine - rival) / MARGIN_SCALE)))
+        out.append(1 / (1 + math.exp(-(mine - rival) / scale)))
     return out

@@ -455,6 +455,39 @@ def state_policy(game: AnyGame) -> StatePolicy | None:
     return through_view
 
 
+@dataclass(frozen=True)
+class SearchHints:
+    """How the ``mcts`` search should read one game: an optional plug-in (a game's
+    ``search_hints()``); a game without one gets these defaults.
+
+    ``reward_scale``: points of lead over the best rival worth about three quarters of a win
+    (the rewards squash each seat's margin by it): it must match the game's score range and
+    its evaluation's error, or the rewards saturate and the search sees no difference.
+    ``rollout_decisions``: decisions a playout plays before the evaluation judges.
+    ``turn_start``: the decision kind that begins a seat's turn; when given, a playout goes on
+    past ``rollout_decisions`` to the observer's next turn start, so every playout is judged
+    with every seat having had the same number of turns since the root (a cut mid-round
+    favours whoever just moved).
+    ``search_opponents``: whether the tree searches the other seats' choices too (each
+    maximising its own reward); when not, they play the game's policy in the tree as in the
+    playouts, and every iteration goes to the observer's own choices.
+    """
+
+    reward_scale: float = 4.0
+    rollout_decisions: int = 32
+    turn_start: str | None = None
+    search_opponents: bool = True
+
+
+def search_hints(game: AnyGame) -> SearchHints:
+    """The game's own :class:`SearchHints` when it offers them, else the defaults."""
+    own = getattr(game, "search_hints", None)
+    if own is None:
+        return SearchHints()
+    hints: SearchHints = own()
+    return hints
+
+
 def bot_levels(game: AnyGame) -> list[str]:
     """The bot levels that can play ``game``: ``random`` and ``mcts`` play any game through
     the protocol; ``greedy`` needs the game's policy."""

@@ -278,3 +278,38 @@ def test_the_state_policy_values_commands_as_the_view_policy_does(name: str) -> 
 def test_a_game_without_a_policy_has_no_state_policy() -> None:
     """A fast state policy is only a form of the game's policy: without one, none."""
     assert api.state_policy(Unguided()) is None
+
+
+def test_a_navegador_search_spends_its_tree_on_the_bots_own_commands() -> None:
+    """Navegador's hints: the other seats play the policy in the tree as in the playouts, so
+    every node below the root is the observer's, and each playout ends where the observer's
+    next turn begins (or with the game). A game without hints keeps the defaults."""
+    assert api.search_hints(api.get()) == api.SearchHints()
+    game = api.get("navegador")
+    hints = api.search_hints(game)
+    assert not hints.search_opponents and hints.turn_start == "turn"
+    state, _ = game.new_game(game.rules("standard"), 4, 2)
+    policy = api.state_policy(game)
+    assert policy is not None
+    rnd = random.Random(2)
+    for _ in range(40):  # a few turns in, then the next seat with a choice
+        seat = game.pending(state)[0].seat
+        legal = game.legal_commands(state, seat)
+        values = policy(state, seat, legal, rnd)
+        game.decide_into(state, legal[max(range(len(values)), key=values.__getitem__)])
+    while len(game.legal_commands(state, seat := game.pending(state)[0].seat)) < 2:
+        game.decide_into(state, game.legal_commands(state, seat)[0])
+    observation = game.view(state, seat)
+    search = Search(game, observation, random.Random(3))
+    assert search.run(float("inf"), max_iterations=60).to_dict() in observation["legal_commands"]
+    nodes, below = [search.root], 0
+    while nodes:
+        node = nodes.pop()
+        for child in node.children.values():
+            assert child.seat == seat
+            below += 1
+            nodes.append(child)
+    assert below == 60
+    sampled = search.sampler.sample(7)
+    search.playout(sampled, float("inf"))
+    assert not game.pending(sampled) or game.pending(sampled)[0] == api.Decision(seat, "turn")

@@ -13,11 +13,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from ..api import Command, Event, Fact, Observation, Policy, SeatResult, StatePolicy
+from ..api import (
+    Command,
+    Event,
+    Fact,
+    Observation,
+    Policy,
+    SearchHints,
+    SeatResult,
+    StatePolicy,
+)
 from ..ruleset_files import CARRIED, file_text
 from . import engine, views
 from .commands import COMMAND_TYPES, command_from_dict
-from .evaluation import expected_totals
+from .evaluation import SEARCH_HINTS, expected_totals
 from .evolve import apply as apply_event
 from .evolve import evolve as evolve_state
 from .greedy import greedy_values, state_values
@@ -156,6 +165,10 @@ class Navegador:
 
     def policy(self) -> Policy:
         return greedy_values
+
+    def search_hints(self) -> SearchHints:
+        """How the search reads :meth:`evaluate` (:data:`.evaluation.SEARCH_HINTS`)."""
+        return SEARCH_HINTS
 
     def state_policy(self) -> StatePolicy:
         """The same policy read off a whole state (:func:`~shared.games.api.state_policy`)."""
