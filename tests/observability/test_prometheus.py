@@ -66,8 +66,17 @@ def start_prometheus(target_port: int, where: Path) -> tuple[subprocess.Popen[by
     return process, port
 
 
+class NotReady(Exception):
+    """Prometheus is still starting: no socket yet, or 503 until its storage is open."""
+
+
 async def query(prometheus: httpx.AsyncClient, expression: str) -> dict[str, Any]:
-    answer = await prometheus.get("/api/v1/query", params={"query": expression})
+    try:
+        answer = await prometheus.get("/api/v1/query", params={"query": expression})
+    except httpx.TransportError as e:
+        raise NotReady from e
+    if answer.status_code == 503:
+        raise NotReady
     return answer.json()  # type: ignore[no-any-return]
 
 
@@ -111,7 +120,7 @@ async def _until_all_answer(
         for title, expression in list(pending):
             try:
                 answer = await query(prometheus, expression)
-            except httpx.TransportError:  # Prometheus is still starting
+            except NotReady:
                 break
             assert answer["status"] == "success", (title, expression, answer)
             if answer["data"]["result"]:
