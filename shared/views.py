@@ -67,7 +67,6 @@ class ViewWaiter:
         self.broker = Broker(redis, readers=keys.partitions, service=service)
         self._waiting: dict[str, set[asyncio.Future[None]]] = {}
         self._follower = Follower(self.broker, self._seen, batch=UPDATES_BATCH)
-        self._following: set[int] = set()
         self._starting = asyncio.Lock()
 
     async def read_at(
@@ -96,7 +95,6 @@ class ViewWaiter:
 
     async def close(self) -> None:
         """Stop the subscribers (at shutdown, before the Redis client goes away)."""
-        self._following = set()
         await self._follower.close()
         await self.broker.stop()
 
@@ -105,17 +103,16 @@ class ViewWaiter:
         waiter reads the view again: nothing written after that read is missed). A partition
         already followed costs no lock: its subscriber reads from the tail taken before it
         was listed, whether or not it has started yet."""
-        if p in self._following:
+        stream = self.keys.view_updates(p)
+        if stream in self._follower:
             return
         async with self._starting:
-            if p in self._following:
+            if stream in self._follower:
                 return
-            stream = self.keys.view_updates(p)
             newest: Any = await self.redis.xrevrange(stream, count=1)
             after = newest[0][0].decode() if newest else "0-0"
             await self.broker.connect()
             await self._follower.add(stream, after)
-            self._following.add(p)
 
     async def _seen(self, deliveries: list[Delivery]) -> None:
         if not self._waiting:

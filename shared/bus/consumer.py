@@ -392,6 +392,9 @@ class Follower:
     def streams(self) -> list[str]:
         return list(self._subscribers)
 
+    def __contains__(self, stream: str) -> bool:
+        return stream in self._subscribers
+
     async def add(self, stream: str, after: str) -> None:
         """Read ``stream``'s entries after ``after`` from now on (a stream followed already
         keeps its position)."""
