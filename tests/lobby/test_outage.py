@@ -116,3 +116,32 @@ async def test_an_engine_that_does_not_answer_is_a_503_after_the_whole_wait(
         me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Ana"})).json()
         started = await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
         assert_unavailable(started, "engine_unavailable")
+
+
+async def test_writes_refused_for_want_of_replicas_are_503s_with_retry_after(
+    redis_server: RedisServer, database_url: str, tmp_path: Path
+) -> None:
+    """With ``min-replicas-to-write`` and no replica (a replica away, the recommended
+    durability), Redis refuses every write with NOREPLICAS: the API answers 503 with
+    ``Retry-After``, as for a Redis that is down, never 500; readiness too says when to
+    come back."""
+    keys = Keys("noreplicas", partitions=2)
+    async with running_lobby(redis_server.url, keys, database_url, tmp_path / "up") as client:
+        table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Ana"})).json()
+        admin = connect(redis_server.url)
+        try:
+            await admin.config_set("min-replicas-to-write", 1)
+            started = await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+            assert_unavailable(started, "redis_unavailable")
+            assert started.headers["Retry-After"] == "1"
+            bots = await client.post(
+                "/tables", json={"seats": 2, "bots": {"0": "random", "1": "random"}}
+            )
+            assert_unavailable(bots, "redis_unavailable")
+        finally:
+            await admin.config_set("min-replicas-to-write", 0)
+            await admin.aclose()
+        redis_server.stop()
+        ready = await client.get("/readyz")
+        assert ready.status_code == 503 and int(ready.headers["Retry-After"]) >= 1
