@@ -118,30 +118,44 @@ async def test_an_engine_that_does_not_answer_is_a_503_after_the_whole_wait(
         assert_unavailable(started, "engine_unavailable")
 
 
-async def test_writes_refused_for_want_of_replicas_are_503s_with_retry_after(
+async def test_writes_refused_for_want_of_replicas_are_503s_then_the_starts_finish(
     redis_server: RedisServer, database_url: str, tmp_path: Path
 ) -> None:
     """With ``min-replicas-to-write`` and no replica (a replica away, the recommended
     durability), Redis refuses every write with NOREPLICAS: the API answers 503 with
-    ``Retry-After``, as for a Redis that is down, never 500; readiness too says when to
-    come back."""
+    ``Retry-After``, as for a Redis that is down, never 500. The starts that failed are
+    not stranded: a start sent again works, and a table of bots (whose creator got a 503
+    and no id) is started by the lobby itself."""
     keys = Keys("noreplicas", partitions=2)
-    async with running_lobby(redis_server.url, keys, database_url, tmp_path / "up") as client:
+    serve = running_lobby(redis_server.url, keys, database_url, tmp_path, start_retry_s="1")
+    async with serve as client:
         table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
         me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Ana"})).json()
+        start = f"/tables/{table['id']}/start"
         admin = connect(redis_server.url)
         try:
             await admin.config_set("min-replicas-to-write", 1)
-            started = await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+            started = await client.post(start, headers=bearer(me["token"]))
             assert_unavailable(started, "redis_unavailable")
             assert started.headers["Retry-After"] == "1"
-            bots = await client.post(
-                "/tables", json={"seats": 2, "bots": {"0": "random", "1": "random"}}
-            )
-            assert_unavailable(bots, "redis_unavailable")
+            bots = {"seats": 2, "bots": {"0": "random", "1": "random"}}
+            assert_unavailable(await client.post("/tables", json=bots), "redis_unavailable")
         finally:
             await admin.config_set("min-replicas-to-write", 0)
             await admin.aclose()
+
+        again = await client.post(start, headers=bearer(me["token"]))
+        assert again.status_code in (200, 202), again.text  # was 409 table_not_open
+        await wait_for_view(client, table["id"], me["token"], 1)
+        for _ in range(600):  # the table of bots: started by the reconciler
+            running = (await client.get("/tables", params={"status": "running"})).json()
+            ids = [t["id"] for t in running if t["id"] != table["id"]]
+            if ids and (await client.get(f"/games/{ids[0]}/view")).status_code == 200:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"the table of bots never got its game: {running}")
+
         redis_server.stop()
         ready = await client.get("/readyz")
         assert ready.status_code == 503 and int(ready.headers["Retry-After"]) >= 1
