@@ -32,6 +32,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic_core import from_json
 from redis.asyncio import Redis
 
+from shared.bus.faults import transient
 from shared.bus.keys import Keys
 from shared.bus.scripts import Batch, Library, call
 from shared.contracts import (
@@ -207,9 +208,21 @@ class Append:
 
 @dataclass(frozen=True)
 class AppendResult:
-    status: str  # "ok", "duplicate", "conflict" or "archived" (the id is an archived game's)
+    # "ok", "duplicate", "conflict", "archived" (the id is an archived game's), or "failed":
+    # its shard refused it for now (``shared.bus.faults``), nothing written: try again later
+    status: str
     version: int
     answered: bool = True  # False: appended, but not on enough replicas to tell the sender
+
+
+def _result(a: Append, reply: Any) -> AppendResult:
+    """An append's result from its script's reply. A transient error is the append's alone
+    (a cluster's other shards took theirs); any other error is raised."""
+    if isinstance(reply, Exception):
+        if not transient(reply):
+            raise reply
+        return AppendResult("failed", a.expected)
+    return AppendResult(_text(reply[0]), int(reply[1]))
 
 
 @dataclass(frozen=True)
@@ -369,8 +382,8 @@ class EventStore:
             positions = [batch.call(SCRIPTS["append"], *self._append_args(a)) for a in appends]
             if self.replicas:
                 batch.wait(self.replicas, self.replica_timeout_ms)
-            raw = await batch.execute()
-            results = [AppendResult(_text(raw[i][0]), int(raw[i][1])) for i in positions]
+            raw = await batch.execute(raise_on_error=False)
+            results = [_result(a, raw[i]) for a, i in zip(appends, positions, strict=True)]
             if not self.replicas:
                 return results
             replicated = [batch.replicated(raw, i) >= self.replicas for i in positions]
