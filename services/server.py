@@ -22,7 +22,7 @@ from services.lobby.app import create_app
 from services.lobby.db import make_engine
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
-from services.runtime import redis_for, stop_on_signals, tune_collector
+from services.runtime import Stopped, redis_for, stop_on_signals, tune_collector, wait_for
 from services.scoring.http import router as scoring_routes
 from services.scoring.service import ScoringService
 from shared.bus import Keys
@@ -43,11 +43,29 @@ async def serve(
     """Serve until SIGINT or SIGTERM; ``engine``, ``lobby``, ``ai`` and ``scoring`` choose
     what runs."""
     keys = Keys(settings.key_prefix, settings.partitions)
-    async with redis_for(settings) as pools:
-        stop = stop_on_signals()
+    stop = stop_on_signals()
+    try:
+        await _serve(settings, keys, stop, engine, lobby, ai, scoring)
+    except Stopped:
+        return  # stopped before Redis or the database answered: nothing was started
+
+
+async def _serve(
+    settings: Settings,
+    keys: Keys,
+    stop: asyncio.Event,
+    engine: bool,
+    lobby: bool,
+    ai: bool,
+    scoring: bool,
+) -> None:
+    async with redis_for(settings, stop) as pools:
         tasks = []
         # One pool for all: the lobby's and scoring's tables, and the engine's archive.
-        db = make_engine(settings.sql_url()) if scoring or lobby or engine else None
+        db = None
+        if scoring or lobby or engine:
+            url = settings.sql_url()
+            db = await wait_for("sql", lambda: asyncio.to_thread(make_engine, url), stop)
         if engine:
             assert db is not None
             archive = Archive(db)

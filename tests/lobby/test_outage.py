@@ -4,8 +4,11 @@ without a restart. Each test runs a Redis server of its own, to stop and start."
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import socket
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +17,7 @@ import pytest
 
 from shared.bus import Keys, connect
 
-from .helpers import bearer, running_lobby, wait_for_view
+from .helpers import bearer, caravel_env, free_port, running_lobby, wait_for_view
 
 REDIS_SERVER = "/usr/bin/redis-server"
 
@@ -159,3 +162,63 @@ async def test_writes_refused_for_want_of_replicas_are_503s_then_the_starts_fini
         redis_server.stop()
         ready = await client.get("/readyz")
         assert ready.status_code == 503 and int(ready.headers["Retry-After"]) >= 1
+
+
+async def test_a_service_started_before_redis_and_sql_waits_for_them(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Started while Redis refuses connections, a service logs what it waits for and
+    waits (it exited 1 after its first ping); once Redis is there it serves. A database
+    that refuses connections is waited for the same way."""
+    if not Path(REDIS_SERVER).exists():
+        pytest.skip("needs /usr/bin/redis-server")
+    server = RedisServer(tmp_path)  # its port chosen, not started yet
+    port = free_port()
+    env = caravel_env(
+        server.url, Keys("late", partitions=2), database_url=database_url,
+        data_dir=str(tmp_path), http_port=str(port), log_level="INFO",
+    )  # fmt: skip
+    logs = tmp_path / "lobby.log"
+    with logs.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "lobby"], env=env, stdout=out, stderr=out
+        )
+    try:
+        for _ in range(400):
+            if "waiting for redis" in logs.read_text():
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1)  # a few attempts
+        assert process.poll() is None, logs.read_text()
+        assert "waiting for redis" in logs.read_text()
+        await server.start()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            for _ in range(400):
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get("/readyz")).status_code == 200:
+                        break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"never ready: {logs.read_text()}")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+        server.stop()
+
+    refused = f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none"
+    env = {**env, "CARAVEL_DATABASE_URL": refused, "CARAVEL_REDIS_URL": server.url}
+    await server.start()
+    with logs.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "lobby"], env=env, stdout=out, stderr=out
+        )
+    try:
+        for _ in range(400):
+            if "waiting for sql" in logs.read_text():
+                break
+            await asyncio.sleep(0.05)
+        assert process.poll() is None and "waiting for sql" in logs.read_text()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0  # a stop while waiting is a clean exit
+        server.stop()
