@@ -8,6 +8,7 @@ from random import Random
 
 import pytest
 
+from shared.games import api
 from shared.games.age_of_discovery import (
     Battle,
     Bid,
@@ -1014,3 +1015,16 @@ def test_a_command_without_a_seat_or_an_optional_field_reads_plainly() -> None:
     assert _reason(state, UseUniversity(0, "turn_order")) == (
         "university (box 'turn_order') is not allowed here"
     )
+
+
+@pytest.mark.parametrize("starting_order", ["random", "auction"])
+def test_turn_positions_are_the_first_turns_order(starting_order: str) -> None:
+    """Rules §2 (starting order, drawn or bid for): each seat's turn position is its place in
+    the first turn's order, whatever the turns after it reorder."""
+    game = api.get("age_of_discovery")
+    rules = game.rules("standard", {"starting_order": starting_order})
+    played = api.play_random_game(game, rules, 4, 5)
+    first = next(e for e in played.events if e.type == "turn_order").data["order"]
+    assert game.turn_positions(played.state) == [first.index(seat) for seat in range(4)]
+    later = [e.data["order"] for e in played.events if e.type == "turn_order"]
+    assert any(order != first for order in later), "no turn reordered the seats"
