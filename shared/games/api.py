@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .catalog import CatalogEntry, bot_levels, catalog
 from .commands import Command, command_schema, command_wire_schema, parse_command
+from .events import EventData, check_event, event_schema
 from .play import PlayedGame, play_random_game
 from .protocol import (
     DEFAULT_GAME,
@@ -43,6 +44,7 @@ __all__ = [
     "Command",
     "Decision",
     "Event",
+    "EventData",
     "Fact",
     "Game",
     "GameInfo",
@@ -59,8 +61,10 @@ __all__ = [
     "Visibility",
     "bot_levels",
     "catalog",
+    "check_event",
     "command_schema",
     "command_wire_schema",
+    "event_schema",
     "get",
     "merge_views",
     "names",

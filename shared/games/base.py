@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .commands import Command, parse_command
+from .events import EventData
 from .protocol import (
     GAME_CREATED,
     Event,
@@ -84,8 +85,9 @@ class BaseGame(ABC, Generic[S, R]):
     """The parts of the :class:`~.protocol.Game` protocol every game shares.
 
     A subclass sets ``files`` (its ruleset files), ``handlers`` (its event handlers),
-    ``commands`` (its command types by wire name), ``state_type``, ``sampler_type`` and
-    ``view_model`` (the module whose ``view_schema()`` describes its views), calls
+    ``commands`` and ``events`` (its command and event types by wire name), ``state_type``,
+    ``sampler_type`` and ``view_model`` (the module whose ``view_schema()`` describes its
+    views), calls
     ``super().__init__(info)``, and implements the rules: :meth:`compile`, :meth:`blank`,
     ``new_game``, ``pending``, ``legal_commands``, ``decide``, ``decide_into``, ``is_over``,
     ``results``, :meth:`public_view`, ``determinize``, ``evaluate``, :meth:`turn_positions`.
@@ -94,6 +96,7 @@ class BaseGame(ABC, Generic[S, R]):
     files: ClassVar[RulesetFiles[Any]]
     handlers: ClassVar[EventHandlers[Any]]
     commands: ClassVar[Mapping[str, type[Command]]]
+    events: ClassVar[Mapping[str, type[EventData]]]
     state_type: ClassVar[type[Any]]
     sampler_type: ClassVar[type[Any]]
     view_model: ClassVar[str]
@@ -179,6 +182,9 @@ class BaseGame(ABC, Generic[S, R]):
 
     def command_types(self) -> Mapping[str, type[Command]]:
         return self.commands
+
+    def event_types(self) -> Mapping[str, type[EventData]]:
+        return self.events
 
     def parse_command(self, raw: Any) -> Command:
         return parse_command(raw, self.commands)

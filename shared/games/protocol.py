@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from .commands import Command
+    from .events import EventData
 
 DEFAULT_GAME = "age_of_discovery"
 """The game of logs, tables and requests that name none (everything before games had names)."""
@@ -265,6 +266,11 @@ class Game(Protocol[S, R]):
 
     def command_types(self) -> Mapping[str, type[Command]]:
         """Every command the game takes, by wire name."""
+        ...
+
+    def event_types(self) -> Mapping[str, type[EventData]]:
+        """Every event the game's logs hold, by wire name: the shape of each one's ``data``
+        (:mod:`.events`)."""
         ...
 
     # Playing

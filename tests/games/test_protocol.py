@@ -668,3 +668,33 @@ def test_the_registry_refuses_a_game_that_declares_a_policy_it_lacks() -> None:
     with pytest.raises(ValueError, match="greedy_policy"):
         api.register(lying, type(None))
     assert "liar" not in api.names()
+
+
+@per_game_property(10, data=st.data())
+def test_every_event_matches_its_declared_class(name: str, data: st.DataObject) -> None:
+    """Invariant (typed events): every event a random game emits, ``game_created`` to
+    ``game_ended``, has a declared class (``event_types()``) and its data validates against
+    it strictly (no missing, unknown or mistyped field); every type the game's event
+    handlers apply is declared, and every declared type has a handler."""
+    play = data.draw(specs(name)).start().finish()
+    types = play.game.event_types()
+    for event in play.log:
+        assert api.check_event(event, types) is None, api.check_event(event, types)
+    assert set(types) == set(play.game.handlers.table)  # type: ignore[attr-defined]
+    for cls in types.values():
+        schema = api.event_schema(cls)
+        assert schema["title"] == cls.type and schema["x-version"] == cls.version
+
+
+def test_an_event_that_drifts_from_its_class_is_caught() -> None:
+    """The check is strict: a missing field, an unknown one or a mistyped one is named."""
+    types = api.get("navegador").event_types()
+    good = Event("colony_founded", {"seat": 1, "region": "brazil", "good": "sugar", "price": 2})
+    assert api.check_event(good, types) is None
+    for bad in (
+        {"seat": 1, "region": "brazil", "good": "sugar"},
+        {"seat": 1, "region": "brazil", "good": "sugar", "price": 2, "extra": 0},
+        {"seat": "1", "region": "brazil", "good": "sugar", "price": 2},
+    ):
+        assert api.check_event(Event("colony_founded", bad), types) is not None
+    assert api.check_event(Event("no_such_event", {}), types) is not None

@@ -12,6 +12,7 @@ from ..base import BaseGame
 from ..protocol import Event, Fact, GameInfo, Policy, SeatResult, StatePolicy
 from . import engine, views
 from .commands import COMMAND_TYPES
+from .events import EVENT_TYPES
 from .evolve import handles
 from .greedy import greedy_values, state_values
 from .ruleset import FILES, Rules, compile_rules
@@ -30,6 +31,7 @@ class AgeOfDiscovery(BaseGame[GameState, Rules]):
     files = FILES
     handlers = handles
     commands = COMMAND_TYPES
+    events = EVENT_TYPES
     state_type = GameState
     sampler_type = Sampler
     view_model = f"{__package__}.view_model"

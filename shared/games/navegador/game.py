@@ -19,6 +19,7 @@ from ..protocol import (
 from . import engine, views
 from .commands import COMMAND_TYPES
 from .evaluation import SEARCH_HINTS, expected_totals
+from .events import EVENT_TYPES
 from .evolve import handles
 from .greedy import greedy_values, state_values
 from .ruleset import FILES, Rules, compile_rules
@@ -33,6 +34,7 @@ class Navegador(BaseGame[State, Rules]):
     files = FILES
     handlers = handles
     commands = COMMAND_TYPES
+    events = EVENT_TYPES
     state_type = State
     sampler_type = Sampler
     view_model = f"{__package__}.view_model"
