@@ -27,6 +27,17 @@ class EventData(BaseModel):
     version: ClassVar[int] = 1
 
 
+class GameCreated(EventData):
+    """Every log's first event, whatever the game: what its replay needs to begin."""
+
+    type: ClassVar[str] = "game_created"
+    game: str
+    ruleset: str
+    ruleset_file: str | None = None  # a ruleset given as a file travels with its game
+    options: dict[str, Any]
+    players: list[str]
+
+
 def event_types(classes: Iterable[type[EventData]]) -> dict[str, type[EventData]]:
     """A game's event classes by wire name."""
     return {cls.type: cls for cls in classes}

@@ -5,16 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..events import EventData, event_types
-
-
-class GameCreated(EventData):
-    type: ClassVar[str] = "game_created"
-    game: str
-    ruleset: str
-    ruleset_file: str | None = None  # a ruleset given as a file travels with its game
-    options: dict[str, int | str]
-    players: list[str]
+from ..events import EventData, GameCreated, event_types
 
 
 class Setup(EventData):

@@ -7,16 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from ..events import EventData, event_types
-
-
-class GameCreated(EventData):
-    type: ClassVar[str] = "game_created"
-    game: str
-    ruleset: str
-    ruleset_file: str | None = None  # a ruleset given as a file travels with its game
-    options: dict[str, Any]
-    players: list[str]
+from ..events import EventData, GameCreated, event_types
 
 
 class Setup(EventData):
