@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,17 +114,7 @@ async def test_games_export_delete_import_round_trip(
 ) -> None:
     """A finished game exported, deleted and imported again: the same events, versions and
     final hash; importing it twice is refused; once archived, it exports from the archive."""
-    env = {
-        **os.environ,
-        "CARAVEL_REDIS_URL": redis_url,
-        "CARAVEL_KEY_PREFIX": keys.prefix,
-        "CARAVEL_PARTITIONS": str(keys.partitions),
-        "CARAVEL_DATABASE_URL": database_url,
-        "CARAVEL_DATA_DIR": str(tmp_path / "data"),
-    }
-
-    async def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return await asyncio.to_thread(caravel, "games", *args, env=env)
+    run = _games_command(keys, redis_url, database_url, tmp_path)
 
     game_id = "g-moved"
     async with running_engine(redis, keys):
@@ -158,6 +149,25 @@ async def test_games_export_delete_import_round_trip(
     assert load_lines(archived.stdout.encode()) == events
 
 
+def _games_command(
+    keys: Keys, redis_url: str, database_url: str, tmp_path: Path
+) -> Callable[..., Awaitable[subprocess.CompletedProcess[str]]]:
+    """``caravel games ...`` on this test's Redis namespace and database."""
+    env = {
+        **os.environ,
+        "CARAVEL_REDIS_URL": redis_url,
+        "CARAVEL_KEY_PREFIX": keys.prefix,
+        "CARAVEL_PARTITIONS": str(keys.partitions),
+        "CARAVEL_DATABASE_URL": database_url,
+        "CARAVEL_DATA_DIR": str(tmp_path / "data"),
+    }
+
+    async def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(caravel, "games", *args, env=env)
+
+    return run
+
+
 def _edited(events: list[Any], version: int, change: Any) -> list[Any]:
     """The log with event ``version``'s data changed by ``change`` (a dict -> dict)."""
     out = list(events)
@@ -178,17 +188,7 @@ async def test_import_refuses_edited_logs_and_unreadable_files_in_one_line(
     ``Aborted.`` and a file that is not JSON a traceback (exit 2). Now every command's
     events are decided again (the first version that differs is named), the export's final
     hash must be the replay's, and an unreadable file is one line on stderr and exit 1."""
-    env = {
-        **os.environ,
-        "CARAVEL_REDIS_URL": redis_url,
-        "CARAVEL_KEY_PREFIX": keys.prefix,
-        "CARAVEL_PARTITIONS": str(keys.partitions),
-        "CARAVEL_DATABASE_URL": database_url,
-        "CARAVEL_DATA_DIR": str(tmp_path / "data"),
-    }
-
-    async def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return await asyncio.to_thread(caravel, "games", *args, env=env)
+    run = _games_command(keys, redis_url, database_url, tmp_path)
 
     game_id = "g-forged"
     async with running_engine(redis, keys):

@@ -179,15 +179,8 @@ async def test_a_service_started_before_redis_and_sql_waits_for_them(
         data_dir=str(tmp_path), http_port=str(port), log_level="INFO",
     )  # fmt: skip
     logs = tmp_path / "lobby.log"
-    with logs.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "lobby"], env=env, stdout=out, stderr=out
-        )
+    process = await _lobby_waiting(env, logs, "waiting for redis")
     try:
-        for _ in range(400):
-            if "waiting for redis" in logs.read_text():
-                break
-            await asyncio.sleep(0.05)
         await asyncio.sleep(1)  # a few attempts
         assert process.poll() is None, logs.read_text()
         assert "waiting for redis" in logs.read_text()
@@ -208,17 +201,24 @@ async def test_a_service_started_before_redis_and_sql_waits_for_them(
     refused = f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none"
     env = {**env, "CARAVEL_DATABASE_URL": refused, "CARAVEL_REDIS_URL": server.url}
     await server.start()
-    with logs.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "lobby"], env=env, stdout=out, stderr=out
-        )
+    process = await _lobby_waiting(env, logs, "waiting for sql")
     try:
-        for _ in range(400):
-            if "waiting for sql" in logs.read_text():
-                break
-            await asyncio.sleep(0.05)
         assert process.poll() is None and "waiting for sql" in logs.read_text()
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0  # a stop while waiting is a clean exit
         server.stop()
+
+
+async def _lobby_waiting(env: dict[str, str], logs: Path, line: str) -> subprocess.Popen[bytes]:
+    """`caravel lobby` started with its output in ``logs``, once it has logged ``line``
+    (or after 20 s)."""
+    with logs.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "lobby"], env=env, stdout=out, stderr=out
+        )
+    for _ in range(400):
+        if line in logs.read_text():
+            break
+        await asyncio.sleep(0.05)
+    return process

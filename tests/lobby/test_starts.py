@@ -17,6 +17,7 @@ from services.lobby.db import LobbySeat, LobbyTable
 from services.lobby.tables import _claim_start
 from shared.bus import Keys
 
+from ..backbone.helpers import wait_for
 from .helpers import running_lobby
 
 
@@ -37,12 +38,14 @@ def _table(db: Engine, table_id: str, ruleset: str = "standard") -> None:
 
 async def _until(client: httpx.AsyncClient, table_id: str, done: Any) -> dict[str, Any]:
     """The table once ``done(table)`` holds."""
-    for _ in range(600):
-        table = (await client.get(f"/tables/{table_id}")).json()
-        if done(table):
-            return table  # type: ignore[no-any-return]
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"table {table_id} never got there: {table}")
+    seen: dict[str, Any] = {}
+
+    async def there() -> bool:
+        seen.update((await client.get(f"/tables/{table_id}")).json())
+        return bool(done(seen))
+
+    await wait_for(there, timeout_s=30)
+    return seen
 
 
 async def test_a_start_cut_short_is_finished_and_one_refused_reopens_the_table(
