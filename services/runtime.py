@@ -67,11 +67,13 @@ class RedisPools:
 
 @asynccontextmanager
 async def redis_for(
-    settings: Settings, stop: asyncio.Event | None = None
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    waiting: Callable[[str | None], None] | None = None,
 ) -> AsyncIterator[RedisPools]:
     """Clients of the configured Redis, or of an embedded one under ``CARAVEL_DATA_DIR``.
     With ``stop`` (a service starting), a Redis that does not answer yet is waited for
-    (:func:`wait_for`) rather than the process exiting."""
+    (:func:`wait_for`, telling ``waiting``) rather than the process exiting."""
     embedded = None
     url = settings.redis_url
     if not url:
@@ -88,7 +90,7 @@ async def redis_for(
         if stop is None:
             await client.ping()
         else:
-            await wait_for("redis", client.ping, stop, where=_without_password(url))
+            await wait_for("redis", client.ping, stop, waiting, where=_without_password(url))
         yield pools
     finally:
         await pools.aclose()
@@ -97,24 +99,35 @@ async def redis_for(
 
 
 async def wait_for(
-    what: str, attempt: Callable[[], Awaitable[Any]], stop: asyncio.Event, **about: Any
+    what: str,
+    attempt: Callable[[], Awaitable[Any]],
+    stop: asyncio.Event,
+    waiting: Callable[[str | None], None] | None = None,
+    **about: Any,
 ) -> Any:
     """``attempt()``'s result once it succeeds, retried with a backoff (up to
     ``WAIT_CAP_S`` apart) while it fails as a store that is not there yet fails (refused,
     unreachable, timed out, still loading), with a log line each time: a service started
     before its Redis or its database waits for it instead of exiting (an orchestrator
-    starts them in any order). Any other error is raised; a stop while waiting raises
-    :class:`Stopped`."""
+    starts them in any order). ``waiting`` is told what is waited for (None once it
+    answered), for the readiness probe. Any other error is raised; a stop while waiting
+    raises :class:`Stopped`."""
     backoff = Backoff(cap_s=WAIT_CAP_S)
     while True:
         try:
-            return await attempt()
+            result = await attempt()
         except Exception as e:
             if not (transient(e) or _sql_unreachable(e)):
                 raise
+            if waiting is not None:
+                waiting(what)
             delay = backoff.next_delay()
             log = structlog.get_logger("caravel")
             log.warning(f"waiting for {what}", error=str(e), retry_in_s=delay, **about)
+        else:
+            if waiting is not None:
+                waiting(None)
+            return result
         await wait_or_stop(stop, delay)
         if stop.is_set():
             raise Stopped(f"stopped while waiting for {what}")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import structlog
 import uvicorn
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from services.ai.service import BotPlayer
 from services.asyncapi import document as asyncapi_document
@@ -27,6 +28,7 @@ from services.scoring.http import router as scoring_routes
 from services.scoring.service import ScoringService
 from shared.bus import Keys
 from shared.eventstore import Archive
+from shared.httpapi import error_response
 from shared.observability.metrics import RedisSampler
 from shared.settings import Settings
 
@@ -44,10 +46,54 @@ async def serve(
     what runs."""
     keys = Keys(settings.key_prefix, settings.partitions)
     stop = stop_on_signals()
+    early = _Starting(settings, lobby)
+    await early.open()
     try:
-        await _serve(settings, keys, stop, engine, lobby, ai, scoring)
+        await _serve(settings, keys, stop, engine, lobby, ai, scoring, early)
     except Stopped:
         return  # stopped before Redis or the database answered: nothing was started
+    finally:
+        await early.close()
+
+
+class _Starting:
+    """The probes of a process still waiting for Redis or its database, on the port it will
+    serve on: ``/livez`` 200, ``/readyz`` 503 saying what it waits for (a refused
+    connection would tell an orchestrator nothing). Closed before the services start."""
+
+    def __init__(self, settings: Settings, lobby: bool) -> None:
+        self.settings = settings
+        self.port = settings.http_port if lobby else settings.metrics_port
+        self.share = lobby and settings.http_share_port
+        self.waiting_for: str | None = "redis"
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def note(self, what: str | None) -> None:
+        self.waiting_for = what
+
+    async def open(self) -> None:
+        sockets = _listen(self.settings.http_host, self.port, required=False, share=self.share)
+        if not sockets:
+            return
+        app = FastAPI(title="Caravel starting")
+
+        @app.get("/livez")
+        async def livez() -> dict[str, str]:
+            return {"status": "ok"}
+
+        @app.get("/readyz")
+        async def readyz() -> JSONResponse:
+            return error_response(503, "not_ready", f"waiting for {self.waiting_for or 'start'}")
+
+        self._server = _Server(uvicorn.Config(app, log_level="warning", log_config=None))
+        self._task = asyncio.create_task(self._server.serve(sockets), name="starting")
+
+    async def close(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            await self._task
+            self._server = self._task = None
 
 
 async def _serve(
@@ -58,14 +104,17 @@ async def _serve(
     lobby: bool,
     ai: bool,
     scoring: bool,
+    early: _Starting,
 ) -> None:
-    async with redis_for(settings, stop) as pools:
+    async with redis_for(settings, stop, early.note) as pools:
         tasks = []
         # One pool for all: the lobby's and scoring's tables, and the engine's archive.
         db = None
         if scoring or lobby or engine:
             url = settings.sql_url()
-            db = await wait_for("sql", lambda: asyncio.to_thread(make_engine, url), stop)
+            make = lambda: asyncio.to_thread(make_engine, url)  # noqa: E731
+            db = await wait_for("sql", make, stop, early.note)
+        await early.close()  # the services' own probes take the port from here
         if engine:
             assert db is not None
             archive = Archive(db)

@@ -168,8 +168,8 @@ async def test_a_service_started_before_redis_and_sql_waits_for_them(
     tmp_path: Path, database_url: str
 ) -> None:
     """Started while Redis refuses connections, a service logs what it waits for and
-    waits (it exited 1 after its first ping); once Redis is there it serves. A database
-    that refuses connections is waited for the same way."""
+    waits (it exited 1 after its first ping), its readiness saying so; once Redis is there
+    it serves. A database that refuses connections is waited for the same way."""
     if not Path(REDIS_SERVER).exists():
         pytest.skip("needs /usr/bin/redis-server")
     server = RedisServer(tmp_path)  # its port chosen, not started yet
@@ -184,8 +184,11 @@ async def test_a_service_started_before_redis_and_sql_waits_for_them(
         await asyncio.sleep(1)  # a few attempts
         assert process.poll() is None, logs.read_text()
         assert "waiting for redis" in logs.read_text()
-        await server.start()
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            waiting = await client.get("/readyz")  # readiness says what it waits for
+            assert waiting.status_code == 503 and "waiting for redis" in waiting.text
+            assert (await client.get("/livez")).status_code == 200
+            await server.start()
             for _ in range(400):
                 with contextlib.suppress(httpx.TransportError):
                     if (await client.get("/readyz")).status_code == 200:
@@ -204,6 +207,9 @@ async def test_a_service_started_before_redis_and_sql_waits_for_them(
     process = await _lobby_waiting(env, logs, "waiting for sql")
     try:
         assert process.poll() is None and "waiting for sql" in logs.read_text()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            waiting = await client.get("/readyz")
+            assert waiting.status_code == 503 and "waiting for sql" in waiting.text
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0  # a stop while waiting is a clean exit
