@@ -213,6 +213,7 @@ class AppendResult:
     status: str
     version: int
     answered: bool = True  # False: appended, but not on enough replicas to tell the sender
+    error: Exception | None = None  # why it "failed"
 
 
 def _result(a: Append, reply: Any) -> AppendResult:
@@ -221,7 +222,7 @@ def _result(a: Append, reply: Any) -> AppendResult:
     if isinstance(reply, Exception):
         if not transient(reply):
             raise reply
-        return AppendResult("failed", a.expected)
+        return AppendResult("failed", a.expected, error=reply)
     return AppendResult(_text(reply[0]), int(reply[1]))
 
 
@@ -371,8 +372,12 @@ class EventStore:
         )
 
     async def append(self, a: Append) -> AppendResult:
-        """Append one command's events atomically (see the module docstring)."""
-        return (await self.append_many([a]))[0]
+        """Append one command's events atomically (see the module docstring); a transient
+        failure is raised, as any other."""
+        result = (await self.append_many([a]))[0]
+        if result.error is not None:
+            raise result.error
+        return result
 
     async def append_many(self, appends: Sequence[Append]) -> list[AppendResult]:
         """Pipelined appends, executed in order: one round trip for a whole batch."""
