@@ -14,7 +14,8 @@ from shared.bus import CommandSender, Keys, connect, delete_namespace
 
 from .helpers import create_game, running_engine
 
-HELD_S = 4.0  # the fault lasts this long: several lease lifetimes (1 s in tests)
+HELD_S = 4.0  # the fault lasts this long at least: several lease lifetimes (1 s in tests)
+ANSWER_S = 30.0  # a command's answer, on a loaded machine
 
 
 @asynccontextmanager
@@ -50,23 +51,22 @@ async def test_a_shard_refusing_writes_stops_only_its_own_partitions(
         ]
         healthy = [p for p in keys.all_partitions() if p not in hit]
         assert healthy, "every partition on one shard: nothing to compare"
-        async with running_engine(client, keys) as engine:
+        async with running_engine(client, keys):
             for p in keys.all_partitions():
                 result = await sender.execute(create_game(_game_in(keys, p)), timeout_s=10)
                 assert result.status == "accepted"
             async with refusing_writes(client, keys.commands(0)):
-                started = time.monotonic()
-                answered = 0
-                while time.monotonic() - started < HELD_S:
-                    for p in healthy:
-                        result = await sender.execute(create_game(_game_in(keys, p)), timeout_s=3)
+                started, rounds = time.monotonic(), 0
+                while rounds < 2 or time.monotonic() - started < HELD_S:
+                    for p in healthy:  # answered while the fault lasts (the time a loaded
+                        # machine takes: before, none was, however long one waited)
+                        game = create_game(_game_in(keys, p))
+                        result = await sender.execute(game, timeout_s=ANSWER_S)
                         assert result.status == "accepted", (p, result)
-                        answered += 1
-                assert answered >= len(healthy) * 2
+                    rounds += 1
             for p in hit:  # the shard is back: its partitions are served again
-                result = await sender.execute(create_game(_game_in(keys, p)), timeout_s=15)
+                result = await sender.execute(create_game(_game_in(keys, p)), timeout_s=ANSWER_S)
                 assert result.status == "accepted"
-            assert engine.stats["round_errors"] >= 0
     finally:
         await delete_namespace(client, keys.prefix)
         await client.aclose()
