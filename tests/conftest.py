@@ -40,7 +40,6 @@ from shared.bus import Keys, connect, delete_namespace
 
 from .cluster import LocalCluster, redis_server
 
-
 REQUIRE_SYSTEM_TOOLS = "CARAVEL_REQUIRE_SYSTEM_TOOLS"
 
 
