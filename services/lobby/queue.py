@@ -15,13 +15,13 @@ from shared.httpapi import ERRORS, ApiError, Id
 
 from .catalog import players_schema
 from .db import LobbyTicket
-from .lobby import MAX_SEATS, NAME_PATTERN, GameChoice, LobbyDep, check_players
+from .lobby import MAX_SEATS, GameChoice, LobbyDep, PlayerName, check_players
 
 router = APIRouter(tags=["queue"])
 
 
 class QueueIn(GameChoice):
-    name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, examples=["Ana"])
+    name: PlayerName
     players: int = Field(ge=1, le=MAX_SEATS, examples=[4], json_schema_extra=players_schema())
 
 

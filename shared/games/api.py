@@ -509,6 +509,17 @@ class CatalogEntry:
     commands: dict[str, Any] = field(default_factory=dict)
     view: dict[str, Any] = field(default_factory=dict)
     """The JSON schema of a seat's (or a spectator's) view of the game."""
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Readable names of the game's ids, by namespace (``options``, ``values``, ``sides``,
+    ``subjects``...): the game's optional ``labels()`` plug-in; clients make any other id
+    readable themselves."""
+
+
+def game_labels(game: AnyGame) -> dict[str, dict[str, str]]:
+    """The game's ``labels()`` plug-in (readable names of its ids by namespace), if it has
+    one; no labels otherwise."""
+    own = getattr(game, "labels", None)
+    return {space: dict(names) for space, names in (own() if own is not None else {}).items()}
 
 
 def catalog() -> list[CatalogEntry]:
@@ -528,6 +539,7 @@ def catalog() -> list[CatalogEntry]:
                 bot_levels=bot_levels(game),
                 commands={t: command_schema(c) for t, c in game.command_types().items()},
                 view=game.view_schema(),
+                labels=game_labels(game),
             )
         )
     return out
