@@ -20,7 +20,7 @@ from shared.bus import Keys
 from shared.eventstore import EventStore
 from tests.lobby.helpers import running_lobby
 
-from .helpers import READY, WIDE, Traffic, launch, probe, public_view_at, shoot
+from .helpers import READY, WIDE, Traffic, launch, probe, public_view_at, readable_player, shoot
 
 
 async def assert_turn_shows_a_clock(player: Page) -> None:
@@ -181,7 +181,7 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
             expected = by_seat[seat]
             assert cells == [
                 str(expected["place"]),
-                expected["player"],
+                readable_player(expected["player"]),
                 expected["side"],
                 str(expected["total"]),
             ]
