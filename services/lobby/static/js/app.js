@@ -127,6 +127,7 @@ function quickMatch(catalog) {
     try {
       await del(`/queue/${ticket.ticket}`);
       waiting = null;
+      cancel.hidden = true;
       $("quick-status").textContent = "You left the queue.";
     } catch (error) {
       if (error.code !== "ticket_matched") showError($("quick-error"), error);
@@ -234,7 +235,8 @@ async function waitForStart(table, seated) {
             try {
               const joined = await post(`/tables/${table.id}/join`, { name: name.value, seat: Number(which.value) }, { idempotent: true });
               seat = { seat: joined.seat, token: joined.token, name: name.value };
-              saveSeat(table.id, seat); seated(seat); draw();
+              saveSeat(table.id, seat); seated(seat);
+              table = await get(`/tables/${table.id}`); draw();
             } catch (error) { showError($("error"), error); }
           });
         } }, h("label", {}, "Your name ", name), " ", h("label", {}, "Seat ", which), " ", join) : h("p", {}, "Every seat is taken."));
