@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 from shared.bus import Keys
 from tests.lobby.helpers import bearer, running_lobby
 
-from .helpers import NARROW, READY, WIDE, Traffic, eventually, launch, probe, shoot
+from .helpers import NARROW, READY, WIDE, Traffic, artifacts, launch, probe, shoot
 
 SNAKE_ID = re.compile(r"\b[a-z]+_[a-z_]+\b")
 PREFIXED = re.compile(r"\b(bot|player):")
@@ -231,7 +231,8 @@ async def test_names_are_readable_and_shown_as_text(
         assert "Greedy bot" in options
 
         # A name with HTML and a bidi override: joined as text, the override gone.
-        open_table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "greedy"}})).json()
+        two = {"seats": 2, "bots": {"1": "greedy"}}
+        open_table = (await client.post("/tables", json=two)).json()
         typed = "<b>Eve</b>\u202emoc.evil"
         await page.goto(f"/tables/{open_table['id']}")
         await page.fill("#join input[name=name]", typed)
@@ -248,10 +249,12 @@ async def test_names_are_readable_and_shown_as_text(
 
         # A refusal counts seats from 1, as the page does (the API's message: from 0).
         refusal = await page.evaluate(
-            """async () => (await import('/static/js/dom.js')).forPeople(
-                 "seat 0 has nothing to decide; waiting for seat 1 (place); seats [0, 2] are free")"""
+            """async (text) => (await import('/static/js/dom.js')).forPeople(text)""",
+            "seat 0 has nothing to decide; waiting for seat 1 (place); seats [0, 2] are free",
         )
-        assert refusal == "seat 1 has nothing to decide; waiting for seat 2 (place); seats 1, 3 are free"
+        assert refusal == (
+            "seat 1 has nothing to decide; waiting for seat 2 (place); seats 1, 3 are free"
+        )
 
 
 async def test_a_phone_shows_the_turn_and_every_move_first_and_readable_board_text(
@@ -284,8 +287,6 @@ async def test_a_phone_shows_the_turn_and_every_move_first_and_readable_board_te
 
 
 def _artifact(name: str) -> Path:
-    from .helpers import artifacts
-
     return artifacts() / name
 
 
@@ -299,8 +300,8 @@ async def check_phone_layout(page: Page) -> int:
             .filter((t) => t.textContent.trim() && t.getBBox().width > 0)
             .map((t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a);
           const buttons = [...box.querySelectorAll('button')].map((b) => {
-            const r = b.getBoundingClientRect();
-            return r.width > 0 && r.height > 0 && r.bottom <= box.getBoundingClientRect().bottom + 1;
+            const r = b.getBoundingClientRect(), end = box.getBoundingClientRect().bottom;
+            return r.width > 0 && r.height > 0 && r.bottom <= end + 1;
           });
           return { turn: top('#turn'), moves: top('#moves'), board: top('#board'),
                    clipped: box.scrollHeight > box.clientHeight + 1, buttons,
