@@ -128,6 +128,10 @@ async def test_leaving_turns_the_page_into_the_spectator_view_with_no_request_lo
         )
         assert await page.locator("[data-testid=move]").count() == 0
         assert "watching" in await page.locator("#moves").inner_text()  # not "join a seat"
+        await page.wait_for_function(  # a spectator sees the clock of the seat to play
+            "() => /^[0-9]+:[0-5][0-9]$/.test(document.querySelector('[data-testid=clock]')"
+            "?.textContent ?? '')"
+        )
         assert await refused_reads(statuses) <= 1, statuses.seen
         await shoot(page, "table-after-leaving")
         await page.reload()
