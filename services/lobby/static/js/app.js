@@ -200,7 +200,7 @@ async function tablePage() {
 function seatList(table) {
   const byNumber = new Map(table.taken.map((t) => [t.seat, t]));
   return [
-    h("ol", { class: "seats", "data-testid": "seat-list" }, Array.from({ length: table.seats }, (_, i) => {
+    h("ul", { class: "seats", "data-testid": "seat-list" }, Array.from({ length: table.seats }, (_, i) => {
       const t = byNumber.get(i);
       return h("li", { "data-seat": i }, `Seat ${i + 1}: `, t ? t.name : h("em", {}, "free"));
     })),
