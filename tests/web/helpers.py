@@ -121,10 +121,3 @@ async def shoot(page: Page, name: str) -> None:
 
 async def probe(page: Page, expression: str) -> Any:
     return await page.evaluate(f"() => {expression}")
-
-
-def readable_player(player: str) -> str:
-    """A scoring player id as the pages show it: "player:Ana" → "Ana", "bot:greedy" →
-    "Greedy bot"."""
-    kind, _, name = player.partition(":")
-    return name if kind == "player" else f"{name.capitalize()} bot"

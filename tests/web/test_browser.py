@@ -20,7 +20,7 @@ from shared.bus import Keys
 from shared.eventstore import EventStore
 from tests.lobby.helpers import running_lobby
 
-from .helpers import READY, WIDE, Traffic, launch, probe, public_view_at, readable_player, shoot
+from .helpers import READY, WIDE, Traffic, launch, probe, public_view_at, shoot
 
 
 async def assert_turn_shows_a_clock(player: Page) -> None:
@@ -175,6 +175,7 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
 
         # The result on the page is the scoring service's.
         result = (await client.get(f"/games/{game_id}/result")).json()
+        ended = (await client.get(f"/games/{game_id}/view")).json()
         rows = player.locator("[data-testid=result-row]")
         assert await rows.count() == 4
         by_seat = {r["seat"]: r for r in result["results"]}
@@ -185,7 +186,7 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
             expected = by_seat[seat]
             assert cells == [
                 str(expected["place"]),
-                readable_player(expected["player"]),
+                ended["players"][seat]["name"],  # the seat's name: "Ana", "Greedy bot 2"
                 expected["side"],
                 str(expected["total"]),
             ]

@@ -424,15 +424,16 @@ async function followGame(table, seatInfo) {
   stream.open();
 }
 
-// Board text no smaller than 11 px: a drawing whose smallest text would shrink below it on
-// a narrow screen keeps a width at which it does not, and the board scrolls (pans) instead.
+// Board text no smaller than 11 px on a phone: a drawing whose smallest text would shrink
+// below it keeps a width at which it does not (--fit-width, used by the stylesheet on narrow
+// screens), and the board scrolls (pans) sideways instead.
 const MIN_TEXT_PX = 11;
 function fitText(board) {
   for (const svg of board.querySelectorAll("svg")) {
     const width = svg.viewBox?.baseVal?.width;
     const sizes = [...svg.querySelectorAll("text")].map((t) => parseFloat(getComputedStyle(t).fontSize)).filter((n) => n > 0);
     if (!width || !sizes.length) continue;
-    svg.style.minWidth = `${Math.ceil(MIN_TEXT_PX * width / Math.min(...sizes))}px`;
+    svg.style.setProperty("--fit-width", `${Math.ceil(MIN_TEXT_PX * width / Math.min(...sizes))}px`);
   }
 }
 
@@ -445,12 +446,14 @@ async function showResult(id) {
   const result = await get(`/games/${id}/result`);
   probe.result = result;
   $("result").hidden = false;
-  const winners = result.results.filter((r) => r.won).map((r) => `${playerName(r.player)} (${r.side})`);
+  // A player by the seat's name at this table ("Greedy bot 2"), else by their scoring id.
+  const who = (r) => probe.view?.players?.[r.seat]?.name ?? playerName(r.player);
+  const winners = result.results.filter((r) => r.won).map((r) => `${who(r)} (${r.side})`);
   clear($("result-body"), h("p", { "data-testid": "winner" }, `${winners.length === 1 ? "Winner" : "Winners"}: ${winners.join(", ")}`),
     h("table", { class: "data" },
       h("thead", {}, h("tr", {}, ["Place", "Player", "Side", "Total"].map((c) => h("th", {}, c)))),
       h("tbody", {}, result.results.slice().sort((a, b) => a.place - b.place).map((r) => h("tr", { "data-testid": "result-row", "data-seat": r.seat },
-        [r.place, playerName(r.player), r.side, r.total].map((c) => h("td", {}, c)))))),
+        [r.place, who(r), r.side, r.total].map((c) => h("td", {}, c)))))),
     h("p", {}, h("a", { href: `/games/${id}/replay` }, "Watch the replay")));
 }
 
