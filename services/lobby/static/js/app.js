@@ -328,9 +328,10 @@ async function followGame(table, seatInfo) {
     const yours = legal.length > 0 && !sending;
     const turn = $("turn");
     turn.className = `turn${yours ? " yours" : ""}`;
-    const who = (view.pending ?? []).map((p) => generic.seatName(view, p.seat));
-    clear(turn, yours ? h("strong", { "data-testid": "your-turn" }, "Your turn") :
-      h("span", {}, view.phase === "over" ? "Game over" : who.length ? `Waiting for ${[...new Set(who)].join(", ")}` : game.summary(view)), clock.element);
+    const who = (view.pending ?? []).filter((p) => p.seat !== mine).map((p) => generic.seatName(view, p.seat));
+    const note = view.phase === "over" ? "Game over" : sending ? "Sending your move…"
+      : who.length ? `Waiting for ${[...new Set(who)].join(", ")}` : game.summary(view);
+    clear(turn, yours ? h("strong", { "data-testid": "your-turn" }, "Your turn") : h("span", {}, note), clock.element);
     if (legal.length === 0 && token) clock.clear(); // a move on its way keeps the clock
     clear($("moves"), !token ? h("p", {}, view.phase === "over" ? "The game is over." : "You are watching: every seat of this game is taken.") : legal.length === 0 ? h("p", {}, "Nothing to decide now.") :
       legal.map((command, i) => h("button", { type: "button", "data-testid": "move", "data-index": i, disabled: sending,
