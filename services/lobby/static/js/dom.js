@@ -32,7 +32,10 @@ export const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many
 
 // An id as people read it: "navy_vp_per_ship" → "Navy vp per ship" (a game's labels, when it
 // has one for the id, say it better: see label()).
-export const readable = (id) => { const w = words(id).trim(); return w.charAt(0).toUpperCase() + w.slice(1); };
+export const readable = (id) => {
+  const w = words(id).trim().replace(/\bvp\b/gi, "VP");
+  return w.charAt(0).toUpperCase() + w.slice(1);
+};
 
 // The game's label of an id (from GET /games: labels by namespace), else the id made readable.
 export const label = (labels, space, id) => labels?.[space]?.[id] ?? readable(id);
