@@ -18,7 +18,7 @@ from shared.games import api
 from shared.loops import keep_running
 
 from .db import LobbySeat, LobbyTable, LobbyTicket
-from .lobby import Lobby
+from .lobby import Lobby, bot_name
 from .tables import reconcile_starts, start_table
 
 log = structlog.get_logger("caravel.matchmaking")
@@ -124,9 +124,8 @@ class Matchmaker:
             session.add(ticket)
         level = fill_level(group.game)
         for seat in range(len(tickets), group.players):
-            bot = LobbySeat(
-                table_id=table.id, seat=seat, kind="bot", name=f"{level} bot", bot_level=level
-            )
+            name = bot_name(level, seat)
+            bot = LobbySeat(table_id=table.id, seat=seat, kind="bot", name=name, bot_level=level)
             session.add(bot)
         return table.id
 
