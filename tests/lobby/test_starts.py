@@ -70,4 +70,5 @@ async def test_a_start_cut_short_is_finished_and_one_refused_reopens_the_table(
         assert refused["start_error"] and "ruleset" in refused["start_error"]
         assert (await client.get("/games/t-refused/view")).status_code == 404
         cut_short = (await client.get("/tables/t-cut-short")).json()
-        assert cut_short["status"] == "running" and cut_short["start_error"] is None
+        assert cut_short["status"] in ("running", "finished")  # random bots play fast
+        assert cut_short["start_error"] is None
