@@ -4,15 +4,28 @@ loop that walks all partitions keeps its faults to the partitions they hit."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from shared.bus import CommandSender, Keys, connect, delete_namespace
+import pytest
+from redis.exceptions import ResponseError
 
-from .helpers import create_game, running_engine
+from shared.bus import (
+    Broker,
+    CommandSender,
+    Delivery,
+    GroupConsumer,
+    Keys,
+    connect,
+    delete_namespace,
+    ensure_group,
+)
+
+from .helpers import create_game, read_as, running_engine
 
 HELD_S = 4.0  # the fault lasts this long at least: several lease lifetimes (1 s in tests)
 ANSWER_S = 30.0  # a command's answer, on a loaded machine
@@ -68,5 +81,46 @@ async def test_a_shard_refusing_writes_stops_only_its_own_partitions(
                 result = await sender.execute(create_game(_game_in(keys, p)), timeout_s=ANSWER_S)
                 assert result.status == "accepted"
     finally:
+        await delete_namespace(client, keys.prefix)
+        await client.aclose()
+
+
+async def test_reclaiming_goes_on_past_a_shard_that_refuses_writes(
+    redis_cluster_url: str,
+) -> None:
+    """A consumer group's reclaiming (the views', the bots') walks every partition's stream:
+    one whose shard refuses writes (XAUTOCLAIM is one) is skipped and reported, and the
+    idle entries of the others are taken over all the same (before, the first failing
+    stream ended the round for every stream after it)."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=8)
+    client: Any = connect(redis_cluster_url)
+    handled: list[str] = []
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        handled.extend(d.stream for d in deliveries)
+        await consumer.ack(deliveries)
+
+    broker = Broker(client, readers=keys.partitions)
+    consumer = GroupConsumer(broker, client, "readers", "live", keys, handle, claim_idle_ms=10)
+    try:
+        await client.ping()
+        streams = [keys.commands(p) for p in keys.all_partitions()]
+        for stream in streams:  # one entry each, read by a consumer that then died
+            await ensure_group(client, stream, "readers")
+            await client.xadd(stream, {"v": "1"})
+            await read_as(client, "readers", "dead", stream, 10)
+        await broker.start()
+        for stream in streams:
+            await consumer.subscribe(stream)
+        victim = client.get_node_from_key(streams[0]).name
+        hit = {s for s in streams if client.get_node_from_key(s).name == victim}
+        await asyncio.sleep(0.05)  # idle longer than claim_idle_ms
+        async with refusing_writes(client, streams[0]):
+            with pytest.raises(ResponseError, match="NOREPLICAS"):
+                await consumer.reclaim_idle()  # the first failure, once all had their turn
+        assert sorted(handled) == sorted(set(streams) - hit)
+    finally:
+        await consumer.close()
+        await broker.stop()
         await delete_namespace(client, keys.prefix)
         await client.aclose()
