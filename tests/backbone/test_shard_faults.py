@@ -14,16 +14,9 @@ from typing import Any
 import pytest
 from redis.exceptions import ResponseError
 
-from shared.bus import (
-    Broker,
-    CommandSender,
-    Delivery,
-    GroupConsumer,
-    Keys,
-    connect,
-    delete_namespace,
-    ensure_group,
-)
+from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys, connect
+from shared.bus.consumer import ensure_group
+from shared.bus.keys import delete_namespace
 
 from .helpers import create_game, read_as, running_engine
 
