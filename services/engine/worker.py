@@ -31,7 +31,6 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 from redis.asyncio import Redis
-from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from shared.bus import (
     BODY,
@@ -363,20 +362,23 @@ class Engine:
             if isinstance(env, Finish):
                 outcomes.append((d, None, env))
                 continue
-            # Every line logged while deciding names the command (bound without a context
-            # manager: this runs thousands of times a second).
-            bound = bind_contextvars(game=env.game_id, command=env.command_id, seat=env.seat)
             try:
                 with tracing.command_span(env.game_id, env.command_id, env.type, env.seat):
                     game_id, outcome = await self._decide(d, env)
             except Exception:
                 # A crash: leave the entry pending; it is reclaimed and retried, and after
-                # too many deliveries it goes to the dead letters.
-                log.exception("command crashed its handler", entry=d.id, stream=d.stream)
+                # too many deliveries it goes to the dead letters. The line names the command
+                # (not bound to the context per command: that was 2% of the engine's CPU).
+                log.exception(
+                    "command crashed its handler",
+                    entry=d.id,
+                    stream=d.stream,
+                    game=env.game_id,
+                    command=env.command_id,
+                    seat=env.seat,
+                )
                 self.stats["crashed"] += 1
                 continue
-            finally:
-                reset_contextvars(**bound)
             outcomes.append((d, game_id, outcome))
 
         appends = [o for _, _, o in outcomes if isinstance(o, Append)]
@@ -578,7 +580,14 @@ class Engine:
     ) -> Finish:
         self.stats["rejected"] += 1
         self.stats[f"rejected:{code}"] += 1
-        log.debug("command rejected", code=code, reason=reason)
+        log.debug(
+            "command rejected",
+            code=code,
+            reason=reason,
+            game=env.game_id,
+            command=env.command_id,
+            seat=env.seat,
+        )
         result = CommandResult(
             command_id=env.command_id,
             game_id=env.game_id,
@@ -630,15 +639,21 @@ class Engine:
         append at version 0) and games ended (over after the batch: nothing is accepted
         once a game is over, so this batch ended it)."""
         touched: dict[str, api.AnyGame] = {}
+        commands: Counter[str] = Counter()  # by game name: a counter's labels cost per call
+        started: Counter[str] = Counter()
         for a in accepted:
             cached = self.games.get(a.game_id)
             if cached is None or cached.game is None:
                 continue
             name = cached.game.name
-            metrics.GAME_COMMANDS.labels(name).inc()
+            commands[name] += 1
             if a.expected == 0:
-                metrics.GAMES_STARTED.labels(name).inc()
+                started[name] += 1
             touched[a.game_id] = cached.game
+        for name, n in commands.items():
+            metrics.GAME_COMMANDS.labels(name).inc(n)
+        for name, n in started.items():
+            metrics.GAMES_STARTED.labels(name).inc(n)
         for game_id, game in touched.items():
             if game.is_over(self.games[game_id].state):
                 metrics.GAMES_ENDED.labels(game.name).inc()
