@@ -47,19 +47,19 @@ from shared.contracts import (
 
 RESULT_TTL_S = 3600
 
-APPEND_KEYS = 9  # the keys of one append (see the script)
-
 _APPEND = """
 -- Appends of several commands, each as it would be alone, in order: one call per batch
 -- (per partition on a cluster, whose keys share a slot), one reply of (status, version)
--- pairs. For each append, KEYS holds 9 keys in turn: 1 log, 2 partition events, 3 meta,
--- 4 seen, 5 partition games, 6 result, 7 command stream, 8 decisions, 9 partition
--- archived games. ARGV[1] is the number of appends; then, for each, the count of its
--- arguments and they: 1 expected version, 2 command id, 3 game id, 4 group, 5 entry id,
--- 6 result ttl, 7 result json ('' : the caller publishes it, once replicas have the
--- append), 8 event count, then (public json, secret json or '') pairs, then decision
--- jsons. The log keeps the secret beside the public event; the partition stream gets the
--- public event only. A stale version is a conflict and writes nothing.
+-- pairs. For each append, KEYS holds 10 keys in turn: 1 log, 2 partition events, 3 meta,
+-- 4 seen, 5 partition games, 6 snapshot, 7 result, 8 command stream, 9 decisions,
+-- 10 partition archived games. ARGV[1] is the number of appends; then, for each, the count
+-- of its arguments and they: 1 expected version, 2 command id, 3 game id, 4 group, 5 entry
+-- id, 6 result ttl, 7 result json ('' : the caller publishes it, once replicas have the
+-- append), 8 the game's snapshot at the append's version ('' none: stored only with the
+-- append, never on a log that took other events), 9 event count, then (public json,
+-- secret json or '') pairs, then decision jsons. The log keeps the secret beside the
+-- public event; the partition stream gets the public event only. A stale version is a
+-- conflict and writes nothing.
 local function append(k, a, last)
   local version = tonumber(redis.call('HGET', KEYS[k + 3], 'version') or '0')
   if ARGV[a + 2] ~= '' then
@@ -67,14 +67,14 @@ local function append(k, a, last)
     if seen then return 'duplicate', seen end
   end
   if version ~= tonumber(ARGV[a + 1]) then return 'conflict', tostring(version) end
-  if version == 0 and redis.call('SISMEMBER', KEYS[k + 9], ARGV[a + 3]) == 1 then
+  if version == 0 and redis.call('SISMEMBER', KEYS[k + 10], ARGV[a + 3]) == 1 then
     return 'archived', '0'
   end
-  local n = tonumber(ARGV[a + 8])
+  local n = tonumber(ARGV[a + 9])
   local publics = {}
   for i = 0, n - 1 do
     version = version + 1
-    local public, secret = ARGV[a + 9 + 2 * i], ARGV[a + 10 + 2 * i]
+    local public, secret = ARGV[a + 10 + 2 * i], ARGV[a + 11 + 2 * i]
     if secret == '' then
       redis.call('XADD', KEYS[k + 1], version .. '-0', 'e', public)
     else
@@ -89,13 +89,14 @@ local function append(k, a, last)
   redis.call('HSET', KEYS[k + 3], 'version', version)
   if tonumber(ARGV[a + 1]) == 0 then redis.call('SADD', KEYS[k + 5], ARGV[a + 3]) end
   if ARGV[a + 2] ~= '' then redis.call('HSET', KEYS[k + 4], ARGV[a + 2], version) end
+  if ARGV[a + 8] ~= '' then redis.call('HSET', KEYS[k + 6], 'v', version, 's', ARGV[a + 8]) end
   if ARGV[a + 7] ~= '' then
-    redis.call('RPUSH', KEYS[k + 6], ARGV[a + 7])
-    redis.call('EXPIRE', KEYS[k + 6], tonumber(ARGV[a + 6]))
+    redis.call('RPUSH', KEYS[k + 7], ARGV[a + 7])
+    redis.call('EXPIRE', KEYS[k + 7], tonumber(ARGV[a + 6]))
   end
-  if ARGV[a + 5] ~= '' then redis.call('XACK', KEYS[k + 7], ARGV[a + 4], ARGV[a + 5]) end
-  for i = a + 9 + 2 * n, last do
-    redis.call('XADD', KEYS[k + 8], '*', 'r', ARGV[i])
+  if ARGV[a + 5] ~= '' then redis.call('XACK', KEYS[k + 8], ARGV[a + 4], ARGV[a + 5]) end
+  for i = a + 10 + 2 * n, last do
+    redis.call('XADD', KEYS[k + 9], '*', 'r', ARGV[i])
   end
   return 'ok', tostring(version)
 end
@@ -103,7 +104,7 @@ local out = {}
 local a = 2
 for j = 0, tonumber(ARGV[1]) - 1 do
   local m = tonumber(ARGV[a])
-  out[2 * j + 1], out[2 * j + 2] = append(9 * j, a, a + m)
+  out[2 * j + 1], out[2 * j + 2] = append(10 * j, a, a + m)
   a = a + m + 1
 end
 return out
@@ -197,10 +198,11 @@ SCRIPTS = Library(
 def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
     """The keys an append to ``game_id`` writes, in the script's order, around its result's
     (whose head is given: the command id ends it). Formatted once per game, not once per
-    command (nine names, each with the game's partition hashed)."""
+    command (ten names, each with the game's partition hashed)."""
     k, p = keys, keys.partition(game_id)
+    tail = (k.commands(p), k.decisions(p), k.archived(p))
     head = (k.log(game_id), k.events(p), k.meta(game_id), k.seen(game_id), k.games(p))
-    return head, k.result(game_id, ""), (k.commands(p), k.decisions(p), k.archived(p))
+    return (*head, k.snapshot(game_id)), k.result(game_id, ""), tail
 
 
 class ArchiveReader(Protocol):
@@ -224,6 +226,7 @@ class Append:
     command_id: str = ""
     entry: tuple[int, str] | None = None  # (partition, command stream entry id) to acknowledge
     decisions: Sequence[str] = ()  # decision request JSON documents
+    snapshot: str = ""  # the game's state JSON at ``version``, stored if the append is made
 
     @property
     def version(self) -> int:
@@ -355,6 +358,7 @@ class EventStore:
                 a.entry[1] if a.entry else "",
                 RESULT_TTL_S,
                 self._result_json(a) if a.command_id and not self.replicas else "",
+                a.snapshot,
                 len(a.events),
             )
             for public, secret in a.events:
