@@ -41,6 +41,7 @@ from shared.contracts import (
     EncodedEvent,
     EventEnvelope,
     Seats,
+    command_key,
     dump_json,
     read_event,
 )
@@ -195,14 +196,14 @@ SCRIPTS = Library(
 
 
 @lru_cache(maxsize=65_536)
-def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
-    """The keys an append to ``game_id`` writes, in the script's order, around its result's
-    (whose head is given: the command id ends it). Formatted once per game, not once per
-    command (ten names, each with the game's partition hashed)."""
+def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The keys an append to ``game_id`` writes, in the script's order, before and after its
+    result's (the command's own). Formatted once per game, not once per command (nine names,
+    each with the game's partition hashed)."""
     k, p = keys, keys.partition(game_id)
     tail = (k.commands(p), k.decisions(p), k.archived(p))
     head = (k.log(game_id), k.events(p), k.meta(game_id), k.seen(game_id), k.games(p))
-    return (*head, k.snapshot(game_id)), k.result(game_id, ""), tail
+    return (*head, k.snapshot(game_id)), tail
 
 
 class ArchiveReader(Protocol):
@@ -226,6 +227,7 @@ class Append:
     command_id: str = ""
     entry: tuple[int, str] | None = None  # (partition, command stream entry id) to acknowledge
     decisions: Sequence[str] = ()  # decision request JSON documents
+    seat: int | None = None  # the command's seat: its id is scoped to it (``command_key``)
     snapshot: str = ""  # the game's state JSON at ``version``, stored if the append is made
 
     @property
@@ -344,15 +346,15 @@ class EventStore:
         keys: list[str] = []
         args: list[Any] = [len(appends)]
         for a in appends:
-            head, result, tail = _append_keys(self.keys, a.game_id)
+            head, tail = _append_keys(self.keys, a.game_id)
             keys += head
-            keys.append(result + (a.command_id or "-"))
+            keys.append(self.keys.result(a.game_id, a.seat, a.command_id or "-"))
             keys += tail
             at = len(args)
             args += (
                 0,  # its argument count, set below
                 a.expected,
-                a.command_id,
+                command_key(a.seat, a.command_id) if a.command_id else "",
                 a.game_id,
                 self.group,
                 a.entry[1] if a.entry else "",
@@ -376,6 +378,7 @@ class EventStore:
                 "command_id": a.command_id,
                 "game_id": a.game_id,
                 "status": "accepted",
+                "seat": a.seat,
                 "version": a.version,
                 "code": None,
                 "reason": None,
@@ -442,7 +445,7 @@ class EventStore:
             return
         async with self.redis.pipeline(transaction=False) as pipe:
             for a in answered:
-                key = self.keys.result(a.game_id, a.command_id)
+                key = self.keys.result(a.game_id, a.seat, a.command_id)
                 pipe.rpush(key, self._result_json(a))
                 pipe.expire(key, RESULT_TTL_S)
             await pipe.execute()
@@ -462,7 +465,7 @@ class EventStore:
         # Without a result to store, any key of the partition's slot stands in for it.
         result_key, result_json = k.rejections(partition), ""
         if result is not None and game_id is not None:
-            result_key = k.result(game_id, result.command_id)
+            result_key = k.result(game_id, result.seat, result.command_id)
             result_json = result.model_dump_json()
         meta, decided_at = k.rejections(partition), ""  # a key of the slot: nothing checked
         if version is not None and game_id is not None:  # a game of the partition was read

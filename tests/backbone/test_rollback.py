@@ -248,7 +248,7 @@ async def test_an_engine_holding_a_game_whose_log_went_back_reloads_it(
         lost = await store.read(GAME)
         assert engine.games[GAME].version == lost[-1].version  # held
         await _roll_back(redis, keys, cut)
-        await redis.delete(*[keys.result(GAME, c.command_id) for c in commands[6:]])
+        await redis.delete(*[keys.result(GAME, c.seat, c.command_id) for c in commands[6:]])
         await _played(sender, commands[6:])
     kept = await store.read(GAME)
     assert [(e.version, e.type, e.data) for e in kept] == [
@@ -259,7 +259,9 @@ async def test_an_engine_holding_a_game_whose_log_went_back_reloads_it(
 async def _played(sender: CommandSender, commands: list[CommandEnvelope]) -> int:
     """Send ``commands`` and wait for the last one's answer: the game's version then."""
     await sender.send_many(commands)
-    result = await sender.result(GAME, commands[-1].command_id, timeout_s=30)
+    result = await sender.result(
+        GAME, commands[-1].command_id, timeout_s=30, seat=commands[-1].seat
+    )
     assert result is not None and result.status == "accepted", result
     return result.version
 
