@@ -14,11 +14,34 @@ import json
 import time
 from typing import Any
 
+from pydantic_core import to_json
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, Follower, Keys
+from shared.games import api
 
 UPDATES_BATCH = 500
+
+
+def view_documents(game: api.AnyGame, state: Any, seats: int) -> dict[str, bytes]:
+    """The documents of a game's view hash at ``state`` (beside its version): the public
+    view, the spectator's, computed once (``public``), and per seat only its part
+    (``seat:<n>``), read back whole by :func:`assemble`."""
+    public = game.view(state, None)
+    documents = {"public": to_json(public)}
+    for seat in range(seats):
+        documents[f"seat:{seat}"] = to_json(seat_part(public, game.view(state, seat)))
+    return documents
+
+
+def assemble(public: dict[str, Any], part: dict[str, Any] | None) -> dict[str, Any]:
+    """A seat's whole view from the public view and its part (None: the spectator's view);
+    ``public`` is changed and returned."""
+    if part is not None:
+        public.update(part["set"])
+        for key in part.get("unset", ()):
+            del public[key]
+    return public
 
 
 def seat_part(public: dict[str, Any], seat_view: dict[str, Any]) -> dict[str, Any]:
@@ -42,12 +65,8 @@ async def read_view(
     raw = await redis.hmget(keys.view(game_id), fields)
     if raw[1] is None:
         return None
-    view: dict[str, Any] = json.loads(raw[1])
-    if seat is not None and raw[2] is not None:
-        part = json.loads(raw[2])
-        view.update(part["set"])
-        for key in part.get("unset", ()):
-            del view[key]
+    part = json.loads(raw[2]) if seat is not None and raw[2] is not None else None
+    view = assemble(json.loads(raw[1]), part)
     view["version"] = int(raw[0] or 0)
     return view
 
