@@ -172,7 +172,7 @@ async def test_moves_made_while_scoring_waits_are_committed_together(
 
     async def apply(command: Any) -> None:
         await sender.send_many([command])
-        result = await sender.result(game_id, command.command_id, timeout_s=30)
+        result = await sender.result(game_id, command.command_id, seat=command.seat, timeout_s=30)
         assert result is not None and result.status == "accepted", result
 
     commits: list[int] = []
