@@ -119,9 +119,7 @@ async def test_views_and_scoring_project_again_a_game_whose_log_went_back(
             await wait_for(lambda: caught_up(kept[-1][-1].version))
             await wait_for(projector.consumer.caught_up)
             for seat in (None, 0, 1, 2):
-                assert await read_view(any_redis, keys, GAME, seat) == (
-                    aod.view(branch, None) if seat is None else aod.seat_view(branch, seat)
-                )
+                assert await read_view(any_redis, keys, GAME, seat) == (aod.view(branch, seat))
     finally:
         await scorer.close()
 
@@ -155,9 +153,7 @@ async def test_views_started_again_replace_the_view_of_a_log_that_went_back(
         await wait_for(lambda: _viewed(redis, keys, kept[-1][-1].version))
         await wait_for(projector.consumer.caught_up)
     for seat in (None, 0, 1, 2):
-        assert await read_view(redis, keys, GAME, seat) == (
-            aod.view(branch, None) if seat is None else aod.seat_view(branch, seat)
-        )
+        assert await read_view(redis, keys, GAME, seat) == (aod.view(branch, seat))
 
 
 async def _viewed(redis: Redis, keys: Keys, version: int) -> bool:
