@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +111,7 @@ class Tally:
     moves: int = 0
     latencies: list[float] = field(default_factory=list)
     refused: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
     measuring: bool = False
 
     def played(self, started: float) -> None:
@@ -233,6 +235,7 @@ async def _play_ws(
         result = await seat.results.get()
         if result["type"] != "result":
             tally.refused += 1
+            tally.errors[result.get("code", "?")] += 1
             continue
         tally.played(started)
 
@@ -282,6 +285,7 @@ async def closed_loop(
         "tables": tables,
         "moves": tally.moves,
         "refused": tally.refused,
+        "errors": dict(tally.errors),
         "moves_per_second": round(tally.moves / elapsed, 1),
         "server_cpu_ms_per_move": round(1000 * (cpu1 - cpu0) / moves, 3),
         "server_cores_busy": round((cpu1 - cpu0) / elapsed, 2),

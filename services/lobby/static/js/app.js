@@ -250,7 +250,8 @@ async function followGame(table, seatInfo) {
     moves(view.legal_commands ?? []);
     const { seat: _seat, ...body } = command;
     try {
-      const answer = await post(`/games/${id}/commands`, body, { token });
+      const answer = stream.live ? await stream.command(body) // over the seat's socket
+        : await post(`/games/${id}/commands`, body, { token });
       played = probe.played = Math.max(played, answer.version ?? 0); // no older view again
       $("error").textContent = "";
       view = { ...view, legal_commands: [] }; // the next view brings the next decision
