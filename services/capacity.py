@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ class Tally:
     measuring: bool = False
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -78,18 +79,16 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
-@contextlib.contextmanager
-def server(lobbies: int = 1, env: dict[str, str] | None = None) -> Any:
-    """A ``caravel up`` of this checkout in a data folder of its own, limits per client
-    lifted (every simulated player comes from this one address): base URL and process."""
-    port = _free_port()
-    settings = {
-        "CARAVEL_DATA_DIR": tempfile.mkdtemp(prefix="caravel-capacity-"),
+def server_env(port: int, prefix: str = "cvbench", **settings: str) -> dict[str, str]:
+    """The environment of a benchmark's server: this one's without its CARAVEL_ settings, a
+    data folder, port and key prefix of its own, and the per-client limits lifted (every
+    simulated player comes from this one address); ``settings`` as CARAVEL_<NAME>."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
+        "CARAVEL_DATA_DIR": tempfile.mkdtemp(prefix=f"{prefix}-"),
         "CARAVEL_HTTP_PORT": str(port),
-        "CARAVEL_KEY_PREFIX": f"cvcap-{uuid.uuid4().hex[:8]}",
+        "CARAVEL_KEY_PREFIX": f"{prefix}-{uuid.uuid4().hex[:8]}",
         "CARAVEL_LOG_LEVEL": "WARNING",
-        "CARAVEL_LOBBIES": str(lobbies),
-        "CARAVEL_METRICS_PORT": "0",
         "CARAVEL_WS_MAX_PER_CLIENT": "1000000",
         "CARAVEL_WS_MAX_TOTAL": "1000000",
         **{
@@ -97,12 +96,22 @@ def server(lobbies: int = 1, env: dict[str, str] | None = None) -> Any:
             for kind in ("JOIN", "COMMAND", "SOCKET")
             for what in ("RATE", "BURST")
         },
+        **{f"CARAVEL_{name.upper()}": value for name, value in settings.items()},
     }
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")}
+
+
+@contextlib.contextmanager
+def server(
+    lobbies: int = 1, tree: str | None = None, python: str = sys.executable
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A ``caravel up`` (of the checkout at ``tree``, else this one) on a free port, with
+    ``lobbies`` HTTP processes: its base URL and process."""
+    port = free_port()
+    env = server_env(port, "cvcap", lobbies=str(lobbies), metrics_port="0")
+    if tree is not None:
+        env["PYTHONPATH"] = tree
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "up"],
-        env={**base_env, **settings, **(env or {})},
-        stdout=subprocess.DEVNULL,
+        [python, "-m", "services.cli", "up"], env=env, cwd=tree, stdout=subprocess.DEVNULL
     )
     try:
         yield f"http://127.0.0.1:{port}", process
@@ -163,7 +172,8 @@ class Human:
         return future
 
 
-async def _table(client: httpx.AsyncClient, plan: Plan) -> tuple[str, list[str]]:
+async def start_table(client: httpx.AsyncClient, plan: Plan) -> tuple[str, list[str]]:
+    """A table of ``plan`` with its humans joined, started: its id and their tokens."""
     bots = {str(s): plan.bot for s in range(plan.humans, plan.seats)}
     body = {"game": plan.game, "seats": plan.seats, "bots": bots, "deadline_s": 86400}
     table = (await client.post("/tables", json=body)).json()["id"]
@@ -230,7 +240,7 @@ async def live_tables(
         httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client,
         contextlib.AsyncExitStack() as sockets,
     ):
-        setups = [asyncio.create_task(_table(client, plan)) for _ in range(tables)]
+        setups = [asyncio.create_task(start_table(client, plan)) for _ in range(tables)]
         made = await asyncio.gather(*setups)
         humans = []
         for table, tokens in made:

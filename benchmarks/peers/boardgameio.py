@@ -15,7 +15,9 @@ import time
 from typing import Any
 
 import psutil
-from caravel_loop import free_port, tree_cpu_s
+from caravel_loop import tree_cpu_s
+
+from services.capacity import free_port
 
 VERSION = "0.50.2"
 

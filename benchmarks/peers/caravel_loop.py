@@ -18,11 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -34,11 +29,7 @@ import httpx
 import psutil
 import websockets
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from services.capacity import Plan, server, start_table
 
 
 def tree_cpu_s(root: psutil.Process) -> float:
@@ -52,56 +43,11 @@ def tree_cpu_s(root: psutil.Process) -> float:
     return total
 
 
-def server_env(port: int, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a benchmark's server: its own data folder, port and key prefix, and
-    the per-client limits lifted (every simulated player sends from one address)."""
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
-        "CARAVEL_DATA_DIR": tempfile.mkdtemp(prefix="caravel-peers-"),
-        "CARAVEL_HTTP_PORT": str(port),
-        "CARAVEL_KEY_PREFIX": f"cvpeers-{uuid.uuid4().hex[:8]}",
-        "CARAVEL_LOG_LEVEL": "WARNING",
-        **{
-            f"CARAVEL_{kind}_{what}": "1000000"
-            for kind in ("JOIN", "COMMAND", "SOCKET")
-            for what in ("RATE", "BURST")
-        },
-        "CARAVEL_WS_MAX_PER_CLIENT": "100000",
-        "CARAVEL_WS_MAX_TOTAL": "100000",
-        **(extra or {}),
-    }
-
-
 @contextlib.contextmanager
-def caravel_up(
-    python: str, tree: str, extra: dict[str, str] | None = None
-) -> Iterator[tuple[str, psutil.Process]]:
+def caravel_up(python: str, tree: str, lobbies: int = 1) -> Iterator[tuple[str, psutil.Process]]:
     """``caravel up`` of the checkout at ``tree`` on a free port: its base URL and process."""
-    port = free_port()
-    env = {**server_env(port, extra), "PYTHONPATH": tree}
-    server = subprocess.Popen(
-        [python, "-m", "services.cli", "up"], env=env, cwd=tree, stdout=subprocess.DEVNULL
-    )
-    try:
-        yield f"http://127.0.0.1:{port}", psutil.Process(server.pid)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        finally:
-            if server.poll() is None:
-                server.kill()
-
-
-async def wait_ready(base: str, seconds: float = 60) -> None:
-    async with httpx.AsyncClient(base_url=base, timeout=5) as client:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.TransportError):
-                if (await client.get("/readyz")).status_code == 200:
-                    return
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"{base} did not become ready")
+    with server(lobbies, tree, python) as (base, process):
+        yield base, psutil.Process(process.pid)
 
 
 @dataclass
@@ -122,17 +68,7 @@ class Tally:
 
 async def new_table(client: httpx.AsyncClient, game: str) -> tuple[str, list[str]]:
     """A two-seat table of two humans, started: its id and the seats' tokens."""
-    body = {"game": game, "seats": 2, "deadline_s": 3600}
-    table = (await client.post("/tables", json=body)).json()["id"]
-    tokens = []
-    for i in range(2):
-        joined = await client.post(f"/tables/{table}/join", json={"name": f"p{i}"})
-        tokens.append(joined.json()["token"])
-    started = await client.post(
-        f"/tables/{table}/start", headers={"Authorization": f"Bearer {tokens[0]}"}
-    )
-    started.raise_for_status()
-    return table, tokens
+    return await start_table(client, Plan(game=game, seats=2, humans=2))
 
 
 async def http_table(

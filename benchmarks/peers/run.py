@@ -2,7 +2,7 @@
 
     python benchmarks/peers/run.py --tables 20 --seconds 20 --rounds 2 [--mode ws|http]
         [--game age_of_discovery] [--old /tmp/caravel-base --old-mode http] [--no-bgio]
-        [--lobbies N] [--json]
+        [--lobbies N] [--old-lobbies N] [--json]
 
 Each round runs, one after the other (alternating, so both meet the same load on a shared
 machine), a closed loop of ``--tables`` two-seat tables, one move in flight per table:
@@ -33,20 +33,23 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its modules, b
 import boardgameio
 import caravel_loop
 
+from services.capacity import wait_ready
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TREE = os.path.dirname(os.path.dirname(HERE))
 
 
-def caravel_round(tree: str, mode: str, args: argparse.Namespace, label: str) -> dict[str, Any]:
-    extra = {"CARAVEL_LOBBIES": str(args.lobbies)} if args.lobbies else {}
-    with caravel_loop.caravel_up(sys.executable, tree, extra) as (base, server):
-        asyncio.run(caravel_loop.wait_ready(base))
+def caravel_round(
+    tree: str, mode: str, args: argparse.Namespace, label: str, lobbies: int = 0
+) -> dict[str, Any]:
+    with caravel_loop.caravel_up(sys.executable, tree, lobbies or 1) as (base, server):
+        asyncio.run(wait_ready(base))
         result = asyncio.run(
             caravel_loop.closed_loop(
                 base, server, mode, args.tables, args.seconds, args.game, args.warmup
             )
         )
-    result["system"] = f"{label} ({mode})"
+    result["system"] = f"{label} ({mode}{f', {lobbies} lobbies' if lobbies else ''})"
     return result
 
 
@@ -61,7 +64,8 @@ def main() -> None:
     parser.add_argument("--old", default=None, help="another checkout to alternate with")
     parser.add_argument("--old-mode", choices=("ws", "http"), default="http")
     parser.add_argument("--no-bgio", action="store_true", help="leave boardgame.io out")
-    parser.add_argument("--lobbies", type=int, default=0, help="CARAVEL_LOBBIES (0: default)")
+    parser.add_argument("--lobbies", type=int, default=0, help="CARAVEL_LOBBIES (0: unset)")
+    parser.add_argument("--old-lobbies", type=int, default=0, help="the --old one's")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     results: list[dict[str, Any]] = []
@@ -70,10 +74,12 @@ def main() -> None:
         if peer is not None:
             results.append(boardgameio.run(peer, args.tables, args.seconds, args.warmup))
             print(json.dumps(results[-1]), flush=True)
-        results.append(caravel_round(TREE, args.mode, args, "caravel"))
+        results.append(caravel_round(TREE, args.mode, args, "caravel", args.lobbies))
         print(json.dumps(results[-1]), flush=True)
         if args.old:
-            results.append(caravel_round(args.old, args.old_mode, args, "caravel old"))
+            results.append(
+                caravel_round(args.old, args.old_mode, args, "caravel old", args.old_lobbies)
+            )
             print(json.dumps(results[-1]), flush=True)
     print(json.dumps(summary(results)) if args.json else summary(results))
 
