@@ -8,6 +8,10 @@
 
 import { ApiError } from "./api.js";
 
+// A command id of 32 hex digits (getRandomValues: a page served over plain HTTP has it too).
+export const newCommandId = () =>
+  Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+
 export class GameStream {
   constructor(gameId, { token, onEvent, onDecision, onState, onEnd, onRestart }) {
     Object.assign(this, { gameId, token, onEvent, onDecision, onState, onEnd, onRestart });
@@ -24,7 +28,7 @@ export class GameStream {
   get live() { return Boolean(this.token) && this.socket?.readyState === WebSocket.OPEN; }
 
   command(body) {
-    const command_id = body.command_id ?? crypto.randomUUID().replaceAll("-", "");
+    const command_id = body.command_id ?? newCommandId();
     return new Promise((resolve, reject) => {
       this.answers.set(command_id, { resolve, reject });
       this.socket.send(JSON.stringify({ type: "command", command: { ...body, command_id } }));
