@@ -362,6 +362,7 @@ async def _until_disconnect(
     if gone in done:
         if stream.done() and not stream.cancelled():
             stream.exception()  # gone too (a send to a closed socket): retrieved, not logged
+        gone.result()  # a move that failed beyond an answer (Redis away: closed with 1013)
         raise WebSocketDisconnect
     stream.result()
 
