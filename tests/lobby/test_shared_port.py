@@ -14,7 +14,7 @@ import httpx
 
 from shared.bus import Keys
 
-from .helpers import caravel_env, free_port
+from .helpers import caravel_env, free_port, running_lobby
 
 
 async def _answers(port: int, requests: int) -> list[int]:
@@ -106,39 +106,15 @@ async def test_caravel_up_with_two_lobbies_serves_its_port_from_two_processes(
     redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:
     """``CARAVEL_LOBBIES=2``: `caravel up` starts a `caravel lobby` child on its port (two
-    sockets listen on it), both answer, and stopping `caravel up` stops the child too."""
-    port = free_port()
-    env = caravel_env(
-        redis_url,
-        keys,
-        database_url=database_url,
-        data_dir=str(tmp_path),
-        http_port=str(port),
-        lobbies="2",
-    )
-    up = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "up"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        await _ready(port, [up])
+    sockets listen on it), both answer, and stopping `caravel up` stops the child too (it
+    waits for it: nothing listens on the port once it has exited)."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path, lobbies="2") as client:
+        port = client.base_url.port
+        assert port is not None
         for _ in range(600):  # until the child binds the port beside it
-            if _listening(port) == 2 or up.poll() is not None:
+            if _listening(port) == 2:
                 break
             await asyncio.sleep(0.05)
         assert _listening(port) == 2
-        children = [
-            int(c) for c in Path(f"/proc/{up.pid}/task/{up.pid}/children").read_text().split()
-        ]
-        assert children
         assert await _answers(port, 10) == [200] * 10
-    finally:
-        up.send_signal(signal.SIGTERM)
-        try:
-            up.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            up.kill()
     assert _listening(port) == 0
-    assert not [c for c in children if Path(f"/proc/{c}").exists()]  # the child stopped too
