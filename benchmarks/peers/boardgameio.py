@@ -97,8 +97,8 @@ async function table() {
       const last = trips.length - 1;
       const pct = (q) => (trips.length ? trips[Math.min(last, Math.round(q * last))] : 0);
       // Written, then exit: process.exit right after a large write to a pipe cuts it short.
-      const line = JSON.stringify({ moves, p50: pct(0.5), p99: pct(0.99) }) + String.fromCharCode(10);
-      process.stdout.write(line, () => process.exit(0));
+      const line = JSON.stringify({ moves, p50: pct(0.5), p99: pct(0.99) });
+      process.stdout.write(line + String.fromCharCode(10), () => process.exit(0));
     }, seconds * 1000);
   }, warmup * 1000);
 })();
