@@ -32,7 +32,7 @@ from services.scoring.http import router as scoring_routes
 from services.scoring.service import ScoringService
 from shared.bus import Keys
 from shared.eventstore import Archive
-from shared.httpapi import error_response
+from shared.httpapi import METHODS, error_response
 from shared.observability.metrics import RedisSampler
 from shared.settings import Settings
 
@@ -66,7 +66,8 @@ async def serve(
 class _Starting:
     """The probes of a process still waiting for Redis or its database, on the port it will
     serve on: ``/livez`` 200, ``/readyz`` 503 saying what it waits for (a refused
-    connection would tell an orchestrator nothing). Closed before the services start."""
+    connection would tell an orchestrator nothing), any other path 503 ``starting``. Closed
+    before the services start; not opened on a port shared with other lobbies."""
 
     def __init__(self, settings: Settings, lobby: bool, share: bool) -> None:
         self.settings = settings
@@ -80,7 +81,9 @@ class _Starting:
         self.waiting_for = what
 
     async def open(self) -> None:
-        sockets = _listen(self.settings.http_host, self.port, required=False, share=self.share)
+        if self.share:  # a port shared with serving lobbies: only ready processes take it
+            return
+        sockets = _listen(self.settings.http_host, self.port, required=False)
         if not sockets:
             return
         app = FastAPI(title="Caravel starting")
@@ -92,6 +95,11 @@ class _Starting:
         @app.get("/readyz")
         async def readyz() -> JSONResponse:
             return error_response(503, "not_ready", f"waiting for {self.waiting_for or 'start'}")
+
+        @app.api_route("/{path:path}", methods=list(METHODS))
+        async def starting(path: str) -> JSONResponse:
+            message = f"starting: waiting for {self.waiting_for or 'start'}"
+            return error_response(503, "starting", message)
 
         self._server = _Server(uvicorn.Config(app, log_level="warning", log_config=None))
         self._task = asyncio.create_task(self._server.serve(sockets), name="starting")
