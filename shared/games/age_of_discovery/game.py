@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ..analytics import named_ids
 from ..api import (
     Command,
     Event,
@@ -191,6 +192,19 @@ class AgeOfDiscovery:
         """The same policy read off a whole state (:func:`~shared.games.api.state_policy`)."""
         return state_values
 
+    def turn_positions(self, state: GameState) -> list[int]:
+        """Per seat, its place in the turn order (read at the first decision: the drawn
+        order, or with ``starting_order=auction`` the seat order the auction starts from)."""
+        positions = [0] * state.n
+        for position, seat in enumerate(state.order):
+            positions[seat] = position
+        return positions
+
+    def labels(self) -> dict[str, dict[str, str]]:
+        """Readable names for the analytics: the ruleset's regions and buildings, the score
+        columns, the facts and the edition options."""
+        return _labels()
+
     def facts(self, state: GameState, event: Event) -> list[Fact]:
         """Buildings bought (with their price) and regions discovered."""
         data = event.data
@@ -229,3 +243,20 @@ def _options_model(ruleset: str) -> type[BaseModel]:
         __config__=ConfigDict(extra="forbid"),
         **fields,
     )
+
+
+@cache
+def _labels() -> dict[str, dict[str, str]]:
+    return {
+        "subjects": {**named_ids(load_ruleset("standard")), "deck": "Discovery deck"},
+        "columns": {"economy": "Economy", "total": "Total"},
+        "facts": {"building_bought": "Buildings bought", "discovery": "Regions discovered"},
+        "options": {
+            "navy_vp_per_ship": "Navy VP per ship",
+            "factory_income": "Factory income",
+            "tile_set": "Tile set",
+            "university": "University",
+            "starting_order": "Starting order",
+        },
+        "values": {"to_front": "To the front", "one_forward": "One step forward"},
+    }

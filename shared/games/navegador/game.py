@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from ..analytics import named_ids
 from ..api import (
     Command,
     Event,
@@ -30,7 +31,7 @@ from .evaluation import SEARCH_HINTS, expected_totals
 from .evolve import apply as apply_event
 from .evolve import evolve as evolve_state
 from .greedy import greedy_values, state_values
-from .ruleset import Rules, available_rulesets, compile_rules, load_ruleset, loads_ruleset
+from .ruleset import COLUMNS, Rules, available_rulesets, compile_rules, load_ruleset, loads_ruleset
 from .sampling import Sampler
 from .scoring import BREAKDOWN, score
 from .state import State, blank_state
@@ -174,6 +175,16 @@ class Navegador:
         """The same policy read off a whole state (:func:`~shared.games.api.state_policy`)."""
         return state_values
 
+    def turn_positions(self, state: State) -> list[int]:
+        """Per seat, its place in the turn order: the start player (drawn at setup) first,
+        then clockwise."""
+        return [(seat - state.start) % state.n for seat in range(state.n)]
+
+    def labels(self) -> dict[str, dict[str, str]]:
+        """Readable names for the analytics: the map's regions, the goods, the buildings'
+        columns, the score columns and the facts."""
+        return _labels()
+
     def facts(self, state: State, event: Event) -> list[Fact]:
         """Explorations (with their bonus), colonies by good (with their price), buildings
         (with their price) and privileges (with their payout)."""
@@ -207,3 +218,18 @@ def _carried_rules(file: str) -> Rules:
 def _options_model() -> type[BaseModel]:
     """Navegador has no edition options: an empty model that refuses any."""
     return create_model("NavegadorOptions", __config__=ConfigDict(extra="forbid"))
+
+
+@cache
+def _labels() -> dict[str, dict[str, str]]:
+    columns = {f"{c}_vp": f"{c.capitalize()} VP" for c in COLUMNS}
+    return {
+        "subjects": named_ids(load_ruleset("standard")),
+        "columns": {**columns, "total": "Total"},
+        "facts": {
+            "exploration": "Explorations",
+            "colony": "Colonies founded",
+            "building_bought": "Buildings bought",
+            "privilege": "Privileges taken",
+        },
+    }
