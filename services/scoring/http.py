@@ -24,9 +24,11 @@ from sqlalchemy import Connection, Integer, cast, func, select
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Db, Id, game_named
 
+from .analytics_http import router as analytics_router
 from .db import Decision, FactRow, Rating, Result, ScoredGame, Standing, table_of
 
 router = APIRouter(tags=["scoring"])
+router.include_router(analytics_router)
 BREAKDOWN_EXAMPLE = {"colonies": 14, "discoveries": 9, "buildings": 12, "economy": 6}
 
 
