@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -80,6 +81,7 @@ def check_players(game: api.AnyGame, players: int) -> None:
 
 
 GAME_HELP = "A registered game (see `caravel games`)."
+DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
 
 
 @app.command()
@@ -700,6 +702,52 @@ def _print_comparison(a: str, b: str, result: dict[str, Any]) -> None:
     for row in result["facts"]:
         rate_row(f"win rate of owners, {row['kind']} {row['subject']}", row)
     console.print(table)
+
+
+analytics_app = typer.Typer(help="The analytics store: exports.", no_args_is_help=True)
+app.add_typer(analytics_app, name="analytics")
+
+
+@analytics_app.command("export")
+def analytics_export(
+    output: Annotated[Path, typer.Option("-o", "--output", help="A directory to write.")],
+    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = "parquet",
+    game_name: Annotated[str | None, typer.Option("--game", help=GAME_HELP)] = None,
+    since: Annotated[
+        datetime | None, typer.Option(help="Finished at or after.", formats=DATE_FORMATS)
+    ] = None,
+    until: Annotated[
+        datetime | None, typer.Option(help="Finished before.", formats=DATE_FORMATS)
+    ] = None,
+    experiment: Annotated[str | None, typer.Option(help="Only this lab experiment.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
+) -> None:
+    """Write the flat results table and the seat facts: Parquet datasets partitioned by
+    game and month (``OUTPUT/results/game=…/month=…/``), or ``results.csv`` and
+    ``facts.csv``. Results and facts only: never a secret."""
+    from services.scoring.export import FORMATS, Scope, write_csv, write_parquet
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if game_name is not None:
+        game_named(game_name)
+    utc = [t if t is None or t.tzinfo else t.replace(tzinfo=UTC) for t in (since, until)]
+    scope = Scope(game_name, utc[0], utc[1], experiment)
+    db = _analytics_db()
+    started = time.perf_counter()
+    try:
+        counts = (write_parquet if fmt == "parquet" else write_csv)(db, scope, output)
+    finally:
+        db.dispose()
+    result = {"format": fmt, "output": str(output), **counts}
+    result["seconds"] = round(time.perf_counter() - started, 2)
+    if as_json:
+        print(json.dumps(result))
+        return
+    console.print(
+        f"{counts['results']} result rows and {counts['facts']} fact rows to {output} "
+        f"({fmt}) in {result['seconds']} s"
+    )
 
 
 if __name__ == "__main__":

@@ -7,11 +7,13 @@ Every filter is checked (:func:`.stats.check`): a value the data cannot answer i
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from sqlalchemy import Connection, func, select
 
 from shared.games import analytics, api
@@ -200,3 +202,34 @@ def labels(game: Game = api.DEFAULT_GAME) -> dict[str, Any]:
     facts, fact subjects, options, option values), by namespace; ``title`` the game's."""
     played = game_named(game)
     return {"game": game, "title": played.title, **analytics.labels(played)}
+
+
+@router.get(
+    "/analytics/export",
+    responses={**ERRORS, 200: {"content": {"application/zip": {}}}},
+    response_class=Response,
+)
+def export_table(
+    db: Db,
+    format: Annotated[str, Query(description="parquet or csv.")] = "parquet",
+    game: Annotated[str | None, Query(description="Only this game.")] = None,
+    since: Since = None,
+    until: Until = None,
+    experiment: Experiment = None,
+) -> Response:
+    """The flat results table and the seat facts as one zip: Parquet datasets partitioned
+    by game and month (``results/game=…/month=…/``, ``facts/…``) or two CSV files. No
+    secret: results and facts only."""
+    from .export import FORMATS, Scope, zipped
+
+    if format not in FORMATS:
+        details = {"field": "format", "allowed": list(FORMATS)}
+        raise ApiError(422, "bad_filter", f"unknown format {format!r}", details)
+    if game is not None:
+        game_named(game)
+    scope = Scope(game, since, until, experiment or None)
+    with tempfile.TemporaryDirectory() as folder:
+        body = zipped(db, scope, format, Path(folder))
+    name = f"caravel-analytics-{format}.zip"
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    return Response(body, media_type="application/zip", headers=headers)
