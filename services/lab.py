@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import Engine, insert, select, update
 
 from services.scoring import flat
+from services.scoring.cells import refresh_all
 from services.scoring.db import create_tables
 from shared.games import analytics, api
 
@@ -240,6 +241,8 @@ def run_lab(run: LabRun, db: Engine, progress: Callable[[int], None] | None = No
                     progress(count)
         status = "complete"
     finally:
+        with db.begin() as conn:  # the experiment's figures: its cells, summed once
+            refresh_all(conn, run.experiment)
         _mark(db, run.experiment, status=status, finished_at=datetime.now(UTC))
     return LabReport(
         run.experiment, recorded, status, time.perf_counter() - started, _cpu() - cpu, workers

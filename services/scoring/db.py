@@ -16,7 +16,7 @@ from sqlmodel import Field, SQLModel
 
 from shared.sql import create_schema
 
-from . import flat
+from . import cells, flat
 
 PROJECTION = "scoring"
 
@@ -169,6 +169,7 @@ TABLES: list[Table] = [
         )
     ),
     *flat.KEPT,
+    cells.CELLS,
 ]
 
 
@@ -180,10 +181,12 @@ def create_tables(db: Engine) -> None:
 def drop_tables(db: Engine) -> None:
     """Drop the projection's tables (and only those); of the flat analytics tables, which
     hold the lab's experiments too, only the projected rows go."""
-    SQLModel.metadata.drop_all(db, tables=[t for t in TABLES if t not in flat.KEPT])
-    if inspect(db).has_table(flat.RESULTS.name):
+    kept = [*flat.KEPT, cells.CELLS]
+    SQLModel.metadata.drop_all(db, tables=[t for t in TABLES if t not in kept])
+    if inspect(db).has_table(cells.CELLS.name):
         with db.begin() as conn:
             flat.delete_projected(conn)
+            cells.delete_projected(conn)
 
 
 def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:

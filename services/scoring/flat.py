@@ -11,7 +11,7 @@ registered game: a game's rows leave the other games' parts empty.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
 from typing import Any
@@ -33,6 +33,7 @@ from sqlmodel import SQLModel
 from shared.games import analytics, api
 
 SCORE_PREFIX = "score_"
+HOUR = "%Y-%m-%dT%H"
 
 
 @cache
@@ -72,6 +73,7 @@ RESULTS = Table(
     Column("decisions", Integer, nullable=False),
     Column("duration_s", Float, nullable=True),
     Column("finished_at", DateTime(timezone=True), nullable=False),
+    Column("finished_hour", String(13), nullable=False),  # YYYY-MM-DDTHH (UTC): the cells'
     Column("caravel_version", String(32), nullable=False),
     Column("experiment", String(100), nullable=True),
     Index("ix_analytics_results_game_finished", "game", "finished_at"),
@@ -146,6 +148,7 @@ def result_rows(
         "decisions": decisions,
         "duration_s": duration_s,
         "finished_at": finished_at,
+        "finished_hour": finished_at.astimezone(UTC).strftime(HOUR),
         "caravel_version": caravel_version(),
         "experiment": experiment,
         **{f"{SCORE_PREFIX}{part}": None for part in score_columns()},

@@ -34,7 +34,7 @@ from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import GameCodec, to_event
 from shared.games import analytics, api
 
-from . import flat
+from . import cells, flat
 from .db import (
     Decision,
     FactRow,
@@ -113,6 +113,7 @@ class Rows:
     finished: list[FinishedGame] = field(default_factory=list)
     events: int = 0
     rebuilt: set[str] = field(default_factory=set)  # games whose old rows go first
+    cells: bool = True  # sum the analytics cells of the games written (a rebuild: at the end)
 
 
 def seat_kinds(seats: Seats, players: int) -> list[str]:
@@ -307,6 +308,7 @@ PER_GAME = (ScoredGame, Standing, Decision, FactRow, Result)
 def write(conn: Connection, rows: Rows) -> None:
     """Write a batch of rows (one statement per table); ratings are :func:`rate`'s. The
     rows of games projected again from a log that went back are deleted first."""
+    touched = cells.stored_groups(conn, sorted(rows.rebuilt))
     if rows.rebuilt:
         for table in [*(table_of(m) for m in PER_GAME), flat.RESULTS, flat.SEAT_FACTS]:
             conn.execute(delete(table).where(table.c.game_id.in_(sorted(rows.rebuilt))))
@@ -317,6 +319,8 @@ def write(conn: Connection, rows: Rows) -> None:
     upsert(conn, table_of(Result), rows.results)
     upsert(conn, flat.RESULTS, rows.flat_results)
     upsert(conn, flat.SEAT_FACTS, rows.seat_facts)
+    if rows.cells:
+        cells.refresh(conn, touched | cells.groups_of(rows.flat_results))
 
 
 # --- ratings ------------------------------------------------------------------------------

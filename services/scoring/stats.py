@@ -14,15 +14,17 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, Connection, Float, Integer, and_, cast, func, select
+from sqlalchemy import ColumnElement, Connection, Table, and_, func, select
 
 from shared.games import analytics, api
 
-from .flat import EXPERIMENTS, RESULTS, SCORE_PREFIX, SEAT_FACTS
+from .cells import CELLS, selects
+from .flat import EXPERIMENTS, HOUR, RESULTS
 
 Z = 1.96  # 95%
 HASH = re.compile(r"^[0-9a-f]{16}$")
@@ -115,9 +117,9 @@ def _typed_options(game: api.AnyGame, ruleset: str, given: Mapping[str, Any]) ->
     return out
 
 
-def where(f: Filter) -> ColumnElement[bool]:
-    """The SQL condition of a checked filter."""
-    c = RESULTS.c
+def where(f: Filter, table: Table = RESULTS) -> ColumnElement[bool]:
+    """The SQL condition of a checked filter, on the flat table or on the cells."""
+    c = table.c
     parts: list[ColumnElement[bool]] = [c.game == f.game]
     if f.ruleset is not None:
         parts.append((c.ruleset_hash if HASH.match(f.ruleset) else c.ruleset) == f.ruleset)
@@ -131,13 +133,55 @@ def where(f: Filter) -> ColumnElement[bool]:
         parts.append(c.humans == c.players)
     elif f.seats == "bots":
         parts.append(c.humans == 0)
-    if f.since is not None:
-        parts.append(c.finished_at >= f.since)
-    if f.until is not None:
-        parts.append(c.finished_at < f.until)
     if f.experiment is not None:
         parts.append(c.experiment == f.experiment)
+    for moment, after in ((f.since, True), (f.until, False)):
+        if moment is None:
+            continue
+        if table is CELLS:
+            hour = moment.astimezone(UTC).strftime(HOUR)
+            parts.append(c.finished_hour >= hour if after else c.finished_hour < hour)
+        else:
+            parts.append(c.finished_at >= moment if after else c.finished_at < moment)
     return and_(*parts)
+
+
+def _on_the_hour(moment: datetime | None) -> bool:
+    return moment is None or (moment.minute, moment.second, moment.microsecond) == (0, 0, 0)
+
+
+Sums = list[tuple[int, str, str, int, int, int, int]]
+"""(players, dim, value, n, wins, total, squares) rows: what every figure is made of."""
+
+
+def sums(conn: Connection, f: Filter) -> Sums:
+    """The filter's sums: from the cells when its period is whole hours (or none), else
+    from the flat table."""
+    if _on_the_hour(f.since) and _on_the_hour(f.until):
+        c = CELLS.c
+        query = (
+            select(
+                c.players,
+                c.dim,
+                c.value,
+                func.sum(c.n),
+                func.sum(c.wins),
+                func.sum(c.total),
+                func.sum(c.squares),
+            )
+            .where(where(f, CELLS))
+            .group_by(c.players, c.dim, c.value)
+        )
+        return [tuple(map(_plain_number, row)) for row in conn.execute(query)]
+    out: Sums = []
+    for query in selects(where(f), [RESULTS.c.players], f.game):
+        out += [tuple(map(_plain_number, row)) for row in conn.execute(query)]
+    return out
+
+
+def _plain_number(value: Any) -> Any:
+    """SQL sums as Python ints (PostgreSQL answers Decimal)."""
+    return int(value) if isinstance(value, Decimal) else value
 
 
 # --- the figures --------------------------------------------------------------------------
@@ -200,94 +244,71 @@ def mean_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any
     return {"diff": d, "low": low, "high": high, "significant": ok and (low > 0 or high < 0)}
 
 
-def _won() -> Any:
-    return func.sum(cast(RESULTS.c.won, Integer))
-
-
-def _grouped(conn: Connection, f: Filter, column: Any) -> list[dict[str, Any]]:
-    """Rates per value of ``column`` against the fair share (the mean of 1/players)."""
-    query = (
-        select(
-            column,
-            func.count(),
-            _won(),
-            func.avg(1.0 / cast(RESULTS.c.players, Float)),
-        )
-        .where(where(f))
-        .group_by(column)
-        .order_by(column)
-    )
-    rows = conn.execute(query).all()
+def _rates(rows: Sums, dim: str, key: Any = str) -> list[dict[str, Any]]:
+    """Rates per value of one seat dimension against the fair share (the mean of
+    1/players over its seats)."""
+    counted: dict[str, list[float]] = {}
+    for players, d, value, n, wins, _, _ in rows:
+        if d == dim:
+            held = counted.setdefault(value, [0, 0, 0.0])
+            held[0] += n
+            held[1] += wins
+            held[2] += n / players
+    tests = len(counted)
     return [
-        {"value": value, **against(int(wins or 0), n, float(fair), len(rows))}
-        for value, n, wins, fair in rows
+        {"value": key(v), **against(int(w), int(n), fair / n, tests)}
+        for v, (n, w, fair) in sorted(counted.items(), key=lambda kv: key(kv[0]))
     ]
 
 
-def _means(conn: Connection, f: Filter) -> dict[str, dict[str, Any]]:
+def _means(rows: Sums, game: str) -> dict[str, dict[str, Any]]:
     """The mean of the total, each breakdown column of the game and the decisions."""
-    c = RESULTS.c
-    parts = [*analytics.breakdown_parts(f.game)]
-    columns = [("total", c.total), *((p, c[f"{SCORE_PREFIX}{p}"]) for p in parts)]
-    columns.append(("decisions", c.decisions))
-    selected: list[Any] = [func.count()]
-    for _, column in columns:
-        value = cast(column, Float)
-        selected += [func.sum(value), func.sum(value * value)]
-    row = conn.execute(select(*selected).where(where(f))).one()
-    n = int(row[0])
-    return {
-        name: mean(n, float(row[1 + 2 * i] or 0), float(row[2 + 2 * i] or 0))
-        for i, (name, _) in enumerate(columns)
-    }
+    summed: dict[str, list[int]] = {}
+    for _, d, value, n, _, total, squares in rows:
+        if d == "mean":
+            held = summed.setdefault(value, [0, 0, 0])
+            held[0] += n
+            held[1] += total
+            held[2] += squares
+    names = ["total", *analytics.breakdown_parts(game), "decisions"]
+    return {name: mean(*summed.get(name, [0, 0, 0])) for name in names}
 
 
-def _lifts(conn: Connection, f: Filter, seats: int, wins: int) -> list[dict[str, Any]]:
+def _lifts(rows: Sums, seats: int, wins: int) -> list[dict[str, Any]]:
     """Per fact (kind, subject): the owners' win rate against the other seats'."""
-    facts = SEAT_FACTS.c
-    joined = (facts.game_id == RESULTS.c.game_id) & (facts.seat == RESULTS.c.seat)
-    query = (
-        select(facts.kind, facts.subject, func.count(), _won(), func.sum(facts["count"]))
-        .join_from(SEAT_FACTS, RESULTS, joined)
-        .where(where(f))
-        .group_by(facts.kind, facts.subject)
-        .order_by(facts.kind, facts.subject)
-    )
+    owned: dict[str, list[int]] = {}
+    for _, d, value, n, won, _, _ in rows:
+        if d == "fact":
+            held = owned.setdefault(value, [0, 0])
+            held[0] += n
+            held[1] += won
     out = []
-    for kind, subject, n, owner_wins, count in conn.execute(query):
-        owners = rate(int(owner_wins or 0), n)
-        rest = rate(wins - int(owner_wins or 0), seats - n)
-        out.append(
-            {
-                "kind": kind,
-                "subject": subject,
-                "owners": owners,
-                "rest": rest,
-                "per_owner": count / n,
-                "lift": difference(owners, rest),
-            }
-        )
+    for fact, (n, owner_wins) in sorted(owned.items()):
+        kind, _, subject = fact.partition("/")
+        owners = rate(owner_wins, n)
+        rest = rate(wins - owner_wins, seats - n)
+        lift = difference(owners, rest)
+        out.append({"kind": kind, "subject": subject, "owners": owners, "rest": rest, "lift": lift})
     return out
 
 
 def figures(conn: Connection, f: Filter) -> dict[str, Any]:
     """Every figure of a checked filter."""
-    positions = _grouped(conn, f, RESULTS.c.turn_position)
+    rows = sums(conn, f)
+    positions = _rates(rows, "position", int)
     seats = sum(p["n"] for p in positions)
     wins = sum(p["wins"] for p in positions)
     return {
-        "filter": {
-            k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(f).items()
-        },
+        "filter": {k: _plain(v) for k, v in asdict(f).items()},
         "games": positions[0]["n"] if positions else 0,
         "seats": seats,
         "overall": rate(wins, seats),
         "turn_position": positions,
-        "side": _grouped(conn, f, RESULTS.c.side),
-        "seat_kind": _grouped(conn, f, RESULTS.c.seat_kind),
-        "players": _grouped(conn, f, RESULTS.c.players),
-        "means": _means(conn, f),
-        "facts": _lifts(conn, f, seats, wins),
+        "side": _rates(rows, "side"),
+        "seat_kind": _rates(rows, "kind"),
+        "players": _rates(rows, "players", int),
+        "means": _means(rows, f.game),
+        "facts": _lifts(rows, seats, wins),
     }
 
 
