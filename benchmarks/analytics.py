@@ -41,18 +41,27 @@ from services.scoring.http import router
 from shared.httpapi import install_error_handlers
 
 
-def copy(source: Engine, target: Engine) -> int:
-    """The lab's rows from ``source`` into ``target``; their cells summed there."""
+def copy(source: Engine, target: Engine, copies: int) -> int:
+    """The lab's rows from ``source`` into ``target`` (``copies`` times, each copy's games
+    and experiments renamed ``…-c<k>``); their cells summed there."""
     create_tables(target)
     for table in (flat.EXPERIMENTS, flat.RESULTS, flat.SEAT_FACTS):
         with source.connect() as src, target.begin() as dst:
             result = src.execution_options(stream_results=True).execute(select(table))
             while rows := result.fetchmany(20_000):
-                dst.execute(insert(table), [dict(r._mapping) for r in rows])
+                for k in range(copies):
+                    dst.execute(insert(table), [_renamed(dict(r._mapping), k) for r in rows])
     with target.begin() as conn:
         for name in conn.execute(select(flat.EXPERIMENTS.c.name)).scalars().all():
             cells.refresh_all(conn, name)
         return int(conn.execute(select(func.count()).select_from(flat.RESULTS)).scalar_one())
+
+
+def _renamed(row: dict[str, Any], k: int) -> dict[str, Any]:
+    for key in ("game_id", "experiment", "name"):
+        if row.get(key):
+            row[key] = f"{row[key]}-c{k}"
+    return row
 
 
 @contextmanager
@@ -132,6 +141,7 @@ def main() -> None:
     parser.add_argument("--source", required=True, help="SQLite URL of the lab's games")
     parser.add_argument("--database-url", help="PostgreSQL URL (a scratch schema is made)")
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--copies", type=int, default=1, help="Copies of the source's games.")
     parser.add_argument("--export", action="store_true", help="Also time a Parquet export.")
     args = parser.parse_args()
     source = create_engine(args.source)
@@ -144,7 +154,7 @@ def main() -> None:
         with where as url:
             db = make_engine(url)
             started = time.perf_counter()
-            rows = copy(source, db)
+            rows = copy(source, db, args.copies)
             out: dict[str, Any] = {
                 "database": db.dialect.name,
                 "result_rows": rows,

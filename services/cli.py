@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -602,6 +603,7 @@ def lab_run(
     store (CARAVEL_DATABASE_URL) under ``--experiment``: whole, or marked incomplete."""
     from services.lab import LabError, LabRun, run_lab
 
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # marked incomplete, as Ctrl-C
     levels = tuple(s.strip() for s in seats.split(",") if s.strip())
     spec = LabRun(
         game_name, levels, games, experiment, ruleset, parse_options(option or []), seed, workers

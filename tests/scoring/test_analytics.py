@@ -96,6 +96,23 @@ async def test_the_flat_table_is_projected_rebuilt_and_keeps_the_lab(
         lab(database, "kept", 1)
 
 
+def test_a_lab_run_that_stops_is_marked_incomplete(database: Engine) -> None:
+    """A run stopped after its first chunk keeps what it wrote, counted, as incomplete."""
+
+    def stop(count: int) -> None:
+        raise KeyboardInterrupt
+
+    run = LabRun(AOD, ("greedy", "random", "greedy"), 60, "cut", workers=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_lab(run, database, progress=stop)
+    with database.connect() as conn:
+        row = conn.execute(select(flat.EXPERIMENTS)).one()
+    assert (row.status, row.games_recorded) == ("incomplete", 50)
+    rows = results(database, experiment="cut")
+    assert len(rows) == 150 and {r["seat_kind"] for r in rows} == {"bot:greedy", "bot:random"}
+    assert {r["players"] for r in rows} == {3}
+
+
 def check_rate(figure: dict[str, Any]) -> None:
     assert 0 <= figure["low"] <= figure["rate"] <= figure["high"] <= 1
     assert figure["n"] >= figure["wins"] >= 0
