@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Connection, Table, and_, func, select
 
 from shared.games import analytics, api
+from shared.intervals import wilson
 
 from .cells import CELLS, selects
 from .flat import EXPERIMENTS, HOUR, RESULTS
@@ -185,16 +186,6 @@ def _plain_number(value: Any) -> Any:
 
 
 # --- the figures --------------------------------------------------------------------------
-
-
-def wilson(successes: float, n: int) -> tuple[float, float]:
-    """The 95% Wilson score interval of a proportion (sound near 0 and 1, and at small n)."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = successes / n
-    centre = (p + Z * Z / (2 * n)) / (1 + Z * Z / n)
-    half = Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / (1 + Z * Z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def rate(wins: float, n: int) -> dict[str, Any]:
