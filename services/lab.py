@@ -156,7 +156,7 @@ def play(run: LabRun, index: int, rules: Any) -> tuple[list[dict[str, Any]], lis
         finished_at=datetime.now(UTC),
         experiment=run.experiment,
     )
-    return rows, flat.fact_rows(game_id, facts, run.experiment)
+    return rows, flat.fact_rows(rows, facts)
 
 
 _RUN: tuple[LabRun, Any] | None = None  # a worker's run and rules, set once per process

@@ -20,7 +20,7 @@ from shared.games import analytics, api
 from shared.httpapi import ERRORS, ApiError, Db, game_named
 
 from . import stats
-from .flat import RESULTS
+from .cells import CELLS
 
 router = APIRouter(tags=["analytics"])
 
@@ -163,15 +163,12 @@ def filters(db: Db, game: Game = api.DEFAULT_GAME) -> dict[str, Any]:
     played = game_named(game)
     schema = played.options_model(played.default_ruleset).model_json_schema()
     with db.connect() as conn:
+        c = CELLS.c  # the cells: a few rows per hour, not one per seat
         hashes = conn.execute(
-            select(RESULTS.c.ruleset, RESULTS.c.ruleset_hash)
-            .where(RESULTS.c.game == game)
-            .distinct()
+            select(c.ruleset, c.ruleset_hash).where(c.game == game).distinct()
         ).all()
         span = conn.execute(
-            select(func.min(RESULTS.c.finished_at), func.max(RESULTS.c.finished_at)).where(
-                RESULTS.c.game == game
-            )
+            select(func.min(c.finished_hour), func.max(c.finished_hour)).where(c.game == game)
         ).one()
         known = stats.experiments(conn, game)
     return {
@@ -192,7 +189,7 @@ def filters(db: Db, game: Game = api.DEFAULT_GAME) -> dict[str, Any]:
             }
             for e in known
         ],
-        "period": [t.isoformat() if t else None for t in span],
+        "period": [f"{hour}:00:00+00:00" if hour else None for hour in span],  # whole hours
     }
 
 

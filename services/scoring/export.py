@@ -1,15 +1,18 @@
 """Exports of the flat results table and the seat facts, for pandas, DuckDB or Spark.
 
 Parquet (pyarrow) or CSV. A Parquet export is a directory: ``results/`` and ``facts/``,
-each partitioned by game and month (``game=navegador/month=2026-11/part-0.parquet``, hive
-style, which DuckDB, pandas and Spark read as columns). A CSV export is two files,
-``results.csv`` and ``facts.csv``, in a directory, or a zip of them for HTTP. Nothing in
-an export is secret: these tables hold results and facts, never a log's hidden parts.
+each partitioned by game and month (``game=navegador/month=2026-11/part-….parquet``, hive
+style, which DuckDB, pandas and Spark read as columns); each (table, game) is written by a
+process of its own, on every core. A CSV export is two files, ``results.csv`` and
+``facts.csv``, in a directory, or a zip of them for HTTP. Nothing in an export is secret:
+these tables hold results and facts, never a log's hidden parts.
 """
 
 from __future__ import annotations
 
 import io
+import multiprocessing
+import os
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,14 +21,29 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.dataset as ds
-from sqlalchemy import Engine, and_, select
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Engine,
+    Float,
+    Integer,
+    Table,
+    and_,
+    create_engine,
+    select,
+)
 
 from .flat import RESULTS, SEAT_FACTS
 
 FORMATS = ("parquet", "csv")
-BATCH = 50_000
+BATCH = 100_000
+TABLES = {"results": RESULTS, "facts": SEAT_FACTS}
+PARTITIONS = ds.partitioning(
+    pa.schema([("game", pa.string()), ("month", pa.string())]), flavor="hive"
+)
 
 
 @dataclass(frozen=True)
@@ -38,8 +56,8 @@ class Scope:
     experiment: str | None = None
 
 
-def _where(scope: Scope) -> Any:
-    c = RESULTS.c
+def _where(table: Table, scope: Scope) -> Any:
+    c = table.c
     parts = []
     if scope.game is not None:
         parts.append(c.game == scope.game)
@@ -52,68 +70,86 @@ def _where(scope: Scope) -> Any:
     return and_(True, *parts)
 
 
-def _batches(db: Engine, query: Any) -> Iterator[pa.Table]:
-    """The query's rows as Arrow tables of up to :data:`BATCH` rows."""
+def _batches(db: Engine, table: Table, scope: Scope) -> Iterator[pa.Table]:
+    """The rows in scope as Arrow tables of up to :data:`BATCH` rows, with ``month``
+    (``YYYY-MM``, from the finish hour) to partition by."""
     with db.connect() as conn:
-        result = conn.execution_options(stream_results=True).execute(query)
-        columns = list(result.keys())
-        while rows := result.fetchmany(BATCH):
-            yield pa.Table.from_pydict({c: [r[i] for r in rows] for i, c in enumerate(columns)})
-
-
-def _results_query(scope: Scope) -> Any:
-    month = RESULTS.c.finished_at
-    return (
-        select(RESULTS, month.label("_month"))
-        .where(_where(scope))
-        .order_by(RESULTS.c.game_id, RESULTS.c.seat)
-    )
-
-
-def _facts_query(scope: Scope) -> Any:
-    joined = (SEAT_FACTS.c.game_id == RESULTS.c.game_id) & (SEAT_FACTS.c.seat == RESULTS.c.seat)
-    return (
-        select(
-            *(c for c in SEAT_FACTS.c),
-            RESULTS.c.game,
-            RESULTS.c.finished_at.label("_month"),
+        result = conn.execution_options(stream_results=True).execute(
+            select(table).where(_where(table, scope))
         )
-        .join_from(SEAT_FACTS, RESULTS, joined)
-        .where(_where(scope))
-        .order_by(SEAT_FACTS.c.game_id, SEAT_FACTS.c.seat, SEAT_FACTS.c.kind)
-    )
+        types = [_arrow_type(table.c[name].type) for name in result.keys()]
+        names = list(result.keys())
+        while rows := result.fetchmany(BATCH):
+            arrays = (
+                pa.array(c, type=t) for c, t in zip(zip(*rows, strict=True), types, strict=True)
+            )
+            columns = dict(zip(names, arrays, strict=True))
+            columns["month"] = pc.utf8_slice_codeunits(columns["finished_hour"], 0, 7)
+            yield pa.table(columns)
 
 
-def _tables(db: Engine, scope: Scope) -> Iterator[tuple[str, Iterator[pa.Table]]]:
-    yield "results", _batches(db, _results_query(scope))
-    yield "facts", _batches(db, _facts_query(scope))
+def _arrow_type(sql: Any) -> pa.DataType:
+    """The Arrow type of a column's SQL type: every file of a dataset has the same schema
+    (another game's empty breakdown columns included)."""
+    if isinstance(sql, Boolean):
+        return pa.bool_()
+    if isinstance(sql, Integer):
+        return pa.int64()
+    if isinstance(sql, Float):
+        return pa.float64()
+    if isinstance(sql, DateTime):
+        return pa.timestamp("us", tz="UTC")
+    return pa.string()
 
 
-def _with_month(table: pa.Table) -> pa.Table:
-    """The ``_month`` column (a finish time) as ``month`` = ``YYYY-MM``, for partitions."""
-    moments = table.column("_month").to_pylist()
-    months = pa.array([m.strftime("%Y-%m") if m is not None else "" for m in moments])
-    return table.drop_columns(["_month"]).append_column("month", months)
+def _games(db: Engine, scope: Scope) -> list[str]:
+    if scope.game is not None:
+        return [scope.game]
+    with db.connect() as conn:
+        return sorted(conn.execute(select(RESULTS.c.game).distinct()).scalars())
 
 
-def write_parquet(db: Engine, scope: Scope, out: Path) -> dict[str, int]:
-    """A directory of Parquet datasets, partitioned by game and month; rows per table."""
-    counts = {}
-    for name, batches in _tables(db, scope):
-        counts[name] = 0
-        for i, table in enumerate(batches):
-            table = _with_month(table)
-            counts[name] += table.num_rows
+def _write_part(task: tuple[str, str, str, Scope, str]) -> int:
+    """One table's rows of one game into its Parquet dataset (in a worker process)."""
+    url, name, game, scope, out = task
+    db = create_engine(url)
+    rows = 0
+    try:
+        for i, batch in enumerate(_batches(db, TABLES[name], Scope(game, *_rest(scope)))):
+            rows += batch.num_rows
             ds.write_dataset(
-                table,
-                out / name,
+                batch,
+                Path(out) / name,
                 format="parquet",
-                partitioning=ds.partitioning(
-                    pa.schema([("game", pa.string()), ("month", pa.string())]), flavor="hive"
-                ),
+                partitioning=PARTITIONS,
                 basename_template=f"part-{i}-{{i}}.parquet",
                 existing_data_behavior="overwrite_or_ignore",
             )
+    finally:
+        db.dispose()
+    return rows
+
+
+def _rest(scope: Scope) -> tuple[datetime | None, datetime | None, str | None]:
+    return scope.since, scope.until, scope.experiment
+
+
+def write_parquet(db: Engine, scope: Scope, out: Path, workers: int = 0) -> dict[str, int]:
+    """Parquet datasets partitioned by game and month; rows per table. Each (table, game)
+    is written by a worker process (``workers``: 0, every core)."""
+    url = db.url.render_as_string(hide_password=False)
+    tasks = [(url, name, game, scope, str(out)) for name in TABLES for game in _games(db, scope)]
+    counts = dict.fromkeys(TABLES, 0)
+    if not tasks:
+        return counts
+    processes = min(len(tasks), workers or os.cpu_count() or 1)
+    if processes == 1:
+        written = [_write_part(task) for task in tasks]
+    else:
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            written = pool.map(_write_part, tasks)
+    for (_, name, *_), rows in zip(tasks, written, strict=True):
+        counts[name] += rows
     return counts
 
 
@@ -121,23 +157,22 @@ def write_csv(db: Engine, scope: Scope, out: Path) -> dict[str, int]:
     """``results.csv`` and ``facts.csv`` in the directory ``out``; rows per table."""
     out.mkdir(parents=True, exist_ok=True)
     counts = {}
-    for name, batches in _tables(db, scope):
+    for name, table in TABLES.items():
         counts[name] = 0
         with (out / f"{name}.csv").open("wb") as sink:
-            first = True
-            for table in batches:
-                table = _with_month(table)
-                counts[name] += table.num_rows
-                options = pacsv.WriteOptions(include_header=first)
-                pacsv.write_csv(table, sink, options)
-                first = False
+            for i, batch in enumerate(_batches(db, table, scope)):
+                counts[name] += batch.num_rows
+                pacsv.write_csv(batch, sink, pacsv.WriteOptions(include_header=i == 0))
     return counts
 
 
 def zipped(db: Engine, scope: Scope, fmt: str, folder: Path) -> bytes:
     """An export as one zip (the HTTP answer): the directory :func:`write_parquet` or
     :func:`write_csv` writes, zipped."""
-    (write_parquet if fmt == "parquet" else write_csv)(db, scope, folder)
+    if fmt == "parquet":
+        write_parquet(db, scope, folder, workers=1)  # no fork inside a server
+    else:
+        write_csv(db, scope, folder)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(folder.rglob("*")):

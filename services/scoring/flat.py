@@ -89,6 +89,10 @@ SEAT_FACTS = Table(
     Column("subject", String(64), primary_key=True),
     Column("count", Integer, nullable=False),
     Column("value", Integer, nullable=False),  # the sum of the facts' values
+    # the game's, as in its results (an export filters and partitions facts without a join)
+    Column("game", String(64), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=False),
+    Column("finished_hour", String(13), nullable=False),
     Column("experiment", String(100), nullable=True, index=True),
 )
 
@@ -182,17 +186,21 @@ def count_facts(into: SeatFacts, facts: Sequence[api.Fact]) -> None:
         held[1] += fact.value
 
 
-def fact_rows(game_id: str, facts: SeatFacts, experiment: str | None) -> list[dict[str, Any]]:
-    """The seat-fact rows of one finished game."""
+def fact_rows(results: Sequence[Mapping[str, Any]], facts: SeatFacts) -> list[dict[str, Any]]:
+    """The seat-fact rows of one finished game, beside its flat ``results`` rows."""
+    game = results[0]
     return [
         {
-            "game_id": game_id,
+            "game_id": game["game_id"],
             "seat": seat,
             "kind": kind,
             "subject": subject,
             "count": count,
             "value": value,
-            "experiment": experiment,
+            "game": game["game"],
+            "finished_at": game["finished_at"],
+            "finished_hour": game["finished_hour"],
+            "experiment": game["experiment"],
         }
         for (seat, kind, subject), (count, value) in sorted(facts.items())
     ]

@@ -251,7 +251,7 @@ def _flat(p: GameProgress, results: Sequence[api.SeatResult], rows: Rows) -> Non
     assert p.finished_at is not None
     if p.positions is None:  # a game that ended before any decision
         p.positions = analytics.turn_positions(p.game, p.state)
-    rows.flat_results += flat.result_rows(
+    flat_rows = flat.result_rows(
         game=p.game,
         game_id=p.game_id,
         ruleset=p.ruleset,
@@ -266,7 +266,8 @@ def _flat(p: GameProgress, results: Sequence[api.SeatResult], rows: Rows) -> Non
         finished_at=_utc(p.finished_at),
         experiment=None,
     )
-    rows.seat_facts += flat.fact_rows(p.game_id, p.seat_facts, None)
+    rows.flat_results += flat_rows
+    rows.seat_facts += flat.fact_rows(flat_rows, p.seat_facts)
 
 
 def snapshot_rows(p: GameProgress, rows: Rows) -> None:
