@@ -77,8 +77,8 @@ def _batches(db: Engine, table: Table, scope: Scope) -> Iterator[pa.Table]:
         result = conn.execution_options(stream_results=True).execute(
             select(table).where(_where(table, scope))
         )
-        types = [_arrow_type(table.c[name].type) for name in result.keys()]
         names = list(result.keys())
+        types = [_arrow_type(table.c[name].type) for name in names]
         while rows := result.fetchmany(BATCH):
             arrays = (
                 pa.array(c, type=t) for c, t in zip(zip(*rows, strict=True), types, strict=True)
