@@ -8,6 +8,8 @@ partition as the parameter ``p`` (``cv:{p}:commands``, where the real keys carry
 partition's number in the hash tag), rather than one channel per partition. The group names
 are the services' own constants, the addresses ``Keys``' own names: a renamed group or stream
 changes the document, which ``tests/test_asyncapi.py`` compares with ``docs/asyncapi.yaml``.
+The document also carries every registered game's event payload schemas (its declared event
+classes), so a changed event shape changes it too.
 Regenerate it with ``caravel asyncapi --write``.
 """
 
@@ -27,6 +29,7 @@ from services.engine.worker import GROUP as ENGINE_GROUP
 from services.lobby.views import GROUP as VIEWS_GROUP
 from shared.bus import BODY, Keys
 from shared.contracts import CommandEnvelope, DeadLetter, DecisionRequest, Rejection
+from shared.games import api
 
 DOCUMENT = Path(__file__).parent.parent / "docs" / "asyncapi.yaml"
 REGENERATE = "caravel asyncapi --write"
@@ -133,9 +136,29 @@ def document(keys: Keys | None = None) -> dict[str, Any]:
     doc["operations"] = {name: doc["operations"][name] for name in order}
     for message in doc["components"]["messages"].values():
         message.pop("correlationId", None)  # entries carry no headers (``PlainBody``)
+    doc["components"]["schemas"].update(game_event_schemas())
     for part in ("messages", "schemas"):
         doc["components"][part] = dict(sorted(doc["components"][part].items()))
     return doc
+
+
+def game_event_schemas() -> dict[str, Any]:
+    """Each registered game's event payloads (an event's ``data``, its ``type`` naming the
+    class): ``<game>.<type>`` per event type, and ``<game>.events`` for any of them."""
+    schemas: dict[str, Any] = {}
+    for name in api.names():
+        game = api.get(name)
+        refs = []
+        for kind, cls in sorted(game.event_types().items()):
+            schemas[f"{name}.{kind}"] = api.event_schema(cls)
+            refs.append({"$ref": f"#/components/schemas/{name}.{kind}"})
+        schemas[f"{name}.events"] = {
+            "title": f"{game.title} events",
+            "description": f"The data of an event of a {game.title} game's log (its "
+            "EventEnvelope's `data`), by the envelope's `type`.",
+            "oneOf": refs,
+        }
+    return schemas
 
 
 def _order(channel: dict[str, Any], name: str) -> tuple[str, bool, str]:

@@ -7,7 +7,7 @@ once every game is written, ``incomplete`` if it stopped before (an error, Ctrl-
 or an option the game refuses is refused before anything is written.
 
 ``greedy`` seats play the game's greedy policy read off the state (the same values the
-greedy bot computes from the seat's view: :func:`shared.games.api.state_policy`); ``random``
+greedy bot computes from the seat's view: the game's ``state_policy``); ``random``
 seats a uniform legal command; other levels are the bots of :mod:`services.ai.bots`, played
 from the seat's view.
 """
@@ -101,7 +101,7 @@ def _chooser(game: api.AnyGame, level: str) -> Callable[[Any, int, random.Random
     if level == "random":
         return lambda state, seat, rng: rng.choice(game.legal_commands(state, seat))
     if level == "greedy":
-        policy = api.state_policy(game)
+        policy = game.state_policy()
         assert policy is not None
 
         def greedy(state: Any, seat: int, rng: random.Random) -> api.Command:
@@ -125,13 +125,10 @@ def play(run: LabRun, index: int, rules: Any) -> tuple[list[dict[str, Any]], lis
     state, events = game.new_game(rules, len(run.seats), seed)
     rng = random.Random(seed)
     facts: flat.SeatFacts = {}
-    positions: list[int] | None = None
     decisions = 0
     for event in events:
         flat.count_facts(facts, game.facts(state, event))
     while pending := game.pending(state):
-        if positions is None:
-            positions = analytics.turn_positions(game, state)
         seat = pending[0].seat
         command = choosers[seat](state, seat, rng)
         for event in game.decide_into(
@@ -149,7 +146,7 @@ def play(run: LabRun, index: int, rules: Any) -> tuple[list[dict[str, Any]], lis
         options=events[0].data["options"],
         seat_kinds=kinds,
         players=kinds,
-        positions=positions or analytics.turn_positions(game, state),
+        positions=game.turn_positions(state),
         results=game.results(state),
         decisions=decisions,
         duration_s=time.perf_counter() - started,

@@ -7,6 +7,7 @@ from services.ai.service import GROUP as AI_GROUP
 from services.asyncapi import DOCUMENT, REGENERATE, document, to_yaml
 from services.engine.worker import GROUP as ENGINE_GROUP
 from shared.bus import Keys
+from shared.games import api
 
 
 def test_the_document_in_the_repository_is_the_generated_one() -> None:
@@ -48,3 +49,15 @@ def test_each_stream_kind_is_one_channel_template_with_its_writers_and_readers()
     assert engine_reads == "#/components/schemas/CommandEnvelope"
     envelope = doc["components"]["schemas"]["CommandEnvelope"]
     assert {"game_id", "type"} <= set(envelope["required"])
+
+
+def test_the_document_carries_each_games_event_payloads() -> None:
+    """Every registered game's events, by type, with the schema of their ``data``."""
+    schemas = document()["components"]["schemas"]
+    for name in api.names():
+        types = api.get(name).event_types()
+        refs = {ref["$ref"].rsplit("/", 1)[1] for ref in schemas[f"{name}.events"]["oneOf"]}
+        assert refs == {f"{name}.{kind}" for kind in types}
+        for kind, cls in types.items():
+            assert schemas[f"{name}.{kind}"] == api.event_schema(cls)
+    assert "seat" in schemas["navegador.colony_founded"]["required"]

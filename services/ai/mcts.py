@@ -9,12 +9,12 @@ adds one node, plays every seat for a while, and scores the result with the game
 ``evaluate``. The game's greedy policy, when it has one, orders each node's commands (nodes
 widen progressively, best first, so a short budget still searches plausible moves) and
 plays the playouts, read straight off the sampled state where the game offers that
-(:func:`~shared.games.api.state_policy`: no view is built per step); without a policy,
+(:meth:`~shared.games.api.Game.state_policy`: no view is built per step); without a policy,
 playouts are uniformly random and commands keep the game's order. Every seat that moves in
 the tree maximises its own reward, so opponents are modelled as playing to win, not as
 playing against the observer; a game may instead have them play its policy in the tree as in
 the playouts, and its reward scale and playout length are its own too
-(:class:`~shared.games.api.SearchHints`).
+(:meth:`~shared.games.api.Game.search_hints`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from shared.games.api import AnyGame, Command, Observation, search_hints, state_policy
+from shared.games.api import AnyGame, Command, Observation
 
 EXPLORATION = 0.7  # UCB1's constant, for rewards in [0, 1]
 WIDEN_BASE, WIDEN_RATE = 2, 0.5  # a node tries 2 + 0.5·√visits commands, best-ranked first
@@ -94,8 +94,8 @@ class Search:
         self.observation = observation
         self.sampler = game.sampler(observation)
         self.policy = game.policy()
-        self.state_policy = state_policy(game)
-        self.hints = search_hints(game)
+        self.state_policy = game.state_policy()
+        self.hints = game.search_hints()
         self.seat: int = observation["seat"]
         self.rnd = rnd
         self.root = Node(self.seat)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 import random
 import time
@@ -78,6 +79,7 @@ class BotPlayer:
         self.streams = [keys.decisions(p) for p in keys.all_partitions()]
         self.views = ViewWaiter(redis, keys, service="ai")
         self.rng = random.Random()
+        self.key = settings.signing_key()
 
     async def start(self) -> None:
         """Subscribe to every partition's decision stream (groups made from their start)."""
@@ -186,7 +188,7 @@ class BotPlayer:
         request carried (None: the view's, for a deadline entry). Answer before ``deadline``
         (a Unix time) when one is given. False when the view has not reached ``version``
         yet: nothing was decided."""
-        command_id = hashlib.sha1(f"{game_id}:{version}:{seat}".encode()).hexdigest()
+        command_id = bot_command_id(self.key, game_id, version, seat)
         with bound_contextvars(game=game_id, command=command_id, seat=seat):  # on every line
             view = await self._view_at(game_id, seat, version)
             if view is None:
@@ -226,6 +228,16 @@ class BotPlayer:
             log.warning("view lagging", game=game_id, version=version)
             return None
         return view
+
+
+def bot_command_id(key: bytes, game_id: str, version: int, seat: int) -> str:
+    """The id of a bot's command for ``seat`` at ``version``: the same on every retry and in
+    every bot process sharing the deployment's secret ``key`` (a decision answered twice is
+    one command), and one no player can compute, as it is signed with that secret. (A
+    player who sent a move under the id the next bot would use, once they were a plain hash,
+    froze the game; the engine now also scopes every id to its seat.)"""
+    message = f"{game_id}:{version}:{seat}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
 
 
 def fallback_level(game: AnyGame) -> str:

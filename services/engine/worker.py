@@ -457,13 +457,14 @@ class Engine:
                 raise Reject("wrong_partition", f"game {env.game_id} is not in partition {p}")
             cached = await self._game(env.game_id)
             version = cached.version
-            seen = cached.seen.get(env.command_id)
+            seen = cached.seen.get(env.key)
             if seen is not None:
                 self.stats["duplicates"] += 1
                 result = CommandResult(
                     command_id=env.command_id,
                     game_id=env.game_id,
                     status="duplicate",
+                    seat=env.seat,
                     version=seen,
                 )
                 return env.game_id, Finish(p, d.id, env.game_id, result, version=version)
@@ -497,9 +498,11 @@ class Engine:
             )
             for i, e in enumerate(events, 1)
         ]
-        append = Append(env.game_id, cached.version, encoded, env.command_id, (p, d.id))
+        append = Append(
+            env.game_id, cached.version, encoded, env.command_id, (p, d.id), seat=env.seat
+        )
         cached.version = append.version
-        cached.seen[env.command_id] = append.version
+        cached.seen[env.key] = append.version
         return env.game_id, append
 
     def _events(self, env: CommandEnvelope, cached: CachedGame) -> list[api.Event]:
@@ -583,6 +586,7 @@ class Engine:
             command_id=env.command_id,
             game_id=env.game_id,
             status="rejected",
+            seat=env.seat,
             code=code,
             reason=reason,
         )
@@ -600,7 +604,8 @@ class Engine:
         except ValueError:
             doc = None
         ids = doc if isinstance(doc, dict) else {}
-        command_id, game_id = ids.get("command_id"), ids.get("game_id")
+        command_id, game_id, seat = ids.get("command_id"), ids.get("game_id"), ids.get("seat")
+        seat = seat if isinstance(seat, int) and not isinstance(seat, bool) else None
         reason = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'command'}: {e['msg']}" for e in error.errors()
         )[:500]
@@ -610,6 +615,7 @@ class Engine:
                 command_id=command_id,
                 game_id=game_id,
                 status="rejected",
+                seat=seat,
                 code="malformed",
                 reason=reason,
             )
@@ -619,7 +625,7 @@ class Engine:
         rejection = Rejection(
             command_id=command_id if isinstance(command_id, str) else "",
             game_id=game_id if isinstance(game_id, str) else "",
-            seat=None,
+            seat=seat,
             code="malformed",
             reason=reason,
         )

@@ -104,7 +104,7 @@ class Lobby:
         that id) would be taken for this one's."""
         seen = [command.seat, command.type, command.payload]
         digest = hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()
-        key = f"{self.keys.result(command.game_id, command.command_id)}/digest"
+        key = f"{self.keys.result(command.game_id, command.seat, command.command_id)}/digest"
         if not await self.redis.set(key, digest, nx=True, ex=COMMAND_ID_TTL_S):
             first = await self.redis.get(key)
             if first is not None and first not in (digest, digest.encode()):

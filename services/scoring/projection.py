@@ -95,7 +95,6 @@ class GameProgress:
     finished_at: datetime | None = None
     event_id: str | None = None  # the event at ``version``: tells a log that went back
     ruleset_hash: str = ""  # the compiled rules' content hash (shared.games.analytics)
-    positions: list[int] | None = None  # turn positions, read at the first decision
     seat_facts: flat.SeatFacts = field(default_factory=dict)  # every fact so far, per seat
 
 
@@ -152,8 +151,6 @@ def advance(p: GameProgress, envelope: EventEnvelope, rows: Rows | None) -> None
         raise ValueError(f"{p.game_id}: log jumps from {p.version} to {envelope.version}")
     if envelope.causation_id != p.cause:
         if envelope.actor in DECIDERS:
-            if p.positions is None:  # the game's first decision: its turn order at start
-                p.positions = analytics.turn_positions(p.game, p.state)
             _decision(p, envelope, rows)
         p.asked_at = envelope.recorded_at
         p.cause = envelope.causation_id
@@ -249,8 +246,6 @@ def _finish(p: GameProgress, rows: Rows) -> None:
 def _flat(p: GameProgress, results: Sequence[api.SeatResult], rows: Rows) -> None:
     """The game's rows of the flat results table and its seat facts (no experiment)."""
     assert p.finished_at is not None
-    if p.positions is None:  # a game that ended before any decision
-        p.positions = analytics.turn_positions(p.game, p.state)
     flat_rows = flat.result_rows(
         game=p.game,
         game_id=p.game_id,
@@ -259,7 +254,7 @@ def _flat(p: GameProgress, results: Sequence[api.SeatResult], rows: Rows) -> Non
         options=p.options,
         seat_kinds=p.seats,
         players=p.players,
-        positions=p.positions,
+        positions=p.game.turn_positions(p.state),  # the order the game started with
         results=results,
         decisions=p.decisions,
         duration_s=(p.finished_at - p.created_at).total_seconds(),

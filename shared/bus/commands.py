@@ -52,13 +52,11 @@ class CommandSender:
         return [e.decode() if isinstance(e, bytes) else str(e) for e in entries]
 
     async def result(
-        self, game_id: str, command_id: str, timeout_s: float = 0
+        self, game_id: str, command_id: str, timeout_s: float = 0, *, seat: int | None
     ) -> CommandResult | None:
-        """The engine's answer to a command, waiting up to ``timeout_s`` (0: no wait).
-
-        Reading does not consume it: a sender may ask again.
-        """
-        key = self.keys.result(game_id, command_id)
+        """The engine's answer to ``seat``'s command, waiting up to ``timeout_s`` (0: no
+        wait). Reading does not consume it: a sender may ask again."""
+        key = self.keys.result(game_id, seat, command_id)
         raw: Any = await self.redis.lindex(key, 0) if timeout_s <= 0 else None
         deadline = time.monotonic() + timeout_s
         while raw is None and (left := deadline - time.monotonic()) > 0:
@@ -72,7 +70,9 @@ class CommandSender:
     async def execute(self, command: CommandEnvelope, timeout_s: float = 5) -> CommandResult:
         """Send and wait for the answer; raises TimeoutError when none comes in time."""
         await self.send(command)
-        result = await self.result(command.game_id, command.command_id, timeout_s)
+        result = await self.result(
+            command.game_id, command.command_id, timeout_s, seat=command.seat
+        )
         if result is None:
             raise TimeoutError(f"no answer to command {command.command_id} in {timeout_s}s")
         return result

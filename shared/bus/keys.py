@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from shared.contracts import command_key
+
 
 @dataclass(frozen=True)
 class Keys:
@@ -49,11 +51,12 @@ class Keys:
         """The game's projected views: the spectator's and each seat's (the views projection)."""
         return self._g(game_id, "view")
 
-    def result(self, game_id: str, command_id: str) -> str:
-        """The engine's answer to a command sent to a game. Senders choose command ids, so
-        two games may get the same one: the game is in the key, ended by a ``/`` (which a
-        game id cannot hold) so no (game, command) pair shares a key with another."""
-        return f"{self._g(game_id, 'result')}/{command_id}"
+    def result(self, game_id: str, seat: int | None, command_id: str) -> str:
+        """The engine's answer to a command sent to a game by a seat. Senders choose command
+        ids, so two games or two seats may use the same one: the game is in the key, ended
+        by a ``/`` (which a game id cannot hold), then the id scoped to its seat
+        (:func:`~shared.contracts.command_key`), so no (game, seat, command) shares a key."""
+        return f"{self._g(game_id, 'result')}/{command_key(seat, command_id)}"
 
     # Per partition
     def commands(self, p: int) -> str:

@@ -37,6 +37,15 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+def command_key(seat: int | None, command_id: str) -> str:
+    """The name a command is deduplicated and answered under: its id scoped to its seat.
+    Clients choose their command ids, so an id alone could be taken: a player who sent a
+    move under the id a bot seat would use next made the engine take the bot's move for a
+    duplicate, and the bot seat never moved. Scoped, an id names one seat's command only
+    (``-`` stands for the seatless commands the services send, such as ``create_game``)."""
+    return f"{'-' if seat is None else seat}/{command_id}"
+
+
 class _Ids:
     """Ids unique across processes and time, not secret: 64 random bits drawn once per
     process (again in a forked child) and a 64-bit counter, 32 hex digits like a UUID's.
@@ -84,6 +93,12 @@ class CommandEnvelope(_Envelope):
     def rules_command(self) -> dict[str, Any]:
         """The command as the rules core parses it."""
         return {**self.payload, "type": self.type, "seat": self.seat}
+
+    @property
+    def key(self) -> str:
+        """The id the engine deduplicates and answers this command under
+        (:func:`command_key`)."""
+        return command_key(self.seat, self.command_id)
 
 
 class EventEnvelope(_Envelope):
@@ -201,6 +216,7 @@ class CommandResult(_Envelope):
     command_id: str
     game_id: str
     status: Literal["accepted", "duplicate", "rejected"]
+    seat: int | None = None
     version: int | None = None
     code: str | None = None
     reason: str | None = None

@@ -39,6 +39,7 @@ from shared.contracts import (
     EncodedEvent,
     EventEnvelope,
     Seats,
+    command_key,
     dump_json,
     read_event,
 )
@@ -197,6 +198,7 @@ class Append:
     command_id: str = ""
     entry: tuple[int, str] | None = None  # (partition, command stream entry id) to acknowledge
     decisions: Sequence[str] = ()  # decision request JSON documents
+    seat: int | None = None  # the command's seat: its id is scoped to it (``command_key``)
 
     @property
     def version(self) -> int:
@@ -318,14 +320,14 @@ class EventStore:
             k.meta(a.game_id),
             k.seen(a.game_id),
             k.games(p),
-            k.result(a.game_id, a.command_id or "-"),
+            k.result(a.game_id, a.seat, a.command_id or "-"),
             k.commands(p),
             k.decisions(p),
             k.archived(p),
         ]
         args: list[Any] = [
             a.expected,
-            a.command_id,
+            command_key(a.seat, a.command_id) if a.command_id else "",
             a.game_id,
             self.group,
             a.entry[1] if a.entry else "",
@@ -348,6 +350,7 @@ class EventStore:
                 "command_id": a.command_id,
                 "game_id": a.game_id,
                 "status": "accepted",
+                "seat": a.seat,
                 "version": a.version,
                 "code": None,
                 "reason": None,
@@ -390,7 +393,7 @@ class EventStore:
             return
         async with self.redis.pipeline(transaction=False) as pipe:
             for a in answered:
-                key = self.keys.result(a.game_id, a.command_id)
+                key = self.keys.result(a.game_id, a.seat, a.command_id)
                 pipe.rpush(key, self._result_json(a))
                 pipe.expire(key, RESULT_TTL_S)
             await pipe.execute()
@@ -410,7 +413,7 @@ class EventStore:
         # Without a result to store, any key of the partition's slot stands in for it.
         result_key, result_json = k.rejections(partition), ""
         if result is not None and game_id is not None:
-            result_key = k.result(game_id, result.command_id)
+            result_key = k.result(game_id, result.seat, result.command_id)
             result_json = result.model_dump_json()
         meta, decided_at = k.rejections(partition), ""  # a key of the slot: nothing checked
         if version is not None and game_id is not None:  # a game of the partition was read

@@ -1,12 +1,6 @@
-"""What analytics asks of a game beyond the protocol's core: turn positions, readable labels,
-a ruleset's content hash and the names of its score breakdown.
-
-Two optional plug-ins a game may offer (services reach them through these functions only,
-never by a game's name): ``turn_positions(state) -> list[int]`` (per seat, its 0-based place
-in the turn order at the game's first decision) and ``labels() -> dict[str, dict[str, str]]``
-(readable names of the ids the analytics show, by namespace). A game without them gets the
-seat order and ids made readable.
-"""
+"""What analytics asks of a game: its readable labels (every namespace present), a
+ruleset's content hash and the names of its score breakdown (the protocol's ``labels``,
+``rules`` and ``results``, read the same way for every game)."""
 
 from __future__ import annotations
 
@@ -26,15 +20,6 @@ LABEL_SPACES = ("sides", "columns", "facts", "subjects", "options", "values")
 kinds, fact subjects (buildings, regions, goods), option keys and option values."""
 
 
-def turn_positions(game: AnyGame, state: Any) -> list[int]:
-    """Per seat, its 0-based place in the turn order at the game's first decision (the
-    game's ``turn_positions`` plug-in; without one, the seat order)."""
-    own = getattr(game, "turn_positions", None)
-    if own is not None:
-        return [int(p) for p in own(state)]
-    return sorted(r.seat for r in game.results(state))
-
-
 def readable(identifier: str) -> str:
     """An id as words: ``rio_de_la_plata`` → ``Rio de la plata`` (the fallback label)."""
     words = str(identifier).replace("_", " ").replace("-", " ").strip()
@@ -44,8 +29,7 @@ def readable(identifier: str) -> str:
 def labels(game: AnyGame) -> dict[str, dict[str, str]]:
     """The game's readable labels by namespace (its ``labels`` plug-in, every namespace
     present); ids it does not name are shown through :func:`readable`."""
-    own = getattr(game, "labels", None)
-    found: Mapping[str, Mapping[str, str]] = own() if own is not None else {}
+    found = game.labels()
     return {space: dict(found.get(space, {})) for space in LABEL_SPACES}
 
 

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .api import RulesetError
+from .protocol import RulesetError
 
 M = TypeVar("M", bound=BaseModel)
 

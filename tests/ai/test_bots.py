@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +20,7 @@ from shared.games import age_of_discovery as aod
 from shared.games import api
 from shared.games.age_of_discovery import AgeOfDiscovery
 from shared.games.age_of_discovery.greedy import _Seen
+from shared.games.base import BaseGame
 from shared.intervals import wilson
 
 from ..rules.scenarios import OPTIONS
@@ -182,11 +184,17 @@ def test_arena_command_takes_a_think_budget() -> None:
 
 
 class Unguided(AgeOfDiscovery):
-    """The Age of Discovery without its greedy policy: how the bots meet a game that has
-    none."""
+    """The Age of Discovery without its greedy policy (nor its fast state form, which reads
+    the same policy): how the bots meet a game that has none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.info = replace(self.info, greedy_policy=False, state_policy=False)
 
     def policy(self) -> api.Policy | None:  # type: ignore[override]
         return None
+
+    state_policy = BaseGame.state_policy  # type: ignore[assignment]
 
 
 @pytest.mark.parametrize("name", api.names())
@@ -256,11 +264,11 @@ def test_the_greedy_policy_prices_buildings_as_the_rules_do() -> None:
 @pytest.mark.parametrize("name", api.names())
 def test_the_state_policy_values_commands_as_the_view_policy_does(name: str) -> None:
     """The search plays out with the policy read off its sampled states
-    (:func:`api.state_policy`: the game's own fast form, or its view policy through the
+    (``game.state_policy()``: the game's own fast form, or its view policy through the
     view): at every decision of random games, it gives each legal command the value the
     greedy policy gives it from the seat's view, for the same generator."""
     game = api.get(name)
-    view_policy, state_policy = game.policy(), api.state_policy(game)
+    view_policy, state_policy = game.policy(), game.state_policy()
     assert view_policy is not None and state_policy is not None
     checked = 0
     for players in (game.min_players, game.max_players):
@@ -278,19 +286,19 @@ def test_the_state_policy_values_commands_as_the_view_policy_does(name: str) -> 
 
 def test_a_game_without_a_policy_has_no_state_policy() -> None:
     """A fast state policy is only a form of the game's policy: without one, none."""
-    assert api.state_policy(Unguided()) is None
+    assert Unguided().state_policy() is None
 
 
 def test_a_navegador_search_spends_its_tree_on_the_bots_own_commands() -> None:
     """Navegador's hints: the other seats play the policy in the tree as in the playouts, so
     every node below the root is the observer's, and each playout ends where the observer's
     next turn begins (or with the game). A game without hints keeps the defaults."""
-    assert api.search_hints(api.get()) == api.SearchHints()
+    assert api.get().search_hints() == api.SearchHints()
     game = api.get("navegador")
-    hints = api.search_hints(game)
+    hints = game.search_hints()
     assert not hints.search_opponents and hints.turn_start == "turn"
     state, _ = game.new_game(game.rules("standard"), 4, 2)
-    policy = api.state_policy(game)
+    policy = game.state_policy()
     assert policy is not None
     rnd = random.Random(2)
     for _ in range(40):  # a few turns in, then the next seat with a choice

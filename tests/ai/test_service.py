@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,15 +11,18 @@ from typing import Any
 from redis.asyncio import Redis
 
 from services.ai import service
-from services.ai.service import BotPlayer
+from services.ai.service import BotPlayer, bot_command_id
 from services.lobby.views import ViewProjector
 from shared.bus import BODY, CommandSender, Keys, ensure_group
 from shared.contracts import CommandEnvelope, DecisionRequest, Seats
 from shared.contracts.records import BOT_PREFIX
 from shared.eventstore import EventStore
+from shared.games import age_of_discovery as aod
 
 from ..backbone.helpers import (
+    RULES,
     create_game,
+    envelope,
     read_as,
     running_engine,
     running_projector,
@@ -77,6 +79,7 @@ async def test_a_deadline_shorter_than_the_budget_is_still_met(redis: Redis, key
     the Redis server's clock, in ms)."""
     await _seat(redis, keys, "g-due", ("mcts", "random"), deadline_s=0.3)
     partition = keys.partition("g-due")
+    secret = settings_for(keys).signing_key()
     async with bots_serving(redis, keys, think_ms=5000):
         await CommandSender(redis, keys).execute(create_game("g-due", players=2))
 
@@ -90,8 +93,7 @@ async def test_a_deadline_shorter_than_the_budget_is_still_met(redis: Redis, key
             requests: Any = await redis.xrange(keys.decisions(partition))
             for _, fields in requests:
                 request = DecisionRequest.model_validate_json(fields[b"r"])
-                key = f"{request.game_id}:{request.version}:{request.seat}".encode()
-                command_id = hashlib.sha1(key).hexdigest()
+                command_id = bot_command_id(secret, request.game_id, request.version, 0)
                 if request.seat == 0 and command_id in sent:
                     out.append((request, sent[command_id]))
             return out
@@ -130,7 +132,8 @@ async def test_a_request_a_dead_worker_left_pending_is_answered_by_a_live_one(
         stop.set()
         await asyncio.gather(projecting, playing)
     answer = (await EventStore(redis, keys).read("g-orphan"))[request.version]
-    expected = hashlib.sha1(f"g-orphan:{request.version}:{request.seat}".encode()).hexdigest()
+    key = settings_for(keys).signing_key()
+    expected = bot_command_id(key, "g-orphan", request.version, request.seat)
     assert (answer.actor, answer.causation_id) == ("bot", expected)
     # The orphan was answered and acknowledged (the next request, if the player had already
     # read it when it stopped, may still be pending: it is not this test's).
@@ -201,3 +204,43 @@ async def test_a_view_that_never_comes_leaves_the_request_unanswered(
             await player.close()
         assert time.monotonic() - started >= service.VIEW_WAIT_S
     assert await redis.xlen(keys.commands(keys.partition("g-blind"))) == 1  # create_game only
+
+
+async def test_a_player_moving_under_the_bots_ids_cannot_freeze_the_game(
+    redis: Redis, keys: Keys
+) -> None:
+    """Issue 25's hijack: bots named their commands by a plain hash of game, version and
+    seat, and a client may choose its command ids, so a player who sent its own legal move
+    under the id the bot seat would use next made the engine answer the bot ``duplicate``:
+    the bot seat never moved and the table was stuck for good. Now the engine scopes every
+    id to its seat and bots sign theirs with the deployment's secret. The worst case here:
+    the player knows the secret and sends each of its moves under the id the bot will use at
+    the version that move leads to. Every such move is accepted, the bot still moves after
+    each, and the game reaches its end."""
+    game_id = "g-hijack"
+    await redis.hset(keys.seats(game_id), mapping={"0": "human", "1": f"{BOT_PREFIX}random"})
+    secret = settings_for(keys).signing_key()
+    sender, store = CommandSender(redis, keys), EventStore(redis, keys)
+    aimed = 0
+    async with bots_serving(redis, keys, think_ms=20):
+        await sender.execute(create_game(game_id, players=2, seed=3))
+        while (events := await store.read(game_id))[-1].type != "game_ended":
+            state = aod.replay(
+                RULES, [aod.Event(e.type, e.data, e.secret, e.visibility) for e in events]
+            )
+            if not any(d.seat == 0 for d in aod.pending(state)):
+
+                async def moved(seen: int = len(events)) -> bool:
+                    return len(await store.read(game_id)) > seen  # the bot answered
+
+                await wait_for(moved)
+                continue
+            command = aod.legal_commands(state, 0)[0]
+            after = len(events) + len(aod.decide_into(state, command))
+            bots_turn = any(d.seat == 1 for d in aod.pending(state))
+            aimed += bots_turn
+            taken = bot_command_id(secret, game_id, after, 1)
+            hijack = envelope(game_id, command).model_copy(update={"command_id": taken})
+            assert (await sender.execute(hijack)).status == "accepted"
+    assert aimed > 0  # moves were sent under ids the bot went on to use
+    assert {e.actor for e in events if e.type == "unit_placed"} == {"player", "bot"}

@@ -90,12 +90,12 @@ async def test_a_command_delivered_twice_is_applied_once(redis: Redis, keys: Key
             await sender.send(command)
             await sender.send(command)  # a client retrying after a timeout
         last = commands[-1]
-        result = await sender.result(last.game_id, last.command_id, timeout_s=10)
+        result = await sender.result(last.game_id, last.command_id, timeout_s=10, seat=last.seat)
         assert result is not None and result.status == "accepted"
         await wait_for(lambda: _acked(redis, keys, "g-twice"))
         assert engine.stats["duplicates"] == len(commands)
         seen = await engine.store.seen("g-twice")
-        assert sorted(seen) == sorted(c.command_id for c in commands)
+        assert sorted(seen) == sorted(c.key for c in commands)
         versions = [e.version for e in await engine.store.read("g-twice")]
         assert versions == list(range(1, len(versions) + 1))
         assert versions[-1] == result.version
@@ -159,7 +159,7 @@ async def test_malformed_and_illegal_commands_are_rejected_and_change_nothing(
         await sender.send_raw("g-bad", b"{not json")
         named = {"command_id": "c-shape", "game_id": "g-bad", "type": 5}
         await sender.send_raw("g-bad", json.dumps(named))
-        shaped = await sender.result("g-bad", "c-shape", timeout_s=10)
+        shaped = await sender.result("g-bad", "c-shape", timeout_s=10, seat=None)
         assert shaped is not None and (shaped.status, shaped.code) == ("rejected", "malformed")
         await wait_for(lambda: _acked(redis, keys, "g-bad"))
         assert await engine.store.version("g-bad") == version
@@ -278,7 +278,7 @@ async def test_two_engines_racing_on_one_game_never_share_a_version(
     serving = [asyncio.create_task(engine.serve(stop)) for engine in (a, b)]
 
     async def all_answered() -> bool:
-        answers = [await sender.result("g-split", c.command_id) for c in commands]
+        answers = [await sender.result("g-split", c.command_id, seat=c.seat) for c in commands]
         return None not in answers
 
     try:
@@ -308,7 +308,7 @@ async def test_two_games_of_one_partition_answer_the_same_command_id_apart(
         assert (await sender.execute(created)).status == "accepted"
         unknown = CommandEnvelope(command_id="same", game_id=second, seat=0, type="pass")
         refused = await sender.execute(unknown)
-        accepted = await sender.result(first, "same")
+        accepted = await sender.result(first, "same", seat=created.seat)
     assert (refused.game_id, refused.status, refused.code) == (second, "rejected", "unknown_game")
     assert accepted is not None
     assert (accepted.game_id, accepted.status) == (first, "accepted")

@@ -24,6 +24,7 @@ from shared.contracts import (
     CommandResult,
     EncodedEvent,
     EventEnvelope,
+    command_key,
     load_event,
     read_event,
     register_upcaster,
@@ -83,7 +84,7 @@ async def test_stale_version_is_a_conflict_and_writes_nothing(any_redis: Redis, 
     assert (stale.status, stale.version) == ("conflict", 3)
     assert await any_redis.xlen(keys.log("g-stale")) == 3
     assert await any_redis.xlen(keys.events(p)) == public_before
-    assert "c2" not in await store.seen("g-stale")
+    assert command_key(None, "c2") not in await store.seen("g-stale")
 
 
 async def test_a_command_id_appends_once(any_redis: Redis, keys: Keys) -> None:
@@ -110,7 +111,7 @@ async def test_with_durability_a_sender_is_answered_once_a_replica_has_the_appen
         assert [(r.status, r.answered) for r in results] == [("ok", True)] * len(games)
         sender = CommandSender(client, keys)
         for g in games:
-            answer = await sender.result(g, f"c-{g}")
+            answer = await sender.result(g, f"c-{g}", seat=None)
             assert answer is not None and (answer.status, answer.version) == ("accepted", 2)
     finally:
         await delete_namespace(client, keys.prefix)
@@ -126,7 +127,7 @@ async def test_without_the_replicas_the_append_stays_unanswered(redis: Redis, ke
     result = await store.append(Append("g-alone", 0, encoded(events[:2]), "c1"))
     assert (result.status, result.version, result.answered) == ("ok", 2, False)
     assert await store.version("g-alone") == 2
-    assert await CommandSender(redis, keys).result("g-alone", "c1") is None
+    assert await CommandSender(redis, keys).result("g-alone", "c1", seat=None) is None
 
 
 async def test_racing_appenders_never_share_a_version(any_redis: Redis, keys: Keys) -> None:
@@ -199,7 +200,7 @@ async def test_snapshot_plus_later_events_equals_the_full_replay(
     assert loaded.version == len(events)
     assert loaded.state is not None
     assert loaded.state.state_hash() == state.state_hash()
-    assert loaded.seen == {"c1": 5, "c2": len(events)}
+    assert loaded.seen == {command_key(None, "c1"): 5, command_key(None, "c2"): len(events)}
 
 
 async def test_a_group_created_after_events_were_written_sees_them_all(

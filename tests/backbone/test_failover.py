@@ -90,7 +90,7 @@ async def test_sigkill_mid_run_another_worker_takes_over(
         replayed = aod.replay(RULES, [aod.Event(e.type, e.data, e.secret) for e in events])
         assert replayed.state_hash() == final.state_hash()
         seen = await store.seen(game_id)
-        assert sorted(seen) == sorted(c.command_id for c in commands)  # none lost
+        assert sorted(seen) == sorted(c.key for c in commands)  # none lost
         # None applied twice: each command's events were caused by it exactly once.
         causes = [e.causation_id for e in events]
         assert len(set(causes)) == len(commands)

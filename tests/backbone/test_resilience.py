@@ -117,7 +117,9 @@ async def _serve(engine: Engine, sender: CommandSender, command: CommandEnvelope
     await engine.follow()
 
     async def answered() -> bool:
-        return await sender.result(command.game_id, command.command_id) is not None
+        return (
+            await sender.result(command.game_id, command.command_id, seat=command.seat) is not None
+        )
 
     try:
         await wait_for(answered)
@@ -167,7 +169,7 @@ async def test_a_batch_read_before_the_lease_was_lost_is_left_to_the_new_owner(
         await engine.broker.stop()
 
     for command in (create, first, second, third):
-        result = await sender.result(game_id, command.command_id)
+        result = await sender.result(game_id, command.command_id, seat=command.seat)
         assert result is not None and result.status == "accepted", (command.type, result)
     assert await a.store.version(game_id) == result.version
 

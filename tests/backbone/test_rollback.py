@@ -119,9 +119,7 @@ async def test_views_and_scoring_project_again_a_game_whose_log_went_back(
             await wait_for(lambda: caught_up(kept[-1][-1].version))
             await wait_for(projector.consumer.caught_up)
             for seat in (None, 0, 1, 2):
-                assert await read_view(any_redis, keys, GAME, seat) == (
-                    aod.view(branch, None) if seat is None else aod.seat_view(branch, seat)
-                )
+                assert await read_view(any_redis, keys, GAME, seat) == (aod.view(branch, seat))
     finally:
         await scorer.close()
 
@@ -155,9 +153,7 @@ async def test_views_started_again_replace_the_view_of_a_log_that_went_back(
         await wait_for(lambda: _viewed(redis, keys, kept[-1][-1].version))
         await wait_for(projector.consumer.caught_up)
     for seat in (None, 0, 1, 2):
-        assert await read_view(redis, keys, GAME, seat) == (
-            aod.view(branch, None) if seat is None else aod.seat_view(branch, seat)
-        )
+        assert await read_view(redis, keys, GAME, seat) == (aod.view(branch, seat))
 
 
 async def _viewed(redis: Redis, keys: Keys, version: int) -> bool:
@@ -248,7 +244,7 @@ async def test_an_engine_holding_a_game_whose_log_went_back_reloads_it(
         lost = await store.read(GAME)
         assert engine.games[GAME].version == lost[-1].version  # held
         await _roll_back(redis, keys, cut)
-        await redis.delete(*[keys.result(GAME, c.command_id) for c in commands[6:]])
+        await redis.delete(*[keys.result(GAME, c.seat, c.command_id) for c in commands[6:]])
         await _played(sender, commands[6:])
     kept = await store.read(GAME)
     assert [(e.version, e.type, e.data) for e in kept] == [
@@ -259,7 +255,9 @@ async def test_an_engine_holding_a_game_whose_log_went_back_reloads_it(
 async def _played(sender: CommandSender, commands: list[CommandEnvelope]) -> int:
     """Send ``commands`` and wait for the last one's answer: the game's version then."""
     await sender.send_many(commands)
-    result = await sender.result(GAME, commands[-1].command_id, timeout_s=30)
+    result = await sender.result(
+        GAME, commands[-1].command_id, timeout_s=30, seat=commands[-1].seat
+    )
     assert result is not None and result.status == "accepted", result
     return result.version
 

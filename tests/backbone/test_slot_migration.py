@@ -93,7 +93,9 @@ async def test_a_partition_moved_to_another_master_under_load_loses_and_repeats_
                 f"{v}-0".encode() for v in range(1, final.version + 1)
             ]
             for command in commands:  # one answer each, none twice
-                assert await client.llen(keys.result(game_id, command.command_id)) == 1
+                assert (
+                    await client.llen(keys.result(game_id, command.seat, command.command_id)) == 1
+                )
         stream = keys.commands(keys.partition(moved[0]))
         assert (await client.xpending(stream, GROUP))["pending"] == 0
     finally:

@@ -44,6 +44,7 @@ from hypothesis import strategies as st
 
 from shared.games import api
 from shared.games.api import Command, Event, Observation, RuleViolation, command_schema
+from shared.views import seat_part
 
 from . import schemas
 from .strategies import MAX_DECISIONS, SEEDS, Play, per_game_property, specs
@@ -585,3 +586,115 @@ def test_random_play_ends_with_results_for_every_seat(name: str, data: st.DataOb
     check_finish(play)
     if last is not None:
         assert_refused(play, last)
+
+
+# --- the view split and the game's declarations ----------------------------------------------
+
+
+@per_game_property(10, data=st.data())
+def test_a_seats_view_is_the_public_view_with_its_own_part_over_it(
+    name: str, data: st.DataObject
+) -> None:
+    """Invariant (what the views projection stores: one public view per event, a small part
+    per seat): at random points of a game, the public view is the spectator's view and
+    carries no legal commands; each seat's view is the public view with the seat's private
+    part set over it; the private part holds exactly the fields where the seat's view differs
+    from the public one (``seat_part`` of the two finds it again, nothing more), its number
+    and its legal commands among them; and anything else it sets is a public field the seat
+    sees more of, never a field the public view lacks."""
+    play = data.draw(specs(name)).start()
+    game = play.game
+    checked = 0
+    for _, _, command in play.choices():
+        if play.decisions == 0 or play.rnd.random() < 0.05:
+            public_view = game.public_view(play.state)
+            assert public_view == game.view(play.state, None)
+            assert public_view["seat"] is None and "legal_commands" not in public_view
+            for seat in play.seats:
+                private = game.private_view(play.state, seat)
+                seat_view = game.view(play.state, seat)
+                assert api.merge_views(public_view, private) == seat_view
+                assert seat_part(public_view, seat_view) == {"set": private}
+                legal = [c.to_dict() for c in game.legal_commands(play.state, seat)]
+                assert private["seat"] == seat and private["legal_commands"] == legal
+                assert set(private) - {"seat", "legal_commands"} <= set(public_view), private
+            checked += 1
+        play.apply(command)
+    assert checked
+
+
+@per_game
+def test_turn_positions_rank_every_seat_once_and_replay(name: str) -> None:
+    """``turn_positions``: a 0-based place for each seat, each place once, the same in the
+    live state of a finished game and in its replayed log."""
+    game = api.get(name)
+    for players in (game.min_players, game.max_players):
+        played = api.play_random_game(game, game.rules(game.default_ruleset), players, 11)
+        positions = game.turn_positions(played.state)
+        assert sorted(positions) == list(range(players))
+        assert game.turn_positions(game.replay(played.events)) == positions
+
+
+@per_game
+def test_the_game_info_declares_what_the_game_has(name: str) -> None:
+    """The catalog and the bots read a game's declared parts: a declared greedy policy is
+    there, the player range is the default ruleset's, the catalog lists the declarations."""
+    game = api.get(name)
+    info = game.info
+    assert info.name == game.name == name
+    assert (game.policy() is not None) == info.greedy_policy
+    assert (game.state_policy() is not None) == info.greedy_policy
+    assert info.search_hints or game.search_hints() == api.SearchHints()
+    assert 1 <= info.min_players <= info.max_players
+    entry = next(e for e in api.catalog() if e.name == name)
+    assert (entry.chance, entry.hidden_information, entry.board) == (
+        info.chance,
+        info.hidden_information,
+        info.board,
+    )
+
+
+def test_the_registry_refuses_a_game_that_declares_a_policy_it_lacks() -> None:
+    """A ``GameInfo`` that lists a greedy policy the game does not have would offer clients a
+    bot level that cannot play: registering it fails, and nothing is registered."""
+    game = api.get()
+    liar = dataclasses.replace(game.info, name="liar", greedy_policy=False)
+
+    class Liar(type(game)):  # type: ignore[misc]
+        pass
+
+    lying = Liar()
+    lying.info = liar
+    with pytest.raises(ValueError, match="greedy_policy"):
+        api.register(lying, type(None))
+    assert "liar" not in api.names()
+
+
+@per_game_property(10, data=st.data())
+def test_every_event_matches_its_declared_class(name: str, data: st.DataObject) -> None:
+    """Invariant (typed events): every event a random game emits, ``game_created`` to
+    ``game_ended``, has a declared class (``event_types()``) and its data validates against
+    it strictly (no missing, unknown or mistyped field); every type the game's event
+    handlers apply is declared, and every declared type has a handler."""
+    play = data.draw(specs(name)).start().finish()
+    types = play.game.event_types()
+    for event in play.log:
+        assert api.check_event(event, types) is None, api.check_event(event, types)
+    assert set(types) == set(play.game.handlers.table)  # type: ignore[attr-defined]
+    for cls in types.values():
+        schema = api.event_schema(cls)
+        assert schema["title"] == cls.type and schema["x-version"] == cls.version
+
+
+def test_an_event_that_drifts_from_its_class_is_caught() -> None:
+    """The check is strict: a missing field, an unknown one or a mistyped one is named."""
+    types = api.get("navegador").event_types()
+    good = Event("colony_founded", {"seat": 1, "region": "brazil", "good": "sugar", "price": 2})
+    assert api.check_event(good, types) is None
+    for bad in (
+        {"seat": 1, "region": "brazil", "good": "sugar"},
+        {"seat": 1, "region": "brazil", "good": "sugar", "price": 2, "extra": 0},
+        {"seat": "1", "region": "brazil", "good": "sugar", "price": 2},
+    ):
+        assert api.check_event(Event("colony_founded", bad), types) is not None
+    assert api.check_event(Event("no_such_event", {}), types) is not None

@@ -3,11 +3,15 @@ the docstrings), each set up as a small situation and played through the public 
 
 from __future__ import annotations
 
+import json
 from itertools import combinations
 from random import Random
 
 import pytest
 
+from shared.contracts import load_event
+from shared.eventstore.codec import to_event
+from shared.games import api
 from shared.games.age_of_discovery import (
     Battle,
     Bid,
@@ -1014,3 +1018,37 @@ def test_a_command_without_a_seat_or_an_optional_field_reads_plainly() -> None:
     assert _reason(state, UseUniversity(0, "turn_order")) == (
         "university (box 'turn_order') is not allowed here"
     )
+
+
+@pytest.mark.parametrize("starting_order", ["random", "auction"])
+def test_turn_positions_are_the_first_turns_order(starting_order: str) -> None:
+    """Rules §2 (starting order, drawn or bid for): each seat's turn position is its place in
+    the first turn's order, whatever the turns after it reorder."""
+    game = api.get("age_of_discovery")
+    rules = game.rules("standard", {"starting_order": starting_order})
+    played = api.play_random_game(game, rules, 4, 5)
+    first = next(e for e in played.events if e.type == "turn_order").data["order"]
+    assert game.turn_positions(played.state) == [first.index(seat) for seat in range(4)]
+    later = [e.data["order"] for e in played.events if e.type == "turn_order"]
+    assert any(order != first for order in later), "no turn reordered the seats"
+
+
+def test_a_log_and_a_snapshot_in_the_old_shape_still_read() -> None:
+    """A log stored before games had names (envelope schema 1, ``game_created`` without
+    ``game``) and a snapshot from before the starting order was kept: the log replays to the
+    same state, each of its events matches its declared class once read, and the snapshot
+    restores (its starting order unknown, the turn positions are the seats' own)."""
+    game = api.get()
+    played = api.play_random_game(game, game.rules("standard"), 3, 4)
+    stored = []
+    for version, e in enumerate(played.events, start=1):
+        data = {k: v for k, v in e.data.items() if e.type != "game_created" or k != "game"}
+        raw = {"game_id": "g", "version": version, "type": e.type, "data": data}
+        stored.append({**raw, "secret": e.secret, "schema_version": 1})
+    events = [to_event(load_event(raw)) for raw in stored]
+    assert game.state_hash(game.replay(events)) == game.state_hash(played.state)
+    assert [api.check_event(e, game.event_types()) for e in events] == [None] * len(events)
+    snapshot = json.loads(json.dumps(game.snapshot(played.state)))
+    del snapshot["start_order"]
+    restored = game.restore(snapshot)
+    assert restored.start_order == [] and game.turn_positions(restored) == [0, 1, 2]

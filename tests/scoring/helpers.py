@@ -59,7 +59,9 @@ async def play_games(
             # In one transaction: a bot the running lobby plays for a seat answers after
             # them all (and finds the game moved on), never between two of them.
             await sender.send_many(commands)
-            result = await sender.result(game_id, commands[-1].command_id, timeout_s=60)
+            result = await sender.result(
+                game_id, commands[-1].command_id, timeout_s=60, seat=commands[-1].seat
+            )
             assert result is not None and result.status == "accepted", result
             played[game_id] = (commands, final)
     return played

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..api import Command, Decision, Event, RulesetError, RuleViolation, register
+from ..commands import Command
+from ..protocol import Decision, Event, RulesetError, RuleViolation
+from ..registry import register
 from .commands import (
     Battle,
     Bid,
@@ -51,7 +53,7 @@ from .ruleset import (
 from .sampling import Sampler, sample_state
 from .scoring import score
 from .state import GameState, blank_state
-from .views import determinize, seat_view, view
+from .views import determinize, private_view, public_view, view
 
 GAME = register(AgeOfDiscovery(), GameState)
 
@@ -108,9 +110,10 @@ __all__ = [
     "new_game",
     "parse_ruleset",
     "pending",
+    "private_view",
+    "public_view",
     "replay",
     "sample_state",
     "score",
-    "seat_view",
     "view",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..api import Command, parse_command
+from ..commands import Command, parse_command
 
 # Boxes a unit can be placed in (rules §3 A). Order is resolution order.
 BOXES = (

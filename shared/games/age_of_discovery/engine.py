@@ -14,7 +14,8 @@ from itertools import combinations_with_replacement
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from ..api import PUBLIC, Command, Decision, Event, RuleViolation, Visibility
+from ..commands import Command
+from ..protocol import PUBLIC, Decision, Event, RuleViolation, Visibility
 from ..ruleset_files import CARRIED
 from . import rng
 from .commands import (

@@ -7,10 +7,10 @@ public :func:`evolve` copies first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from ..api import Event
+from ..base import EventHandlers
+from ..protocol import Event
 from .commands import SPECIALIST_SPACES
 from .ruleset import CAPTAIN, SOLDIER, UNITS
 from .state import GameState, income_from_sets
@@ -18,29 +18,18 @@ from .state import GameState, income_from_sets
 UNIT = {name: i for i, name in enumerate(UNITS)}
 SPACE = {name: i for i, name in enumerate(SPECIALIST_SPACES)}
 
-Handler = Callable[[GameState, dict[str, Any], dict[str, Any] | None], None]
-HANDLERS: dict[str, Handler] = {}
+
+class _Handlers(EventHandlers[GameState]):
+    def apply(self, s: GameState, event: Event) -> None:
+        """Apply ``event`` to ``s`` in place, counting it in the state's version."""
+        self.table[event.type](s, event.data, event.secret)
+        s.version += 1
 
 
-def handles(name: str) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        HANDLERS[name] = fn
-        return fn
-
-    return register
-
-
-def apply(s: GameState, event: Event) -> None:
-    """Apply ``event`` to ``s`` in place."""
-    HANDLERS[event.type](s, event.data, event.secret)
-    s.version += 1
-
-
-def evolve(state: GameState, event: Event) -> GameState:
-    """The next state after ``event``; ``state`` is left as it was."""
-    s = state.copy()
-    apply(s, event)
-    return s
+handles = _Handlers()
+HANDLERS = handles.table
+apply = handles.apply
+evolve = handles.evolve
 
 
 # --- setup -----------------------------------------------------------------------------------
@@ -71,6 +60,8 @@ def _setup(s: GameState, d: dict[str, Any], secret: Any) -> None:
 @handles("turn_order")
 def _turn_order(s: GameState, d: dict[str, Any], secret: Any) -> None:
     s.order = list(d["order"])
+    if not s.start_order:
+        s.start_order = list(d["order"])
     for seat in s.initiative:
         s.returned[seat] += 1
     s.initiative = []

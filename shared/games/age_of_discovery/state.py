@@ -18,6 +18,7 @@ from .ruleset import Rules
 _FLAT = (
     "money",
     "order",
+    "start_order",
     "initiative",
     "trade",
     "bbox",
@@ -94,6 +95,7 @@ class GameState:
     rng: int
     money: list[int]
     order: list[int]
+    start_order: list[int]  # the first turn's order, once drawn or bid for ([] before)
     avail: list[list[int]]
     next_units: list[list[int]]
     initiative: list[int]
@@ -174,6 +176,8 @@ class GameState:
                 income_from_sets(rules, goods, ships)
                 for goods, ships in zip(s.goods, s.ships, strict=True)
             ]
+        if "start_order" not in snapshot:  # a snapshot from before it was kept
+            s.start_order = []
         s.names = tuple(s.names)
         s.dock = [tuple(x) for x in s.dock]  # type: ignore[misc]
         s.shipping = [tuple(x) for x in s.shipping]  # type: ignore[misc]
@@ -210,6 +214,7 @@ def blank_state(rules: Rules, players: int) -> GameState:
     s.rng = 0
     s.money = [0] * n
     s.order = list(range(n))
+    s.start_order = []
     s.avail = [[0] * 5 for _ in range(n)]
     s.next_units = [[0] * 5 for _ in range(n)]
     s.initiative = []

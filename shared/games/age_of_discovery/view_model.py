@@ -1,5 +1,5 @@
-"""The shape of a view (:func:`.views.view`, :func:`.views.seat_view`) as types, for its JSON
-schema: what ``GET /games/{id}/view`` documents and what clients may rely on.
+"""The shape of a view (:func:`.views.view`: the public view, a seat's private part over it)
+as types, for its JSON schema: what ``GET /games/{id}/view`` documents and what clients may rely on.
 
 ``views`` itself keeps building plain dicts, fast, because the bots' search builds views by
 the hundred thousand; these types only describe them. They follow ``views`` branch by
@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import ConfigDict, Field, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from ..api import command_wire_schema
+from ..commands import command_wire_schema
 from .commands import COMMAND_TYPES
 
 _STRICT = ConfigDict(extra="forbid")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocol import merge_views, own_view
 from ..ruleset_files import CARRIED
 from . import rng
 from .commands import SPECIALIST_SPACES
@@ -87,14 +88,21 @@ def _boxes(s: GameState) -> dict[str, Any]:
 
 
 def view(s: GameState, seat: int | None = None) -> dict[str, Any]:
-    """Everything ``seat`` may see (``None``: a spectator). JSON-ready; never a hidden value."""
+    """Everything ``seat`` may see (``None``: a spectator). JSON-ready; never a hidden value:
+    the public view, with the seat's private part set over it."""
+    public = public_view(s)
+    return public if seat is None else merge_views(public, private_view(s, seat))
+
+
+def public_view(s: GameState) -> dict[str, Any]:
+    """What every seat and the spectators see: the spectator's view."""
     rules = s.rules
     out: dict[str, Any] = {
         "game": "age_of_discovery",
         "ruleset": rules.ruleset.name,
         "options": dict(rules.options),
         **({} if rules.file is None else {CARRIED: rules.file}),
-        "seat": seat,
+        "seat": None,
         "turn": s.turn,
         "age": rules.age_of_turn(max(s.turn, 1)),
         "phase": s.phase,
@@ -122,8 +130,6 @@ def view(s: GameState, seat: int | None = None) -> dict[str, Any]:
             "places": [p if p >= 0 else None for p in s.auction_order],
             "last_bids": list(s.last_bid),
         }
-    if seat is not None:
-        out["legal_commands"] = [c.to_dict() for c in legal_commands(s, seat)]
     return out
 
 
@@ -144,12 +150,23 @@ def _resolving(s: GameState) -> dict[str, Any] | None:
     return out
 
 
-def seat_view(s: GameState, seat: int) -> dict[str, Any]:
-    """A seat's view plus its own private choice in a battle (its casualty pick)."""
-    out = view(s, seat)
-    if s.battles and seat in s.choices and out["resolving"]:
-        out["resolving"]["battle"]["your_choice"] = s.choices[seat]
+def private_view(s: GameState, seat: int) -> dict[str, Any]:
+    """What ``seat`` alone sees: its number, its legal commands, and its own casualty pick
+    in a battle (the public view says only who has chosen)."""
+    out = own_view(seat, legal_commands(s, seat))
+    if s.battles and seat in s.choices:
+        resolving = _resolving(s)
+        if resolving is not None:
+            resolving["battle"]["your_choice"] = s.choices[seat]
+            out["resolving"] = resolving
     return out
+
+
+def start_positions(s: GameState) -> list[int]:
+    """Each seat's 0-based place in the turn order of the first turn: the order the setup
+    drew (or the starting auction bid for) before the first turn begins."""
+    order = s.start_order if s.start_order else list(range(s.n))
+    return [order.index(seat) for seat in range(s.n)]
 
 
 def determinize(state: GameState, seed: int) -> GameState:

@@ -13,14 +13,14 @@ the starting player), recorded in its event, so replaying a log needs no generat
 
 from __future__ import annotations
 
-from ..api import register
+from ..registry import register
 from .engine import decide, decide_into, legal_commands, new_game, pending
 from .evolve import apply, evolve
 from .game import Navegador
 from .ruleset import Rules, Ruleset, compile_rules, load_ruleset, parse_ruleset
 from .scoring import score
 from .state import State
-from .views import determinize, view
+from .views import determinize, private_view, public_view, view
 
 GAME = register(Navegador(), State)
 
@@ -41,6 +41,8 @@ __all__ = [
     "new_game",
     "parse_ruleset",
     "pending",
+    "private_view",
+    "public_view",
     "score",
     "view",
 ]

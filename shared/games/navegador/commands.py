@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..api import Command, parse_command
+from ..commands import Command, parse_command
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from ..api import Command, Decision, Event, RuleViolation
+from ..commands import Command
+from ..protocol import Decision, Event, RuleViolation
 from ..ruleset_files import CARRIED
 from .commands import (
     Build,

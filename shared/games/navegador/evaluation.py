@@ -20,7 +20,7 @@ and measures the prediction: its squared error is 94 VP² where the score now gi
 
 from __future__ import annotations
 
-from ..api import SearchHints
+from ..protocol import SearchHints
 from .scoring import score
 from .state import State
 

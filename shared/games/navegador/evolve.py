@@ -7,35 +7,16 @@ private state; :func:`evolve` copies first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from ..api import Event
+from ..base import EventHandlers
 from .ruleset import COLUMNS
 from .state import State
 
-Handler = Callable[[State, dict[str, Any], dict[str, Any] | None], None]
-HANDLERS: dict[str, Handler] = {}
-
-
-def handles(name: str) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        HANDLERS[name] = fn
-        return fn
-
-    return register
-
-
-def apply(s: State, event: Event) -> None:
-    """Apply ``event`` to ``s`` in place."""
-    HANDLERS[event.type](s, event.data, event.secret)
-
-
-def evolve(state: State, event: Event) -> State:
-    """The next state after ``event``; ``state`` is left as it was."""
-    s = state.copy()
-    apply(s, event)
-    return s
+handles: EventHandlers[State] = EventHandlers()
+HANDLERS = handles.table
+apply = handles.apply
+evolve = handles.evolve
 
 
 def _region(s: State, name: str) -> int:

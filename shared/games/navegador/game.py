@@ -1,77 +1,64 @@
-"""Navegador behind the :class:`~shared.games.api.Game` protocol.
-
-A thin adapter over the rules modules beside it: the rules cache, the (empty) options
-model, seat results, hidden information and the bots' plug-ins.
+"""Navegador on the :class:`~shared.games.base.BaseGame`: its rules, seat results, views and
+the bots' plug-ins; the base game supplies the rest of the protocol.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterable, Mapping, Sequence
-from functools import cache, lru_cache
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, create_model
+from collections.abc import Sequence
+from functools import cache
 
 from ..analytics import named_ids
-from ..api import (
-    Command,
+from ..base import BaseGame
+from ..protocol import (
     Event,
     Fact,
-    Observation,
+    GameInfo,
     Policy,
     SearchHints,
     SeatResult,
     StatePolicy,
 )
-from ..ruleset_files import CARRIED, file_text
 from . import engine, views
-from .commands import COMMAND_TYPES, command_from_dict
+from .commands import COMMAND_TYPES
 from .evaluation import SEARCH_HINTS, expected_totals
-from .evolve import apply as apply_event
-from .evolve import evolve as evolve_state
+from .events import EVENT_TYPES
+from .evolve import handles
 from .greedy import greedy_values, state_values
-from .ruleset import COLUMNS, Rules, available_rulesets, compile_rules, load_ruleset, loads_ruleset
+from .ruleset import COLUMNS, FILES, Rules, compile_rules
 from .sampling import Sampler
 from .scoring import BREAKDOWN, score
 from .state import State, blank_state
 
 
-class Navegador:
+class Navegador(BaseGame[State, Rules]):
     """The game, as the registry hands it to services."""
 
-    name = engine.NAME
-    title = "Navegador"
-    default_ruleset = "standard"
+    files = FILES
+    handlers = handles
+    commands = COMMAND_TYPES
+    events = EVENT_TYPES
+    state_type = State
+    sampler_type = Sampler
+    view_model = f"{__package__}.view_model"
+    compile = staticmethod(compile_rules)
+    blank = staticmethod(blank_state)
 
     def __init__(self) -> None:
-        standard = load_ruleset(self.default_ruleset)
-        self.min_players = standard.min_players
-        self.max_players = standard.max_players
-
-    # --- rulesets and options -------------------------------------------------------------
-
-    def rulesets(self) -> list[str]:
-        return available_rulesets()
-
-    def options_model(self, ruleset: str) -> type[BaseModel]:
-        return _options_model()
-
-    def rules(self, ruleset: str, options: Mapping[str, Any] | None = None) -> Rules:
-        if options:
-            return compile_rules(load_ruleset(ruleset), dict(options))  # refuses them
-        return _rules(ruleset)
-
-    def rules_named(self, data: Mapping[str, Any]) -> Rules:
-        """The rules a ``game_created`` event's data, a snapshot or a view names: the
-        ruleset file it carries, else the shipped ruleset of its name."""
-        file = data.get(CARRIED)
-        if file is None:
-            return self.rules(data["ruleset"], data["options"])
-        return _carried_rules(file)
-
-    def command_types(self) -> Mapping[str, type[Command]]:
-        return COMMAND_TYPES
+        standard = FILES.load("standard")
+        super().__init__(
+            GameInfo(
+                name=engine.NAME,
+                title="Navegador",
+                min_players=standard.min_players,
+                max_players=standard.max_players,
+                score_bounds=(0, 200),
+                greedy_policy=True,
+                state_policy=True,
+                search_hints=True,
+                facts=True,
+                board=engine.NAME,
+            )
+        )
 
     # --- playing --------------------------------------------------------------------------
 
@@ -80,37 +67,15 @@ class Navegador:
     ) -> tuple[State, list[Event]]:
         return engine.new_game(rules, players, seed)
 
-    def initial(self, first: Event) -> State:
-        if first.type != "game_created":
-            raise ValueError(f"a log starts with game_created, not {first.type}")
-        data = first.data
-        return blank_state(self.rules_named(data), len(data["players"]))
-
-    # The three calls of every step of a random game or a playout, bound straight to the
-    # engine's functions: no adapter frame per call.
+    # The calls of every step of a random game or a playout, bound straight to the engine's
+    # functions: no adapter frame per call.
     pending = staticmethod(engine.pending)
-    legal_commands = staticmethod(engine.legal_commands)
+    legal_commands = staticmethod(engine.legal_commands)  # type: ignore[assignment]
+    decide = staticmethod(engine.decide)
     decide_into = staticmethod(engine.decide_into)
-
-    def parse_command(self, raw: Any) -> Command:
-        return command_from_dict(raw)
-
-    def decide(self, state: State, command: Command) -> list[Event]:
-        return engine.decide(state, command)
-
-    def apply(self, state: State, event: Event) -> None:
-        apply_event(state, event)
-
-    def evolve(self, state: State, event: Event) -> State:
-        return evolve_state(state, event)
-
-    def replay(self, events: Iterable[Event]) -> State:
-        it = iter(events)
-        state = self.initial(first := next(it))
-        apply_event(state, first)
-        for event in it:
-            apply_event(state, event)
-        return state
+    determinize = staticmethod(views.determinize)
+    public_view = staticmethod(views.public_view)  # type: ignore[assignment]
+    turn_positions = staticmethod(views.start_positions)  # type: ignore[assignment]
 
     def is_over(self, state: State) -> bool:
         return state.stage == "over"
@@ -128,35 +93,6 @@ class Navegador:
             for row in score(state)
         ]
 
-    # --- hidden information ---------------------------------------------------------------
-
-    def view(self, state: State, seat: int | None) -> Observation:
-        return views.view(state, seat)
-
-    def view_schema(self) -> dict[str, Any]:
-        """From the types in :mod:`.view_model`, imported here so that processes that never
-        document views do not build its schemas."""
-        from . import view_model
-
-        return copy.deepcopy(view_model.view_schema())
-
-    def determinize(self, state: State, seed: int) -> State:
-        return views.determinize(state, seed)
-
-    def sampler(self, observation: Observation) -> Sampler:
-        return Sampler(self.rules_named(observation), observation)
-
-    # --- persistence ----------------------------------------------------------------------
-
-    def snapshot(self, state: State) -> dict[str, Any]:
-        return state.to_snapshot()
-
-    def restore(self, snapshot: dict[str, Any]) -> State:
-        return State.from_snapshot(self.rules_named(snapshot), snapshot)
-
-    def state_hash(self, state: State) -> str:
-        return state.state_hash()
-
     # --- plug-ins -------------------------------------------------------------------------
 
     def evaluate(self, state: State) -> list[float]:
@@ -172,17 +108,12 @@ class Navegador:
         return SEARCH_HINTS
 
     def state_policy(self) -> StatePolicy:
-        """The same policy read off a whole state (:func:`~shared.games.api.state_policy`)."""
+        """The same policy read off a whole state: no view built per playout step."""
         return state_values
 
-    def turn_positions(self, state: State) -> list[int]:
-        """Per seat, its place in the turn order: the start player (drawn at setup) first,
-        then clockwise."""
-        return [(seat - state.start) % state.n for seat in range(state.n)]
-
     def labels(self) -> dict[str, dict[str, str]]:
-        """Readable names for the analytics: the map's regions, the goods, the buildings'
-        columns, the score columns and the facts."""
+        """Readable names for the analytics: the map's regions, the buildings' columns,
+        the score columns and the facts."""
         return _labels()
 
     def facts(self, state: State, event: Event) -> list[Fact]:
@@ -200,31 +131,11 @@ class Navegador:
         return []
 
 
-@lru_cache(maxsize=16)
-def _rules(ruleset: str) -> Rules:
-    """Compiled rules, once per ruleset: a load must not reparse files."""
-    file = file_text(ruleset)
-    return compile_rules(load_ruleset(ruleset) if file is None else loads_ruleset(file), file=file)
-
-
-@lru_cache(maxsize=16)
-def _carried_rules(file: str) -> Rules:
-    """Compiled rules of a ruleset file's text a log, a snapshot or a view carries, once per
-    file: a bot's sampler is made at every decision."""
-    return compile_rules(loads_ruleset(file), file=file)
-
-
-@cache
-def _options_model() -> type[BaseModel]:
-    """Navegador has no edition options: an empty model that refuses any."""
-    return create_model("NavegadorOptions", __config__=ConfigDict(extra="forbid"))
-
-
 @cache
 def _labels() -> dict[str, dict[str, str]]:
     columns = {f"{c}_vp": f"{c.capitalize()} VP" for c in COLUMNS}
     return {
-        "subjects": named_ids(load_ruleset("standard")),
+        "subjects": named_ids(FILES.load("standard")),
         "columns": {**columns, "total": "Total"},
         "facts": {
             "exploration": "Explorations",

@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..api import RulesetError
+from ..protocol import RulesetError
 from ..ruleset_files import RulesetFiles
 
 ACTIONS = ("sailing", "workers", "market", "colony", "privilege", "ships", "buildings")
@@ -204,27 +203,14 @@ class Ruleset(_Model):
         return errors
 
 
-_FILES = RulesetFiles(__package__, Ruleset)
+FILES = RulesetFiles(__package__, Ruleset)
 
 
-def parse_ruleset(data: dict[str, Any]) -> Ruleset:
-    """Validate a ruleset given as plain data; raise :class:`RulesetError` naming the field."""
-    return _FILES.parse(data)
-
-
-def available_rulesets() -> list[str]:
-    """Names of the rulesets shipped with the package."""
-    return _FILES.available()
-
-
-def load_ruleset(name_or_path: str | Path = "standard") -> Ruleset:
-    """Load a shipped ruleset by name, or a ruleset file by path."""
-    return _FILES.load(name_or_path)
-
-
-def loads_ruleset(text: str) -> Ruleset:
-    """A ruleset from a ruleset file's text."""
-    return _FILES.loads(text)
+# The loaders the game's modules and tests call by name.
+parse_ruleset = FILES.parse
+available_rulesets = FILES.available
+load_ruleset = FILES.load
+loads_ruleset = FILES.loads
 
 
 # --- compiled form ---------------------------------------------------------------------------

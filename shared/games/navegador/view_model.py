@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from ..api import command_wire_schema
+from ..commands import command_wire_schema
 from .commands import COMMAND_TYPES
 
 _STRICT = ConfigDict(extra="forbid")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ..protocol import merge_views, own_view
 from ..ruleset_files import CARRIED
 from .engine import NAME, _card_usable, legal_commands, pending
 from .ruleset import COLUMNS, Rules
@@ -127,13 +128,21 @@ def board(rules: Rules) -> dict[str, Any]:
 
 
 def view(s: State, seat: int | None = None) -> dict[str, Any]:
-    """Everything ``seat`` may see (``None``: a spectator). JSON-ready; never a hidden value."""
+    """Everything ``seat`` may see (``None``: a spectator). JSON-ready; never a hidden value:
+    the public view, with the seat's private part set over it."""
+    public = public_view(s)
+    return public if seat is None else merge_views(public, private_view(s, seat))
+
+
+def public_view(s: State) -> dict[str, Any]:
+    """What every seat and the spectators see (everything in Navegador but a seat's legal
+    commands: no hand, no secret goal): the spectator's view."""
     rules = s.rules
     out: dict[str, Any] = {
         "game": NAME,
         "ruleset": rules.ruleset.name,
         "options": {},
-        "seat": seat,
+        "seat": None,
         "turn": s.turn,
         "phase": s.phase,
         "next_phase": s.next_phase or None,
@@ -164,9 +173,18 @@ def view(s: State, seat: int | None = None) -> dict[str, Any]:
         "pending": [{"seat": d.seat, "kind": d.kind} for d in pending(s)],
         "scores": score(s),
     }
-    if seat is not None:
-        out["legal_commands"] = [c.to_dict() for c in legal_commands(s, seat)]
     return out
+
+
+def private_view(s: State, seat: int) -> dict[str, Any]:
+    """What ``seat`` alone sees: its number and its legal commands."""
+    return own_view(seat, legal_commands(s, seat))
+
+
+def start_positions(s: State) -> list[int]:
+    """Each seat's 0-based place in turn order: play goes round from the start player the
+    setup drew (0 for every seat before the setup)."""
+    return [(seat - s.start) % s.n for seat in range(s.n)]
 
 
 def hidden_regions(s: State) -> list[int]:

@@ -305,3 +305,13 @@ def test_results_and_facts_of_a_random_game() -> None:
         "church_vp",
     }
     assert {"exploration", "colony", "building_bought", "privilege"} <= kinds
+
+
+def test_turn_positions_go_round_from_the_drawn_start_player() -> None:
+    """Setup: the start player is drawn and play goes round clockwise from it, so seat
+    ``start + k`` is ``k``-th in turn order for the whole game."""
+    nav = api.get("navegador")
+    for seed in range(3):
+        played = api.play_random_game(nav, nav.rules("standard"), 4, seed)
+        start = next(e for e in played.events if e.type == "setup").data["start_player"]
+        assert nav.turn_positions(played.state) == [(seat - start) % 4 for seat in range(4)]
