@@ -14,7 +14,7 @@ import io
 import multiprocessing
 import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -72,20 +72,39 @@ def _where(table: Table, scope: Scope) -> Any:
 
 def _batches(db: Engine, table: Table, scope: Scope) -> Iterator[pa.Table]:
     """The rows in scope as Arrow tables of up to :data:`BATCH` rows, with ``month``
-    (``YYYY-MM``, from the finish hour) to partition by."""
+    (``YYYY-MM``, from the finish hour) to partition by. Read through the driver's own
+    cursor (a server-side one on PostgreSQL): no SQLAlchemy row per row, the columns
+    straight into Arrow."""
+    query = select(table).where(_where(table, scope))
+    sql = str(query.compile(dialect=db.dialect, compile_kwargs={"literal_binds": True}))
+    names = [c.name for c in table.columns]
+    types = [_arrow_type(c.type) for c in table.columns]
     with db.connect() as conn:
-        result = conn.execution_options(stream_results=True).execute(
-            select(table).where(_where(table, scope))
-        )
-        names = list(result.keys())
-        types = [_arrow_type(table.c[name].type) for name in names]
-        while rows := result.fetchmany(BATCH):
-            arrays = (
-                pa.array(c, type=t) for c, t in zip(zip(*rows, strict=True), types, strict=True)
-            )
-            columns = dict(zip(names, arrays, strict=True))
-            columns["month"] = pc.utf8_slice_codeunits(columns["finished_hour"], 0, 7)
-            yield pa.table(columns)
+        driver = conn.connection.dbapi_connection
+        assert driver is not None
+        server_side = {"name": "caravel_export"} if db.dialect.name == "postgresql" else {}
+        cursor = driver.cursor(**server_side)
+        try:
+            cursor.execute(sql)
+            while rows := cursor.fetchmany(BATCH):
+                values = zip(*rows, strict=True)
+                arrays = (_array(v, t) for v, t in zip(values, types, strict=True))
+                columns = dict(zip(names, arrays, strict=True))
+                columns["month"] = pc.utf8_slice_codeunits(columns["finished_hour"], 0, 7)
+                yield pa.table(columns)
+        finally:
+            cursor.close()
+
+
+def _array(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
+    """A column as Arrow; SQLite's times come as text (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC)
+    and its booleans as 0 and 1."""
+    if pa.types.is_boolean(kind) and not isinstance(values[0], bool):
+        return pc.cast(pa.array(values, type=pa.int8()), kind)
+    if pa.types.is_timestamp(kind) and any(isinstance(v, str) for v in values):
+        naive = pc.cast(pa.array(values, type=pa.string()), pa.timestamp("us"))
+        return pc.assume_timezone(naive, "UTC")
+    return pa.array(values, type=kind)
 
 
 def _arrow_type(sql: Any) -> pa.DataType:
