@@ -84,6 +84,8 @@ def ruleset_hash(rules: Any) -> str:
         return held[1]
     text = json.dumps(_canonical(rules), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    if len(_HASHES) >= 256:  # rules are cached by the games: a few live at once
+        _HASHES.clear()
     _HASHES[id(rules)] = (rules, digest)
     return digest
 
