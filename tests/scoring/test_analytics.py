@@ -226,3 +226,19 @@ async def test_the_analytics_api_filters_intervals_comparisons_and_exports(
             "parquet",
             "csv",
         ]
+
+
+def test_the_ruleset_hash_follows_the_content_not_the_name(tmp_path: Path) -> None:
+    """The shipped board given as a file hashes as the shipped name does; an edited value
+    or another option hashes differently; labels name the board's ids."""
+    game = api.get(AOD)
+    standard = Path(analytics.__file__).parent / "age_of_discovery" / "rulesets" / "standard.toml"
+    copy = tmp_path / "mine.toml"
+    copy.write_text(standard.read_text())
+    named = analytics.ruleset_hash(game.rules("standard"))
+    assert analytics.ruleset_hash(game.rules(str(copy))) == named
+    assert analytics.ruleset_hash(game.rules("standard", {"factory_income": 30})) != named
+    edited = tmp_path / "edited.toml"  # another path: the game caches rules by path
+    edited.write_text(standard.read_text().replace("training_cost = 5", "training_cost = 6"))
+    assert analytics.ruleset_hash(game.rules(str(edited))) != named
+    assert analytics.labels(game)["subjects"]["indentured_servitude"] == "Indentured Servitude"
