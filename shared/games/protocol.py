@@ -405,9 +405,9 @@ class Game(Protocol[S, R]):
         ...
 
     def labels(self) -> dict[str, dict[str, str]]:
-        """Readable names of the ids the analytics show, by namespace (``sides``,
-        ``columns``, ``facts``, ``subjects``, ``options``, ``values``); an id left out is
-        shown made readable (``rio_de_la_plata`` → ``Rio de la plata``). Default: none."""
+        """Readable names of the game's ids by namespace (``options``, ``values``,
+        ``sides``, ``subjects``, ``columns``, ``facts``): what clients and the analytics show
+        instead of an id; an id without one is made readable by whoever shows it."""
         ...
 
 

@@ -4,11 +4,9 @@ the page is readable at 390 px with no console error and no request off the mach
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-import pytest
 from playwright.async_api import Page, async_playwright
 
 from services.lab import LabRun, run_lab
@@ -16,18 +14,10 @@ from services.lobby.db import make_engine
 from shared.bus import Keys
 from tests.lobby.helpers import running_lobby
 
-from .helpers import CHROMIUM, WIDE, Traffic, launch, shoot
+from .helpers import WIDE, Traffic, launch, shoot
 
 SNAKE = re.compile(r"\b[a-z0-9]+_[a-z0-9_]+\b")
 AOD = "age_of_discovery"
-
-
-def need_chromium() -> None:
-    if Path(CHROMIUM).exists():
-        return
-    if os.environ.get("CARAVEL_REQUIRE_SYSTEM_TOOLS") == "1":
-        pytest.fail(f"chromium is missing ({CHROMIUM})")
-    pytest.skip(f"chromium is missing ({CHROMIUM}): install Debian's chromium")
 
 
 async def summary(page: Page) -> str:
@@ -37,7 +27,6 @@ async def summary(page: Page) -> str:
 async def test_the_analytics_page_filters_draws_whiskers_and_compares(
     redis_url: str, keys: Keys, tmp_path: Path
 ) -> None:
-    need_chromium()
     database = f"sqlite:///{tmp_path / 'lab.db'}"
     db = make_engine(database)
     for name, games, income in (("low", 6, "25"), ("high", 4, "30")):

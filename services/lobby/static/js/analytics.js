@@ -2,7 +2,7 @@
 // experiment to compare with, of /analytics/compare) as rows of bars with their 95%
 // interval as a whisker, n beside each, labels from the game (/analytics/labels).
 import { get } from "./api.js";
-import { clear, h, s } from "./dom.js";
+import { clear, h, label, readable, s } from "./dom.js";
 
 const form = document.getElementById("filters");
 const figuresBox = document.getElementById("figures");
@@ -15,11 +15,7 @@ let games = [];
 
 // --- labels -------------------------------------------------------------------------------
 
-const readable = (id) => {
-  const text = String(id).replaceAll("_", " ").replaceAll("-", " ").trim();
-  return text.charAt(0).toUpperCase() + text.slice(1);
-};
-const named = (space, id) => labels[space]?.[id] ?? readable(id);
+const named = (space, id) => label(labels, space, id);
 const ordinal = (n) => `${n}${["th", "st", "nd", "rd"][(n % 100 - 20) % 10] || ["th", "st", "nd", "rd"][n % 100] || "th"}`;
 const kindLabel = (kind) => kind.startsWith("bot:") ? `Bot (${kind.slice(4)})` : readable(kind);
 const pct = (x) => `${(100 * x).toFixed(1)}%`;
@@ -29,10 +25,10 @@ const signedNum = (x) => `${x >= 0 ? "+" : "−"}${num(Math.abs(x))}`;
 
 // --- the filters --------------------------------------------------------------------------
 
-function select(name, label, options, value) {
+function select(name, caption, options, value) {
   const field = h("select", { name, "data-testid": `filter-${name}` },
     ...options.map(([v, text]) => h("option", { value: v, selected: v === value, text })));
-  return h("label", {}, label, field);
+  return h("label", {}, caption, field);
 }
 
 function buildForm(game) {
@@ -93,11 +89,11 @@ function whisker(y, low, high, scale) {
 }
 
 // One row: a label, bars with whiskers (one per figure: A, or A and B), a value, a note.
-function row(label, bars, value, max, fair, note) {
+function row(caption, bars, value, max, fair, note) {
   const scale = W / (max || 1);
   const height = 8 + 12 * bars.length;
   const svg = s("svg", { viewBox: `0 0 ${W} ${height}`, preserveAspectRatio: "none",
-    role: "img", "aria-label": `${label}: ${value}` });
+    role: "img", "aria-label": `${caption}: ${value}` });
   svg.style.height = `${height / 16}rem`;
   bars.forEach((b, i) => {
     const y = 4 + 12 * i;
@@ -108,7 +104,7 @@ function row(label, bars, value, max, fair, note) {
     svg.append(s("line", { class: "fair", x1: fair * scale, x2: fair * scale, y1: 0, y2: height }));
   }
   return h("div", { class: "figure", "data-testid": "figure" },
-    h("span", { class: "label" }, label), svg, h("span", { class: "value" }, value),
+    h("span", { class: "label" }, caption), svg, h("span", { class: "value" }, value),
     note ?? null);
 }
 
