@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -118,12 +117,6 @@ def _count(db: Engine) -> int:
         return int(conn.execute(select(func.count()).select_from(flat.RESULTS)).scalar_one())
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and its waited-for children (the export's workers)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -190,12 +183,12 @@ def main() -> None:
                 ]
                 out["api_period_off_the_hour"] = measure(base, flat_path, 2)
             if args.export:
-                started, cpu = time.perf_counter(), _cpu()
+                started, cpu = time.perf_counter(), time.process_time()
                 counts = write_parquet(db, Scope(), Path(folder) / "export")
+                counts["cpu_seconds"] += time.process_time() - cpu  # the workers' and ours
                 out["export"] = {
-                    **counts,
+                    **{k: round(v, 2) for k, v in counts.items()},
                     "seconds": round(time.perf_counter() - started, 2),
-                    "cpu_seconds": round(_cpu() - cpu, 2),
                 }
             db.dispose()
     print(json.dumps(out))

@@ -741,7 +741,7 @@ def analytics_export(
         counts = (write_parquet if fmt == "parquet" else write_csv)(db, scope, output)
     finally:
         db.dispose()
-    result = {"format": fmt, "output": str(output), **counts}
+    result = {"format": fmt, "output": str(output), **{k: round(v, 2) for k, v in counts.items()}}
     result["seconds"] = round(time.perf_counter() - started, 2)
     if as_json:
         print(json.dumps(result))

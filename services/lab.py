@@ -164,16 +164,20 @@ def _init(run: LabRun) -> None:
     _RUN = (run, check(run)[1])
 
 
-def _chunk(bounds: tuple[int, int]) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+def _chunk(
+    bounds: tuple[int, int],
+) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]], float]:
+    """Games ``bounds`` of the run: their rows, seat facts and the CPU seconds they took."""
     assert _RUN is not None
     run, rules = _RUN
+    cpu = time.process_time()
     results: list[dict[str, Any]] = []
     facts: list[dict[str, Any]] = []
     for index in range(*bounds):
         r, f = play(run, index, rules)
         results += r
         facts += f
-    return bounds[1] - bounds[0], results, facts
+    return bounds[1] - bounds[0], results, facts, time.process_time() - cpu
 
 
 def _chunks(games: int) -> Iterator[tuple[int, int]]:
@@ -225,12 +229,13 @@ def run_lab(run: LabRun, db: Engine, progress: Callable[[int], None] | None = No
             raise LabError(f"experiment {run.experiment!r} exists: name another")
         conn.execute(insert(flat.EXPERIMENTS), [created])
     workers = run.workers or os.cpu_count() or 1
-    started, cpu = time.perf_counter(), _cpu()
-    recorded, status = 0, "incomplete"
+    started, cpu = time.perf_counter(), time.process_time()
+    recorded, status, played_cpu = 0, "incomplete", 0.0
     try:
-        context = multiprocessing.get_context("fork")
+        context = multiprocessing.get_context("forkserver")  # no lock of a thread inherited
         with context.Pool(workers, initializer=_init, initargs=(run,)) as pool:
-            for count, results, facts in pool.imap_unordered(_chunk, _chunks(run.games)):
+            for count, results, facts, chunk_cpu in pool.imap_unordered(_chunk, _chunks(run.games)):
+                played_cpu += chunk_cpu
                 _insert(db, results, facts)
                 recorded += count
                 _mark(db, run.experiment, games_recorded=recorded)
@@ -241,12 +246,7 @@ def run_lab(run: LabRun, db: Engine, progress: Callable[[int], None] | None = No
         with db.begin() as conn:  # the experiment's figures: its cells, summed once
             refresh_all(conn, run.experiment)
         _mark(db, run.experiment, status=status, finished_at=datetime.now(UTC))
+    seconds = time.perf_counter() - started
     return LabReport(
-        run.experiment, recorded, status, time.perf_counter() - started, _cpu() - cpu, workers
+        run.experiment, recorded, status, seconds, time.process_time() - cpu + played_cpu, workers
     )
-
-
-def _cpu() -> float:
-    """CPU seconds of this process and its waited-for children (the workers)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system

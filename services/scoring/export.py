@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -128,8 +129,10 @@ def _games(db: Engine, scope: Scope) -> list[str]:
         return sorted(conn.execute(select(RESULTS.c.game).distinct()).scalars())
 
 
-def _write_part(task: tuple[str, str, str, Scope, str]) -> int:
-    """One table's rows of one game into its Parquet dataset (in a worker process)."""
+def _write_part(task: tuple[str, str, str, Scope, str]) -> tuple[int, float]:
+    """One table's rows of one game into its Parquet dataset (in a worker process): the
+    rows written and the CPU seconds it took."""
+    cpu = time.process_time()
     url, name, game, scope, out = task
     db = create_engine(url)
     rows = 0
@@ -146,42 +149,47 @@ def _write_part(task: tuple[str, str, str, Scope, str]) -> int:
             )
     finally:
         db.dispose()
-    return rows
+    return rows, time.process_time() - cpu
 
 
 def _rest(scope: Scope) -> tuple[datetime | None, datetime | None, str | None]:
     return scope.since, scope.until, scope.experiment
 
 
-def write_parquet(db: Engine, scope: Scope, out: Path, workers: int = 0) -> dict[str, int]:
-    """Parquet datasets partitioned by game and month; rows per table. Each (table, game)
-    is written by a worker process (``workers``: 0, every core)."""
+def write_parquet(db: Engine, scope: Scope, out: Path, workers: int = 0) -> dict[str, float]:
+    """Parquet datasets partitioned by game and month: rows per table, and the CPU seconds
+    of the writing. Each (table, game) is written by a worker process (``workers``: 0,
+    every core; the workers fork from a clean server process, never from this one and its
+    threads)."""
     url = db.url.render_as_string(hide_password=False)
     tasks = [(url, name, game, scope, str(out)) for name in TABLES for game in _games(db, scope)]
-    counts = dict.fromkeys(TABLES, 0)
+    counts: dict[str, float] = {**dict.fromkeys(TABLES, 0), "cpu_seconds": 0.0}
     if not tasks:
         return counts
     processes = min(len(tasks), workers or os.cpu_count() or 1)
     if processes == 1:
         written = [_write_part(task) for task in tasks]
     else:
-        with multiprocessing.get_context("fork").Pool(processes) as pool:
+        with multiprocessing.get_context("forkserver").Pool(processes) as pool:
             written = pool.map(_write_part, tasks)
-    for (_, name, *_), rows in zip(tasks, written, strict=True):
+    for (_, name, *_), (rows, cpu) in zip(tasks, written, strict=True):
         counts[name] += rows
+        counts["cpu_seconds"] += cpu
     return counts
 
 
-def write_csv(db: Engine, scope: Scope, out: Path) -> dict[str, int]:
+def write_csv(db: Engine, scope: Scope, out: Path) -> dict[str, float]:
     """``results.csv`` and ``facts.csv`` in the directory ``out``; rows per table."""
     out.mkdir(parents=True, exist_ok=True)
-    counts = {}
+    counts: dict[str, float] = {}
+    cpu = time.process_time()
     for name, table in TABLES.items():
         counts[name] = 0
         with (out / f"{name}.csv").open("wb") as sink:
             for i, batch in enumerate(_batches(db, table, scope)):
                 counts[name] += batch.num_rows
                 pacsv.write_csv(batch, sink, pacsv.WriteOptions(include_header=i == 0))
+    counts["cpu_seconds"] = time.process_time() - cpu
     return counts
 
 
