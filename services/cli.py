@@ -387,6 +387,37 @@ def bench_pipeline(
     )
 
 
+@bench.command("capacity")
+def bench_capacity(
+    tables: Annotated[
+        str, typer.Option(help="Numbers of concurrent tables to try, comma-separated.")
+    ] = "50,100,200",
+    seconds: Annotated[float, typer.Option(min=1, help="Measured time at each number.")] = 30,
+    lobbies: Annotated[int, typer.Option(min=1, help="CARAVEL_LOBBIES of the server.")] = 1,
+    p99_ms: Annotated[float, typer.Option(help="The p99 move -> WebSocket allowed.")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
+) -> None:
+    """Concurrent 4-seat tables at a human pace (think 2-10 s; one human seat over HTTP and
+    its WebSocket, three greedy bots) on a fresh `caravel up` each: the largest number whose
+    p99 move -> WebSocket stays within --p99-ms with no refused or lost move, and the memory
+    per table and per open socket."""
+    from services.capacity import capacity
+
+    levels = [int(n) for n in tables.split(",") if n.strip()]
+    result = capacity(levels, seconds, lobbies, p99_ms)
+    if as_json:
+        print(json.dumps(result))
+        return
+    for run in result["runs"]:
+        latency = run["latency_ms"] or {"p50": "-", "p99": "-"}
+        console.print(
+            f"{run['tables']} tables: {run['moves']} human moves, p50 {latency['p50']} ms, "
+            f"p99 {latency['p99']} ms, refused {run['refused']}, lost {run['lost']}, "
+            f"{run['memory_per_table_kb']} KB/table, {run['memory_per_socket_kb']} KB/socket"
+        )
+    console.print(f"largest within {p99_ms} ms: {result['largest_ok']} tables")
+
+
 @app.command("arena")
 def arena_command(
     seats: Annotated[

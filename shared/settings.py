@@ -37,6 +37,15 @@ class Settings(BaseSettings):
         "host serve it together (the kernel spreads the connections); off, a second process "
         "finds the port taken.",
     )
+    lobbies: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="`caravel up` only: HTTP API processes on its port. Beyond the first (in "
+        "the process with the engine, bots and scoring), each is a `caravel lobby` child on "
+        "the same Redis, data folder and port (SO_REUSEPORT): one per core spreads the move "
+        "path over every core.",
+    )
     metrics_port: int = Field(
         default=9464,
         ge=0,
@@ -53,6 +62,12 @@ class Settings(BaseSettings):
         default=5, ge=1, description="Deliveries before an entry goes to the dead letters."
     )
     batch_size: int = Field(default=200, ge=1, description="Stream entries read per batch.")
+    scoring_commit_ms: int = Field(
+        default=250,
+        ge=0,
+        description="Scoring commits at most once per this interval while its reads bring "
+        "less than a full batch: the events of many games in one transaction.",
+    )
     stream_retention_s: float = Field(
         default=600.0,
         ge=0,
