@@ -219,19 +219,21 @@ def games_export(
 ) -> None:
     """Write a game's whole log as JSON lines (from Redis, or from the archive once the game
     was archived), with its server-only parts: keep the file private."""
-    from shared.eventstore import export_log, logfile
+    from shared.eventstore import export_log, final_hash, logfile
 
-    async def run(store: EventStore) -> tuple[list[EventEnvelope], bool]:
-        return await export_log(store, game_id), bool(await store.archived([game_id]))
+    async def run(store: EventStore) -> tuple[list[EventEnvelope], bool, str | None]:
+        events = await export_log(store, game_id)
+        archived = bool(await store.archived([game_id]))
+        return events, archived, await final_hash(store, events)
 
-    events, archived = _with_store(run)
+    events, archived, ended = _with_store(run)
     if not events:
         err_console.print(f"there is no game {game_id}")
         raise typer.Exit(1)
     if output is None:
-        sys.stdout.buffer.write(logfile.dump_lines(events))
+        sys.stdout.buffer.write(logfile.dump_export(events, ended))
     else:
-        logfile.write_file(output, events)
+        logfile.write_file(output, events, ended)
     where = "the archive" if archived else "Redis"
     err_console.print(f"game {game_id}: {len(events)} events from {where}")
 
@@ -244,17 +246,18 @@ def games_import(
     from shared.eventstore import GameExists, import_log, logfile
 
     try:
-        events = logfile.read_file(file)
-    except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
-        raise typer.BadParameter(f"cannot read {file}: {e}", param_hint="FILE") from None
+        header, events = logfile.read_export(file)
+    except ValueError as e:  # missing, truncated, not JSON, not events: one line, exit 1
+        typer.echo(f"cannot read {e}", err=True)
+        raise typer.Exit(1) from None
 
     async def run(store: EventStore) -> int:
-        return await import_log(store, events)
+        return await import_log(store, events, header)
 
     try:
         version = _with_store(run)
     except (GameExists, ValueError) as e:
-        err_console.print(str(e))
+        typer.echo(f"not imported: {e}", err=True)
         raise typer.Exit(1) from None
     err_console.print(f"game {events[0].game_id}: imported {version} events")
 

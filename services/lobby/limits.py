@@ -22,10 +22,10 @@ import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.bus import Keys
+from shared.bus.faults import transient
 from shared.bus.scripts import Library, call
 from shared.httpapi import ErrorOut
 from shared.settings import Settings
@@ -97,14 +97,17 @@ class Limits:
 
     async def take(self, kind: str, client: str) -> None:
         """Take one of ``client``'s ``kind`` tokens; :class:`Refused` (429) if none is left.
-        If Redis does not answer, the request goes through: the limit must not become an
+        If Redis does not answer (or fails over, or lacks replicas: any transient fault of
+        ``shared.bus.faults``), the request goes through: the limit must not become an
         outage of its own (the request then meets Redis's 503 anyway)."""
         rate = self.rates[kind]
         key = f"{self.keys.prefix}:rate:{kind}:{client}"
         try:
             args = [rate.per_second, rate.burst]
             wait = float(await call(self.redis, SCRIPTS["take"], [key], args))
-        except RedisError as e:
+        except Exception as e:
+            if not transient(e):
+                raise
             log.warning("rate limit not checked: redis does not answer", error=str(e))
             return
         if wait > 0:
