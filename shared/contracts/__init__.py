@@ -23,7 +23,6 @@ from .envelopes import (
     new_event_id,
     new_id,
     read_event,
-    register_upcaster,
 )
 from .records import Notification, Seats
 
@@ -45,5 +44,4 @@ __all__ = [
     "new_event_id",
     "new_id",
     "read_event",
-    "register_upcaster",
 ]
