@@ -54,6 +54,7 @@ from redis.exceptions import ResponseError
 
 from shared.contracts import DeadLetter
 from shared.loops import keep_running
+from shared.redis_replies import text as _text
 
 from . import tracing
 from .connection import is_cluster
@@ -68,7 +69,6 @@ from .faststream_ext import (
     make_shared,
     parse_batch,
 )
-from .faststream_ext import text as _text
 from .keys import Keys
 from .metrics import DEAD_LETTERED, RECLAIMED, bus_metrics, channel
 

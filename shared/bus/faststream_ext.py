@@ -38,6 +38,8 @@ from faststream.redis.parser import MessageFormat
 from faststream.redis.subscriber.usecases import stream_subscriber
 from redis.asyncio import Redis
 
+from shared.redis_replies import text
+
 from .metrics import channel
 
 CHECKED_VERSION = "0.7"
@@ -58,11 +60,6 @@ class Delivery:
     stream: str
     id: str
     fields: dict[bytes, bytes]
-
-
-def text(value: bytes | str) -> str:
-    """A Redis reply's bytes as text (redis-py answers bytes without ``decode_responses``)."""
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class GivenClient(RedisConnectionState):
