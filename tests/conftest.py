@@ -10,6 +10,10 @@ set; otherwise a cluster of 3 masters and 3 replicas started once per session fr
 machine's ``redis-server`` 7 (``tests/cluster.py``) and stopped at the end. Tests that take
 ``any_redis`` run on one Redis and again on the cluster.
 
+System programs (``chromium`` for the browser tests, ``prometheus``, Debian's
+``redis-server`` 7 for the cluster): a test that needs a missing one skips, naming it (see
+:func:`system_program`), unless ``CARAVEL_REQUIRE_SYSTEM_TOOLS=1`` (CI) makes that a failure.
+
 SQL: ``CARAVEL_TEST_DATABASE_URL`` (CI names its PostgreSQL server) when set, otherwise a
 SQLite file; each test gets a database of its own (a schema it drops, or a file). Tests
 marked ``every_database`` (SQL semantics: seat locks, projections, checkpoints, export and
@@ -20,10 +24,12 @@ run once, on the configured one (``caravel up`` alone, with no URL, uses SQLite 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from redis.asyncio import Redis
@@ -33,6 +39,26 @@ from services.lobby.db import make_engine
 from shared.bus import Keys, connect, delete_namespace
 
 from .cluster import LocalCluster, redis_server
+
+REQUIRE_SYSTEM_TOOLS = "CARAVEL_REQUIRE_SYSTEM_TOOLS"
+
+
+def system_program(name: str, path: str | None = None) -> str:
+    """The path of system program ``name`` (``path`` if given and executable, else the one
+    on the PATH). Missing: the calling test skips with a reason naming the Debian package,
+    or fails when ``CARAVEL_REQUIRE_SYSTEM_TOOLS=1`` (CI must not pass by skipping)."""
+    found = path if path and os.access(path, os.X_OK) else shutil.which(name)
+    if found:
+        return found
+    missing_program(name, path or name)
+
+
+def missing_program(package: str, what: str) -> NoReturn:
+    """Skip (or fail, see :func:`system_program`) a test for want of ``what``."""
+    reason = f"needs {what} (Debian package {package}: `apt-get install {package}`)"
+    if os.environ.get(REQUIRE_SYSTEM_TOOLS) == "1":
+        pytest.fail(f"{reason}; {REQUIRE_SYSTEM_TOOLS}=1 makes its absence a failure")
+    pytest.skip(reason)
 
 
 def _docker_redis() -> Iterator[str] | None:
@@ -80,10 +106,7 @@ def redis_cluster_url() -> Iterator[str]:
         return
     server = redis_server()
     if server is None:
-        raise RuntimeError(
-            "no redis-server 7 to start a test cluster from: install Debian's redis-server "
-            "or set CARAVEL_TEST_REDIS_SERVER or CARAVEL_TEST_REDIS_CLUSTER_URL"
-        )
+        missing_program("redis-server", "redis-server 7 or later")
     cluster = LocalCluster(server).start()
     try:
         yield cluster.url

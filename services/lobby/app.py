@@ -20,7 +20,7 @@ from shared.bus import Keys
 from shared.httpapi import install_error_handlers
 from shared.settings import Settings
 
-from . import busdocs, catalog, games, limits, openapi, queue, tables, web
+from . import busdocs, catalog, games, idempotency, limits, openapi, queue, tables, web
 from .lobby import Lobby
 
 
@@ -57,7 +57,8 @@ def create_app(
     app.state.lobby = lobby
     app.state.db = db
     install_error_handlers(app)
-    limits.install(app, redis, keys, settings)  # body sizes, rates, open sockets
+    idempotency.install(app, redis, keys)  # a repeated Idempotency-Key: the first answer
+    limits.install(app, redis, keys, settings)  # body sizes, rates, open sockets (outermost)
     for router in (catalog.router, tables.router, queue.router, games.router, *routers):
         app.include_router(router)
     web.install(app)  # the browser client: pages, static files, replay views

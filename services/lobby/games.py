@@ -404,13 +404,19 @@ class _Follower:
             raise LogWentBack(f"version {version} is another event than the one sent")
 
     async def decision(self, request: DecisionRequest) -> None:
-        if request.seat != self.seat or request.version <= self.decided:
+        """Send the seat its decision request; a spectator gets every seat's, without the
+        legal commands (whose turn it is and its deadline: the clock a table shows)."""
+        mine = self.seat is None or request.seat == self.seat
+        if not mine or request.version <= self.decided:
             return
         if request.version > self.sent:
             self.held = request
         elif request.version == self.sent:  # an older one is stale: the game moved on
             self.decided = request.version
-            await self.send(json.dumps({"type": "decision", **request.model_dump(mode="json")}))
+            item = request.model_dump(mode="json")
+            if self.seat is None:
+                item["legal_commands"] = []
+            await self.send(json.dumps({"type": "decision", **item}))
 
 
 async def _due_decisions(

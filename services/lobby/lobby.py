@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -13,7 +14,7 @@ import structlog
 from fastapi import Depends, Request, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from redis.asyncio import Redis
 from sqlalchemy import Engine
 from sqlmodel import Session
@@ -35,11 +36,37 @@ log = structlog.get_logger("caravel.lobby")
 
 # Names are shown to other players and stored in SQL: printable text only.
 NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+# Bidirectional controls (embeddings, overrides, isolates, marks) would turn the text shown
+# after a name around ("Ana\u202e" makes what follows read backwards): a name loses them.
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 COMMAND_ID_TTL_S = 3600  # as long as the engine keeps a command's result
 MAX_SEATS = 8  # what a command envelope's seat allows; each game narrows it
 # How long a read waits for the views projection to reach a version its client knows (it is
 # usually there within milliseconds) before a 503 (or a 202) that says when to come back.
 VIEW_WAIT_S = 2.0
+
+
+def clean_name(name: str) -> str:
+    """A player's name without bidirectional controls and the spaces around it (a name of
+    nothing else is refused: 422). HTML in a name is kept as typed: clients show it as text."""
+    cleaned = BIDI_CONTROLS.sub("", name).strip()
+    if not cleaned:
+        raise ValueError("a name needs a visible character")
+    return cleaned
+
+
+PlayerName = Annotated[
+    str,
+    Field(min_length=1, max_length=64, pattern=NAME_PATTERN, examples=["Ana"]),
+    AfterValidator(clean_name),
+]
+"""A player's name as sent to join a table or the queue: cleaned by :func:`clean_name`."""
+
+
+def bot_name(level: str, seat: int) -> str:
+    """A bot's name at a table, distinct from its neighbours': "Greedy bot 2" at seat 1
+    (people count seats from 1)."""
+    return f"{level.capitalize()} bot {seat + 1}"
 
 
 class Lobby:

@@ -7,21 +7,21 @@ import json
 import uuid
 from typing import Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
-from sqlmodel import Session
+from sqlmodel import Session, col, delete
 
 from shared.httpapi import ERRORS, ApiError, Id
 
 from .catalog import players_schema
 from .db import LobbyTicket
-from .lobby import MAX_SEATS, NAME_PATTERN, GameChoice, LobbyDep, check_players
+from .lobby import MAX_SEATS, GameChoice, LobbyDep, PlayerName, check_players
 
 router = APIRouter(tags=["queue"])
 
 
 class QueueIn(GameChoice):
-    name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, examples=["Ana"])
+    name: PlayerName
     players: int = Field(ge=1, le=MAX_SEATS, examples=[4], json_schema_extra=players_schema())
 
 
@@ -67,3 +67,20 @@ def ticket_status(ticket_id: Id, lobby: LobbyDep) -> TicketOut:
             out.table_id, out.seat = ticket.table_id, ticket.seat
             out.token = lobby.token(ticket.table_id, ticket.seat, holder=ticket.id)
         return out
+
+
+@router.delete("/queue/{ticket_id}", status_code=204, responses=ERRORS)
+def leave_queue(ticket_id: Id, lobby: LobbyDep) -> Response:
+    """Stop waiting: the ticket is gone (a poll then gets 404). 409 ``ticket_matched`` if a
+    table was formed for it first: the seat is the player's (leave the table instead)."""
+    with Session(lobby.db) as session:
+        waiting = col(LobbyTicket.status) == "waiting"
+        query = delete(LobbyTicket).where(col(LobbyTicket.id) == ticket_id, waiting)
+        if session.exec(query).rowcount:
+            session.commit()
+            return Response(status_code=204)
+        ticket = session.get(LobbyTicket, ticket_id)
+    if ticket is None:
+        raise ApiError(404, "unknown_ticket", f"there is no ticket {ticket_id}")
+    message = f"ticket {ticket_id} is matched: leave table {ticket.table_id} instead"
+    raise ApiError(409, "ticket_matched", message, {"table_id": ticket.table_id})

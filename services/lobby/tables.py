@@ -33,12 +33,13 @@ from .catalog import (
 from .db import LobbySeat, LobbyTable
 from .lobby import (
     MAX_SEATS,
-    NAME_PATTERN,
     VIEW_WAIT_S,
     Auth,
     GameChoice,
     Lobby,
     LobbyDep,
+    PlayerName,
+    bot_name,
     check_bot_level,
     check_players,
 )
@@ -84,7 +85,7 @@ class TableOut(BaseModel):
 class JoinTable(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=64, pattern=NAME_PATTERN, examples=["Ana"])
+    name: PlayerName
     seat: int | None = Field(
         default=None,
         ge=0,
@@ -146,7 +147,7 @@ def _create(db: Engine, body: CreateTable) -> TableOut:
         deadline_s=body.deadline_s,
     )
     seats = [
-        LobbySeat(table_id=table.id, seat=s, kind="bot", name=f"{level} bot", bot_level=level)
+        LobbySeat(table_id=table.id, seat=s, kind="bot", name=bot_name(level, s), bot_level=level)
         for s, level in sorted(body.bots.items())
     ]
     with Session(db) as session:
@@ -390,9 +391,8 @@ def _claim_start(db: Engine, table_id: str, fill: str | None) -> tuple[LobbyTabl
         if free and fill is None:
             raise ApiError(409, "table_not_full", f"seats {free} are free", {"free": free})
         for s in free:
-            session.add(
-                LobbySeat(table_id=table_id, seat=s, kind="bot", name=f"{fill} bot", bot_level=fill)
-            )
+            bot = bot_name(fill or "", s)  # fill is set when a seat is free (checked above)
+            session.add(LobbySeat(table_id=table_id, seat=s, kind="bot", name=bot, bot_level=fill))
         table.status = "running"
         session.add(table)
         session.commit()

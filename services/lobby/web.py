@@ -7,7 +7,9 @@ per game, chosen by the game's name, with a generic fallback that shows any view
 They stay out of the OpenAPI document; the replay view is part of the API.
 
 ``/tables/{id}`` is both the table's JSON (``tables.get_table``) and its page: a browser's
-navigation (``Accept: text/html`` first) gets the page, every other client the JSON.
+navigation (``Accept: text/html`` first) gets the page, every other client the JSON; so is
+``/games/{id}`` (a browser is sent to the table's page). A browser that asks for a page
+that is not there gets a page saying so, with a link home.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import json
 from collections import OrderedDict
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.eventstore import GameCodec
 from shared.games import api
@@ -130,23 +133,44 @@ def _page(name: str) -> FileResponse:
     return FileResponse(STATIC / name, headers={"Cache-Control": "no-cache"})
 
 
-class TablePages:
-    """ASGI middleware: a browser's ``GET /tables/{id}`` (HTML asked for before anything
-    else) gets the table's page; the JSON API answers every other request."""
+class BrowserPages:
+    """ASGI middleware for a browser's navigations (``GET`` asking for HTML before anything
+    else): ``/tables/{id}`` gets the table's page, ``/games/{id}`` is sent there (303), and
+    a 404 becomes the not-found page with a link home. The JSON API answers every other
+    request, and every client that asks for JSON."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and _is_table_page(scope):
+        if not _is_navigation(scope):
+            await self.app(scope, receive, send)
+            return
+        parts = scope["path"].strip("/").split("/")
+        if len(parts) == 2 and parts[0] == "tables":
             await _page("table.html")(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        if len(parts) == 2 and parts[0] == "games":
+            where = f"/tables/{quote(parts[1])}"
+            await RedirectResponse(where, 303)(scope, receive, send)
+            return
+        missing = False
+
+        async def html_for_404(message: Message) -> None:
+            nonlocal missing
+            if message["type"] == "http.response.start" and message["status"] == 404:
+                missing = True
+            if not missing:
+                await send(message)
+
+        await self.app(scope, receive, html_for_404)
+        if missing:
+            page = FileResponse(STATIC / "notfound.html", 404, {"Cache-Control": "no-cache"})
+            await page(scope, receive, send)
 
 
-def _is_table_page(scope: Scope) -> bool:
-    parts = scope["path"].strip("/").split("/")
-    if len(parts) != 2 or parts[0] != "tables":
+def _is_navigation(scope: Scope) -> bool:
+    if scope["type"] != "http" or scope["method"] != "GET":
         return False
     accept = dict(scope["headers"]).get(b"accept", b"").decode("latin-1")
     return bool(accept.split(",")[0].strip().startswith("text/html"))
@@ -157,4 +181,4 @@ def install(app: FastAPI) -> None:
     app.state.replays = Replays()
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.add_middleware(TablePages)
+    app.add_middleware(BrowserPages)

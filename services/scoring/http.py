@@ -390,6 +390,7 @@ def _latencies(conn: Connection) -> dict[str, dict[str, dict[str, float]]]:
 
 DASHBOARD = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Caravel analytics</title>
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
 <style>
 body{font:14px system-ui,sans-serif;margin:2em;color:#222;background:#fafafa}
 h1{font-size:1.4em}

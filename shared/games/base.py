@@ -307,5 +307,8 @@ class BaseGame(ABC, Generic[S, R]):
     def facts(self, state: S, event: Event) -> list[Fact]:
         return []
 
+    def labels(self) -> dict[str, dict[str, str]]:
+        return {}
+
     @abstractmethod
     def turn_positions(self, state: S) -> list[int]: ...

@@ -36,6 +36,8 @@ class CatalogEntry:
     hidden_information: bool = True
     board: str | None = None
     """The web client's board drawing for the game (None: the generic view)."""
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Readable names of the game's ids, by namespace (:meth:`~.protocol.Game.labels`)."""
 
 
 def catalog() -> list[CatalogEntry]:
@@ -58,6 +60,7 @@ def catalog() -> list[CatalogEntry]:
                 chance=game.info.chance,
                 hidden_information=game.info.hidden_information,
                 board=game.info.board,
+                labels=game.labels(),
             )
         )
     return out

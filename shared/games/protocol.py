@@ -409,5 +409,11 @@ class Game(Protocol[S, R]):
         position), once the setup has drawn it: what analytics compare seats by."""
         ...
 
+    def labels(self) -> dict[str, dict[str, str]]:
+        """Readable names of the game's ids by namespace (``options``, ``values``,
+        ``sides``, ``subjects``, ...): what clients and the analytics show instead of an id;
+        an id without one is made readable by whoever shows it."""
+        ...
+
 
 AnyGame = Game[Any, Any]

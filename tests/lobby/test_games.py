@@ -163,4 +163,4 @@ async def test_tables_and_the_queue_take_a_game_and_check_it_through_the_registr
     assert first.type == "game_created"
     assert (first.data["game"], first.data["ruleset"]) == (api.DEFAULT_GAME, "standard")
     assert first.data["options"] == table["options"]
-    assert first.data["players"] == ["A", "random bot"]
+    assert first.data["players"] == ["A", "Random bot 2"]

@@ -32,7 +32,7 @@ async def test_a_token_given_up_by_leaving_acts_for_no_one(
             assert refused.status_code == 403 and refused.json()["code"] == "not_seated"
         after = (await client.get(at)).json()
         assert after["status"] == "open"
-        assert [s["name"] for s in after["taken"]] == ["Ana", "random bot"]
+        assert [s["name"] for s in after["taken"]] == ["Ana", "Random bot 2"]
 
         started = await client.post(f"{at}/start", headers=bearer(new["token"]))
         assert started.status_code == 200, started.text

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ import httpx
 
 from shared.bus import Keys
 
+from ..conftest import system_program
 from ..lobby.helpers import bearer, free_port, running_lobby
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana-dashboard.json"
@@ -40,8 +40,7 @@ def dashboard_expressions() -> list[tuple[str, str]]:
 
 
 def start_prometheus(target_port: int, where: Path) -> tuple[subprocess.Popen[bytes], int]:
-    binary = shutil.which("prometheus")
-    assert binary, "no prometheus binary: `apt-get install prometheus` (.ci/run does)"
+    binary = system_program("prometheus")
     config = where / "prometheus.yml"
     config.write_text(
         "global:\n"

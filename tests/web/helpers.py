@@ -16,6 +16,7 @@ from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, 
 
 from shared.eventstore import GameCodec
 from shared.games import api
+from tests.conftest import system_program
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -42,7 +43,10 @@ def artifacts() -> Path:
 
 
 async def launch(playwright: Playwright) -> Browser:
-    return await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    """Debian's Chromium; the test skips (or fails under CARAVEL_REQUIRE_SYSTEM_TOOLS=1)
+    without it."""
+    path = system_program("chromium", CHROMIUM)
+    return await playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], timeout_s: float = 60) -> Any:

@@ -156,10 +156,14 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
         await watcher.wait_for_function("() => window.__caravel.view !== null")
         assert "watching" in (await watcher.locator("#status").inner_text())
 
-        # A refused move: its reason is shown on the page (sent through the page's own path).
+        # A refused move: its reason is shown on the page (sent through the page's own path),
+        # and the turn's clock goes on.
+        ticking = "() => /^[0-9]+:[0-5][0-9]$/.test(document.querySelector('.clock').textContent)"
+        await player.wait_for_function(ticking)
         await player.evaluate("() => window.__caravel.play({type: 'bid', amount: 999})")
         shown = await player.locator("#error").inner_text()
         assert shown and "(" in shown, shown  # the reason, then the rules' code in brackets
+        assert await player.evaluate(ticking), "the clock went away after a refused move"
         refused = len(traffic.errors)
         assert refused == 1 and "status of 4" in traffic.errors[0], traffic.errors
         traffic.errors.clear()  # the browser's own note of that 4xx answer
@@ -171,6 +175,7 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
 
         # The result on the page is the scoring service's.
         result = (await client.get(f"/games/{game_id}/result")).json()
+        ended = (await client.get(f"/games/{game_id}/view")).json()
         rows = player.locator("[data-testid=result-row]")
         assert await rows.count() == 4
         by_seat = {r["seat"]: r for r in result["results"]}
@@ -181,7 +186,7 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
             expected = by_seat[seat]
             assert cells == [
                 str(expected["place"]),
-                expected["player"],
+                ended["players"][seat]["name"],  # the seat's name: "Ana", "Greedy bot 2"
                 expected["side"],
                 str(expected["total"]),
             ]

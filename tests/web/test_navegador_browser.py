@@ -121,7 +121,7 @@ async def test_a_person_plays_navegador_by_clicking(
         game_id = await create_table(page, base)
         table = (await client.get(f"/tables/{game_id}")).json()
         assert table["game"] == "navegador"
-        assert [s["name"] for s in table["taken"]] == ["Ana", "greedy bot", "random bot"]
+        assert [s["name"] for s in table["taken"]] == ["Ana", "Greedy bot 2", "Random bot 3"]
 
         moves = board_clicks = checks = 0
         finished = shot = False

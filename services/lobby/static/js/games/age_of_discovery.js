@@ -22,7 +22,7 @@ const BOXES = ["initiative", "dock", "goods", "shipping", "buildings", "discover
 const color = (view, seat) => COLORS[view.players?.[seat]?.color] ?? "#888";
 const nation = (view, seat) => view.players?.[seat]?.nation ?? `Seat ${seat + 1}`;
 
-export function draw(board, view) {
+export function draw(board, view, { seat, yours } = {}) {
   // Two drawings, side by side on a wide screen and one above the other on a phone: each
   // stays large enough to read at 390 px.
   const map = s("svg", { viewBox: "0 0 440 620", role: "img", "aria-label": "The map of the New World" });
@@ -33,13 +33,18 @@ export function draw(board, view) {
   clear(board,
     h("h2", { class: "board-title" }, `Turn ${view.turn} of age ${AGES[view.age] ?? view.age} · ${title(view.phase)}`),
     h("div", { class: "board-parts" }, map, boxes),
-    h("p", { class: "waiting" }, waiting(view)));
+    h("p", { class: "waiting" }, waiting(view, seat, yours)));
 }
 
-function waiting(view) {
+// Who the game waits for; the person's own decision is "your turn" (as the sidebar says).
+function waiting(view, seat, yours) {
   if (view.phase === "over") return "The game is over.";
-  const pending = view.pending.map((p) => `${nation(view, p.seat)} (${words(p.kind)})`);
-  return pending.length ? `Waiting for ${pending.join(", ")}` : "";
+  const mine = view.pending.filter((p) => p.seat === seat);
+  const others = view.pending.filter((p) => p.seat !== seat).map((p) => `${nation(view, p.seat)} (${words(p.kind)})`);
+  const parts = [];
+  if (mine.length && yours) parts.push(`Your turn (${mine.map((p) => words(p.kind)).join(", ")})`);
+  if (others.length) parts.push(`${parts.length ? "also waiting" : "Waiting"} for ${others.join(", ")}`);
+  return parts.join("; ");
 }
 
 function drawMap(svg, view) {
@@ -58,8 +63,8 @@ function drawMap(svg, view) {
     }
     if (region.known_token) {
       const t = region.known_token;
-      g.append(s("text", { x: x + 8, y: y + hgt - 8, "font-size": 11, fill: "#5d4037" },
-        `token: $${t.money}, plunder ${t.plunder}, natives ${t.natives}, ${t.vp} VP`));
+      g.append(fitted(s("text", { x: x + 8, y: y + hgt - 8, "font-size": 11, fill: "#5d4037" },
+        `$${t.money} · plunder ${t.plunder} · natives ${t.natives} · ${t.vp} VP`), w - 14));
     }
     let dx = x + 8;
     region.units.forEach((count, seat) => {
@@ -68,16 +73,27 @@ function drawMap(svg, view) {
       g.append(s("circle", { cx: dx + 10, cy: y + 52, r: 10, fill: color(view, seat), stroke: "#222" }));
       g.append(s("text", { x: dx + 10, y: y + 56, "font-size": 11, "text-anchor": "middle",
         fill: "#fff", "font-weight": 700 }, count));
-      if (soldiers) g.append(s("text", { x: dx + 22, y: y + 48, "font-size": 10 }, `⚔${soldiers}`));
+      if (soldiers) g.append(s("text", { x: dx + 22, y: y + 48, "font-size": 11 }, `⚔${soldiers}`));
       dx += 36;
     });
     svg.append(g);
   });
 }
 
+// A text no wider than ``width`` (its box's): squeezed a little when it would run out of it
+// (6.2 px a character at 11 px is a generous estimate of the system font's widths).
+function fitted(text, width) {
+  const size = Number(text.getAttribute("font-size"));
+  if (text.textContent.length * size * 0.56 > width) {
+    text.setAttribute("textLength", width);
+    text.setAttribute("lengthAdjust", "spacingAndGlyphs");
+  }
+  return text;
+}
+
 function disc(g, x, y, view, seat, text) {
   g.append(s("circle", { cx: x, cy: y, r: 11, fill: color(view, seat), stroke: "#222" }));
-  if (text) g.append(s("text", { x, y: y + 4, "font-size": 10, "text-anchor": "middle", fill: "#fff",
+  if (text) g.append(s("text", { x, y: y + 4, "font-size": 11, "text-anchor": "middle", fill: "#fff",
     "font-weight": 700 }, text));
 }
 
@@ -95,7 +111,7 @@ function drawBoxes(svg, view) {
     if (box === "dock" || box === "shipping") b[box].forEach((u) => put(u.seat, UNIT[u.unit]));
     else if (box === "specialists") {
       for (const [space, seat] of Object.entries(b.specialists)) {
-        g.append(s("text", { x: cx - 10, y: y + 39, "font-size": 9, fill: "#555" }, space.slice(0, 7)));
+        g.append(fitted(s("text", { x: cx - 12, y: y + 39, "font-size": 11, fill: "#555" }, words(space)), 66));
         if (seat === null) g.append(s("circle", { cx, cy: y + 18, r: 10, fill: "none", stroke: "#999", "stroke-dasharray": "3 2" }));
         else disc(g, cx, y + 18, view, seat, "");
         cx += 70;

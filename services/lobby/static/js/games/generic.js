@@ -27,7 +27,7 @@ export function players(container, view, { seat } = {}) {
   clear(container, view.players.map((player, index) => {
     const number = player.seat ?? index;
     return h("article", { class: `card player${number === seat ? " me" : ""}` },
-      h("h3", {}, player.name ?? `Seat ${number}`),
+      h("h3", {}, player.name ?? `Seat ${number + 1}`),
       h("div", { class: "tree" }, Object.entries(player).map(([k, v]) => tree(v, k))));
   }));
 }
@@ -50,7 +50,7 @@ export function describe(event, view) {
 
 export function seatName(view, seat) {
   const player = view?.players?.[seat];
-  return player?.name ?? `Seat ${seat}`;
+  return player?.name ?? `Seat ${seat + 1}`;
 }
 
 export function summary(view) {

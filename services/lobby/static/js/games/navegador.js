@@ -4,7 +4,7 @@
 // data-target keys (rondel:N, region:ID, good:ID, building:ID, column:ID, card, shipyard);
 // the shell highlights those the seat's legal commands name, and a click on one plays it.
 
-import { h, s, clear, title, words } from "../dom.js";
+import { h, s, clear, plural, title, words } from "../dom.js";
 import * as generic from "./generic.js";
 
 const COLORS = ["#c0392b", "#2e6fd1", "#d4a400", "#2d8a4e", "#7d3c98"];
@@ -26,7 +26,6 @@ const color = (seat) => COLORS[seat % COLORS.length];
 const who = (view, seat) => view.players?.[seat]?.name ?? `Seat ${seat + 1}`;
 const regionName = (view, id) => view.regions?.find((r) => r.id === id)?.name ?? title(id);
 const field = (view, index) => `${title(view.rondel[index])} (field ${index + 1})`;
-const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 // The ships the stone's move to `to` costs: each step beyond the board's free ones (the first
 // placement is free).

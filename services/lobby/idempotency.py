@@ -1,0 +1,194 @@
+"""Idempotency keys: a client that sends ``Idempotency-Key`` with a request that makes
+something (a table, a seat, a queue ticket, a start) and sends it again (a double click, a
+retry after a lost answer) gets the first request's answer, and nothing is made twice.
+
+The first answer is kept in Redis under the client (its address, as the rate limits see it)
+and the key, for ``IDEMPOTENCY_TTL_S``. A repeat that comes while the first still runs waits
+for its answer (409 ``idempotency_pending`` with ``Retry-After`` if it takes longer than
+``WAIT_S``). The same key with another request (method, path or body) is refused: 422
+``idempotency_key_reused``. A 5xx answer is not kept: the next repeat tries again. Redis
+not answering lets the request through unguarded (it then meets the API's own 503).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import re
+from typing import Any
+
+import structlog
+from fastapi import FastAPI
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from shared.bus import Keys
+
+from .limits import Refused, client_of
+
+log = structlog.get_logger("caravel.idempotency")
+
+HEADER = b"idempotency-key"
+IDEMPOTENCY_TTL_S = 24 * 3600
+WAIT_S = 30.0  # a repeat waits this long for the first request's answer
+POLL_S = 0.05
+KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
+KEPT_HEADERS = {b"content-type", b"location", b"retry-after"}
+
+
+def guarded(method: str, path: str) -> bool:
+    """The requests an Idempotency-Key applies to: POST /tables, /queue,
+    /tables/{id}/join and /tables/{id}/start."""
+    if method != "POST":
+        return False
+    parts = path.strip("/").split("/")
+    return parts in (["tables"], ["queue"]) or (
+        len(parts) == 3 and parts[0] == "tables" and parts[2] in ("join", "start")
+    )
+
+
+class IdempotencyMiddleware:
+    """Answers a repeated ``Idempotency-Key`` with the first answer (see the module)."""
+
+    def __init__(self, app: ASGIApp, redis: Redis, keys: Keys) -> None:
+        self.app = app
+        self.redis = redis
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        key = dict(scope["headers"]).get(HEADER) if scope["type"] == "http" else None
+        if key is None or not guarded(scope["method"], scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        text = key.decode("latin-1")
+        if not KEY_PATTERN.match(text):
+            message = "an Idempotency-Key is 1 to 128 printable ASCII characters"
+            await Refused(422, "bad_idempotency_key", message).response()(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        digest = hashlib.sha256(f"{scope['method']} {scope['path']} ".encode() + body).hexdigest()
+        slot = f"{self.keys.prefix}:idempotency:{client_of(scope)}:{text}"
+        try:
+            first = await self._first_answer(slot, digest)
+        except Refused as refused:
+            await refused.response()(scope, receive, send)
+            return
+        except RedisError as e:
+            log.warning("idempotency key not checked: redis does not answer", error=str(e))
+            await self.app(scope, _replay(body, receive), send)
+            return
+        if first is not None:
+            await _send_kept(first, send)
+            return
+        await self._run_first(scope, _replay(body, receive), send, slot, digest)
+
+    async def _first_answer(self, slot: str, digest: str) -> dict[str, Any] | None:
+        """The kept answer of the first request with this key, after waiting for it if it
+        runs; None when this request is the first (the slot is now taken for it)."""
+        pending = json.dumps({"digest": digest})
+        deadline = asyncio.get_running_loop().time() + WAIT_S
+        while True:
+            if await self.redis.set(slot, pending, nx=True, ex=IDEMPOTENCY_TTL_S):
+                return None
+            raw = await self.redis.get(slot)
+            if raw is None:
+                continue  # the first one failed (5xx) or expired just now: take the slot
+            kept = json.loads(raw)
+            if kept["digest"] != digest:
+                message = "this Idempotency-Key came with another request"
+                raise Refused(422, "idempotency_key_reused", message)
+            if "status" in kept:
+                return kept  # type: ignore[no-any-return]
+            if asyncio.get_running_loop().time() >= deadline:
+                message = "the first request with this Idempotency-Key has not answered yet"
+                raise Refused(409, "idempotency_pending", message, 1)
+            await asyncio.sleep(POLL_S)
+
+    async def _run_first(
+        self, scope: Scope, receive: Receive, send: Send, slot: str, digest: str
+    ) -> None:
+        """Run the request, pass its answer on and keep it (a 5xx or a crash frees the slot)."""
+        start: Message = {}
+        chunks: list[bytes] = []
+
+        async def keep(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, keep)
+        except BaseException:
+            await _forget(self.redis, slot)
+            raise
+        status = int(start.get("status", 500))
+        if status >= 500:
+            await _forget(self.redis, slot)
+            return
+        headers = [
+            [k.decode("latin-1"), v.decode("latin-1")]
+            for k, v in start.get("headers", [])
+            if k.lower() in KEPT_HEADERS
+        ]
+        kept = {
+            "digest": digest,
+            "status": status,
+            "headers": headers,
+            "body": base64.b64encode(b"".join(chunks)).decode(),
+        }
+        try:
+            await self.redis.set(slot, json.dumps(kept), ex=IDEMPOTENCY_TTL_S)
+        except RedisError as e:
+            log.warning("idempotent answer not kept: redis does not answer", error=str(e))
+
+
+async def _read_body(receive: Receive) -> bytes:
+    """The whole request body (the limits middleware, outside this one, bounds it)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the app the body read already, then the client's own messages
+    (a disconnect)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
+
+
+async def _send_kept(kept: dict[str, Any], send: Send) -> None:
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept["headers"]]
+    headers.append((b"idempotent-replayed", b"true"))
+    body = base64.b64decode(kept["body"])
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": kept["status"], "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _forget(redis: Redis, slot: str) -> None:
+    try:
+        await redis.delete(slot)
+    except RedisError as e:
+        log.warning("idempotency slot not freed: it expires", error=str(e))
+
+
+def install(app: FastAPI, redis: Redis, keys: Keys) -> None:
+    """Honour Idempotency-Key on ``app`` (inside the limits: bodies are bounded first)."""
+    app.add_middleware(IdempotencyMiddleware, redis=redis, keys=keys)

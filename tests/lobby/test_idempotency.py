@@ -1,0 +1,117 @@
+"""Idempotency-Key over real HTTP (`caravel up`): a repeated key from the same client gets
+the first answer and makes nothing twice (a double click, a retry after a lost answer), also
+when the repeats come at once; the same key with another request is refused."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from shared.bus import Keys
+
+from .helpers import bearer, running_lobby
+
+ONCE = {"Idempotency-Key": "create-1"}
+TABLE = {"seats": 2, "bots": {"1": "greedy"}}
+
+
+async def test_a_repeated_key_answers_the_first_result_and_makes_one_table(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        first = await client.post("/tables", json=TABLE, headers=ONCE)
+        again = await client.post("/tables", json=TABLE, headers=ONCE)
+        assert (first.status_code, again.status_code) == (201, 201)
+        assert again.json() == first.json()
+        assert again.headers["idempotent-replayed"] == "true"
+        assert "idempotent-replayed" not in first.headers
+        other = await client.post("/tables", json=TABLE, headers={"Idempotency-Key": "create-2"})
+        unkeyed = await client.post("/tables", json=TABLE)
+        ids = {first.json()["id"], other.json()["id"], unkeyed.json()["id"]}
+        assert len(ids) == 3
+        listed = {t["id"] for t in (await client.get("/tables")).json()}
+        assert listed == ids
+
+        # Join and start: the repeat gets the same seat and token, the game starts once.
+        table = first.json()["id"]
+        join = {"Idempotency-Key": "join-1"}
+        ana = {"name": "Ana"}
+        joined = [
+            await client.post(f"/tables/{table}/join", json=ana, headers=join) for _ in range(2)
+        ]
+        assert [j.status_code for j in joined] == [201, 201]
+        assert joined[0].json() == joined[1].json()
+        token = joined[0].json()["token"]
+        start = {"Idempotency-Key": "start-1", **bearer(token)}
+        started = [await client.post(f"/tables/{table}/start", headers=start) for _ in range(2)]
+        assert [s.status_code for s in started] == [200, 200]
+        assert started[1].json() == started[0].json()
+        plain = await client.post(f"/tables/{table}/start", headers=bearer(token))
+        assert plain.status_code == 409 and plain.json()["code"] == "table_not_open"
+
+
+async def test_repeats_sent_at_once_make_one_table_and_share_its_answer(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Eight copies of one request at the same moment (the first still running while the
+    others arrive): one table, and all eight answers are its."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        bots = {"seats": 2, "bots": {"0": "random", "1": "random"}}  # starts: a slow answer
+        answers = await asyncio.gather(
+            *(client.post("/tables", json=bots, headers=ONCE) for _ in range(8))
+        )
+        assert {a.status_code for a in answers} == {201}
+        assert len({a.json()["id"] for a in answers}) == 1
+        running = await client.get("/tables", params={"status": "running"})
+        finished = await client.get("/tables", params={"status": "finished"})
+        assert len(running.json()) + len(finished.json()) == 1
+
+
+async def test_a_key_sent_with_another_request_or_malformed_is_refused(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        assert (await client.post("/tables", json=TABLE, headers=ONCE)).status_code == 201
+        other = await client.post("/tables", json={**TABLE, "seats": 3}, headers=ONCE)
+        assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
+        queued = await client.post("/queue", json={"name": "Bo", "players": 2}, headers=ONCE)
+        assert queued.json()["code"] == "idempotency_key_reused"  # another path, same key
+        bad = await client.post("/tables", json=TABLE, headers={"Idempotency-Key": "a b"})
+        assert bad.status_code == 422 and bad.json()["code"] == "bad_idempotency_key"
+        assert len((await client.get("/tables")).json()) == 1
+        # A refusal is an answer too: its repeat gets it again, and nothing is made.
+        wrong = {"seats": 2, "bots": {"5": "greedy"}}
+        refused = [
+            await client.post("/tables", json=wrong, headers={"Idempotency-Key": "w"})
+            for _ in range(2)
+        ]
+        assert [r.status_code for r in refused] == [422, 422]
+        assert refused[0].json() == refused[1].json()
+
+
+async def test_a_waiting_player_cancels_their_ticket(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """DELETE /queue/{ticket}: gone (404 after); a matched ticket stays (409 naming the
+    table) and an unknown one is 404."""
+    lobby = running_lobby(redis_url, keys, database_url, tmp_path, match_wait_s="3600")
+    async with lobby as client:
+        ticket = (await client.post("/queue", json={"name": "Cy", "players": 2})).json()["ticket"]
+        assert (await client.delete(f"/queue/{ticket}")).status_code == 204
+        gone = await client.get(f"/queue/{ticket}")
+        assert gone.status_code == 404 and gone.json()["code"] == "unknown_ticket"
+        assert (await client.delete(f"/queue/{ticket}")).status_code == 404
+        pair = [
+            (await client.post("/queue", json={"name": n, "players": 2})).json()["ticket"]
+            for n in ("Di", "Ed")
+        ]
+        for _ in range(600):
+            status = (await client.get(f"/queue/{pair[0]}")).json()
+            if status["status"] == "matched":
+                break
+            await asyncio.sleep(0.02)
+        late = await client.delete(f"/queue/{pair[0]}")
+        assert late.status_code == 409 and late.json()["code"] == "ticket_matched"
+        assert late.json()["details"]["table_id"] == status["table_id"]
