@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from redis.asyncio import Redis
 
-from shared.eventstore import GameCodec, logfile, to_event
+from shared.bus import Keys
+from shared.eventstore import EventStore, GameCodec, logfile, to_event
+from shared.eventstore.transfer import import_log
 from shared.games import api, registry
 from shared.games.age_of_discovery.events import Money
 from shared.games.events import EventData, upcasters
@@ -123,3 +126,18 @@ def test_a_version_without_its_step_is_refused(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(TypeError, match="money is at version 3"):
         registry.register(game, type(state))
     assert upcasters(Money) == []
+
+
+async def test_a_log_in_redis_loads_upcast(
+    redis: Redis, keys: Keys, bumped: list[dict[str, Any]]
+) -> None:
+    """The old log imported into the event store (as ``caravel games import`` does) and
+    loaded as the engine loads a game: its events are read upcast."""
+    store = EventStore(redis, keys)
+    envelopes = logfile.read_file(OLD_LOG)
+    assert await import_log(store, envelopes) == len(envelopes)
+    bumped.clear()
+    loaded = await store.load(envelopes[0].game_id, GameCodec())
+    assert loaded.version == len(envelopes)
+    assert GameCodec().state_hash(loaded.state) == _hash_2p()
+    assert bumped and all("coins" in d for d in bumped)
