@@ -61,7 +61,9 @@ async def serve(
             tasks.append(asyncio.create_task(bots.run(stop), name="ai"))
         if scoring:
             assert db is not None
-            scorer = ScoringService(pools.client(), keys, db, settings.batch_size)
+            scorer = ScoringService(
+                pools.client(), keys, db, settings.batch_size, settings.scoring_commit_ms / 1000
+            )
             tasks.append(asyncio.create_task(scorer.run(stop), name="scoring"))
         if lobby:
             projector = ViewProjector(pools.client(), keys, claim_idle_ms=settings.claim_idle_ms)

@@ -53,6 +53,12 @@ class Settings(BaseSettings):
         default=5, ge=1, description="Deliveries before an entry goes to the dead letters."
     )
     batch_size: int = Field(default=200, ge=1, description="Stream entries read per batch.")
+    scoring_commit_ms: int = Field(
+        default=250,
+        ge=0,
+        description="Scoring commits at most once per this interval while its reads bring "
+        "less than a full batch: the events of many games in one transaction.",
+    )
     stream_retention_s: float = Field(
         default=600.0,
         ge=0,

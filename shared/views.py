@@ -2,9 +2,10 @@
 
 The lobby's views projector writes them (``Keys.view``: the version, the spectator view, and
 per seat its part: how the seat's own view differs from the spectator's); the HTTP API and
-the bot player read them here, without replaying a log. Storing the difference rather than
-each seat's whole view keeps a game's views about as small as one view, whatever the game:
-a seat usually sees a little more (its legal commands, its hand), rarely something else.
+the bot player read them here, without replaying a log. The public part is computed once per
+game version (``Game.public_view``) and each seat's part alone (``Game.private_view``, its
+number, legal commands and what else it alone sees): a game's views cost about one view to
+make and to store, whatever the number of seats, and a seat's whole view is built when read.
 """
 
 from __future__ import annotations
@@ -14,11 +15,34 @@ import json
 import time
 from typing import Any
 
+from pydantic_core import to_json
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, Follower, Keys
+from shared.games import api
 
 UPDATES_BATCH = 500
+
+
+def view_documents(game: api.AnyGame, state: Any, seats: int) -> dict[str, bytes]:
+    """The documents of a game's view hash at ``state`` (beside its version): the public
+    view, the spectator's, computed once (``public``), and per seat only its private part
+    (``seat:<n>``, the fields it sets over the public view), never a seat's whole view. A
+    reader builds the view it asks for (:func:`assemble`), the game's ``view`` for it."""
+    documents = {"public": to_json(game.public_view(state))}
+    for seat in range(seats):
+        documents[f"seat:{seat}"] = to_json({"set": game.private_view(state, seat)})
+    return documents
+
+
+def assemble(public: dict[str, Any], part: dict[str, Any] | None) -> dict[str, Any]:
+    """A seat's whole view from the public view and its part (None: the spectator's view);
+    ``public`` is changed and returned."""
+    if part is not None:
+        public.update(part["set"])
+        for key in part.get("unset", ()):
+            del public[key]
+    return public
 
 
 def seat_part(public: dict[str, Any], seat_view: dict[str, Any]) -> dict[str, Any]:
@@ -42,12 +66,8 @@ async def read_view(
     raw = await redis.hmget(keys.view(game_id), fields)
     if raw[1] is None:
         return None
-    view: dict[str, Any] = json.loads(raw[1])
-    if seat is not None and raw[2] is not None:
-        part = json.loads(raw[2])
-        view.update(part["set"])
-        for key in part.get("unset", ()):
-            del view[key]
+    part = json.loads(raw[2]) if seat is not None and raw[2] is not None else None
+    view = assemble(json.loads(raw[1]), part)
     view["version"] = int(raw[0] or 0)
     return view
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from pydantic_core import to_json
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, GroupConsumer, Keys
@@ -37,7 +36,7 @@ from shared.bus.scripts import Batch, Library
 from shared.contracts import Notification
 from shared.eventstore import EventStore, GameCodec, Held
 from shared.games import api
-from shared.views import seat_part
+from shared.views import view_documents
 
 log = structlog.get_logger("caravel.views")
 
@@ -174,19 +173,11 @@ class ViewProjector:
 
     def _store_view(self, batch: Batch, game_id: str) -> None:
         projected = self.games[game_id]
-        state, game = projected.state, api.of(projected.state)
-        public = game.view(state, None)
-        fields: list[Any] = ["public", _json(public)]
-        for seat in range(projected.seats):
-            fields += [f"seat:{seat}", _json(seat_part(public, game.view(state, seat)))]
+        state = projected.state
+        documents = view_documents(api.of(state), state, projected.seats)
+        fields = [value for item in documents.items() for value in item]
         args = [projected.version, game_id, projected.event_id or "", *fields]
         updates = self.keys.view_updates(self.keys.partition(game_id))
         batch.call(
             SCRIPTS["write"], [self.keys.view(game_id), updates, self.keys.log(game_id)], args
         )
-
-
-def _json(document: dict[str, Any]) -> bytes:
-    """Compact JSON, encoded in Rust (pydantic's core): a few times faster than ``json``,
-    and every notification writes a game's views."""
-    return to_json(document)

@@ -8,7 +8,11 @@ after a crash. A batch (of one stream or several) is scored in one transaction w
 checkpoints of its streams. A checkpoint moves by compare-and-set: a second scoring process
 on the same database loses the race, rolls back and reads those streams again from their
 checkpoints, instead of counting anything twice; a failed batch sets its streams back to
-their checkpoints too. Batches are scored one at a time (ratings span partitions). Each
+their checkpoints too. Batches are scored one at a time (ratings span partitions). Commits
+are batched by time: after a batch that was not full, the service waits out
+``commit_interval_s`` before it reads again, so the events of the games that moved
+meanwhile come in the next read and are committed together (a commit per move was ~12% of
+``caravel up``'s CPU); the checkpoints go with them as above. Each
 entry only says "this game reached version v": the service applies that game's events
 from its full log (hidden parts included, it is trusted) up to v, skipping versions the
 game's row says are applied already. The row (and the game held in memory)
@@ -24,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +58,7 @@ log = structlog.get_logger("caravel.scoring")
 
 CACHE_GAMES = 20_000
 REBUILD_CHUNK = 10
+COMMIT_INTERVAL_S = 0.25  # scoring commits at most this often, unless its reads are full
 NONE = Held(0, None)  # a game of which SQL holds nothing
 # Scoring reads without a consumer group; it marks its SQL checkpoints as this group's
 # position so that trimming keeps what it has not read (shared.bus.retention).
@@ -71,11 +77,20 @@ class RebuildReport:
 
 
 class ScoringService:
-    def __init__(self, redis: Redis, keys: Keys, db: Engine, batch_size: int = 200) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        db: Engine,
+        batch_size: int = 200,
+        commit_interval_s: float = COMMIT_INTERVAL_S,
+    ) -> None:
         self.redis = redis
         self.keys = keys
         self.db = db
         self.batch_size = batch_size
+        self.commit_interval_s = commit_interval_s
+        self._closing = asyncio.Event()  # ends a wait between commits at once
         self.id = f"scoring-{uuid.uuid4().hex[:8]}"
         self.store = EventStore(redis, keys, archive=Archive(db))  # archived games too
         self.codec = GameCodec()
@@ -89,6 +104,7 @@ class ScoringService:
     async def start(self) -> None:
         """Create the tables if needed, read the checkpoints and follow every stream from
         its checkpoint."""
+        self._closing.clear()
         await asyncio.to_thread(create_tables, self.db)
         self.positions = await asyncio.to_thread(self._checkpoints)
         await mark_read(self.redis, MARK_GROUP, self.positions)
@@ -109,12 +125,26 @@ class ScoringService:
             await self.close()
 
     async def close(self) -> None:
+        self._closing.set()
         await self.follower.close()
         await self.broker.stop()
 
     async def _on_batch(self, deliveries: list[Delivery]) -> None:
         async with self._scoring:
             await self.score(deliveries)
+        if not self._full(deliveries):  # more waits in the streams: read it at once
+            await self._between_commits()
+
+    def _full(self, deliveries: Sequence[Delivery]) -> bool:
+        """Some stream gave a whole batch (a read takes ``batch_size`` entries per stream)."""
+        counts = Counter(d.stream for d in deliveries)
+        return max(counts.values(), default=0) >= self.batch_size
+
+    async def _between_commits(self) -> None:
+        """Hold the next read for ``commit_interval_s`` (or until closing): entries written
+        meanwhile stay in the streams, and the next read takes them all in one batch."""
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._closing.wait(), self.commit_interval_s)
 
     async def caught_up(self) -> bool:
         """Every stream scored up to its newest entry (for tools and tests that wait)."""

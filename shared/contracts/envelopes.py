@@ -6,14 +6,14 @@ import itertools
 import os
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import from_json, to_json
 
-from shared.games.api import DEFAULT_GAME
+from shared.games.api import DEFAULT_GAME, Event
 
 SCHEMA_VERSION = 2
 """Current envelope schema; bump it with an upcaster for the previous one.
@@ -167,24 +167,51 @@ def encode_event(
 ) -> EncodedEvent:
     """Encode an :class:`EventEnvelope` without building the model: the engine encodes every
     event it makes, and this is several times cheaper. :func:`read_event` reads it back."""
-    public = {
-        "event_id": event_id,
-        "game_id": game_id,
-        "version": version,
-        "type": type,
-        "data": data,
-        "secret": None,
-        "visibility": visibility,
-        "causation_id": causation_id,
-        "correlation_id": correlation_id,
-        "actor": actor,
-        "recorded_at": recorded_at,
-        "schema_version": SCHEMA_VERSION,
-    }
-    return EncodedEvent(
-        dump_json(public),
-        "" if secret is None else dump_json(secret),
-    )
+    made = Made(game_id, causation_id, correlation_id, actor, recorded_at)
+    return made.encode([Event(type, data, secret, visibility)], version, [event_id])[0]
+
+
+class Made(NamedTuple):
+    """What the events of one command share (their game, causes, actor and time): encoded
+    once per command, as the JSON after each event's own fields."""
+
+    game_id: str
+    causation_id: str | None
+    correlation_id: str | None
+    actor: str | None
+    recorded_at: str
+
+    def encode(
+        self, events: Sequence[Event], first_version: int, event_ids: Sequence[str]
+    ) -> list[EncodedEvent]:
+        """``events`` as :class:`EventEnvelope` JSON (the model's keys in its order), at
+        versions from ``first_version`` on, named by ``event_ids``: each event's own
+        fields in one string with the shared rest, one JSON encoding of its data."""
+        tail = dump_json(
+            {
+                "causation_id": self.causation_id,
+                "correlation_id": self.correlation_id,
+                "actor": self.actor,
+                "recorded_at": self.recorded_at,
+                "schema_version": SCHEMA_VERSION,
+            }
+        )[1:]
+        game = dump_json(self.game_id)
+        return [
+            EncodedEvent(
+                f'{{"event_id":{dump_json(event_id)},"game_id":{game},"version":{version},'
+                f'"type":{dump_json(e.type)},"data":{dump_json(e.data)},"secret":null,'
+                f'"visibility":{_visibility_json(e.visibility)},{tail}',
+                "" if e.secret is None else dump_json(e.secret),
+            )
+            for version, event_id, e in zip(
+                range(first_version, first_version + len(events)), event_ids, events, strict=True
+            )
+        ]
+
+
+def _visibility_json(visibility: Visibility) -> str:
+    return '"public"' if visibility == "public" else dump_json(visibility)
 
 
 class Rejection(_Envelope):

@@ -27,11 +27,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic_core import from_json
 from redis.asyncio import Redis
 
+from shared.bus.connection import is_cluster
 from shared.bus.keys import Keys
 from shared.bus.scripts import Batch, Library, call
 from shared.contracts import (
@@ -48,50 +50,66 @@ from shared.redis_replies import text as _text
 RESULT_TTL_S = 3600
 
 _APPEND = """
--- KEYS: 1 log, 2 partition events, 3 meta, 4 seen, 5 partition games, 6 result,
---       7 command stream, 8 decisions, 9 partition archived games
--- ARGV: 1 expected version, 2 command id, 3 game id, 4 group, 5 entry id, 6 result ttl,
---       7 result json ('' : the caller publishes it, once replicas have the append),
---       8 event count, then (public json, secret json or '') pairs, then
---       decision jsons. The log keeps the secret beside the public event; the partition
---       stream gets the public event only.
-local version = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
-if ARGV[2] ~= '' then
-  local seen = redis.call('HGET', KEYS[4], ARGV[2])
-  if seen then return {'duplicate', seen} end
-end
-if version ~= tonumber(ARGV[1]) then return {'conflict', tostring(version)} end
-if version == 0 and redis.call('SISMEMBER', KEYS[9], ARGV[3]) == 1 then
-  return {'archived', '0'}
-end
-local n = tonumber(ARGV[8])
-local publics = {}
-for i = 0, n - 1 do
-  version = version + 1
-  local public, secret = ARGV[9 + 2 * i], ARGV[10 + 2 * i]
-  if secret == '' then
-    redis.call('XADD', KEYS[1], version .. '-0', 'e', public)
-  else
-    redis.call('XADD', KEYS[1], version .. '-0', 'e', public, 's', secret)
+-- Appends of several commands, each as it would be alone, in order: one call per batch
+-- (per partition on a cluster, whose keys share a slot), one reply of (status, version)
+-- pairs. For each append, KEYS holds 10 keys in turn: 1 log, 2 partition events, 3 meta,
+-- 4 seen, 5 partition games, 6 snapshot, 7 result, 8 command stream, 9 decisions,
+-- 10 partition archived games. ARGV[1] is the number of appends; then, for each, the count
+-- of its arguments and they: 1 expected version, 2 command id, 3 game id, 4 group, 5 entry
+-- id, 6 result ttl, 7 result json ('' : the caller publishes it, once replicas have the
+-- append), 8 the game's snapshot at the append's version ('' none: stored only with the
+-- append, never on a log that took other events), 9 event count, then (public json,
+-- secret json or '') pairs, then decision jsons. The log keeps the secret beside the
+-- public event; the partition stream gets the public event only. A stale version is a
+-- conflict and writes nothing.
+local function append(k, a, last)
+  local version = tonumber(redis.call('HGET', KEYS[k + 3], 'version') or '0')
+  if ARGV[a + 2] ~= '' then
+    local seen = redis.call('HGET', KEYS[k + 4], ARGV[a + 2])
+    if seen then return 'duplicate', seen end
   end
-  publics[i + 1] = public
+  if version ~= tonumber(ARGV[a + 1]) then return 'conflict', tostring(version) end
+  if version == 0 and redis.call('SISMEMBER', KEYS[k + 10], ARGV[a + 3]) == 1 then
+    return 'archived', '0'
+  end
+  local n = tonumber(ARGV[a + 9])
+  local publics = {}
+  for i = 0, n - 1 do
+    version = version + 1
+    local public, secret = ARGV[a + 10 + 2 * i], ARGV[a + 11 + 2 * i]
+    if secret == '' then
+      redis.call('XADD', KEYS[k + 1], version .. '-0', 'e', public)
+    else
+      redis.call('XADD', KEYS[k + 1], version .. '-0', 'e', public, 's', secret)
+    end
+    publics[i + 1] = public
+  end
+  if n > 0 then
+    redis.call('XADD', KEYS[k + 2], '*', 'g', ARGV[a + 3], 'v', version, 'n', n,
+               'e', '[' .. table.concat(publics, ',') .. ']')
+  end
+  redis.call('HSET', KEYS[k + 3], 'version', version)
+  if tonumber(ARGV[a + 1]) == 0 then redis.call('SADD', KEYS[k + 5], ARGV[a + 3]) end
+  if ARGV[a + 2] ~= '' then redis.call('HSET', KEYS[k + 4], ARGV[a + 2], version) end
+  if ARGV[a + 8] ~= '' then redis.call('HSET', KEYS[k + 6], 'v', version, 's', ARGV[a + 8]) end
+  if ARGV[a + 7] ~= '' then
+    redis.call('RPUSH', KEYS[k + 7], ARGV[a + 7])
+    redis.call('EXPIRE', KEYS[k + 7], tonumber(ARGV[a + 6]))
+  end
+  if ARGV[a + 5] ~= '' then redis.call('XACK', KEYS[k + 8], ARGV[a + 4], ARGV[a + 5]) end
+  for i = a + 10 + 2 * n, last do
+    redis.call('XADD', KEYS[k + 9], '*', 'r', ARGV[i])
+  end
+  return 'ok', tostring(version)
 end
-if n > 0 then
-  redis.call('XADD', KEYS[2], '*', 'g', ARGV[3], 'v', version, 'n', n,
-             'e', '[' .. table.concat(publics, ',') .. ']')
+local out = {}
+local a = 2
+for j = 0, tonumber(ARGV[1]) - 1 do
+  local m = tonumber(ARGV[a])
+  out[2 * j + 1], out[2 * j + 2] = append(10 * j, a, a + m)
+  a = a + m + 1
 end
-redis.call('HSET', KEYS[3], 'version', version)
-if tonumber(ARGV[1]) == 0 then redis.call('SADD', KEYS[5], ARGV[3]) end
-if ARGV[2] ~= '' then redis.call('HSET', KEYS[4], ARGV[2], version) end
-if ARGV[7] ~= '' then
-  redis.call('RPUSH', KEYS[6], ARGV[7])
-  redis.call('EXPIRE', KEYS[6], tonumber(ARGV[6]))
-end
-if ARGV[5] ~= '' then redis.call('XACK', KEYS[7], ARGV[4], ARGV[5]) end
-for i = 9 + 2 * n, #ARGV do
-  redis.call('XADD', KEYS[8], '*', 'r', ARGV[i])
-end
-return {'ok', tostring(version)}
+return out
 """
 
 _FINISH = """
@@ -178,6 +196,17 @@ SCRIPTS = Library(
 )
 
 
+@lru_cache(maxsize=65_536)
+def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The keys an append to ``game_id`` writes, in the script's order, before and after its
+    result's (the command's own). Formatted once per game, not once per command (nine names,
+    each with the game's partition hashed)."""
+    k, p = keys, keys.partition(game_id)
+    tail = (k.commands(p), k.decisions(p), k.archived(p))
+    head = (k.log(game_id), k.events(p), k.meta(game_id), k.seen(game_id), k.games(p))
+    return (*head, k.snapshot(game_id)), tail
+
+
 class ArchiveReader(Protocol):
     """What the event store reads from the archive of finished games (``archive.Archive``);
     its methods block (SQL), so the store calls them in a thread."""
@@ -200,6 +229,7 @@ class Append:
     entry: tuple[int, str] | None = None  # (partition, command stream entry id) to acknowledge
     decisions: Sequence[str] = ()  # decision request JSON documents
     seat: int | None = None  # the command's seat: its id is scoped to it (``command_key``)
+    snapshot: str = ""  # the game's state JSON at ``version``, stored if the append is made
 
     @property
     def version(self) -> int:
@@ -308,34 +338,32 @@ class EventStore:
 
     # --- writing -------------------------------------------------------------------------
 
-    def _append_args(self, a: Append) -> tuple[list[str], list[Any]]:
-        k = self.keys
-        p = k.partition(a.game_id)
-        keys = [
-            k.log(a.game_id),
-            k.events(p),
-            k.meta(a.game_id),
-            k.seen(a.game_id),
-            k.games(p),
-            k.result(a.game_id, a.seat, a.command_id or "-"),
-            k.commands(p),
-            k.decisions(p),
-            k.archived(p),
-        ]
-        args: list[Any] = [
-            a.expected,
-            command_key(a.seat, a.command_id) if a.command_id else "",
-            a.game_id,
-            self.group,
-            a.entry[1] if a.entry else "",
-            RESULT_TTL_S,
-            self._result_json(a) if a.command_id and not self.replicas else "",
-            len(a.events),
-        ]
-        for public, secret in a.events:
-            args.append(public)
-            args.append(secret)
-        args.extend(a.decisions)
+    def _call_args(self, appends: Sequence[Append]) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of one script call appending ``appends`` (see the script)."""
+        keys: list[str] = []
+        args: list[Any] = [len(appends)]
+        for a in appends:
+            head, tail = _append_keys(self.keys, a.game_id)
+            keys += head
+            keys.append(self.keys.result(a.game_id, a.seat, a.command_id or "-"))
+            keys += tail
+            at = len(args)
+            args += (
+                0,  # its argument count, set below
+                a.expected,
+                command_key(a.seat, a.command_id) if a.command_id else "",
+                a.game_id,
+                self.group,
+                a.entry[1] if a.entry else "",
+                RESULT_TTL_S,
+                self._result_json(a) if a.command_id and not self.replicas else "",
+                a.snapshot,
+                len(a.events),
+            )
+            for public, secret in a.events:
+                args += (public, secret)
+            args += a.decisions
+            args[at] = len(args) - at - 1
         return keys, args
 
     @staticmethod
@@ -359,18 +387,32 @@ class EventStore:
         return (await self.append_many([a]))[0]
 
     async def append_many(self, appends: Sequence[Append]) -> list[AppendResult]:
-        """Pipelined appends, executed in order: one round trip for a whole batch."""
+        """Appends executed in order, in one script call per partition on a cluster (their
+        keys share its slot) and one in all on one Redis: one round trip for a whole batch,
+        with one reply to parse instead of one per command."""
         if not appends:
             return []
+        groups = self._groups(appends)
         async with Batch(self.redis) as batch:
-            positions = [batch.call(SCRIPTS["append"], *self._append_args(a)) for a in appends]
+            calls = [
+                batch.call(SCRIPTS["append"], *self._call_args([appends[i] for i in g]))
+                for g in groups
+            ]
             if self.replicas:
                 batch.wait(self.replicas, self.replica_timeout_ms)
             raw = await batch.execute()
-            results = [AppendResult(_text(raw[i][0]), int(raw[i][1])) for i in positions]
+            by_append: dict[int, tuple[AppendResult, int]] = {}
+            for group, position in zip(groups, calls, strict=True):
+                reply = raw[position]
+                for j, i in enumerate(group):
+                    status, version = _text(reply[2 * j]), int(reply[2 * j + 1])
+                    by_append[i] = (AppendResult(status, version), position)
+            results = [by_append[i][0] for i in range(len(appends))]
             if not self.replicas:
                 return results
-            replicated = [batch.replicated(raw, i) >= self.replicas for i in positions]
+            replicated = [
+                batch.replicated(raw, by_append[i][1]) >= self.replicas for i in range(len(appends))
+            ]
         await self._answer(
             [
                 a
@@ -382,6 +424,16 @@ class EventStore:
             r if ok or r.status != "ok" else AppendResult(r.status, r.version, answered=False)
             for r, ok in zip(results, replicated, strict=True)
         ]
+
+    def _groups(self, appends: Sequence[Append]) -> list[list[int]]:
+        """The appends' positions by script call: all in one on one Redis, by partition on
+        a cluster (a call's keys must share a slot); each group in the batch's order."""
+        if not is_cluster(self.redis):
+            return [list(range(len(appends)))]
+        by_partition: dict[int, list[int]] = {}
+        for i, a in enumerate(appends):
+            by_partition.setdefault(self.keys.partition(a.game_id), []).append(i)
+        return list(by_partition.values())
 
     async def _answer(self, appends: Sequence[Append]) -> None:
         """Store the senders' results of replicated appends (one round trip)."""

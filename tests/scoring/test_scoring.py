@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, event, select
 from sqlmodel import SQLModel
 
 from services.scoring.db import (
@@ -24,11 +24,11 @@ from services.scoring.db import (
 )
 from services.scoring.projection import FinishedGame, finish_key, rate
 from services.scoring.service import ScoringService
-from shared.bus import Keys
+from shared.bus import CommandSender, Keys
 from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 
-from ..backbone.helpers import wait_for
+from ..backbone.helpers import play_locally, running_engine, wait_for
 from .helpers import dump, game_ids, play_games
 
 pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
@@ -156,6 +156,51 @@ async def test_two_scoring_services_on_one_database_count_nothing_twice(
     await drain(a, b)
     live = dump(database)
     assert {r["status"] for r in rows(database, ScoredGame)} == {"finished"}
+    await ScoringService(redis, keys, database).rebuild()
+    assert dump(database) == live
+
+
+async def test_moves_made_while_scoring_waits_are_committed_together(
+    redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """Commands applied one at a time, each its own entry on the event stream, while the
+    service waits between commits: their events are scored in one transaction (a commit
+    per read was one per move), and the tables still equal a rebuild."""
+    (game_id,) = game_ids(keys, 1, "g-batched")
+    commands, _ = play_locally(game_id, 3, 41, 30)
+    sender = CommandSender(redis, keys)
+
+    async def apply(command: Any) -> None:
+        await sender.send_many([command])
+        result = await sender.result(game_id, command.command_id, seat=command.seat, timeout_s=30)
+        assert result is not None and result.status == "accepted", result
+
+    commits: list[int] = []
+
+    def on_commit(_: Any) -> None:
+        commits.append(1)
+
+    event.listen(database, "commit", on_commit)
+    scorer = ScoringService(redis, keys, database, commit_interval_s=10.0)
+    try:
+        async with running_engine(redis, keys):
+            await scorer.start()
+            try:
+                await apply(commands[0])
+                await wait_for(scorer.caught_up, timeout_s=60)  # committed: now it waits
+                before = len(commits)
+                for command in commands[1:]:
+                    await apply(command)
+                await wait_for(scorer.caught_up, timeout_s=60)
+            finally:
+                await scorer.close()
+    finally:
+        event.remove(database, "commit", on_commit)
+    # Seconds at most for these commands on the slowest machine, so one commit; a second
+    # if the wait ended among them. One read per command would make 29.
+    assert 1 <= len(commits) - before <= 2
+    assert rows(database, ScoredGame)[0]["version"] > 29
+    live = dump(database)
     await ScoringService(redis, keys, database).rebuild()
     assert dump(database) == live
 
