@@ -20,28 +20,19 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import random
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from typing import Any
 
 import httpx
 import websockets
 from scratch import postgres_schema  # beside this script
 
+from services.capacity import free_port, server_env
 from shared.bus import connect, delete_namespace
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Watcher:
@@ -125,22 +116,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    folder = tempfile.mkdtemp(prefix="caravel-bench-")
     port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
-        "CARAVEL_DATA_DIR": folder,
-        "CARAVEL_HTTP_PORT": str(port),
-        "CARAVEL_KEY_PREFIX": f"cvhttp-{uuid.uuid4().hex[:8]}",
-        "CARAVEL_LOG_LEVEL": "WARNING",
-        # Every simulated player sends from this one address: lift the per-client limits.
-        **{
-            f"CARAVEL_{kind}_{what}": "1000000"
-            for kind in ("JOIN", "COMMAND", "SOCKET")
-            for what in ("RATE", "BURST")
-        },
-        "CARAVEL_WS_MAX_PER_CLIENT": "100000",
-    }
+    env = server_env(port, "cvhttp")
     if args.redis_url:
         env["CARAVEL_REDIS_URL"] = args.redis_url
     with contextlib.ExitStack() as held:

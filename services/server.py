@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import socket
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
 
 import structlog
 import uvicorn
@@ -31,6 +35,7 @@ from shared.observability.metrics import RedisSampler
 from shared.settings import Settings
 
 KEEP_ALIVE_S = 75  # an idle HTTP connection is closed after this (as nginx does)
+CHILD_STOP_S = 10  # a lobby child given this long to stop before it is killed
 
 
 async def serve(
@@ -43,7 +48,9 @@ async def serve(
     """Serve until SIGINT or SIGTERM; ``engine``, ``lobby``, ``ai`` and ``scoring`` choose
     what runs."""
     keys = Keys(settings.key_prefix, settings.partitions)
-    async with redis_for(settings) as pools:
+    children = settings.lobbies - 1 if engine and lobby else 0  # `caravel up` only
+    share = settings.http_share_port or children > 0
+    async with redis_for(settings) as pools, _lobby_children(settings, pools.url, children):
         stop = stop_on_signals()
         tasks = []
         # One pool for all: the lobby's and scoring's tables, and the engine's archive.
@@ -79,9 +86,7 @@ async def serve(
             )
             matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
             tasks.append(asyncio.create_task(matchmaker.run(stop), name="matchmaker"))
-            sockets = _listen(
-                settings.http_host, settings.http_port, share=settings.http_share_port
-            )
+            sockets = _listen(settings.http_host, settings.http_port, share=share)
             _announce(settings)
         else:  # metrics and health only, on a port of their own (0: none)
             app = FastAPI(title="Caravel operations")
@@ -110,6 +115,34 @@ async def serve(
         if server is not None:
             server.should_exit = True
         await asyncio.gather(*tasks)
+
+
+@contextlib.asynccontextmanager
+async def _lobby_children(settings: Settings, redis_url: str, count: int) -> AsyncIterator[None]:
+    """``count`` `caravel lobby` processes beside this one, on its Redis (the embedded one
+    too), data folder (its SQLite file and signing key) and HTTP port; stopped (SIGTERM, then
+    waited for) before the Redis they use goes away."""
+    env = {
+        **os.environ,
+        "CARAVEL_REDIS_URL": redis_url,
+        "CARAVEL_DATA_DIR": str(settings.data_dir.resolve()),
+        "CARAVEL_HTTP_PORT": str(settings.http_port),
+        "CARAVEL_HTTP_SHARE_PORT": "true",
+        "CARAVEL_METRICS_PORT": "0",
+        "CARAVEL_LOBBIES": "1",
+    }
+    command = [sys.executable, "-m", "services.cli", "lobby"]
+    children = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for child in children:
+            child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                await asyncio.to_thread(child.wait, CHILD_STOP_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
 
 
 class _Server(uvicorn.Server):

@@ -37,6 +37,15 @@ class Settings(BaseSettings):
         "host serve it together (the kernel spreads the connections); off, a second process "
         "finds the port taken.",
     )
+    lobbies: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="`caravel up` only: HTTP API processes on its port. Beyond the first (in "
+        "the process with the engine, bots and scoring), each is a `caravel lobby` child on "
+        "the same Redis, data folder and port (SO_REUSEPORT): one per core spreads the move "
+        "path over every core.",
+    )
     metrics_port: int = Field(
         default=9464,
         ge=0,

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any, Literal, NamedTuple
@@ -28,6 +29,7 @@ from shared.views import read_view
 from .catalog import schema_ref
 from .limits import Limits, Refused, client_of
 from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep
+from .tokens import SeatClaim
 
 log = structlog.get_logger("caravel.lobby")
 router = APIRouter(tags=["games"])
@@ -106,8 +108,16 @@ async def send_command(
 ) -> CommandOut:
     """Play a move for your seat: accepted with the game's new version (and, with
     ``?legal=true``, your legal commands from then on), or a 4xx with the rules' code and
-    reason."""
+    reason. A seat's WebSocket can send the same moves as ``command`` frames."""
     claim = await lobby.claim(authorization, game_id)
+    return await play(lobby, game_id, claim.seat, command, legal)
+
+
+async def play(
+    lobby: Lobby, game_id: str, seat: int, command: dict[str, Any], legal: bool = False
+) -> CommandOut:
+    """One move of a seat already checked, over HTTP or its WebSocket: the engine's answer,
+    or an :class:`ApiError` with the rules' code (nothing changed)."""
     fields = dict(command)
     kind = fields.pop("type", None)
     command_id = fields.pop("command_id", None) or uuid.uuid4().hex
@@ -116,13 +126,13 @@ async def send_command(
         raise ApiError(422, "malformed", "a command has a string 'type' (and 'command_id')")
     try:
         envelope = CommandEnvelope(
-            command_id=command_id, game_id=game_id, seat=claim.seat, type=kind, payload=fields
+            command_id=command_id, game_id=game_id, seat=seat, type=kind, payload=fields
         )
     except ValueError as e:
         raise ApiError(422, "malformed", str(e).splitlines()[0]) from None
     if command.get("command_id"):  # the client's own id: a retry must be the same command
         await lobby.check_reuse(envelope)
-    with bound_contextvars(game=game_id, command=command_id, seat=claim.seat):
+    with bound_contextvars(game=game_id, command=command_id, seat=seat):
         result = await lobby.execute(envelope)
     if result.status == "rejected":
         code = result.code or "rejected"
@@ -130,7 +140,7 @@ async def send_command(
     version = result.version or 0  # the engine gives one with every answer but a rejection
     out = CommandOut(status=result.status, version=version, command_id=command_id)
     if legal:
-        out.legal = await _legal(lobby, game_id, claim.seat, version)
+        out.legal = await _legal(lobby, game_id, seat, version)
     return out
 
 
@@ -198,6 +208,8 @@ async def events(
     ``after`` + 1 on, then live. Reconnect with the last version you got, and that event's
     id as ``event``: nothing is missed and nothing comes twice, and a log that went back
     under it (a failover) closes the socket with 1012 for you to read the game again.
+    A seat's socket also takes its moves: ``{"type": "command", "command": {...}}`` frames,
+    each answered on the socket by a ``result`` or an ``error`` frame (see ``SocketMoves``).
     Closes after the game's last event; a refusal closes with a code and a reason (see the
     README)."""
     lobby: Lobby = websocket.app.state.lobby
@@ -209,10 +221,10 @@ async def events(
             await limits.take("sockets", client)
             start = await _start(lobby, game_id, token, after, event)
             if not start.over:
-                streaming = stream_events(
-                    lobby, game_id, start.seat, start.after, websocket.send_text
-                )
-                await _until_disconnect(websocket, streaming)
+                send = _serialized(websocket.send_text)
+                streaming = stream_events(lobby, game_id, start.seat, start.after, send)
+                moves = SocketMoves(lobby, limits, client, game_id, start.claim, send)
+                await _until_disconnect(websocket, streaming, moves)
             await websocket.close(reason="game_over")
     except Refused as refused:
         if websocket.client_state == WebSocketState.CONNECTING:
@@ -229,31 +241,152 @@ async def events(
         return
 
 
-async def _until_disconnect(websocket: WebSocket, streaming: Coroutine[Any, Any, None]) -> None:
-    """Run ``streaming`` until it ends or the client goes: a client that leaves while its
-    game is quiet gives its socket back at once, not at the game's next event."""
+def _serialized(send: Callable[[str], Awaitable[None]]) -> Callable[[str], Awaitable[None]]:
+    """``send`` one frame at a time: the event stream and the moves' answers share a socket."""
+    lock = asyncio.Lock()
+
+    async def one_at_a_time(text: str) -> None:
+        async with lock:
+            await send(text)
+
+    return one_at_a_time
+
+
+class SocketMoves:
+    """The moves a seat sends on its WebSocket, under the rules of ``POST /commands``: the
+    seat's holder checked at every move (a token whose holder left moves nothing), the
+    client's command rate, a reused command id refused. Each ``command`` frame is answered
+    on the socket, in the order sent, by
+
+    - ``{"type": "result", "command_id", "status": "accepted"|"duplicate", "version"}``;
+      the move's events and, when the seat must decide again, its ``decision`` frame (its
+      legal commands) come on the same socket, as every event does; or
+    - ``{"type": "error", "command_id", "status", "code", "message", "details"}``, with the
+      status and code ``POST /commands`` would answer (a frame that is not a command:
+      ``bad_frame``; a spectator's socket: ``not_seated``); nothing changed.
+    """
+
+    def __init__(
+        self,
+        lobby: Lobby,
+        limits: Limits,
+        client: str,
+        game_id: str,
+        claim: SeatClaim | None,
+        send: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self.lobby, self.limits, self.client = lobby, limits, client
+        self.game_id, self.claim, self.send = game_id, claim, send
+        self.idle = asyncio.Event()  # no move between its frame and its answer
+        self.idle.set()
+
+    async def frame(self, text: str) -> None:
+        """Answer one frame the client sent."""
+        self.idle.clear()
+        command_id = None
+        try:
+            command = _command_of(text)
+            command_id = command.get("command_id")
+            seat = await self._check()
+            out = await play(self.lobby, self.game_id, seat, command)
+            answer = out.model_dump(include={"command_id", "status", "version"})
+            await self.send(json.dumps({"type": "result", **answer}))
+        except ApiError as e:
+            await self._error(e.status, e.code, e.message, e.details, command_id)
+        except Refused as e:
+            details = {} if e.retry_after_s is None else {"retry_after_s": e.retry_after_s}
+            await self._error(e.status, e.code, e.message, details, command_id)
+        finally:
+            self.idle.set()
+
+    async def _check(self) -> int:
+        """The seat, still held by this socket's token (and the token alive), with a
+        command token left in the client's bucket."""
+        if self.claim is None:
+            message = "a spectator's socket sends no moves: open it with ?token="
+            raise ApiError(403, "not_seated", message)
+        if self.claim.expires < time.time():
+            raise ApiError(401, "expired_token", "the seat token has expired; join again")
+        await self.lobby.check_holder(self.claim)
+        await self.limits.take("commands", self.client)
+        return self.claim.seat
+
+    async def _error(
+        self, status: int, code: str, message: str, details: dict[str, Any], command_id: Any
+    ) -> None:
+        frame = {
+            "type": "error",
+            "command_id": command_id if isinstance(command_id, str) else None,
+            "status": status,
+            "code": code,
+            "message": message,
+            "details": details,
+        }
+        await self.send(json.dumps(frame))
+
+
+def _command_of(text: str) -> dict[str, Any]:
+    """The command a ``command`` frame carries (its ``command_id`` inside it), or a 422
+    ``bad_frame``."""
+    try:
+        frame = json.loads(text)
+    except ValueError:
+        frame = None
+    if not isinstance(frame, dict) or frame.get("type") != "command":
+        raise ApiError(422, "bad_frame", 'send {"type": "command", "command": {...}} frames')
+    command = frame.get("command")
+    if not isinstance(command, dict):
+        raise ApiError(422, "bad_frame", "a command frame's 'command' is an object")
+    if "command_id" in frame and "command_id" not in command:
+        command = {**command, "command_id": frame["command_id"]}
+    return command
+
+
+async def _until_disconnect(
+    websocket: WebSocket, streaming: Coroutine[Any, Any, None], moves: SocketMoves
+) -> None:
+    """Run ``streaming`` until it ends or the client goes, answering the client's frames
+    meanwhile: a client that leaves while its game is quiet gives its socket back at once,
+    not at the game's next event; a move in flight when the game ends still gets its
+    answer."""
     stream = asyncio.create_task(streaming)
-    gone = asyncio.create_task(_disconnected(websocket))
+    gone = asyncio.create_task(_receive(websocket, moves))
     done, pending = await asyncio.wait({stream, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if stream in done and gone in pending:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(moves.idle.wait(), moves.lobby.settings.command_timeout_s)
     for task in pending:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect):
             await task
     if gone in done:
+        if stream.done() and not stream.cancelled():
+            stream.exception()  # gone too (a send to a closed socket): retrieved, not logged
+        gone.result()  # a move that failed beyond an answer (Redis away: closed with 1013)
         raise WebSocketDisconnect
     stream.result()
 
 
-async def _disconnected(websocket: WebSocket) -> None:
-    """Wait for the client to go (what it sends meanwhile is ignored)."""
-    while (await websocket.receive())["type"] != "websocket.disconnect":
-        pass
+async def _receive(websocket: WebSocket, moves: SocketMoves) -> None:
+    """Answer the client's frames, one after the other, until it goes."""
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        text = message.get("text")
+        if text is None:
+            text = (message.get("bytes") or b"").decode("utf-8", "replace")
+        await moves.frame(text)
 
 
 class _Start(NamedTuple):
-    seat: int | None
+    claim: SeatClaim | None
     after: int
     over: bool  # the game is over and ``after`` is at or past its end
+
+    @property
+    def seat(self) -> int | None:
+        return None if self.claim is None else self.claim.seat
 
 
 async def _start(
@@ -263,10 +396,10 @@ async def _start(
     anything left to send; :class:`Refused` for a bad token (4401), a bad ``after``
     (4400) or a game that does not exist (4404); :class:`LogWentBack` if the log has no
     event ``event`` at ``after`` (the client's last event was lost to a failover)."""
-    seat = None
+    claim = None
     if token:
         try:
-            seat = (await lobby.claim(f"Bearer {token}", game_id)).seat
+            claim = await lobby.claim(f"Bearer {token}", game_id)
         except ApiError as e:
             raise Refused(4401, e.code, e.message) from None
     if not AFTER.fullmatch(after):
@@ -283,7 +416,7 @@ async def _start(
     if version > last:
         raise Refused(4400, "bad_after", f"after is past the game's version {last}")
     over = newest is not None and newest.type == api.GAME_ENDED and version >= last
-    return _Start(seat, version, over)
+    return _Start(claim, version, over)
 
 
 async def _check_resume(lobby: Lobby, game_id: str, version: int, event_id: str) -> None:

@@ -44,6 +44,7 @@ MAX_SEATS = 8  # what a command envelope's seat allows; each game narrows it
 # How long a read waits for the views projection to reach a version its client knows (it is
 # usually there within milliseconds) before a 503 (or a 202) that says when to come back.
 VIEW_WAIT_S = 2.0
+NO_HOLDER = "-"  # a cached seat nobody holds (free, a bot's, or left)
 
 
 def clean_name(name: str) -> str:
@@ -115,15 +116,47 @@ class Lobby:
             raise ApiError(401, e.code, e.message) from None
         if claim.table_id != table_id:
             raise ApiError(403, "wrong_table", "this seat token belongs to another table")
-        if not await run_in_threadpool(self._holds, claim):
-            message = f"this token no longer holds seat {claim.seat}; join again"
-            raise ApiError(403, "not_seated", message)
+        await self.check_holder(claim)
         return claim
 
-    def _holds(self, claim: tokens.SeatClaim) -> bool:
+    async def check_holder(self, claim: tokens.SeatClaim) -> None:
+        """403 ``not_seated`` unless the claim's holder still holds its seat. The holder is
+        read from Redis (``Keys.holders``, one round trip, shared by every lobby process);
+        only a seat not cached there is read from SQL, in the thread pool, and cached."""
+        key = self.keys.holders(claim.table_id)
+        field = str(claim.seat)
+        cached: Any = await self.redis.hget(key, field)
+        if cached is None:
+            holder = await run_in_threadpool(self._holder, claim.table_id, claim.seat)
+            # HSETNX: a join or leave that wrote the seat meanwhile has the last word.
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hsetnx(key, field, NO_HOLDER if holder is None else holder)
+                pipe.expire(key, self.settings.seat_token_ttl_s)
+                await pipe.execute()
+        else:
+            holder = cached.decode() if isinstance(cached, bytes) else str(cached)
+        if holder is None or holder == NO_HOLDER or holder != claim.holder:
+            message = f"this token no longer holds seat {claim.seat}; join again"
+            raise ApiError(403, "not_seated", message)
+
+    def _holder(self, table_id: str, seat_number: int) -> str | None:
+        """The seat's holder in SQL (None: free, a bot's, or left)."""
         with Session(self.db) as session:
-            seat = session.get(LobbySeat, (claim.table_id, claim.seat))
-        return seat is not None and not seat.left and seat.holder == claim.holder
+            seat = session.get(LobbySeat, (table_id, seat_number))
+        return None if seat is None or seat.left else seat.holder
+
+    async def forget_holder(self, table_id: str, seat: int) -> None:
+        """Drop a seat's cached holder before its SQL row changes: if the change's own
+        :meth:`set_holder` then fails, the next check reads SQL."""
+        await self.redis.hdel(self.keys.holders(table_id), str(seat))
+
+    async def set_holder(self, table_id: str, seat: int, holder: str | None) -> None:
+        """Cache a seat's new holder (None: nobody) once its SQL row has changed."""
+        key = self.keys.holders(table_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(key, str(seat), NO_HOLDER if holder is None else holder)
+            pipe.expire(key, self.settings.seat_token_ttl_s)
+            await pipe.execute()
 
     async def check_reuse(self, command: CommandEnvelope) -> None:
         """409 ``command_id_reused`` if a client's command id came before with another

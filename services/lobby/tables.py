@@ -226,10 +226,17 @@ def _get(db: Engine, table_id: str) -> TableOut:
     responses=ERRORS,
     name="join_table",
 )
-def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
+async def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
     """Take a seat (a given one, or the first free): the answer carries the seat token."""
+    seat, holder = await run_in_threadpool(_join, lobby.db, table_id, body)
+    await lobby.set_holder(table_id, seat, holder)
+    return JoinOut(table_id=table_id, seat=seat, token=lobby.token(table_id, seat, holder))
+
+
+def _join(db: Engine, table_id: str, body: JoinTable) -> tuple[int, str]:
+    """The seat taken in SQL and its new holder's id."""
     for _ in range(8):  # lost a race for a seat: try the next free one
-        with Session(lobby.db) as session:
+        with Session(db) as session:
             table = _table(session, table_id)
             if table.status != "open":
                 raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
@@ -247,7 +254,7 @@ def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
             except IntegrityError:  # lost a race for the seat, or for the name: look again
                 session.rollback()
                 continue
-        return JoinOut(table_id=table_id, seat=seat, token=lobby.token(table_id, seat, holder))
+        return seat, holder
     raise ApiError(409, "table_busy", "too many players are joining at once; try again")
 
 
@@ -258,7 +265,9 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
     """Give a seat up: before the start it frees the seat; in a running game a fallback
     bot plays it from then on (its moves are recorded as the fallback's)."""
     claim = await lobby.claim(authorization, table_id)
+    await lobby.forget_holder(table_id, claim.seat)
     table, running = await run_in_threadpool(_leave, lobby.db, table_id, claim.seat)
+    await lobby.set_holder(table_id, claim.seat, None)
     if running:
         left = Seats(players={claim.seat: LEFT}).to_mapping()
         await lobby.redis.hset(lobby.keys.seats(table_id), mapping=left)  # type: ignore[arg-type]

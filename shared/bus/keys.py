@@ -47,6 +47,12 @@ class Keys:
         """Who plays each seat (human, bot:<level>, left) and the move deadline: the lobby's."""
         return self._g(game_id, "seats")
 
+    def holders(self, game_id: str) -> str:
+        """Seat -> its holder's id, or "-" for none: the lobby's cache of its SQL seats, so
+        that a seat token is checked without SQL (filled on a miss, written on join and
+        leave)."""
+        return self._g(game_id, "holders")
+
     def view(self, game_id: str) -> str:
         """The game's projected views: the spectator's and each seat's (the views projection)."""
         return self._g(game_id, "view")

@@ -116,3 +116,32 @@ async def test_a_command_id_sent_again_with_another_command_is_refused(
         other = {"type": "bid", "amount": 0, "command_id": "c1"}
         reused = await client.post(commands, json=other, headers=auth)
         assert reused.status_code == 409 and reused.json()["code"] == "command_id_reused"
+
+
+async def test_a_left_holders_token_is_refused_by_every_lobby_process(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Two lobby processes on one Redis and database: the holder's token works on both;
+    they leave through the first, and the second refuses the token at once (the holder is
+    kept beside the seats in Redis, not in one process's memory)."""
+    shared = {"secret": "one key for both lobbies"}
+    async with (
+        running_lobby(redis_url, keys, database_url, tmp_path / "a", **shared) as first,
+        running_lobby(
+            redis_url, keys, database_url, tmp_path / "b", command="lobby", **shared
+        ) as second,
+    ):
+        table = (await first.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        at = f"/tables/{table['id']}"
+        eve = (await first.post(f"{at}/join", json={"name": "Eve", "seat": 0})).json()
+        started = await second.post(f"{at}/start", headers=bearer(eve["token"]))
+        assert started.status_code == 200, started.text
+        game = f"/games/{table['id']}"
+        for client in (first, second):
+            assert (await client.get(f"{game}/legal", headers=bearer(eve["token"]))).is_success
+        assert (await first.post(f"{at}/leave", headers=bearer(eve["token"]))).is_success
+        for client in (second, first):
+            for path in ("view", "legal"):
+                refused = await client.get(f"{game}/{path}", headers=bearer(eve["token"]))
+                assert refused.status_code == 403 and refused.json()["code"] == "not_seated"
+        assert await redis.hget(keys.holders(table["id"]), "0") == b"-"

@@ -14,7 +14,7 @@ import httpx
 
 from shared.bus import Keys
 
-from .helpers import caravel_env, free_port
+from .helpers import caravel_env, free_port, running_lobby
 
 
 async def _answers(port: int, requests: int) -> list[int]:
@@ -100,3 +100,21 @@ async def test_two_lobbies_share_a_port_and_either_one_serves_it_alone(
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+async def test_caravel_up_with_two_lobbies_serves_its_port_from_two_processes(
+    redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """``CARAVEL_LOBBIES=2``: `caravel up` starts a `caravel lobby` child on its port (two
+    sockets listen on it), both answer, and stopping `caravel up` stops the child too (it
+    waits for it: nothing listens on the port once it has exited)."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path, lobbies="2") as client:
+        port = client.base_url.port
+        assert port is not None
+        for _ in range(600):  # until the child binds the port beside it
+            if _listening(port) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert _listening(port) == 2
+        assert await _answers(port, 10) == [200] * 10
+    assert _listening(port) == 0

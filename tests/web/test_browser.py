@@ -164,9 +164,11 @@ async def test_a_person_plays_watches_and_replays_a_game_in_the_browser(
         shown = await player.locator("#error").inner_text()
         assert shown and "(" in shown, shown  # the reason, then the rules' code in brackets
         assert await player.evaluate(ticking), "the clock went away after a refused move"
-        refused = len(traffic.errors)
-        assert refused == 1 and "status of 4" in traffic.errors[0], traffic.errors
-        traffic.errors.clear()  # the browser's own note of that 4xx answer
+        # Sent on the open socket (an error frame: no console note), or over HTTP while it
+        # connects (the browser notes the 4xx answer in the console).
+        assert all("status of 4" in e for e in traffic.errors), traffic.errors
+        assert len(traffic.errors) <= 1, traffic.errors
+        traffic.errors.clear()
 
         moves = await play_to_the_end(player, watcher, rnd, traffic)
         assert moves > 10

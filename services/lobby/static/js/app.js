@@ -7,7 +7,7 @@ import { TurnClock } from "./clock.js";
 import { clear, forPeople, h, label, playerName, plural, readable } from "./dom.js";
 import { DRAWN } from "./games/index.js";
 import * as generic from "./games/generic.js";
-import { GameStream } from "./ws.js";
+import { GameStream, newCommandId } from "./ws.js";
 
 const $ = (id) => document.getElementById(id);
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
@@ -366,7 +366,14 @@ async function followGame(table, seatInfo) {
     moves(view.legal_commands ?? []);
     const { seat: _seat, ...body } = command;
     try {
-      const answer = await post(`/games/${id}/commands`, body, { token });
+      // Over the seat's socket while it is open; over HTTP otherwise, and again over HTTP
+      // under the same id if the socket dropped before answering (played once either way).
+      const sent = { ...body, command_id: newCommandId() };
+      const overHttp = () => post(`/games/${id}/commands`, sent, { token });
+      const answer = !stream.live ? await overHttp() : await stream.command(sent).catch((error) => {
+        if (error.code === "socket_closed") return overHttp();
+        throw error;
+      });
       played = probe.played = Math.max(played, answer.version ?? 0); // no older view again
       $("error").textContent = "";
       view = { ...view, legal_commands: [] }; // the next view brings the next decision

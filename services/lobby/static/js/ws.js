@@ -3,6 +3,14 @@
 // nothing comes twice (and versions already seen are skipped all the same). The resume names
 // that version's event too: if a failover took it back (the log went back, 1012
 // log_went_back), the stream follows the game again from its start, after onRestart.
+// A seat's open socket also carries its moves: command() sends a "command" frame and
+// resolves with the "result" frame answering it (or rejects with the "error" frame's ApiError).
+
+import { ApiError } from "./api.js";
+
+// A command id of 32 hex digits (getRandomValues: a page served over plain HTTP has it too).
+export const newCommandId = () =>
+  Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
 
 export class GameStream {
   constructor(gameId, { token, onEvent, onDecision, onState, onEnd, onRestart }) {
@@ -13,6 +21,26 @@ export class GameStream {
     this.received = []; // every event version as it arrived, repeats included (tests look)
     this.closed = false;
     this.delay = 250;
+    this.answers = new Map(); // command_id -> {resolve, reject} of a move sent on the socket
+  }
+
+  // Whether a move can go over the socket now (a seat's socket, open).
+  get live() { return Boolean(this.token) && this.socket?.readyState === WebSocket.OPEN; }
+
+  command(body) {
+    const command_id = body.command_id ?? newCommandId();
+    return new Promise((resolve, reject) => {
+      this.answers.set(command_id, { resolve, reject });
+      this.socket.send(JSON.stringify({ type: "command", command: { ...body, command_id } }));
+    });
+  }
+
+  answered(item) {
+    const waiting = this.answers.get(item.command_id);
+    if (!waiting) return;
+    this.answers.delete(item.command_id);
+    if (item.type === "result") waiting.resolve(item);
+    else waiting.reject(new ApiError(item.status, item.code, item.message, item.details));
   }
 
   open() {
@@ -30,6 +58,7 @@ export class GameStream {
 
   receive(item) {
     if (item.type === "decision") { this.onDecision?.(item); return; }
+    if (item.type === "result" || item.type === "error") { this.answered(item); return; }
     this.received.push(item.version);
     if (item.version <= this.version) return; // already seen (never expected)
     this.version = item.version;
@@ -39,6 +68,10 @@ export class GameStream {
 
   closedWith(socket, close) {
     if (socket !== this.socket || this.closed) return;
+    for (const { reject } of this.answers.values()) { // their answers went with the socket
+      reject(new ApiError(0, "socket_closed", "the connection dropped; the move may not have been played"));
+    }
+    this.answers.clear();
     if (close.reason === "game_over") {
       this.closed = true;
       this.onState?.("ended");

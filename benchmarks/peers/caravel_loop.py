@@ -1,0 +1,232 @@
+"""Caravel's side of the peers benchmark: two-seat tables, both seats human, played closed
+loop (one move in flight per table) against a running server, with the server's CPU per move.
+
+Two ways to move:
+
+- ``http``: what a plain HTTP client does (the issue 24 baseline): ``POST
+  /games/{id}/commands?legal=true`` for the seat to move, then ``GET
+  /games/{id}/legal?after_version=`` of the other seat, and the seat with legal commands
+  moves next.
+- ``ws``: each seat holds its WebSocket; a ``decision`` frame names its legal commands, the
+  seat answers with a ``command`` frame on the same socket and gets a ``result`` frame.
+
+A finished game is replaced by a new table (its setup is not counted as moves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import psutil
+import websockets
+
+from services.capacity import Plan, server, start_table
+
+
+def tree_cpu_s(root: psutil.Process) -> float:
+    """CPU seconds (user + system) of ``root`` and its live descendants (an embedded Redis,
+    lobby children)."""
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+@contextlib.contextmanager
+def caravel_up(python: str, tree: str, lobbies: int = 1) -> Iterator[tuple[str, psutil.Process]]:
+    """``caravel up`` of the checkout at ``tree`` on a free port: its base URL and process."""
+    with server(lobbies, tree, python) as (base, process):
+        yield base, psutil.Process(process.pid)
+
+
+@dataclass
+class Tally:
+    """Moves played in the measured window, and each move's round trip."""
+
+    moves: int = 0
+    latencies: list[float] = field(default_factory=list)
+    refused: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    measuring: bool = False
+
+    def played(self, started: float) -> None:
+        if self.measuring:
+            self.moves += 1
+            self.latencies.append(time.perf_counter() - started)
+
+
+async def new_table(client: httpx.AsyncClient, game: str) -> tuple[str, list[str]]:
+    """A two-seat table of two humans, started: its id and the seats' tokens."""
+    return await start_table(client, Plan(game=game, seats=2, humans=2))
+
+
+async def http_table(
+    client: httpx.AsyncClient, game: str, stop: asyncio.Event, tally: Tally
+) -> None:
+    """Play tables over HTTP until ``stop``."""
+    while not stop.is_set():
+        table, tokens = await new_table(client, game)
+        auth = [{"Authorization": f"Bearer {t}"} for t in tokens]
+        legal = [(await client.get(f"/games/{table}/legal", headers=a)).json() for a in auth]
+        while not stop.is_set():
+            seat = next((s for s in (0, 1) if legal[s]["legal_commands"]), None)
+            if seat is None:
+                break  # the game is over
+            started = time.perf_counter()
+            answer = await client.post(
+                f"/games/{table}/commands?legal=true",
+                json=legal[seat]["legal_commands"][0],
+                headers=auth[seat],
+            )
+            if answer.status_code != 200:
+                tally.refused += 1
+                legal[seat] = (await client.get(f"/games/{table}/legal", headers=auth[seat])).json()
+                continue
+            out = answer.json()
+            legal[seat] = out["legal"]
+            other = 1 - seat
+            legal[other] = (
+                await client.get(
+                    f"/games/{table}/legal?after_version={out['version']}", headers=auth[other]
+                )
+            ).json()
+            tally.played(started)
+
+
+class Seat:
+    """One seat's socket: its pending decision (legal commands at a version)."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.decision: dict[str, Any] | None = None
+        self.results: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.over = False
+
+    async def read(self, changed: asyncio.Event) -> None:
+        try:
+            async for message in self.ws:
+                frame = json.loads(message)
+                kind = frame.get("type")
+                if kind == "decision":
+                    self.decision = frame
+                    changed.set()
+                elif kind in ("result", "error"):
+                    await self.results.put(frame)
+                elif kind == "game_ended":
+                    self.over = True
+                    changed.set()
+        finally:
+            self.over = True
+            changed.set()
+
+
+async def ws_table(
+    client: httpx.AsyncClient, ws_base: str, game: str, stop: asyncio.Event, tally: Tally
+) -> None:
+    """Play tables over each seat's WebSocket until ``stop``."""
+    while not stop.is_set():
+        table, tokens = await new_table(client, game)
+        changed = asyncio.Event()
+        async with contextlib.AsyncExitStack() as sockets:
+            seats = []
+            for token in tokens:
+                url = f"{ws_base}/games/{table}/ws?token={token}"
+                seats.append(Seat(await sockets.enter_async_context(websockets.connect(url))))
+            readers = [asyncio.create_task(s.read(changed)) for s in seats]
+            try:
+                await _play_ws(seats, changed, stop, tally)
+            finally:
+                for reader in readers:
+                    reader.cancel()
+
+
+async def _play_ws(
+    seats: list[Seat], changed: asyncio.Event, stop: asyncio.Event, tally: Tally
+) -> None:
+    while not stop.is_set():
+        seat = next((s for s in seats if s.decision is not None), None)
+        if seat is None:
+            if any(s.over for s in seats):
+                return
+            changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), 5)
+            continue
+        decision, seat.decision = seat.decision, None
+        assert decision is not None
+        started = time.perf_counter()
+        command = {**decision["legal_commands"][0], "command_id": uuid.uuid4().hex}
+        await seat.ws.send(json.dumps({"type": "command", "command": command}))
+        result = await seat.results.get()
+        if result["type"] != "result":
+            tally.refused += 1
+            tally.errors[result.get("code", "?")] += 1
+            continue
+        tally.played(started)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+async def closed_loop(
+    base: str,
+    server: psutil.Process,
+    mode: str,
+    tables: int = 20,
+    seconds: float = 20,
+    game: str = "age_of_discovery",
+    warmup_s: float = 3,
+) -> dict[str, Any]:
+    """Play ``tables`` tables closed loop for ``seconds`` (after ``warmup_s``): moves/s,
+    the server tree's CPU per move, and each move's round trip."""
+    tally = Tally()
+    stop = asyncio.Event()
+    limits = httpx.Limits(max_connections=2 * tables + 10, max_keepalive_connections=2 * tables)
+    ws_base = base.replace("http://", "ws://")
+    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+        if mode == "http":
+            players = [http_table(client, game, stop, tally) for _ in range(tables)]
+        else:
+            players = [ws_table(client, ws_base, game, stop, tally) for _ in range(tables)]
+        tasks = [asyncio.create_task(p) for p in players]
+        await asyncio.sleep(warmup_s)
+        cpu0, started = tree_cpu_s(server), time.perf_counter()
+        tally.measuring = True
+        await asyncio.sleep(seconds)
+        tally.measuring = False
+        cpu1, elapsed = tree_cpu_s(server), time.perf_counter() - started
+        stop.set()
+        done, pending = await asyncio.wait(tasks, timeout=10)
+        for task in pending:
+            task.cancel()
+        for task in done:
+            if task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    moves = max(tally.moves, 1)
+    return {
+        "system": f"caravel ({mode})",
+        "tables": tables,
+        "moves": tally.moves,
+        "refused": tally.refused,
+        "errors": dict(tally.errors),
+        "moves_per_second": round(tally.moves / elapsed, 1),
+        "server_cpu_ms_per_move": round(1000 * (cpu1 - cpu0) / moves, 3),
+        "server_cores_busy": round((cpu1 - cpu0) / elapsed, 2),
+        "round_trip_ms": {
+            name: round(1000 * percentile(tally.latencies, q), 2)
+            for name, q in (("p50", 0.5), ("p99", 0.99))
+        },
+    }

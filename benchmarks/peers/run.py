@@ -1,0 +1,119 @@
+"""Benchmark: Caravel against a peer (boardgame.io), and against another Caravel checkout.
+
+    python benchmarks/peers/run.py --tables 20 --seconds 20 --rounds 2 [--mode ws|http]
+        [--game age_of_discovery] [--old /tmp/caravel-base --old-mode http] [--no-bgio]
+        [--lobbies N] [--old-lobbies N] [--json]
+
+Each round runs, one after the other (alternating, so both meet the same load on a shared
+machine), a closed loop of ``--tables`` two-seat tables, one move in flight per table:
+
+- boardgame.io (its server from npm in a temporary folder, in-memory storage, a game of
+  one move per turn, clients over socket.io): see ``boardgameio.py``;
+- this checkout's ``caravel up`` (``--mode ws``: moves over the seats' WebSockets; ``http``:
+  ``POST /commands?legal=true`` plus ``GET /legal`` of the other seat);
+- with ``--old TREE``: ``caravel up`` of another checkout (``git archive REV | tar -x -C
+  TREE``) on ``--old-mode``, for before/after figures.
+
+Each prints moves/s, the server's CPU per move (user + system of its whole process tree,
+an embedded Redis and lobby children included, from psutil) and each move's round trip;
+the last line is the ratios to boardgame.io.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its modules, beside it
+
+import boardgameio
+import caravel_loop
+
+from services.capacity import wait_ready
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TREE = os.path.dirname(os.path.dirname(HERE))
+
+
+def caravel_round(
+    tree: str, mode: str, args: argparse.Namespace, label: str, lobbies: int = 0
+) -> dict[str, Any]:
+    with caravel_loop.caravel_up(sys.executable, tree, lobbies or 1) as (base, server):
+        asyncio.run(wait_ready(base))
+        result = asyncio.run(
+            caravel_loop.closed_loop(
+                base, server, mode, args.tables, args.seconds, args.game, args.warmup
+            )
+        )
+    result["system"] = f"{label} ({mode}{f', {lobbies} lobbies' if lobbies else ''})"
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--warmup", type=float, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--mode", choices=("ws", "http"), default="ws")
+    parser.add_argument("--game", default="age_of_discovery")
+    parser.add_argument("--old", default=None, help="another checkout to alternate with")
+    parser.add_argument("--old-mode", choices=("ws", "http"), default="http")
+    parser.add_argument("--no-bgio", action="store_true", help="leave boardgame.io out")
+    parser.add_argument("--lobbies", type=int, default=0, help="CARAVEL_LOBBIES (0: unset)")
+    parser.add_argument("--old-lobbies", type=int, default=0, help="the --old one's")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results: list[dict[str, Any]] = []
+    peer = None if args.no_bgio else boardgameio.install()
+    for _ in range(args.rounds):
+        if peer is not None:
+            results.append(boardgameio.run(peer, args.tables, args.seconds, args.warmup))
+            print(json.dumps(results[-1]), flush=True)
+        results.append(caravel_round(TREE, args.mode, args, "caravel", args.lobbies))
+        print(json.dumps(results[-1]), flush=True)
+        if args.old:
+            results.append(
+                caravel_round(args.old, args.old_mode, args, "caravel old", args.old_lobbies)
+            )
+            print(json.dumps(results[-1]), flush=True)
+    print(json.dumps(summary(results)) if args.json else summary(results))
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each system's median moves/s and CPU per move, and Caravel's ratios to boardgame.io."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by.setdefault(r["system"], []).append(r)
+    out: dict[str, Any] = {}
+    for system, runs in by.items():
+        rates = sorted(r["moves_per_second"] for r in runs)
+        cpu = sorted(r["server_cpu_ms_per_move"] for r in runs)
+        out[system] = {"moves_per_second": rates, "server_cpu_ms_per_move": cpu}
+    peer = out.get("boardgame.io")
+    if peer:
+        for system, figures in out.items():
+            if system == "boardgame.io":
+                continue
+            figures["moves_ratio_to_bgio"] = round(
+                _median(figures["moves_per_second"]) / _median(peer["moves_per_second"]), 3
+            )
+            figures["cpu_ratio_to_bgio"] = round(
+                _median(figures["server_cpu_ms_per_move"])
+                / _median(peer["server_cpu_ms_per_move"]),
+                2,
+            )
+    return out
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else 0.0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""``caravel bench capacity``: how many live tables one ``caravel up`` carries at a human pace.
+
+Each table has ``humans`` seats played by this driver like a person would (joined over HTTP,
+its WebSocket open, a move sent as a ``command`` frame on it after a think time drawn from
+``think``) and bots in the others. The figure that matters is the time from a move sent to
+its event reaching a seat's WebSocket (the mover's own with one human; the other human's
+with two): its p99 at each number of tables, with every refused move (an ``error`` frame) and
+every lost one (no answer) counted. Memory: the server's resident memory (its whole process
+tree) before the tables, with them, and with one more spectator socket per table.
+
+The same driver, with two humans per table and the think time drawn to offer a given rate,
+is the move → other seat's WebSocket latency benchmark (``benchmarks/peers/latency.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import websockets
+
+ANSWER_S = 10.0  # a move with no answer in this long is lost
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@dataclass
+class Plan:
+    """What each table is: its game, seats, human seats (the first ones; the rest bots of
+    ``bot``), and the think time range of its humans, in seconds."""
+
+    game: str = "age_of_discovery"
+    seats: int = 4
+    humans: int = 1
+    bot: str = "greedy"
+    think: tuple[float, float] = (2.0, 10.0)
+    watch_other: bool = False  # time a move to the other human's socket, not the mover's
+
+
+@dataclass
+class Tally:
+    latencies: list[float] = field(default_factory=list)
+    moves: int = 0
+    refused: int = 0
+    lost: int = 0
+    measuring: bool = False
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` and its descendants, from /proc (0 where unreadable)."""
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        with contextlib.suppress(OSError):
+            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * PAGE
+        for task in Path(f"/proc/{current}").glob("task/*/children"):
+            with contextlib.suppress(OSError):
+                todo += [int(c) for c in task.read_text().split()]
+    return total
+
+
+def server_env(port: int, prefix: str = "cvbench", **settings: str) -> dict[str, str]:
+    """The environment of a benchmark's server: this one's without its CARAVEL_ settings, a
+    data folder, port and key prefix of its own, and the per-client limits lifted (every
+    simulated player comes from this one address); ``settings`` as CARAVEL_<NAME>."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
+        "CARAVEL_DATA_DIR": tempfile.mkdtemp(prefix=f"{prefix}-"),
+        "CARAVEL_HTTP_PORT": str(port),
+        "CARAVEL_KEY_PREFIX": f"{prefix}-{uuid.uuid4().hex[:8]}",
+        "CARAVEL_LOG_LEVEL": "WARNING",
+        "CARAVEL_WS_MAX_PER_CLIENT": "1000000",
+        "CARAVEL_WS_MAX_TOTAL": "1000000",
+        **{
+            f"CARAVEL_{kind}_{what}": "1000000"
+            for kind in ("JOIN", "COMMAND", "SOCKET")
+            for what in ("RATE", "BURST")
+        },
+        **{f"CARAVEL_{name.upper()}": value for name, value in settings.items()},
+    }
+
+
+@contextlib.contextmanager
+def server(
+    lobbies: int = 1, tree: str | None = None, python: str = sys.executable
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A ``caravel up`` (of the checkout at ``tree``, else this one) on a free port, with
+    ``lobbies`` HTTP processes: its base URL and process."""
+    port = free_port()
+    env = server_env(port, "cvcap", lobbies=str(lobbies), metrics_port="0")
+    if tree is not None:
+        env["PYTHONPATH"] = tree
+    process = subprocess.Popen(
+        [python, "-m", "services.cli", "up"], env=env, cwd=tree, stdout=subprocess.DEVNULL
+    )
+    try:
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+async def wait_ready(base: str, seconds: float = 120) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=5) as client:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                if (await client.get("/readyz")).status_code == 200:
+                    return
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"{base} did not become ready")
+
+
+class Human:
+    """One human seat's socket: its decisions, the answers to its moves, and when each
+    version reached it."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.decisions: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.waiting: dict[int, asyncio.Future[float]] = {}  # a version after -> its arrival
+        self.over = asyncio.Event()
+
+    async def read(self) -> None:
+        try:
+            async for message in self.ws:
+                frame = json.loads(message)
+                kind = frame.get("type")
+                if kind == "decision":
+                    self.decisions.put_nowait(frame)
+                elif kind in ("result", "error"):
+                    self.answers.put_nowait(frame)
+                else:
+                    self._arrived(frame["version"], time.perf_counter())
+        finally:
+            self.over.set()
+
+    def _arrived(self, version: int, at: float) -> None:
+        for after in [a for a in self.waiting if version > a]:
+            future = self.waiting.pop(after)
+            if not future.done():
+                future.set_result(at)
+
+    def expect(self, after: int) -> asyncio.Future[float]:
+        """When the first event after version ``after`` reaches this socket."""
+        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self.waiting[after] = future
+        return future
+
+
+async def start_table(client: httpx.AsyncClient, plan: Plan) -> tuple[str, list[str]]:
+    """A table of ``plan`` with its humans joined, started: its id and their tokens."""
+    bots = {str(s): plan.bot for s in range(plan.humans, plan.seats)}
+    body = {"game": plan.game, "seats": plan.seats, "bots": bots, "deadline_s": 86400}
+    table = (await client.post("/tables", json=body)).json()["id"]
+    tokens = []
+    for i in range(plan.humans):
+        joined = await client.post(f"/tables/{table}/join", json={"name": f"h{i}"})
+        tokens.append(joined.json()["token"])
+    started = await client.post(
+        f"/tables/{table}/start", headers={"Authorization": f"Bearer {tokens[0]}"}
+    )
+    started.raise_for_status()
+    return table, tokens
+
+
+async def _play(
+    humans: list[Human], plan: Plan, rng: random.Random, tally: Tally, stop: asyncio.Event
+) -> None:
+    async def seat(i: int) -> None:
+        me, other = humans[i], humans[(i + 1) % len(humans)]
+        watched = other if plan.watch_other else me
+        while not stop.is_set() and not me.over.is_set():
+            try:
+                decision = await asyncio.wait_for(me.decisions.get(), 1.0)
+            except TimeoutError:
+                continue
+            while not me.decisions.empty():  # the newest one only
+                decision = me.decisions.get_nowait()
+            await asyncio.sleep(rng.uniform(*plan.think))
+            if stop.is_set():
+                return
+            measuring = tally.measuring
+            arrival = watched.expect(decision["version"])
+            sent = time.perf_counter()
+            command = {**rng.choice(decision["legal_commands"]), "command_id": uuid.uuid4().hex}
+            await me.ws.send(json.dumps({"type": "command", "command": command}))
+            try:
+                answer = await asyncio.wait_for(me.answers.get(), ANSWER_S)
+            except TimeoutError:
+                tally.lost += measuring
+                continue
+            if answer["type"] != "result":
+                tally.refused += measuring
+                continue
+            with contextlib.suppress(TimeoutError):
+                at = await asyncio.wait_for(asyncio.shield(arrival), ANSWER_S)
+                if measuring:
+                    tally.moves += 1
+                    tally.latencies.append(at - sent)
+
+    await asyncio.gather(*(seat(i) for i in range(len(humans))))
+
+
+async def live_tables(
+    base: str, pid: int, tables: int, seconds: float, plan: Plan, seed: int = 1
+) -> dict[str, Any]:
+    """Play ``tables`` tables of ``plan`` for ``seconds`` once all are set up: move
+    latency percentiles, refused and lost moves, and memory per table and per socket."""
+    rng = random.Random(seed)
+    tally, stop = Tally(), asyncio.Event()
+    ws_base = base.replace("http://", "ws://")
+    limits = httpx.Limits(max_connections=64)
+    rss_before = tree_rss_bytes(pid)
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client,
+        contextlib.AsyncExitStack() as sockets,
+    ):
+        setups = [asyncio.create_task(start_table(client, plan)) for _ in range(tables)]
+        made = await asyncio.gather(*setups)
+        humans = []
+        for table, tokens in made:
+            seated = []
+            for token in tokens:
+                url = f"{ws_base}/games/{table}/ws?token={token}"
+                ws = await sockets.enter_async_context(websockets.connect(url, max_size=None))
+                seated.append(Human(ws))
+            humans.append(seated)
+        readers = [asyncio.create_task(h.read()) for seated in humans for h in seated]
+        players = [
+            asyncio.create_task(_play(seated, plan, random.Random(rng.random()), tally, stop))
+            for seated in humans
+        ]
+        await asyncio.sleep(plan.think[1])  # every table past its first move
+        rss_tables = tree_rss_bytes(pid)
+        tally.measuring = True
+        started = time.perf_counter()
+        await asyncio.sleep(seconds)
+        tally.measuring = False
+        elapsed = time.perf_counter() - started
+        spectators = [
+            await sockets.enter_async_context(websockets.connect(f"{ws_base}/games/{table}/ws"))
+            for table, _ in made
+        ]
+        await asyncio.sleep(1)
+        rss_sockets = tree_rss_bytes(pid)
+        stop.set()
+        await asyncio.gather(*players, return_exceptions=True)
+        for task in readers:
+            task.cancel()
+        del spectators
+    ordered = sorted(tally.latencies)
+
+    def pct(q: float) -> float:
+        return round(1000 * ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
+
+    return {
+        "tables": tables,
+        "seats": plan.seats,
+        "humans_per_table": plan.humans,
+        "moves": tally.moves,
+        "moves_per_second": round(tally.moves / elapsed, 1),
+        "refused": tally.refused,
+        "lost": tally.lost,
+        "latency_ms": {"p50": pct(0.5), "p99": pct(0.99)} if ordered else None,
+        "memory_per_table_kb": round((rss_tables - rss_before) / tables / 1024, 1),
+        "memory_per_socket_kb": round((rss_sockets - rss_tables) / tables / 1024, 1),
+    }
+
+
+def capacity(
+    levels: list[int], seconds: float, lobbies: int = 1, p99_ms: float = 100.0, seed: int = 1
+) -> dict[str, Any]:
+    """Each number of tables in ``levels`` on a fresh server; the largest whose p99 stays
+    within ``p99_ms`` with no refused or lost move."""
+    runs = []
+    for tables in levels:
+        with server(lobbies) as (base, process):
+            asyncio.run(wait_ready(base))
+            run = asyncio.run(live_tables(base, process.pid, tables, seconds, Plan(), seed))
+        run["ok"] = bool(
+            run["latency_ms"]
+            and run["latency_ms"]["p99"] <= p99_ms
+            and not run["refused"]
+            and not run["lost"]
+        )
+        runs.append(run)
+        print(json.dumps(run), file=sys.stderr, flush=True)
+    passed = [r["tables"] for r in runs if r["ok"]]
+    largest = max(passed, default=0)
+    return {"lobbies": lobbies, "p99_limit_ms": p99_ms, "largest_ok": largest, "runs": runs}

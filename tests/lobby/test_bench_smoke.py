@@ -1,0 +1,36 @@
+"""The move-path benchmarks run (a tiny smoke run each; their figures are not checked: speed
+is measured in benchmarks/, never asserted): the peers closed loop over WebSockets and over
+HTTP, and the live-tables driver of `caravel bench capacity` and the latency benchmark."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import psutil
+from redis.asyncio import Redis
+
+from services.capacity import Plan, live_tables
+from shared.bus import Keys
+
+from .helpers import running_lobby
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "peers"))
+import caravel_loop  # a benchmark script's module, beside it
+
+UNLIMITED = {"command_rate": "100000", "command_burst": "100000"}
+
+
+async def test_the_move_path_benchmarks_play_moves(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    async with running_lobby(redis_url, keys, database_url, tmp_path, **UNLIMITED) as client:
+        base = str(client.base_url).rstrip("/")
+        me = psutil.Process(os.getpid())  # not the server: its CPU is not what is checked
+        for mode in ("ws", "http"):
+            run = await caravel_loop.closed_loop(base, me, mode, tables=2, seconds=1, warmup_s=0.5)
+            assert run["moves"] > 0 and run["refused"] == 0, run
+        plan = Plan(seats=2, humans=2, think=(0.0, 0.05), watch_other=True)
+        live = await live_tables(base, os.getpid(), 2, 1.0, plan)
+        assert live["moves"] > 0 and live["refused"] == live["lost"] == 0, live

@@ -1,0 +1,179 @@
+"""Moves over the WebSocket a seat holds: a ``command`` frame answered on the socket by a
+``result`` (the move's events and the next ``decision`` follow on it) or an ``error`` frame,
+under the rules of ``POST /commands``: seat check, rate, command-id reuse, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import websockets
+from redis.asyncio import Redis
+from websockets.asyncio.client import ClientConnection
+
+from shared.bus import Keys
+from shared.eventstore import EventStore
+
+from .helpers import bearer, running_lobby
+
+RECEIVE_S = 30.0  # a frame comes within milliseconds; this only bounds a broken test
+
+
+class SeatSocket:
+    """One seat's socket: frames sorted into decisions and answers as they come."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.decisions: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.events: list[dict[str, Any]] = []
+        self.reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for message in self.ws:
+            frame = json.loads(message)
+            if frame["type"] == "decision":
+                await self.decisions.put(frame)
+            elif frame["type"] in ("result", "error"):
+                await self.answers.put(frame)
+            else:
+                self.events.append(frame)
+
+    async def move(self, command: dict[str, Any]) -> dict[str, Any]:
+        await self.ws.send(json.dumps({"type": "command", "command": command}))
+        return await asyncio.wait_for(self.answers.get(), RECEIVE_S)
+
+    async def send_raw(self, text: str) -> dict[str, Any]:
+        await self.ws.send(text)
+        return await asyncio.wait_for(self.answers.get(), RECEIVE_S)
+
+
+async def _two_humans(client: Any, game: str = "age_of_discovery") -> tuple[str, list[str]]:
+    body = {"game": game, "seats": 2, "deadline_s": 3600}
+    table = (await client.post("/tables", json=body)).json()["id"]
+    tokens = [
+        (await client.post(f"/tables/{table}/join", json={"name": f"p{i}"})).json()["token"]
+        for i in range(2)
+    ]
+    started = await client.post(f"/tables/{table}/start", headers=bearer(tokens[0]))
+    assert started.status_code == 200, started.text
+    return table, tokens
+
+
+def _ws(client: Any, table: str, token: str | None = None) -> str:
+    url = f"ws://{client.base_url.host}:{client.base_url.port}/games/{table}/ws"
+    return f"{url}?token={token}" if token else url
+
+
+async def test_a_whole_game_is_played_by_moves_over_the_seats_sockets(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Two human seats play a whole game of The Age of Discovery (about 150 decisions;
+    Navegador's two-seat games take ten times as many) by ``command`` frames only, each the
+    first legal command of the seat's ``decision`` frame: every move is accepted, the
+    versions answered are the log's, and each socket ends with the game's last event."""
+    unlimited = {"command_rate": "100000", "command_burst": "100000"}  # one client, many moves
+    async with running_lobby(redis_url, keys, database_url, tmp_path, **unlimited) as client:
+        for game in ("age_of_discovery",):
+            table, tokens = await _two_humans(client, game)
+            seats = [SeatSocket(await websockets.connect(_ws(client, table, t))) for t in tokens]
+            versions = []
+            while not any(s.reader.done() for s in seats):
+                waiting = [asyncio.create_task(s.decisions.get()) for s in seats]
+                done, pending = await asyncio.wait(
+                    [*waiting, *(s.reader for s in seats)],
+                    timeout=RECEIVE_S,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                for task in pending:
+                    if task in waiting:
+                        task.cancel()
+                assert done, "no decision and no end of the game"
+                for seat, task in zip(seats, waiting, strict=True):
+                    if task in done:
+                        decision = task.result()
+                        if seat.decisions.empty() and decision["legal_commands"]:
+                            answer = await seat.move(decision["legal_commands"][0])
+                            assert answer["type"] == "result", answer
+                            assert answer["status"] == "accepted"
+                            versions.append(answer["version"])
+            for seat in seats:
+                await seat.reader
+                await seat.ws.close()
+            log = await EventStore(redis, keys).read(table)
+            assert log[-1].type == "game_ended"
+            assert versions == sorted(versions) and versions[-1] <= log[-1].version
+            assert all(s.events[-1]["type"] == "game_ended" for s in seats)
+            assert len(versions) > 20  # many moves, all by frames
+
+
+async def test_a_bad_frame_gets_an_error_frame_and_changes_nothing(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """Not JSON, not a command frame, a command without a type, one of no known type (the
+    engine's refusal), a command id reused for another command, a move from a spectator's
+    socket: each gets an ``error`` frame with the status and code ``POST /commands`` would
+    answer, and the log does not move."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table, tokens = await _two_humans(client)
+        legal = [
+            (await client.get(f"/games/{table}/legal", headers=bearer(t))).json() for t in tokens
+        ]
+        mover = next(i for i in (0, 1) if legal[i]["legal_commands"])
+        seat = SeatSocket(await websockets.connect(_ws(client, table, tokens[mover])))
+        move = legal[mover]["legal_commands"][0]
+        store = EventStore(redis, keys)
+        before = (await store.last_event(table)).version  # type: ignore[union-attr]
+        used = uuid.uuid4().hex
+        first = await seat.move({**move, "command_id": used})
+        assert first["type"] == "result" and first["command_id"] == used
+        after_first = (await store.last_event(table)).version  # type: ignore[union-attr]
+        assert after_first > before
+        bad = {
+            "not json": ("not json", "bad_frame", 422),
+            "a list": ("[1, 2]", "bad_frame", 422),
+            "no command": (json.dumps({"type": "command"}), "bad_frame", 422),
+            "other frame": (json.dumps({"type": "hello"}), "bad_frame", 422),
+            "no type": (json.dumps({"type": "command", "command": {"x": 1}}), "malformed", 422),
+            "unknown": (
+                json.dumps({"type": "command", "command": {"type": "fly"}}),
+                "unknown_command",
+                422,
+            ),
+            "reused id": (
+                json.dumps({"type": "command", "command": {"type": "pass", "command_id": used}}),
+                "command_id_reused",
+                409,
+            ),
+        }
+        for name, (text, code, status) in bad.items():
+            answer = await seat.send_raw(text)
+            assert answer["type"] == "error", name
+            assert (answer["code"], answer["status"]) == (code, status), (name, answer)
+            assert answer["message"]
+        assert (await store.last_event(table)).version == after_first  # type: ignore[union-attr]
+        spectator = SeatSocket(await websockets.connect(_ws(client, table)))
+        refused = await spectator.move(move)
+        assert refused["type"] == "error" and refused["code"] == "not_seated"
+        assert (await store.last_event(table)).version == after_first  # type: ignore[union-attr]
+
+
+async def test_a_token_whose_holder_left_moves_nothing_over_its_open_socket(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A seat opens its socket, then its holder leaves (over HTTP): the socket stays open
+    for the events, but its moves are refused ``not_seated`` and the log does not move."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table, tokens = await _two_humans(client)
+        sockets = [SeatSocket(await websockets.connect(_ws(client, table, t))) for t in tokens]
+        left = await client.post(f"/tables/{table}/leave", headers=bearer(tokens[0]))
+        assert left.status_code == 200, left.text
+        command_id = uuid.uuid4().hex
+        refused = await sockets[0].move({"type": "pass", "command_id": command_id})
+        assert refused["type"] == "error" and refused["code"] == "not_seated", refused
+        assert refused["status"] == 403 and refused["command_id"] == command_id
+        # Never sent to the engine: it answered nothing under that id.
+        assert not await redis.exists(keys.result(table, 0, command_id))
