@@ -26,29 +26,12 @@ from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.bus import Keys
-from shared.bus.scripts import Library, call
+from shared.bus.admission import SCRIPTS
+from shared.bus.scripts import Script, call
 from shared.httpapi import ErrorOut
 from shared.settings import Settings
 
 log = structlog.get_logger("caravel.limits")
-
-# KEYS: 1 bucket. ARGV: 1 tokens per second, 2 burst. Returns the seconds to wait before a
-# token is there ("0": one was taken). Redis's clock, so replicas agree on the time.
-_TAKE = """
-local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens = tonumber(bucket[1]) or burst
-local at = tonumber(bucket[2]) or now
-tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
-local wait = 0
-if tokens >= 1 then tokens = tokens - 1 else wait = (1 - tokens) / rate end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
-redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 1)
-return tostring(wait)
-"""
-SCRIPTS = Library("limits", {"take": _TAKE})
 
 
 class Refused(Exception):
@@ -99,16 +82,26 @@ class Limits:
         """Take one of ``client``'s ``kind`` tokens; :class:`Refused` (429) if none is left.
         If Redis does not answer, the request goes through: the limit must not become an
         outage of its own (the request then meets Redis's 503 anyway)."""
-        rate = self.rates[kind]
-        key = f"{self.keys.prefix}:rate:{kind}:{client}"
         try:
-            args = [rate.per_second, rate.burst]
-            wait = float(await call(self.redis, SCRIPTS["take"], [key], args))
+            wait = await call(self.redis, *self.bucket(kind, client))
         except RedisError as e:
             log.warning("rate limit not checked: redis does not answer", error=str(e))
             return
-        if wait > 0:
-            retry = max(1, math.ceil(wait))
+        self.check(kind, client, wait)
+
+    def bucket(self, kind: str, client: str) -> tuple[Script, list[str], list[float]]:
+        """The script call that takes one of ``client``'s ``kind`` tokens (its reply: the
+        seconds to wait, for :meth:`check`), to send in a batch with other calls."""
+        rate = self.rates[kind]
+        key = f"{self.keys.prefix}:rate:{kind}:{client}"
+        return SCRIPTS["take"], [key], [rate.per_second, rate.burst]
+
+    def check(self, kind: str, client: str, wait: bytes | str | float) -> None:
+        """:class:`Refused` (429, with the seconds to retry in) if the :meth:`bucket` call
+        answered a ``wait``: no token was left."""
+        seconds = float(wait)
+        if seconds > 0:
+            retry = max(1, math.ceil(seconds))
             message = f"too many {kind} from {client}; retry in {retry} s"
             raise Refused(429, "rate_limited", message, retry)
 
