@@ -24,8 +24,8 @@ import time
 from typing import Any
 
 from services.ai import MctsBot
-from services.ai.arena import wilson
 from shared.games import api
+from shared.intervals import wilson
 
 # The child: reads one JSON request a line (an observation, a seed, a budget), answers with
 # the command its mcts chooses.

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -21,6 +23,8 @@ from shared.observability import configure_logging
 from shared.settings import Settings
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from shared.contracts import EventEnvelope
     from shared.eventstore import EventStore
 
@@ -78,6 +82,7 @@ def check_players(game: api.AnyGame, players: int) -> None:
 
 
 GAME_HELP = "A registered game (see `caravel games`)."
+DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
 
 
 @app.command()
@@ -214,19 +219,21 @@ def games_export(
 ) -> None:
     """Write a game's whole log as JSON lines (from Redis, or from the archive once the game
     was archived), with its server-only parts: keep the file private."""
-    from shared.eventstore import export_log, logfile
+    from shared.eventstore import export_log, final_hash, logfile
 
-    async def run(store: EventStore) -> tuple[list[EventEnvelope], bool]:
-        return await export_log(store, game_id), bool(await store.archived([game_id]))
+    async def run(store: EventStore) -> tuple[list[EventEnvelope], bool, str | None]:
+        events = await export_log(store, game_id)
+        archived = bool(await store.archived([game_id]))
+        return events, archived, await final_hash(store, events)
 
-    events, archived = _with_store(run)
+    events, archived, ended = _with_store(run)
     if not events:
         err_console.print(f"there is no game {game_id}")
         raise typer.Exit(1)
     if output is None:
-        sys.stdout.buffer.write(logfile.dump_lines(events))
+        sys.stdout.buffer.write(logfile.dump_export(events, ended))
     else:
-        logfile.write_file(output, events)
+        logfile.write_file(output, events, ended)
     where = "the archive" if archived else "Redis"
     err_console.print(f"game {game_id}: {len(events)} events from {where}")
 
@@ -239,17 +246,18 @@ def games_import(
     from shared.eventstore import GameExists, import_log, logfile
 
     try:
-        events = logfile.read_file(file)
-    except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
-        raise typer.BadParameter(f"cannot read {file}: {e}", param_hint="FILE") from None
+        header, events = logfile.read_export(file)
+    except ValueError as e:  # missing, truncated, not JSON, not events: one line, exit 1
+        typer.echo(f"cannot read {e}", err=True)
+        raise typer.Exit(1) from None
 
     async def run(store: EventStore) -> int:
-        return await import_log(store, events)
+        return await import_log(store, events, header)
 
     try:
         version = _with_store(run)
     except (GameExists, ValueError) as e:
-        err_console.print(str(e))
+        typer.echo(f"not imported: {e}", err=True)
         raise typer.Exit(1) from None
     err_console.print(f"game {events[0].game_id}: imported {version} events")
 
@@ -595,6 +603,186 @@ def projections_rebuild(
     console.print(
         f"{name}: {report.games} games, {report.events} events in {report.seconds:.1f} s: "
         f"{report.events_per_second:.0f} events/s"
+    )
+
+
+lab = typer.Typer(help="A balance lab: bot games recorded under an experiment's name.")
+app.add_typer(lab, name="lab")
+
+
+def _analytics_db() -> Engine:
+    from services.lobby.db import make_engine
+
+    return make_engine(Settings().sql_url())
+
+
+@lab.command("run")
+def lab_run(
+    game_name: Annotated[str, typer.Option("--game", help=GAME_HELP)] = api.DEFAULT_GAME,
+    seats: Annotated[
+        str, typer.Option(help="Bot level per seat, comma-separated (random, greedy, mcts).")
+    ] = "greedy,greedy,greedy,greedy",
+    games: Annotated[int, typer.Option(min=1)] = 1000,
+    ruleset: Annotated[
+        str | None,
+        typer.Option(help="A shipped ruleset name or a .toml path (default: the game's)."),
+    ] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", help="KEY=VALUE")] = None,
+    experiment: Annotated[str, typer.Option(help="The name the games are recorded under.")] = "",
+    workers: Annotated[int, typer.Option(min=0, help="Processes (0: every core).")] = 0,
+    seed: Annotated[int, typer.Option()] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
+) -> None:
+    """Play bot games with the real rules on every core and record them in the analytics
+    store (CARAVEL_DATABASE_URL) under ``--experiment``: whole, or marked incomplete."""
+    from services.lab import LabError, LabRun, run_lab
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # marked incomplete, as Ctrl-C
+    levels = tuple(s.strip() for s in seats.split(",") if s.strip())
+    spec = LabRun(
+        game_name, levels, games, experiment, ruleset, parse_options(option or []), seed, workers
+    )
+    db = _analytics_db()
+    try:
+        with _progress(err_console if as_json else console) as progress:
+            task = progress.add_task(f"lab {experiment}", total=games)
+            report = run_lab(spec, db, lambda n: progress.advance(task, n))
+    except LabError as e:
+        raise typer.BadParameter(str(e)) from None
+    finally:
+        db.dispose()
+    result = {
+        "experiment": report.experiment,
+        "games": report.games,
+        "status": report.status,
+        "workers": report.workers,
+        "seconds": round(report.seconds, 2),
+        "cpu_seconds": round(report.cpu_seconds, 2),
+        "games_per_second": round(report.games_per_second, 1),
+        "games_per_cpu_second": round(report.games_per_cpu_second, 1),
+    }
+    if as_json:
+        print(json.dumps(result))
+        return
+    console.print(
+        f"{report.experiment}: {report.games} games ({report.status}) in {report.seconds:.1f} s "
+        f"on {report.workers} workers: {report.games_per_second:.1f} games/s, "
+        f"{report.games_per_cpu_second:.1f} games per CPU second"
+    )
+
+
+@lab.command("compare")
+def lab_compare(
+    a: Annotated[str, typer.Argument(help="Experiment A.")],
+    b: Annotated[str, typer.Argument(help="Experiment B.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Every difference between two experiments (turn positions, sides, seat kinds,
+    breakdown means, fact owners' win rates) with its 95% interval; * marks the
+    significant ones (the interval excludes 0)."""
+    from services.scoring import stats
+
+    db = _analytics_db()
+    try:
+        with db.connect() as conn:
+            found = {e["name"]: e for e in stats.experiments(conn)}
+            for name in (a, b):
+                if name not in found:
+                    known = ", ".join(sorted(found)) or "none"
+                    raise typer.BadParameter(f"no experiment {name!r}; known: {known}")
+            figures = [
+                stats.figures(conn, stats.check(conn, stats.Filter(found[n]["game"], experiment=n)))
+                for n in (a, b)
+            ]
+    finally:
+        db.dispose()
+    result = stats.compare(*figures)
+    if as_json:
+        print(json.dumps(result, default=str))
+        return
+    _print_comparison(a, b, result)
+
+
+def _print_comparison(a: str, b: str, result: dict[str, Any]) -> None:
+    console.print(f"A = {a} ({result['games'][0]} games), B = {b} ({result['games'][1]} games)")
+    table = Table(title="A - B (95% interval); * significant")
+    for column in ("figure", "A", "B", "A - B", "95% interval", ""):
+        table.add_column(column, justify="right" if column else "left")
+
+    def rate_row(name: str, row: dict[str, Any]) -> None:
+        table.add_row(
+            name,
+            f"{row['a']['rate']:.1%} (n={row['a']['n']})",
+            f"{row['b']['rate']:.1%} (n={row['b']['n']})",
+            f"{row['diff']:+.1%}",
+            f"{row['low']:+.1%} to {row['high']:+.1%}",
+            "*" if row["significant"] else "",
+        )
+
+    for part, title in (
+        ("turn_position", "win rate, turn position"),
+        ("side", "win rate, side"),
+        ("seat_kind", "win rate, seat kind"),
+    ):
+        for row in result[part]:
+            rate_row(f"{title} {row['value']}", row)
+    for name, row in result["means"].items():
+        table.add_row(
+            f"mean {name}",
+            f"{row['a']['mean']:.2f} (n={row['a']['n']})",
+            f"{row['b']['mean']:.2f} (n={row['b']['n']})",
+            f"{row['diff']:+.2f}",
+            f"{row['low']:+.2f} to {row['high']:+.2f}",
+            "*" if row["significant"] else "",
+        )
+    for row in result["facts"]:
+        rate_row(f"win rate of owners, {row['kind']} {row['subject']}", row)
+    console.print(table)
+
+
+analytics_app = typer.Typer(help="The analytics store: exports.", no_args_is_help=True)
+app.add_typer(analytics_app, name="analytics")
+
+
+@analytics_app.command("export")
+def analytics_export(
+    output: Annotated[Path, typer.Option("-o", "--output", help="A directory to write.")],
+    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = "parquet",
+    game_name: Annotated[str | None, typer.Option("--game", help=GAME_HELP)] = None,
+    since: Annotated[
+        datetime | None, typer.Option(help="Finished at or after.", formats=DATE_FORMATS)
+    ] = None,
+    until: Annotated[
+        datetime | None, typer.Option(help="Finished before.", formats=DATE_FORMATS)
+    ] = None,
+    experiment: Annotated[str | None, typer.Option(help="Only this lab experiment.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
+) -> None:
+    """Write the flat results table and the seat facts: Parquet datasets partitioned by
+    game and month (``OUTPUT/results/game=…/month=…/``), or ``results.csv`` and
+    ``facts.csv``. Results and facts only: never a secret."""
+    from services.scoring.export import FORMATS, Scope, write_csv, write_parquet
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if game_name is not None:
+        game_named(game_name)
+    utc = [t if t is None or t.tzinfo else t.replace(tzinfo=UTC) for t in (since, until)]
+    scope = Scope(game_name, utc[0], utc[1], experiment)
+    db = _analytics_db()
+    started = time.perf_counter()
+    try:
+        counts = (write_parquet if fmt == "parquet" else write_csv)(db, scope, output)
+    finally:
+        db.dispose()
+    result = {"format": fmt, "output": str(output), **{k: round(v, 2) for k, v in counts.items()}}
+    result["seconds"] = round(time.perf_counter() - started, 2)
+    if as_json:
+        print(json.dumps(result))
+        return
+    console.print(
+        f"{counts['results']} result rows and {counts['facts']} fact rows to {output} "
+        f"({fmt}) in {result['seconds']} s"
     )
 
 

@@ -17,6 +17,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.asyncio import Redis
 from sqlalchemy import Engine, text
 
+from shared.httpapi import error_response
+
 CHECK_TIMEOUT_S = 2.0
 
 
@@ -70,8 +72,7 @@ def operations_routes(health: Health) -> APIRouter:
         503 asks the orchestrator to restart it."""
         dead = health.dead()
         if dead:
-            body = {"code": "loop_died", "message": "; ".join(dead), "details": {}}
-            return JSONResponse(body, status_code=503)
+            return error_response(503, "loop_died", "; ".join(dead))
         return JSONResponse({"status": "ok"})
 
     @router.get("/readyz")
@@ -79,8 +80,7 @@ def operations_routes(health: Health) -> APIRouter:
         """Ready to serve: 200, or 503 with what is failing, in the API's error shape."""
         problems = await health.problems()
         if problems:
-            body = {"code": "not_ready", "message": "; ".join(problems), "details": {}}
-            return JSONResponse(body, status_code=503)
+            return error_response(503, "not_ready", "; ".join(problems))
         return JSONResponse({"status": "ok"})
 
     @router.get("/metrics")

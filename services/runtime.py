@@ -6,13 +6,18 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 from redis.asyncio import Redis
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from shared.bus import connect
+from shared.bus.faults import transient
+from shared.loops import Backoff, wait_or_stop
 from shared.settings import Settings
 
 
@@ -61,8 +66,14 @@ class RedisPools:
 
 
 @asynccontextmanager
-async def redis_for(settings: Settings) -> AsyncIterator[RedisPools]:
-    """Clients of the configured Redis, or of an embedded one under ``CARAVEL_DATA_DIR``."""
+async def redis_for(
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    waiting: Callable[[str | None], None] | None = None,
+) -> AsyncIterator[RedisPools]:
+    """Clients of the configured Redis, or of an embedded one under ``CARAVEL_DATA_DIR``.
+    With ``stop`` (a service starting), a Redis that does not answer yet is waited for
+    (:func:`wait_for`, telling ``waiting``) rather than the process exiting."""
     embedded = None
     url = settings.redis_url
     if not url:
@@ -75,12 +86,70 @@ async def redis_for(settings: Settings) -> AsyncIterator[RedisPools]:
         )
     pools = RedisPools(url, settings.redis_max_connections)
     try:
-        await pools.client().ping()
+        client = pools.client()
+        if stop is None:
+            await client.ping()
+        else:
+            await wait_for("redis", client.ping, stop, waiting, where=_without_password(url))
         yield pools
     finally:
         await pools.aclose()
         if embedded is not None:
             embedded.close()
+
+
+async def wait_for(
+    what: str,
+    attempt: Callable[[], Awaitable[Any]],
+    stop: asyncio.Event,
+    waiting: Callable[[str | None], None] | None = None,
+    **about: Any,
+) -> Any:
+    """``attempt()``'s result once it succeeds, retried with a backoff (up to
+    ``WAIT_CAP_S`` apart) while it fails as a store that is not there yet fails (refused,
+    unreachable, timed out, still loading), with a log line each time: a service started
+    before its Redis or its database waits for it instead of exiting (an orchestrator
+    starts them in any order). ``waiting`` is told what is waited for (None once it
+    answered), for the readiness probe. Any other error is raised; a stop while waiting
+    raises :class:`Stopped`."""
+    backoff = Backoff(cap_s=WAIT_CAP_S)
+    while True:
+        try:
+            result = await attempt()
+        except Exception as e:
+            if not (transient(e) or _sql_unreachable(e)):
+                raise
+            if waiting is not None:
+                waiting(what)
+            delay = backoff.next_delay()
+            log = structlog.get_logger("caravel")
+            log.warning(f"waiting for {what}", error=str(e), retry_in_s=delay, **about)
+        else:
+            if waiting is not None:
+                waiting(None)
+            return result
+        await wait_or_stop(stop, delay)
+        if stop.is_set():
+            raise Stopped(f"stopped while waiting for {what}")
+
+
+class Stopped(Exception):
+    """A stop came while the service still waited for what it needs to start."""
+
+
+WAIT_CAP_S = 5.0
+
+
+def _sql_unreachable(error: BaseException) -> bool:
+    """A database that refuses or drops connections (not a wrong query)."""
+    return isinstance(error, OperationalError | InterfaceError)
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
 
 
 def stop_on_signals() -> asyncio.Event:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 import structlog
 import uvicorn
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from services.ai.service import BotPlayer
 from services.asyncapi import document as asyncapi_document
@@ -26,11 +27,12 @@ from services.lobby.app import create_app
 from services.lobby.db import make_engine
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
-from services.runtime import redis_for, stop_on_signals, tune_collector
+from services.runtime import Stopped, redis_for, stop_on_signals, tune_collector, wait_for
 from services.scoring.http import router as scoring_routes
 from services.scoring.service import ScoringService
 from shared.bus import Keys
 from shared.eventstore import Archive
+from shared.httpapi import METHODS, error_response
 from shared.observability.metrics import RedisSampler
 from shared.settings import Settings
 
@@ -50,11 +52,86 @@ async def serve(
     keys = Keys(settings.key_prefix, settings.partitions)
     children = settings.lobbies - 1 if engine and lobby else 0  # `caravel up` only
     share = settings.http_share_port or children > 0
-    async with redis_for(settings) as pools, _lobby_children(settings, pools.url, children):
-        stop = stop_on_signals()
+    stop = stop_on_signals()
+    early = _Starting(settings, lobby, share)
+    await early.open()
+    try:
+        await _serve(settings, keys, stop, (engine, lobby, ai, scoring), children, early)
+    except Stopped:
+        return  # stopped before Redis or the database answered: nothing was started
+    finally:
+        await early.close()
+
+
+class _Starting:
+    """The probes of a process still waiting for Redis or its database, on the port it will
+    serve on: ``/livez`` 200, ``/readyz`` 503 saying what it waits for (a refused
+    connection would tell an orchestrator nothing), any other path 503 ``starting``. Closed
+    before the services start; not opened on a port shared with other lobbies."""
+
+    def __init__(self, settings: Settings, lobby: bool, share: bool) -> None:
+        self.settings = settings
+        self.port = settings.http_port if lobby else settings.metrics_port
+        self.share = lobby and share
+        self.waiting_for: str | None = "redis"
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def note(self, what: str | None) -> None:
+        self.waiting_for = what
+
+    async def open(self) -> None:
+        if self.share:  # a port shared with serving lobbies: only ready processes take it
+            return
+        sockets = _listen(self.settings.http_host, self.port, required=False)
+        if not sockets:
+            return
+        app = FastAPI(title="Caravel starting")
+
+        @app.get("/livez")
+        async def livez() -> dict[str, str]:
+            return {"status": "ok"}
+
+        @app.get("/readyz")
+        async def readyz() -> JSONResponse:
+            return error_response(503, "not_ready", f"waiting for {self.waiting_for or 'start'}")
+
+        @app.api_route("/{path:path}", methods=list(METHODS))
+        async def starting(path: str) -> JSONResponse:
+            message = f"starting: waiting for {self.waiting_for or 'start'}"
+            return error_response(503, "starting", message)
+
+        self._server = _Server(uvicorn.Config(app, log_level="warning", log_config=None))
+        self._task = asyncio.create_task(self._server.serve(sockets), name="starting")
+
+    async def close(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            await self._task
+            self._server = self._task = None
+
+
+async def _serve(
+    settings: Settings,
+    keys: Keys,
+    stop: asyncio.Event,
+    services: tuple[bool, bool, bool, bool],
+    children: int,
+    early: _Starting,
+) -> None:
+    """The services chosen (engine, lobby, ai, scoring), once Redis and SQL answer."""
+    engine, lobby, ai, scoring = services
+    share = settings.http_share_port or children > 0
+    redis_ready = redis_for(settings, stop, early.note)
+    async with redis_ready as pools, _lobby_children(settings, pools.url, children):
         tasks = []
         # One pool for all: the lobby's and scoring's tables, and the engine's archive.
-        db = make_engine(settings.sql_url()) if scoring or lobby or engine else None
+        db = None
+        if scoring or lobby or engine:
+            url = settings.sql_url()
+            make = lambda: asyncio.to_thread(make_engine, url)  # noqa: E731
+            db = await wait_for("sql", make, stop, early.note)
+        await early.close()  # the services' own probes take the port from here
         if engine:
             assert db is not None
             archive = Archive(db)

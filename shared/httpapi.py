@@ -14,16 +14,19 @@ from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisClusterException, RedisError
 from sqlalchemy import Engine
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
+from shared.bus.faults import transient
 from shared.games import api
 
 log = structlog.get_logger("caravel.http")
+
+# Seconds a client waits before retrying a 503: every 503 says it (RFC 9110).
+RETRY_AFTER_S = 1
 
 Id = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,64}$", description="An id the lobby issued.")]
 
@@ -65,42 +68,57 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def install_error_handlers(app: FastAPI) -> None:
     """One error shape everywhere: {code, message, details}."""
 
-    def shape(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
-        return JSONResponse(
-            status_code=status, content={"code": code, "message": message, "details": details or {}}
-        )
-
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError) -> JSONResponse:
-        response = shape(e.status, e.code, e.message, e.details)
-        response.headers.update(e.headers)
-        return response
+        return error_response(e.status, e.code, e.message, e.details, e.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
         errors = [
             {"at": ".".join(map(str, err["loc"])), "message": err["msg"]} for err in e.errors()
         ]
-        return shape(
+        return error_response(
             422, "invalid_request", "the request does not match the API", {"errors": errors}
         )
 
-    @app.exception_handler(RedisConnectionError)
-    @app.exception_handler(RedisTimeoutError)
+    @app.exception_handler(RedisError)
+    @app.exception_handler(RedisClusterException)
+    @app.exception_handler(AttributeError)
     async def redis_down(request: Request, e: Exception) -> JSONResponse:
-        """Redis is down or does not answer: a 503 the client may retry, not a 500. The
-        client reconnects by itself on the next request, so nothing needs a restart."""
-        log.warning("redis does not answer", path=request.url.path, error=str(e))
-        return shape(503, "redis_unavailable", "the game store does not answer; retry shortly")
+        """Redis is down, does not answer, fails over, reshards or lacks the replicas its
+        writes need (``shared.bus.faults``): a 503 the client may retry, not a 500. The
+        client reconnects by itself on the next request, so nothing needs a restart. Any
+        other error of these types is a bug: it stays a 500."""
+        if not transient(e):
+            raise e
+        log.warning("redis does not answer", path=request.url.path, error=repr(e))
+        return error_response(
+            503, "redis_unavailable", "the game store does not answer; retry shortly"
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
-        response = shape(e.status_code, code, str(e.detail))
+        response = error_response(e.status_code, code, str(e.detail))
         response.headers.update(e.headers or {})
         if e.status_code == 405:
             response.headers["Allow"] = ", ".join(allowed_methods(app, request.scope))
         return response
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    """The one error shape; a 503 always says when to retry (``Retry-After``)."""
+    body = {"code": code, "message": message, "details": details or {}}
+    response = JSONResponse(status_code=status, content=body, headers=headers)
+    if status == 503:
+        response.headers.setdefault("Retry-After", str(RETRY_AFTER_S))
+    return response
 
 
 def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:

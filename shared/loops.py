@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 FIRST_DELAY_S = 0.05
 MAX_DELAY_S = 2.0
@@ -72,3 +74,21 @@ async def keep_running(
         backoff.reset()
         if period_s > 0:
             await wait_or_stop(stop, period_s)
+
+
+async def each(
+    items: Iterable[T], step: Callable[[T], Awaitable[Any]], log: Any, failure: str
+) -> None:
+    """Run ``step`` on every item, one after the other, even when some fail: a loop that
+    walks all partitions keeps one partition's fault (its shard refusing writes, say) to
+    that partition. A failure is logged with its item (``log.exception(failure)``); once
+    every item had its turn, the first failure is raised, for the loop's backoff."""
+    first: Exception | None = None
+    for item in items:
+        try:
+            await step(item)
+        except Exception as e:
+            log.exception(failure, item=item)
+            first = first or e
+    if first is not None:
+        raise first

@@ -101,6 +101,12 @@ class Settings(BaseSettings):
     command_timeout_s: float = Field(
         default=10.0, gt=0, description="How long the lobby waits for the engine's answer."
     )
+    start_retry_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="A table started this long ago whose game does not exist yet gets its "
+        "start sent again (or is reopened with the reason, if the engine refused it).",
+    )
     redis_max_connections: int = Field(
         default=100, ge=1, description="Connections of each service's own Redis pool."
     )

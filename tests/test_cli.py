@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -16,7 +19,7 @@ from sqlalchemy import Engine
 from services.engine.janitor import Janitor
 from shared.bus import Keys
 from shared.eventstore import Archive, EventStore, GameCodec
-from shared.eventstore.logfile import load_lines, read_file
+from shared.eventstore.logfile import dump_lines, load_lines, read_file
 from tests.backbone.helpers import play_to_the_end, running_engine, settings_for
 
 pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
@@ -111,17 +114,7 @@ async def test_games_export_delete_import_round_trip(
 ) -> None:
     """A finished game exported, deleted and imported again: the same events, versions and
     final hash; importing it twice is refused; once archived, it exports from the archive."""
-    env = {
-        **os.environ,
-        "CARAVEL_REDIS_URL": redis_url,
-        "CARAVEL_KEY_PREFIX": keys.prefix,
-        "CARAVEL_PARTITIONS": str(keys.partitions),
-        "CARAVEL_DATABASE_URL": database_url,
-        "CARAVEL_DATA_DIR": str(tmp_path / "data"),
-    }
-
-    async def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return await asyncio.to_thread(caravel, "games", *args, env=env)
+    run = _games_command(keys, redis_url, database_url, tmp_path)
 
     game_id = "g-moved"
     async with running_engine(redis, keys):
@@ -134,10 +127,7 @@ async def test_games_export_delete_import_round_trip(
     assert read_file(tmp_path / "game.jsonl.gz") == events
 
     p = keys.partition(game_id)
-    await redis.delete(keys.log(game_id), keys.meta(game_id), keys.seen(game_id))
-    await redis.delete(keys.snapshot(game_id))
-    await redis.srem(keys.games(p), game_id)
-    await redis.srem(keys.finished(p), game_id)
+    await _forget(redis, keys, game_id)
     assert await store.read(game_id) == []
     missing = await run("export", game_id)
     assert missing.returncode == 1 and f"no game {game_id}" in missing.stderr
@@ -157,3 +147,101 @@ async def test_games_export_delete_import_round_trip(
     archived = await run("export", game_id)
     assert archived.returncode == 0 and "from the archive" in archived.stderr
     assert load_lines(archived.stdout.encode()) == events
+
+
+def _games_command(
+    keys: Keys, redis_url: str, database_url: str, tmp_path: Path
+) -> Callable[..., Awaitable[subprocess.CompletedProcess[str]]]:
+    """``caravel games ...`` on this test's Redis namespace and database."""
+    env = {
+        **os.environ,
+        "CARAVEL_REDIS_URL": redis_url,
+        "CARAVEL_KEY_PREFIX": keys.prefix,
+        "CARAVEL_PARTITIONS": str(keys.partitions),
+        "CARAVEL_DATABASE_URL": database_url,
+        "CARAVEL_DATA_DIR": str(tmp_path / "data"),
+    }
+
+    async def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(caravel, "games", *args, env=env)
+
+    return run
+
+
+def _edited(events: list[Any], version: int, change: Any) -> list[Any]:
+    """The log with event ``version``'s data changed by ``change`` (a dict -> dict)."""
+    out = list(events)
+    event = out[version - 1]
+    out[version - 1] = event.model_copy(update={"data": change(dict(event.data))})
+    return out
+
+
+def _first_int(data: dict[str, Any]) -> str | None:
+    return next((k for k, v in data.items() if type(v) is int and k != "seat"), None)
+
+
+async def test_import_refuses_edited_logs_and_unreadable_files_in_one_line(
+    redis: Redis, keys: Keys, redis_url: str, database_url: str, tmp_path: Path
+) -> None:
+    """Issue 25: an edited amount, or a forged ``game_ended`` total of 999, was imported
+    without complaint (the public log then disagreed with scoring); a truncated gzip printed
+    ``Aborted.`` and a file that is not JSON a traceback (exit 2). Now every command's
+    events are decided again (the first version that differs is named), the export's final
+    hash must be the replay's, and an unreadable file is one line on stderr and exit 1."""
+    run = _games_command(keys, redis_url, database_url, tmp_path)
+
+    game_id = "g-forged"
+    async with running_engine(redis, keys):
+        final_hash = await play_to_the_end(redis, keys, game_id, players=2, seed=5)
+    exported = await run("export", game_id, "-o", str(tmp_path / "game.jsonl"))
+    assert exported.returncode == 0, exported.stderr
+    header_line, *lines = (tmp_path / "game.jsonl").read_bytes().splitlines()
+    header = json.loads(header_line)
+    assert header["final_hash"] == final_hash and header["caravel_version"] == "0.1.0"
+    assert header["events"] == len(lines)
+    events = read_file(tmp_path / "game.jsonl")
+    await _forget(redis, keys, game_id)
+
+    amount = next(e for e in events[1:] if _first_int(e.data) and e.type != "game_ended")
+    key = _first_int(amount.data)
+    ended = events[-1]
+    total = _first_int(ended.data) or next(k for k, v in ended.data.items() if isinstance(v, list))
+    forged = {
+        "amount": _edited(events, amount.version, lambda d: {**d, key: d[key] + 1}),
+        "total": _edited(events, ended.version, lambda d: {**d, total: 999}),
+    }
+    for name, log in forged.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(header_line + b"\n" + dump_lines(log))
+        refused = await run("import", str(path))
+        assert refused.returncode == 1, (name, refused.stderr)
+        version = amount.version if name == "amount" else ended.version
+        assert f"version {version} " in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    other_hash = json.dumps({**header, "final_hash": "0" * 16}).encode()
+    (tmp_path / "hash.jsonl").write_bytes(other_hash + b"\n" + b"\n".join(lines) + b"\n")
+    refused = await run("import", str(tmp_path / "hash.jsonl"))
+    assert refused.returncode == 1 and "the export says 0000000000000000" in refused.stderr
+
+    data = gzip.compress((tmp_path / "game.jsonl").read_bytes())
+    unreadable = {"cut.jsonl.gz": data[: len(data) // 2], "text.jsonl": b"not json at all\n"}
+    for name, content in unreadable.items():
+        (tmp_path / name).write_bytes(content)
+        refused = await run("import", str(tmp_path / name))
+        assert refused.returncode == 1, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert refused.stderr.startswith("cannot read")
+    assert await EventStore(redis, keys).read(game_id) == []  # nothing imported so far
+
+    honest = await run("import", str(tmp_path / "game.jsonl"))
+    assert honest.returncode == 0, honest.stderr
+    assert await EventStore(redis, keys).final_hash(game_id) == final_hash
+
+
+async def _forget(redis: Redis, keys: Keys, game_id: str) -> None:
+    """Delete a game from Redis, as if it had never been there."""
+    p = keys.partition(game_id)
+    await redis.delete(keys.log(game_id), keys.meta(game_id), keys.seen(game_id))
+    await redis.delete(keys.snapshot(game_id))
+    await redis.srem(keys.games(p), game_id)
+    await redis.srem(keys.finished(p), game_id)

@@ -134,3 +134,42 @@ def test_the_kubernetes_cluster_is_a_statefulset_of_six_made_one_by_a_job() -> N
     assert "--cluster-replicas 1" in create and "for i in 0 1 2 3 4 5;" in create
     hosts = ",".join(f"redis-cluster-{i}.redis-cluster:6379" for i in range(6))
     assert _cluster_nodes(f"redis+cluster://{hosts}") == hosts.split(",")
+
+
+KUBERNETES = sorted((DEPLOY / "kubernetes").glob("*.yaml"))
+
+
+def _kubernetes_documents() -> list[dict[str, Any]]:
+    return [doc for p in KUBERNETES for doc in yaml.safe_load_all(p.read_text()) if doc]
+
+
+def test_every_kubernetes_manifest_is_valid_for_the_api() -> None:
+    """Strict: a misspelt or misplaced field is refused, as ``kubectl apply`` would."""
+    import kubernetes_validate
+
+    for doc in _kubernetes_documents():
+        kubernetes_validate.validate(doc, "1.30.0", strict=True)  # raises on any fault
+
+
+def test_images_are_pinned_and_disruptions_keep_a_shard_and_a_server_up() -> None:
+    """Issue 25: ``caravel:latest`` (pulled from a registry, whatever it was then), Redis
+    nodes only preferably on separate hosts and no PodDisruptionBudget: a node drained
+    could take a master and its replica, or every engine, at once."""
+    docs = _kubernetes_documents()
+    workloads = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
+    budgets = {
+        tuple(sorted(d["spec"]["selector"]["matchLabels"].items()))
+        for d in docs
+        if d["kind"] == "PodDisruptionBudget"
+    }
+    for workload in workloads:
+        pod = workload["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            assert not container["image"].endswith(":latest"), container["image"]
+            assert ":" in container["image"], container["image"]
+        if workload["spec"].get("replicas", 1) > 1:
+            labels = tuple(sorted(workload["spec"]["selector"]["matchLabels"].items()))
+            assert labels in budgets, f"{workload['metadata']['name']} has no disruption budget"
+    redis = next(w for w in workloads if w["metadata"]["name"] == "redis-cluster")
+    spread = redis["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert spread.get("requiredDuringSchedulingIgnoredDuringExecution")

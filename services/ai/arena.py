@@ -3,7 +3,6 @@ any registered game."""
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections import defaultdict
@@ -13,6 +12,7 @@ from typing import Any
 
 from shared.games import api
 from shared.games.api import AnyGame, SeatResult
+from shared.intervals import wilson
 
 from .bots import Bot, bot
 
@@ -37,17 +37,6 @@ class LevelStats:
                 "p95": round(1000 * percentile(ordered, 0.95), 3),
             },
         }
-
-
-def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a proportion: sound near 0 and 1, where p ± 2 standard
-    errors is not."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:

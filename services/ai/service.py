@@ -2,7 +2,9 @@
 
 It follows the partition decision streams through its own consumer group (several workers
 share the load), one FastStream batch subscriber per partition stream
-(``shared.bus.GroupConsumer``); a separate loop plays for humans whose deadline passed.
+(``shared.bus.GroupConsumer``); a separate loop plays for humans whose deadline passed,
+and for the requests that could not be answered when they came (their view lagged): those
+are kept among the deadlines too, so a request dead-lettered meanwhile is still answered.
 For a bot seat it decides at once; for a seat whose player left, or whose
 deadline passed without a move, a fallback bot decides and the command is recorded with
 actor ``fallback``. It knows no game: the seat's projected view names it, and the bots play
@@ -54,6 +56,7 @@ GROUP = "ai"
 BATCH = 200
 SAFETY_S = 0.1  # answer this long before a deadline: time to send, and one last iteration
 VIEW_WAIT_S = 2.0  # a view this late leaves its request pending, to be tried again
+RETRY_S = 1.0  # a request not answered yet is tried again from the deadlines this much later
 
 
 class BotPlayer:
@@ -134,13 +137,27 @@ class BotPlayer:
         outcomes = await asyncio.gather(
             *(self.consider(r) for r in latest.values()), return_exceptions=True
         )
-        done = set()
-        for key, outcome in zip(latest, outcomes, strict=True):
+        done: set[tuple[str, int]] = set()
+        later: dict[str, float] = {}  # deadline members: when to try again
+        for (key, request), outcome in zip(latest.items(), outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 log.error("decision failed", game=key[0], seat=key[1], exc_info=outcome)
+                later[_member(request)] = request.deadline.timestamp()  # a human's clock stays
             elif outcome:
                 done.add(key)
+            else:  # a bot's (or a leaver's) view lags: try again soon
+                later[_member(request)] = time.time() + RETRY_S
+        if later:
+            await self.remind(later)
         await self.consumer.ack([d for d, r in parsed if (r.game_id, r.seat) in done])
+
+    async def remind(self, due: dict[str, float]) -> None:
+        """Put requests not answered yet among the deadlines, each due at the time given
+        (unless there already): the deadlines loop plays them then, whatever becomes of
+        their stream entries. A request delivered too often is dead-lettered, and a bot
+        seat, which has no clock of its own, waited for good (issue 25: 30 bot games stuck
+        after the views projection was away)."""
+        await self.redis.zadd(self.keys.deadlines(), due, nx=True)
 
     async def consider(self, request: DecisionRequest) -> bool:
         """Answer for a bot seat or a seat whose player left, or start a human's clock;
@@ -155,13 +172,14 @@ class BotPlayer:
         if who == LEFT:
             return await self.play(*turn, None, "fallback", None, request.legal_commands)
         if who == HUMAN:  # the engine set the deadline: the table's, else the default
-            member = json.dumps([request.game_id, request.version, request.seat])
-            await self.redis.zadd(self.keys.deadlines(), {member: request.deadline.timestamp()})
+            due = {_member(request): request.deadline.timestamp()}
+            await self.redis.zadd(self.keys.deadlines(), due)
         return True
 
     async def fire_deadlines(self) -> None:
-        """Play for humans whose time ran out (each due entry is taken by one worker; one
-        that cannot be answered yet is due again a second later). The entry names the
+        """Play for humans whose time ran out, and for bot seats whose request could not be
+        answered when it came (:meth:`remind`). Each due entry is taken by one worker; one
+        that cannot be answered yet is due again ``RETRY_S`` later. The entry names the
         request's game, version and seat; the view at that version carries its legal
         commands."""
         due: Any = await self.redis.zrangebyscore(
@@ -170,8 +188,11 @@ class BotPlayer:
         for member in due:
             if await self.redis.zrem(self.keys.deadlines(), member):
                 game_id, version, seat = json.loads(member)
-                if not await self.play(game_id, version, seat, None, "fallback"):
-                    await self.redis.zadd(self.keys.deadlines(), {member: time.time() + 1})
+                seats = Seats.from_hash(await self.redis.hgetall(self.keys.seats(game_id)))
+                level = seats.bot_level(seat)  # a bot seat's request plays as that bot
+                actor = "fallback" if level is None else "bot"
+                if not await self.play(game_id, version, seat, level, actor):
+                    await self.redis.zadd(self.keys.deadlines(), {member: time.time() + RETRY_S})
 
     async def play(
         self,
@@ -228,6 +249,11 @@ class BotPlayer:
             log.warning("view lagging", game=game_id, version=version)
             return None
         return view
+
+
+def _member(request: DecisionRequest) -> str:
+    """A request's entry among the deadlines: its game, version and seat."""
+    return json.dumps([request.game_id, request.version, request.seat])
 
 
 def bot_command_id(key: bytes, game_id: str, version: int, seat: int) -> str:

@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 from shared.bus import Keys
 from shared.bus.retention import Trimmed, Trimmer
 from shared.eventstore import Archive, ArchiveMismatch, EventStore, Finished, archive_game
-from shared.loops import keep_running
+from shared.loops import each, keep_running
 from shared.settings import Settings
 
 log = structlog.get_logger("caravel.janitor")
@@ -60,9 +60,8 @@ class Janitor:
         await keep_running(stop, self.round, log, "janitor round failed", period_s=ROUND_S)
 
     async def round(self) -> None:
-        """Tend every partition held now."""
-        for p in sorted(self.held()):
-            await self.tend(p)
+        """Tend every partition held now, each alone (one's failure stops no other)."""
+        await each(sorted(self.held()), self.tend, log, "partition not tended")
 
     async def tend(self, p: int) -> None:
         """Trim partition ``p``'s streams, then archive its finished games that are due."""

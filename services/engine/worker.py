@@ -22,7 +22,8 @@ import math
 import time
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -52,7 +53,7 @@ from shared.contracts import (
     dump_json,
     new_event_id,
 )
-from shared.eventstore import Append, Archive, EventStore, GameCodec
+from shared.eventstore import Append, AppendResult, Archive, EventStore, GameCodec
 from shared.games import api
 from shared.loops import keep_running
 from shared.observability import metrics
@@ -177,6 +178,7 @@ class Engine:
         self.codec = GameCodec()
         self.games: OrderedDict[str, CachedGame] = OrderedDict()
         self.held: set[int] = set()
+        self._live: list[str] = [self.id]  # the live engines, as last seen
         self.fresh: set[int] = set()  # partitions just acquired: reclaim their pending first
         self.stats: Counter[str] = Counter()
         self._next_reclaim = 0.0  # when idle pending entries are next taken over
@@ -245,6 +247,14 @@ class Engine:
         self.games.clear()
         self.fresh |= self.held
 
+    def distrust_partition(self, p: int) -> None:
+        """:meth:`distrust`, for partition ``p`` alone (a batch or a step of ``p``'s
+        failed: the others' games are as good as before)."""
+        self.stats["round_errors"] += 1
+        self._forget_games(p)
+        if p in self.held:
+            self.fresh.add(p)
+
     async def follow(self) -> None:
         """Make the subscribers match the held partitions: a partition lost stops its
         subscriber; a fresh one has its pending entries handled (all of them: their
@@ -256,9 +266,21 @@ class Engine:
             self.fresh.discard(p)  # a failure while reclaiming makes it fresh again
             stream = self.keys.commands(p)
             if p in self.held:
-                await self.consumer.reclaim(stream, 0, self._holds(p))
-                if p in self.held:
-                    await self.consumer.subscribe(stream)
+                async with self._alone(p):
+                    await self.consumer.reclaim(stream, 0, self._holds(p))
+                    if p in self.held:
+                        await self.consumer.subscribe(stream)
+
+    @asynccontextmanager
+    async def _alone(self, p: int) -> AsyncIterator[None]:
+        """A step of partition ``p`` whose failure (its shard refusing writes, say) is
+        ``p``'s alone: logged, ``p``'s cached games dropped and its pending entries handled
+        again first next round, while the other partitions go on."""
+        try:
+            yield
+        except Exception:
+            log.exception("partition round failed", partition=p)
+            self.distrust_partition(p)
 
     def _holds(self, p: int) -> Callable[[], bool]:
         return lambda: p in self.held
@@ -271,7 +293,8 @@ class Engine:
         for p in sorted(self.held):
             idle = 0 if p in self.fresh else self.settings.claim_idle_ms
             self.fresh.discard(p)
-            await self.consumer.reclaim(self.keys.commands(p), idle, self._holds(p))
+            async with self._alone(p):
+                await self.consumer.reclaim(self.keys.commands(p), idle, self._holds(p))
 
     async def _on_batch(self, deliveries: list[Delivery]) -> None:
         """A subscriber's batch: handled; a failure leaves it pending and is distrusted."""
@@ -279,7 +302,8 @@ class Engine:
             await self.handle(deliveries)
         except Exception:
             log.exception("engine batch failed; it stays pending and is reclaimed")
-            self.distrust()
+            for p in {self._streams[d.stream] for d in deliveries}:
+                self.distrust_partition(p)
 
     # --- leases ----------------------------------------------------------------------------
 
@@ -295,11 +319,18 @@ class Engine:
             held = sorted(self.held)
             for p in held:
                 batch.call(SCRIPTS["renew"], [self.keys.lease(p)], [self.id, ttl])
-            replies = await batch.execute()
-        live = sorted(m.decode() if isinstance(m, bytes) else m for m in replies[2])
+            replies = await batch.execute(raise_on_error=False)
         for p, renewed in zip(held, replies[3:], strict=True):
-            if not renewed:
+            if isinstance(renewed, Exception):  # its shard fails: the others carry on
+                log.warning("lease not renewed", partition=p, error=repr(renewed))
+            if not renewed or isinstance(renewed, Exception):
                 self._drop(p)
+        failed = next((r for r in replies[:3] if isinstance(r, Exception)), None)
+        if failed is None:
+            self._live = sorted(m.decode() if isinstance(m, bytes) else m for m in replies[2])
+        else:  # the heartbeat's shard fails: share out as last seen, and carry on
+            log.warning("engines' heartbeat not written", error=repr(failed))
+        live = self._live
         total = self.keys.partitions
         share = math.ceil(total / max(len(live), 1))
         for p in sorted(self.held, reverse=True)[: max(0, len(self.held) - share)]:
@@ -314,7 +345,8 @@ class Engine:
         async with self.redis.pipeline(transaction=False) as pipe:
             for p in candidates:
                 pipe.set(self.keys.lease(p), self.id, nx=True, px=ttl)
-            won = [p for p, ok in zip(candidates, await pipe.execute(), strict=True) if ok]
+            taken = await pipe.execute(raise_on_error=False)  # a failing shard: none won there
+            won = [p for p, ok in zip(candidates, taken, strict=True) if ok is True]
         for p in won[need:]:
             await self._release_lease(p)
         for p in won[:need]:
@@ -392,8 +424,9 @@ class Engine:
         if unanswered:
             self.stats["unreplicated"] += unanswered
             log.warning("appends not on enough replicas in time: unanswered", count=unanswered)
-        failed: dict[str, int] = {}  # game -> position of its first failed append
         status = {id(a): r for a, r in zip(appends, results, strict=True)}
+        outcomes = self._without_failed_shards(outcomes, status)
+        failed: dict[str, int] = {}  # game -> position of its first failed append
         for i, (_, game_id, o) in enumerate(outcomes):
             if isinstance(o, Append) and status[id(o)].status != "ok" and game_id:
                 failed.setdefault(game_id, i)
@@ -420,6 +453,27 @@ class Engine:
                 await self.handle([d for _, d in sorted(retry, key=lambda r: r[0])], attempt + 1)
             else:
                 log.warning("giving up on a batch for now", entries=len(retry))
+
+    def _without_failed_shards(
+        self,
+        outcomes: list[tuple[Delivery, str | None, Append | Finish]],
+        status: dict[int, AppendResult],
+    ) -> list[tuple[Delivery, str | None, Append | Finish]]:
+        """The outcomes of the partitions whose appends all went through. A partition whose
+        shard refused one (NOREPLICAS, a failover) is left alone, its entries pending: they
+        are handled again, in order, once its shard takes writes; the other partitions of
+        the batch carry on."""
+        down = {
+            self._streams[d.stream]
+            for d, _, o in outcomes
+            if isinstance(o, Append) and status[id(o)].status == "failed"
+        }
+        if not down:
+            return outcomes
+        log.warning("appends refused by their shard: tried again later", partitions=sorted(down))
+        for p in down:
+            self.distrust_partition(p)
+        return [x for x in outcomes if self._streams[x[0].stream] not in down]
 
     def _current(self, p: int) -> bool:
         """Commands of partition ``p`` are handled now: it is held, and not fresh."""

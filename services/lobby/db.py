@@ -30,6 +30,12 @@ class LobbyTable(SQLModel, table=True):
     status: str = Field(default="open", max_length=16, index=True)  # open, running, finished
     deadline_s: float
     created_at: datetime = Field(default_factory=_now)
+    # A start not yet seen through: since when the game is being created (cleared once it
+    # exists). The lobby's reconciler sends the start again for a table left this way (a
+    # lobby killed, Redis refusing the write) and reopens the table if the engine refuses.
+    starting_since: datetime | None = Field(default=None, index=True)
+    # Why the last start failed, for the players (empty: it did not).
+    start_error: str = Field(default="", max_length=500, sa_column_kwargs={"server_default": ""})
 
 
 HUMAN_SEAT = text("kind = 'human'")

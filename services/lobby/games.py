@@ -337,7 +337,11 @@ class SocketMoves:
         async with Batch(self.lobby.redis) as batch:
             batch.call(*self.limits.bucket("commands", self.client))
             batch.call(*self.lobby.seat_call(self.claim, checked))
-            wait, reply = await batch.execute()
+            wait, reply = await batch.execute(raise_on_error=False)
+        if isinstance(reply, Exception):  # the seat's check: no move without it
+            raise reply
+        if isinstance(wait, Exception):  # the bucket's alone (its own shard on a cluster)
+            wait = self.limits.unchecked(wait)
         verdict = reply.decode() if isinstance(reply, bytes) else str(reply)
         if verdict == "not_seated":
             raise not_seated(self.claim.seat)

@@ -22,10 +22,10 @@ from typing import Any
 import structlog
 from fastapi import FastAPI
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.bus import Keys
+from shared.bus.faults import transient
 
 from .limits import Refused, client_of
 
@@ -76,7 +76,9 @@ class IdempotencyMiddleware:
         except Refused as refused:
             await refused.response()(scope, receive, send)
             return
-        except RedisError as e:
+        except Exception as e:
+            if not transient(e):  # a fault of the store: any other error is a bug
+                raise
             log.warning("idempotency key not checked: redis does not answer", error=str(e))
             await self.app(scope, _replay(body, receive), send)
             return
@@ -144,7 +146,9 @@ class IdempotencyMiddleware:
         }
         try:
             await self.redis.set(slot, json.dumps(kept), ex=IDEMPOTENCY_TTL_S)
-        except RedisError as e:
+        except Exception as e:
+            if not transient(e):
+                raise
             log.warning("idempotent answer not kept: redis does not answer", error=str(e))
 
 
@@ -185,7 +189,9 @@ async def _send_kept(kept: dict[str, Any], send: Send) -> None:
 async def _forget(redis: Redis, slot: str) -> None:
     try:
         await redis.delete(slot)
-    except RedisError as e:
+    except Exception as e:
+        if not transient(e):
+            raise
         log.warning("idempotency slot not freed: it expires", error=str(e))
 
 

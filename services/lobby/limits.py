@@ -22,11 +22,11 @@ import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.bus import Keys
 from shared.bus.admission import SCRIPTS
+from shared.bus.faults import transient
 from shared.bus.scripts import Script, call
 from shared.httpapi import ErrorOut
 from shared.settings import Settings
@@ -80,14 +80,23 @@ class Limits:
 
     async def take(self, kind: str, client: str) -> None:
         """Take one of ``client``'s ``kind`` tokens; :class:`Refused` (429) if none is left.
-        If Redis does not answer, the request goes through: the limit must not become an
+        If Redis does not answer (or fails over, or lacks replicas: any transient fault of
+        ``shared.bus.faults``), the request goes through: the limit must not become an
         outage of its own (the request then meets Redis's 503 anyway)."""
         try:
             wait = await call(self.redis, *self.bucket(kind, client))
-        except RedisError as e:
-            log.warning("rate limit not checked: redis does not answer", error=str(e))
-            return
+        except Exception as e:
+            wait = self.unchecked(e)
         self.check(kind, client, wait)
+
+    @staticmethod
+    def unchecked(error: Exception) -> float:
+        """No wait for a bucket whose call met a transient fault (re-raised if it is not
+        one): the request goes through, as :meth:`take` says."""
+        if not transient(error):
+            raise error
+        log.warning("rate limit not checked: redis does not answer", error=str(error))
+        return 0.0
 
     def bucket(self, kind: str, client: str) -> tuple[Script, list[str], list[float]]:
         """The script call that takes one of ``client``'s ``kind`` tokens (its reply: the

@@ -4,6 +4,7 @@ or, after ``CARAVEL_MATCH_WAIT_S``, with bots in the free seats. The game starts
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -17,12 +18,13 @@ from shared.games import api
 from shared.loops import keep_running
 
 from .db import LobbySeat, LobbyTable, LobbyTicket
-from .lobby import Lobby
-from .tables import start_table
+from .lobby import Lobby, bot_name
+from .tables import reconcile_starts, start_table
 
 log = structlog.get_logger("caravel.matchmaking")
 
 FILL_LEVELS = ("greedy", "random")  # the first the game has fills the free seats
+RECONCILE_S = 1.0  # how often unfinished starts are looked for
 
 
 class Group(NamedTuple):
@@ -39,9 +41,12 @@ class Matchmaker:
         self.lobby = lobby
         self.wait_s = wait_s
         self.period_s = period_s
+        self._next_reconcile = 0.0
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Form tables every ``period_s`` until ``stop``; a failed round is retried."""
+        """Form tables every ``period_s`` until ``stop``, and every ``RECONCILE_S`` see
+        the starts left unfinished through (:func:`reconcile_starts`); a failed round is
+        retried."""
         failure = "matchmaking round failed"
         await keep_running(stop, self.round, log, failure, period_s=self.period_s)
 
@@ -53,14 +58,28 @@ class Matchmaker:
             return []
         try:
             formed = await run_in_threadpool(self._form_tables)
-            for table_id, game in formed:
-                await start_table(self.lobby, table_id, fill_level(game))
-            return [table_id for table_id, _ in formed]
+            for table_id in formed:
+                await self._start(table_id)
+            if time.monotonic() >= self._next_reconcile:
+                self._next_reconcile = time.monotonic() + RECONCILE_S
+                await reconcile_starts(self.lobby)
+            return formed
         finally:
             await self.lobby.redis.delete(lock)
 
-    def _form_tables(self) -> list[tuple[str, str]]:
-        """The tables formed now: (table id, game)."""
+    async def _start(self, table_id: str) -> None:
+        """Create a formed table's game; one that fails does not keep the others from
+        starting: its start is left unfinished, for :func:`reconcile_starts`."""
+        try:
+            await start_table(self.lobby, table_id, None)
+        except Exception:
+            log.exception(
+                "a matched table did not start; it will be started again", table_id=table_id
+            )
+
+    def _form_tables(self) -> list[str]:
+        """The tables formed now, their free seats given to bots and their start begun (in
+        the same transaction as the tickets' matching: no table is left unstarted)."""
         now = datetime.now(UTC)
         with Session(self.lobby.db) as session:
             waiting = session.exec(
@@ -74,12 +93,12 @@ class Matchmaker:
             formed = []
             for group, tickets in groups.items():
                 while len(seated := one_per_name(tickets)[: group.players]) == group.players:
-                    formed.append((self._table(session, seated, group), group.game))
+                    formed.append(self._table(session, seated, group))
                     tickets = [t for t in tickets if t not in seated]
                 oldest = tickets[0].created_at.replace(tzinfo=UTC) if tickets else None
                 if oldest is not None and now - oldest >= timedelta(seconds=self.wait_s):
                     seated = one_per_name(tickets)
-                    formed.append((self._table(session, seated, group), group.game))
+                    formed.append(self._table(session, seated, group))
             session.commit()
             return formed
 
@@ -91,6 +110,8 @@ class Matchmaker:
             options=group.options,
             seats=group.players,
             deadline_s=self.lobby.settings.decision_timeout_s,
+            status="running",
+            starting_since=datetime.now(UTC),
         )
         session.add(table)
         session.flush()
@@ -101,6 +122,11 @@ class Matchmaker:
             session.add(human)
             ticket.status, ticket.table_id, ticket.seat = "matched", table.id, seat
             session.add(ticket)
+        level = fill_level(group.game)
+        for seat in range(len(tickets), group.players):
+            name = bot_name(level, seat)
+            bot = LobbySeat(table_id=table.id, seat=seat, kind="bot", name=name, bot_level=level)
+            session.add(bot)
         return table.id
 
 

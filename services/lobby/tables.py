@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import secrets
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+import structlog
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -15,7 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from shared.contracts import CommandEnvelope, Seats
+from shared.contracts import CommandEnvelope, CommandResult, Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
@@ -45,6 +47,9 @@ from .lobby import (
 )
 
 router = APIRouter(tags=["tables"])
+log = structlog.get_logger("caravel.tables")
+
+RECONCILE_BATCH = 100  # unfinished starts seen through per round, at most
 
 
 class CreateTable(GameChoice):
@@ -80,6 +85,11 @@ class TableOut(BaseModel):
     )
     deadline_s: float
     taken: list[SeatOut]
+    start_error: str | None = Field(
+        default=None,
+        description="Why the last start of this table failed (it is open again: start it "
+        "again); none if it did not.",
+    )
 
 
 class JoinTable(BaseModel):
@@ -305,14 +315,28 @@ async def _readable(lobby: Lobby, table: TableOut) -> TableOut | JSONResponse:
 
 
 async def start_table(lobby: Lobby, table_id: str, fill: str | None) -> TableOut:
-    """Mark a table running (filling free seats with bots if asked), tell the bot player who
-    plays each seat, and create the game in the engine."""
-    table, seats = await run_in_threadpool(_claim_start, lobby.db, table_id, fill)
-    players = {s.seat: HUMAN if s.kind == "human" else f"{BOT_PREFIX}{s.bot_level}" for s in seats}
-    who = Seats(players=players, deadline_s=table.deadline_s)
-    await lobby.redis.hset(lobby.keys.seats(table_id), mapping=who.to_mapping())  # type: ignore[arg-type]
-    command = CommandEnvelope(
-        game_id=table_id,
+    """Mark a table running (filling free seats with bots if asked), then create its game
+    (:func:`launch`). Until the game is seen to exist the start is unfinished: a start that
+    failed on the way (Redis refused, the engine did not answer, this process died) may be
+    sent again by anyone who may start the table, and :func:`reconcile_starts` sends it
+    again by itself; the engine applies it once. A start the engine refuses reopens the
+    table, with the reason."""
+    table, seats, filled = await run_in_threadpool(_claim_start, lobby.db, table_id, fill)
+    result = await launch(lobby, table, seats)
+    if result.status == "rejected" and result.code != "game_exists":  # exists: it started
+        reason = f"{result.code}: {result.reason}"
+        await run_in_threadpool(_reopen, lobby.db, table_id, filled, reason)
+        raise ApiError(409, result.code or "rejected", result.reason or "")
+    await run_in_threadpool(_started, lobby.db, [table_id])
+    return table_out(table, seats)
+
+
+def start_command(table: LobbyTable, seats: list[LobbySeat]) -> CommandEnvelope:
+    """The command that creates a table's game. Its id is the table's, so that the engine
+    applies it once however often it is sent (by a start, then by the reconciler)."""
+    return CommandEnvelope(
+        command_id=f"start-{table.id}",
+        game_id=table.id,
         type="create_game",
         actor="system",
         payload={
@@ -323,10 +347,54 @@ async def start_table(lobby: Lobby, table_id: str, fill: str | None) -> TableOut
             "seed": secrets.randbits(48),
         },
     )
-    result = await lobby.execute(command)
-    if result.status == "rejected":
-        raise ApiError(409, result.code or "rejected", result.reason or "")
-    return table_out(table, seats)
+
+
+async def launch(lobby: Lobby, table: LobbyTable, seats: list[LobbySeat]) -> CommandResult:
+    """Tell the bot player who plays each seat, and create the game in the engine."""
+    await _write_seats(lobby, table, seats)
+    return await lobby.execute(start_command(table, seats))
+
+
+async def _write_seats(lobby: Lobby, table: LobbyTable, seats: list[LobbySeat]) -> None:
+    """Who plays each seat (a human, or a bot of a level), for the engine and the bots."""
+    players = {s.seat: HUMAN if s.kind == "human" else f"{BOT_PREFIX}{s.bot_level}" for s in seats}
+    who = Seats(players=players, deadline_s=table.deadline_s)
+    await lobby.redis.hset(lobby.keys.seats(table.id), mapping=who.to_mapping())  # type: ignore[arg-type]
+
+
+async def reconcile_starts(lobby: Lobby) -> list[str]:
+    """See through the starts left unfinished ``CARAVEL_START_RETRY_S`` ago: a game that
+    exists marks its start done; a start the engine refused reopens its table with the
+    reason; any other is sent again (the engine applies it once). Each table alone: one
+    that fails is tried again next time, and the others go on. Returns the tables whose
+    start was sent again."""
+    before = datetime.now(UTC) - timedelta(seconds=lobby.settings.start_retry_s)
+    sent = []
+    for table, seats in await run_in_threadpool(_unfinished_starts, lobby.db, before):
+        try:
+            if await _see_through(lobby, table, seats):
+                sent.append(table.id)
+        except Exception:
+            log.exception("a start could not be seen through", table_id=table.id)
+    return sent
+
+
+async def _see_through(lobby: Lobby, table: LobbyTable, seats: list[LobbySeat]) -> bool:
+    """Finish one unfinished start; whether it was sent again."""
+    if await lobby.store.exists(table.id):
+        await run_in_threadpool(_started, lobby.db, [table.id])
+        return False
+    command = start_command(table, seats)
+    result = await lobby.sender.result(table.id, command.command_id, seat=None)
+    if result is not None and result.status == "rejected":
+        reason = f"{result.code}: {result.reason}"
+        await run_in_threadpool(_reopen, lobby.db, table.id, [], reason)
+        return False
+    log.warning("a table's start is sent again: its game does not exist", table_id=table.id)
+    await _write_seats(lobby, table, seats)
+    await lobby.sender.send(command)
+    await run_in_threadpool(_retried, lobby.db, table.id)
+    return True
 
 
 def table_out(table: LobbyTable, seats: list[LobbySeat]) -> TableOut:
@@ -339,6 +407,7 @@ def table_out(table: LobbyTable, seats: list[LobbySeat]) -> TableOut:
         status=table.status,
         deadline_s=table.deadline_s,
         taken=[SeatOut(**s.model_dump(exclude={"table_id"})) for s in seats],
+        start_error=table.start_error or None,
     )
 
 
@@ -387,12 +456,18 @@ def _leave(db: Engine, table_id: str, seat_number: int) -> tuple[TableOut, bool]
         return table_out(table, _seats(session, table_id)), running
 
 
-def _claim_start(db: Engine, table_id: str, fill: str | None) -> tuple[LobbyTable, list[LobbySeat]]:
-    """Mark an open, full table as running (once), filling free seats with bots if asked."""
+def _claim_start(
+    db: Engine, table_id: str, fill: str | None
+) -> tuple[LobbyTable, list[LobbySeat], list[int]]:
+    """Mark an open, full table as running (once), filling free seats with bots if asked;
+    returns it, its seats and the seats filled (a start not yet seen through is returned as
+    it is, to be sent again)."""
     with Session(db) as session:
         table = _table(session, table_id)
         if fill is not None:
             check_bot_level(api.get(table.game), fill)
+        if table.status == "running" and table.starting_since is not None:
+            return table, _seats(session, table_id), []  # an unfinished start, sent again
         if table.status != "open":
             raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
         taken = {s.seat for s in _seats(session, table_id)}
@@ -402,8 +477,61 @@ def _claim_start(db: Engine, table_id: str, fill: str | None) -> tuple[LobbyTabl
         for s in free:
             bot = bot_name(fill or "", s)  # fill is set when a seat is free (checked above)
             session.add(LobbySeat(table_id=table_id, seat=s, kind="bot", name=bot, bot_level=fill))
-        table.status = "running"
+        table.status, table.starting_since, table.start_error = "running", _now(), ""
         session.add(table)
         session.commit()
         session.refresh(table)
-        return table, _seats(session, table_id)
+        return table, _seats(session, table_id), free
+
+
+def _reopen(db: Engine, table_id: str, filled: list[int], reason: str) -> None:
+    """Undo a start whose game was not created: the table is open again (without the bots
+    that start added), saying why, and may be started again."""
+    with Session(db) as session:
+        table = session.get(LobbyTable, table_id)
+        if table is None or table.status != "running" or table.starting_since is None:
+            return  # its game was seen meanwhile
+        for seat in filled:
+            bot = session.get(LobbySeat, (table_id, seat))
+            if bot is not None and bot.kind == "bot":
+                session.delete(bot)
+        table.status, table.starting_since, table.start_error = "open", None, reason[:500]
+        session.add(table)
+        session.commit()
+    log.warning("a table's start failed: open again", table_id=table_id, reason=reason)
+
+
+def _started(db: Engine, table_ids: list[str]) -> None:
+    """The games of ``table_ids`` exist: their starts are done."""
+    with Session(db) as session:
+        query = select(LobbyTable).where(LobbyTable.id.in_(table_ids))  # type: ignore[attr-defined]
+        for table in session.exec(query).all():
+            table.starting_since = None
+            session.add(table)
+        session.commit()
+
+
+def _retried(db: Engine, table_id: str) -> None:
+    """A start sent again: the next look is ``CARAVEL_START_RETRY_S`` from now."""
+    with Session(db) as session:
+        table = session.get(LobbyTable, table_id)
+        if table is not None and table.starting_since is not None:
+            table.starting_since = _now()
+            session.add(table)
+            session.commit()
+
+
+def _unfinished_starts(db: Engine, before: datetime) -> list[tuple[LobbyTable, list[LobbySeat]]]:
+    """Running tables whose start began before ``before`` and is not seen through."""
+    with Session(db) as session:
+        query = (
+            select(LobbyTable)
+            .where(LobbyTable.status == "running")
+            .where(LobbyTable.starting_since < before)  # type: ignore[operator]
+            .limit(RECONCILE_BATCH)
+        )
+        return [(t, _seats(session, t.id)) for t in session.exec(query).all()]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -10,11 +10,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, select, update
+from sqlalchemy import Connection, Engine, Table, inspect, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Field, SQLModel
 
 from shared.sql import create_schema
+
+from . import cells, flat
 
 PROJECTION = "scoring"
 
@@ -153,17 +155,21 @@ def table_of(model: type[SQLModel]) -> Table:
 
 
 TABLES: list[Table] = [
-    table_of(model)
-    for model in (
-        Checkpoint,
-        ScoredGame,
-        Standing,
-        Result,
-        Rating,
-        RatingChange,
-        Decision,
-        FactRow,
-    )
+    *(
+        table_of(model)
+        for model in (
+            Checkpoint,
+            ScoredGame,
+            Standing,
+            Result,
+            Rating,
+            RatingChange,
+            Decision,
+            FactRow,
+        )
+    ),
+    *flat.KEPT,
+    cells.CELLS,
 ]
 
 
@@ -173,8 +179,14 @@ def create_tables(db: Engine) -> None:
 
 
 def drop_tables(db: Engine) -> None:
-    """Drop the projection's tables (and only those)."""
-    SQLModel.metadata.drop_all(db, tables=TABLES)
+    """Drop the projection's tables (and only those); of the flat analytics tables, which
+    hold the lab's experiments too, only the projected rows go."""
+    kept = [*flat.KEPT, cells.CELLS]
+    SQLModel.metadata.drop_all(db, tables=[t for t in TABLES if t not in kept])
+    if inspect(db).has_table(cells.CELLS.name):
+        with db.begin() as conn:
+            flat.delete_projected(conn)
+            cells.delete_projected(conn)
 
 
 def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:

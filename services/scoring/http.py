@@ -5,8 +5,8 @@ through the app's engine (``shared.httpapi.Db``). Everything is read from the sc
 nothing here replays a log. Every game scores in its own terms, so a score is a total with the
 game's breakdown of it as an object, ratings are per game, and the analytics summary has a
 section per game, with the game's facts (its ``facts`` hook) counted by kind and subject. The
-dashboard is one HTML page drawing inline SVG from ``/analytics/summary`` with a few lines of
-JavaScript: no external scripts, no network.
+analytics page (``/analytics``) is drawn in the browser from the analytics API
+(:mod:`.analytics_http`): no external scripts, no network.
 """
 
 from __future__ import annotations
@@ -14,19 +14,23 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from fastapi.responses import HTMLResponse
+from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, Integer, cast, func, select
 
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Db, Id, game_named
 
+from .analytics_http import router as analytics_router
 from .db import Decision, FactRow, Rating, Result, ScoredGame, Standing, table_of
 
+PAGE = Path(__file__).parent / "pages" / "analytics.html"
 router = APIRouter(tags=["scoring"])
+router.include_router(analytics_router)
 BREAKDOWN_EXAMPLE = {"colonies": 14, "discoveries": 9, "buildings": 12, "economy": 6}
 
 
@@ -223,10 +227,12 @@ def summary(db: Db) -> SummaryOut:
     )
 
 
-@router.get("/analytics", response_class=HTMLResponse)
-def dashboard() -> HTMLResponse:
-    """The analytics dashboard: charts drawn in the page from ``/analytics/summary``."""
-    return HTMLResponse(DASHBOARD)
+@router.get("/analytics", response_class=FileResponse)
+def dashboard() -> FileResponse:
+    """The analytics page: filters and charts with intervals, drawn in the page from
+    ``/analytics/figures`` and ``/analytics/compare`` (its script and style are the web
+    client's static files: ``/static/js/analytics.js``, ``/static/analytics.css``)."""
+    return FileResponse(PAGE, media_type="text/html")
 
 
 def _game(conn: Connection, game_id: str) -> Any:
@@ -386,81 +392,3 @@ def _latencies(conn: Connection) -> dict[str, dict[str, dict[str, float]]]:
     for game, kind, n, mean in conn.execute(query):
         out[game][kind] = {"decisions": n, "mean_latency_ms": round(float(mean), 2)}
     return out
-
-
-DASHBOARD = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Caravel analytics</title>
-<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
-<style>
-body{font:14px system-ui,sans-serif;margin:2em;color:#222;background:#fafafa}
-h1{font-size:1.4em}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(460px,1fr));gap:1.5em}
-.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:1em}
-h2{font-size:1.2em;margin:1.5em 0 .3em}
-.card h3{font-size:1em;margin:0 0 .5em} svg text{font-size:11px;fill:#333}
-</style></head>
-<body><h1>Caravel analytics</h1><div id="games">loading…</div>
-<script>
-const NS = "http://www.w3.org/2000/svg";
-function el(name, attrs, text) {
-  const e = document.createElementNS(NS, name);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
-function html(name, text) {
-  const e = document.createElement(name);
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
-// A card of horizontal bars: one row per label, the value written after the bar.
-function bars(grid, title, pairs, format) {
-  const card = html("div"), box = html("div");
-  card.className = "card";
-  card.append(html("h3", title), box);
-  grid.appendChild(card);
-  if (!pairs.length) { box.textContent = "no data yet"; return; }
-  const row = 20, left = 150, width = 420;
-  const max = Math.max(...pairs.map(p => p[1]), 1e-9);
-  const svg = el("svg", {width: width, height: row * pairs.length + 4});
-  pairs.forEach(([label, value], i) => {
-    const y = i * row + 2, w = (width - left - 60) * value / max;
-    svg.appendChild(el("text", {x: 0, y: y + 14}, String(label).slice(0, 22)));
-    svg.appendChild(el("rect", {x: left, y: y + 3, width: Math.max(w, 1), height: row - 6,
-                                fill: "#3a7bd5"}));
-    svg.appendChild(el("text", {x: left + w + 4, y: y + 14}, format(value)));
-  });
-  box.appendChild(svg);
-}
-const pct = v => (100 * v).toFixed(1) + "%";
-const num = v => (Math.round(v * 100) / 100).toString();
-const words = name => name.replaceAll("_", " ");
-// One section per game: its totals, then its cards.
-function section(root, game, s) {
-  const grid = html("div");
-  grid.className = "grid";
-  root.append(html("h2", words(game)), html("p",
-    `${s.games_finished} games finished, ${s.games_running} running; ` +
-    `${s.mean_decisions_per_game} decisions and ${s.mean_duration_s} s per game on average`),
-    grid);
-  bars(grid, "Games finished per hour",
-       s.games_per_hour.map(([h, n]) => [h.replace("T", " "), n]), num);
-  bars(grid, "Win rate by side", Object.entries(s.win_rate_by_side), pct);
-  bars(grid, "Win rate by seat kind (bot level)", Object.entries(s.win_rate_by_seat_kind), pct);
-  bars(grid, "Mean score breakdown", Object.entries(s.mean_breakdown), num);
-  for (const [kind, stats] of Object.entries(s.facts)) {
-    bars(grid, `Most frequent: ${words(kind)}`,
-         stats.slice(0, 12).map(f => [f.subject, f.count]), num);
-    bars(grid, `Win rate of the seat: ${words(kind)}`,
-         stats.slice(0, 12).map(f => [f.subject, f.owner_win_rate]), pct);
-  }
-  bars(grid, "Mean decision latency (ms)",
-       Object.entries(s.decisions).map(([k, d]) => [k, d.mean_latency_ms]), num);
-}
-fetch("analytics/summary").then(r => r.json()).then(s => {
-  const root = document.getElementById("games");
-  root.textContent = Object.keys(s.games).length ? "" : "no games yet";
-  for (const [game, part] of Object.entries(s.games)) section(root, game, part);
-});
-</script></body></html>
-"""

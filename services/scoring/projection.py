@@ -32,8 +32,9 @@ from sqlalchemy import Connection, delete, func, select
 from shared.contracts import EventEnvelope, Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import GameCodec, to_event
-from shared.games import api
+from shared.games import analytics, api
 
+from . import cells, flat
 from .db import (
     Decision,
     FactRow,
@@ -93,6 +94,8 @@ class GameProgress:
     decisions: int = 0
     finished_at: datetime | None = None
     event_id: str | None = None  # the event at ``version``: tells a log that went back
+    ruleset_hash: str = ""  # the compiled rules' content hash (shared.games.analytics)
+    seat_facts: flat.SeatFacts = field(default_factory=dict)  # every fact so far, per seat
 
 
 @dataclass
@@ -104,9 +107,12 @@ class Rows:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     facts: list[dict[str, Any]] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
+    flat_results: list[dict[str, Any]] = field(default_factory=list)
+    seat_facts: list[dict[str, Any]] = field(default_factory=list)
     finished: list[FinishedGame] = field(default_factory=list)
     events: int = 0
     rebuilt: set[str] = field(default_factory=set)  # games whose old rows go first
+    cells: bool = True  # sum the analytics cells of the games written (a rebuild: at the end)
 
 
 def seat_kinds(seats: Seats, players: int) -> list[str]:
@@ -123,15 +129,17 @@ def start(codec: GameCodec, first: EventEnvelope, seats: Seats) -> GameProgress:
     names = data["players"]
     kinds = seat_kinds(seats, len(names))
     state = codec.initial(first)
+    game = api.of(state)
     return GameProgress(
         game_id=first.game_id,
-        game=api.of(state),
+        game=game,
         state=state,
         ruleset=data["ruleset"],
         options=data["options"],
         seats=kinds,
         players=[k if k != HUMAN else f"player:{n}" for k, n in zip(kinds, names, strict=True)],
         created_at=first.recorded_at,
+        ruleset_hash=analytics.ruleset_hash(game.rules_named(data)),
     )
 
 
@@ -149,8 +157,10 @@ def advance(p: GameProgress, envelope: EventEnvelope, rows: Rows | None) -> None
     event = to_event(envelope)
     p.game.apply(p.state, event)
     p.version, p.event_id = envelope.version, envelope.event_id
+    facts = p.game.facts(p.state, event)
+    flat.count_facts(p.seat_facts, facts)
     if rows is not None:
-        if facts := p.game.facts(p.state, event):
+        if facts:
             _facts(p, envelope.version, facts, rows)
         rows.events += 1
     if p.finished_at is None and p.game.is_over(p.state):
@@ -221,6 +231,7 @@ def _finish(p: GameProgress, rows: Rows) -> None:
                 "tiebreak": json.dumps(list(r.tiebreak)),
             }
         )
+    _flat(p, results, rows)
     rows.finished.append(
         FinishedGame(
             p.game.name,
@@ -230,6 +241,28 @@ def _finish(p: GameProgress, rows: Rows) -> None:
             tuple((p.players[r.seat], r.place) for r in results),
         )
     )
+
+
+def _flat(p: GameProgress, results: Sequence[api.SeatResult], rows: Rows) -> None:
+    """The game's rows of the flat results table and its seat facts (no experiment)."""
+    assert p.finished_at is not None
+    flat_rows = flat.result_rows(
+        game=p.game,
+        game_id=p.game_id,
+        ruleset=p.ruleset,
+        ruleset_hash=p.ruleset_hash,
+        options=p.options,
+        seat_kinds=p.seats,
+        players=p.players,
+        positions=p.game.turn_positions(p.state),  # the order the game started with
+        results=results,
+        decisions=p.decisions,
+        duration_s=(p.finished_at - p.created_at).total_seconds(),
+        finished_at=_utc(p.finished_at),
+        experiment=None,
+    )
+    rows.flat_results += flat_rows
+    rows.seat_facts += flat.fact_rows(flat_rows, p.seat_facts)
 
 
 def snapshot_rows(p: GameProgress, rows: Rows) -> None:
@@ -271,15 +304,19 @@ PER_GAME = (ScoredGame, Standing, Decision, FactRow, Result)
 def write(conn: Connection, rows: Rows) -> None:
     """Write a batch of rows (one statement per table); ratings are :func:`rate`'s. The
     rows of games projected again from a log that went back are deleted first."""
+    touched = cells.stored_groups(conn, sorted(rows.rebuilt))
     if rows.rebuilt:
-        for model in PER_GAME:
-            table = table_of(model)
+        for table in [*(table_of(m) for m in PER_GAME), flat.RESULTS, flat.SEAT_FACTS]:
             conn.execute(delete(table).where(table.c.game_id.in_(sorted(rows.rebuilt))))
     upsert(conn, table_of(ScoredGame), list(rows.games.values()))
     upsert(conn, table_of(Standing), list(rows.standings.values()))
     upsert(conn, table_of(Decision), rows.decisions)
     upsert(conn, table_of(FactRow), rows.facts)
     upsert(conn, table_of(Result), rows.results)
+    upsert(conn, flat.RESULTS, rows.flat_results)
+    upsert(conn, flat.SEAT_FACTS, rows.seat_facts)
+    if rows.cells:
+        cells.refresh(conn, touched | cells.groups_of(rows.flat_results))
 
 
 # --- ratings ------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from shared.bus.retention import mark_read
 from shared.contracts import EventEnvelope, Notification, Seats
 from shared.eventstore import Archive, EventStore, GameCodec, Held
 
+from .cells import refresh_all
 from .db import (
     CheckpointMoved,
     ScoredGame,
@@ -339,7 +340,7 @@ class ScoringService:
         for i in range(0, len(game_ids), REBUILD_CHUNK):
             chunk = game_ids[i : i + REBUILD_CHUNK]
             logs, seats = await self._read(chunk, dict.fromkeys(chunk, (0, None)))
-            rows = Rows()
+            rows = Rows(cells=False)  # summed once, at the end
             for game_id in chunk:
                 progress = self._begin(game_id, logs[game_id], seats)
                 if progress is not None:
@@ -369,6 +370,7 @@ class ScoringService:
     def _rate(self, finished: Sequence[FinishedGame]) -> None:
         with self.db.begin() as conn:
             rate(conn, finished)
+            refresh_all(conn)  # the analytics cells of every projected game
 
 
 def _from(events: Sequence[EventEnvelope], version: int) -> list[EventEnvelope]:

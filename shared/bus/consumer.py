@@ -58,7 +58,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from shared.contracts import DeadLetter
-from shared.loops import keep_running
+from shared.loops import each, keep_running
 
 from . import tracing
 from .connection import is_cluster
@@ -636,16 +636,18 @@ class GroupConsumer:
             await self.close()
 
     async def reclaim_idle(self) -> None:
-        """Take over every stream's entries idle for ``claim_idle_ms``."""
+        """Take over every stream's entries idle for ``claim_idle_ms``, each stream alone
+        (one whose shard fails stops no other)."""
         await self.revive()
-        for stream in list(self._subscribers):
-            await self.reclaim(stream, self.claim_idle_ms)
+        await each(list(self._subscribers), self._reclaim_idle, slog, "stream not reclaimed")
+
+    async def _reclaim_idle(self, stream: str) -> None:
+        await self.reclaim(stream, self.claim_idle_ms)
 
     async def revive(self) -> None:
         """Restart the subscribers FastStream stopped because their group vanished (a Redis
         restarted without its data): the group is made again, from the stream's start."""
-        for stream in list(self._subscribers):
-            await self._revive(stream)
+        await each(list(self._subscribers), self._revive, slog, "subscriber not restarted")
 
     async def _revive(self, stream: str) -> None:
         subscriber = self._subscribers[stream]

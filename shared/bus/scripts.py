@@ -121,10 +121,12 @@ class Batch:
         reply = replies[self._waits[self._nodes[position]]]
         return reply if isinstance(reply, int) else 0
 
-    async def execute(self) -> list[Any]:
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
         """Every reply, in order; calls that found their script missing are sent again,
         once their library is loaded (so after the batch's other commands: a batch does
-        not read what its own calls write). Raises the first error, as a pipeline does."""
+        not read what its own calls write). Raises the first error, as a pipeline does,
+        unless ``raise_on_error`` is False: the errors are then replies (on a cluster, one
+        shard's faults stay with the calls that went to it)."""
         replies: list[Any] = await self.pipe.execute(raise_on_error=False)
         for _ in range(2):  # the second time: a server found to lack Functions
             missing = [i for i in self._calls if _is_missing(replies[i])]
@@ -147,7 +149,7 @@ class Batch:
                 for i, reply in zip(positions, again_replies, strict=True):
                     replies[i] = reply
         for reply in replies:
-            if isinstance(reply, Exception):
+            if raise_on_error and isinstance(reply, Exception):
                 raise reply
         return replies
 

@@ -4,7 +4,7 @@ SQL archive of finished games, read through the same store."""
 from .archive import Archive, ArchivedGame, ArchiveMismatch, archive_game
 from .codec import GameCodec, to_event
 from .store import Append, AppendResult, Codec, EventStore, Finished, FinishedLog, Held, Loaded
-from .transfer import GameExists, export_log, import_log
+from .transfer import GameExists, export_log, final_hash, import_log
 
 __all__ = [
     "Append",
@@ -22,6 +22,7 @@ __all__ = [
     "Loaded",
     "archive_game",
     "export_log",
+    "final_hash",
     "import_log",
     "to_event",
 ]

@@ -34,6 +34,7 @@ from pydantic_core import from_json
 from redis.asyncio import Redis
 
 from shared.bus.connection import is_cluster
+from shared.bus.faults import transient
 from shared.bus.keys import Keys
 from shared.bus.scripts import Batch, Library, call
 from shared.contracts import (
@@ -237,9 +238,22 @@ class Append:
 
 @dataclass(frozen=True)
 class AppendResult:
-    status: str  # "ok", "duplicate", "conflict" or "archived" (the id is an archived game's)
+    # "ok", "duplicate", "conflict", "archived" (the id is an archived game's), or "failed":
+    # its shard refused it for now (``shared.bus.faults``), nothing written: try again later
+    status: str
     version: int
     answered: bool = True  # False: appended, but not on enough replicas to tell the sender
+    error: Exception | None = None  # why it "failed"
+
+
+def _result(a: Append, reply: Any, j: int) -> AppendResult:
+    """The ``j``-th append's result from its script call's reply. A transient error is the
+    call's appends' alone (a cluster's other shards took theirs); any other is raised."""
+    if isinstance(reply, Exception):
+        if not transient(reply):
+            raise reply
+        return AppendResult("failed", a.expected, error=reply)
+    return AppendResult(_text(reply[2 * j]), int(reply[2 * j + 1]))
 
 
 @dataclass(frozen=True)
@@ -386,8 +400,12 @@ class EventStore:
         )
 
     async def append(self, a: Append) -> AppendResult:
-        """Append one command's events atomically (see the module docstring)."""
-        return (await self.append_many([a]))[0]
+        """Append one command's events atomically (see the module docstring); a transient
+        failure is raised, as any other."""
+        result = (await self.append_many([a]))[0]
+        if result.error is not None:
+            raise result.error
+        return result
 
     async def append_many(self, appends: Sequence[Append]) -> list[AppendResult]:
         """Appends executed in order, in one script call per partition on a cluster (their
@@ -403,13 +421,12 @@ class EventStore:
             ]
             if self.replicas:
                 batch.wait(self.replicas, self.replica_timeout_ms)
-            raw = await batch.execute()
+            raw = await batch.execute(raise_on_error=False)
             by_append: dict[int, tuple[AppendResult, int]] = {}
             for group, position in zip(groups, calls, strict=True):
                 reply = raw[position]
                 for j, i in enumerate(group):
-                    status, version = _text(reply[2 * j]), int(reply[2 * j + 1])
-                    by_append[i] = (AppendResult(status, version), position)
+                    by_append[i] = (_result(appends[i], reply, j), position)
             results = [by_append[i][0] for i in range(len(appends))]
             if not self.replicas:
                 return results

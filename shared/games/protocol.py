@@ -406,8 +406,8 @@ class Game(Protocol[S, R]):
 
     def labels(self) -> dict[str, dict[str, str]]:
         """Readable names of the game's ids by namespace (``options``, ``values``,
-        ``sides``, ``subjects``, ...): what clients and the analytics show instead of an id;
-        an id without one is made readable by whoever shows it."""
+        ``sides``, ``subjects``, ``columns``, ``facts``): what clients and the analytics show
+        instead of an id; an id without one is made readable by whoever shows it."""
         ...
 
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.ai import BOTS, MctsBot, bot
-from services.ai.arena import arena, wilson
+from services.ai.arena import arena
 from services.ai.mcts import Node, Search
 from services.ai.service import fallback_level
 from shared.games import age_of_discovery as aod
@@ -21,6 +21,7 @@ from shared.games import api
 from shared.games.age_of_discovery import AgeOfDiscovery
 from shared.games.age_of_discovery.greedy import _Seen
 from shared.games.base import BaseGame
+from shared.intervals import wilson
 
 from ..rules.scenarios import OPTIONS
 

@@ -244,3 +244,39 @@ async def test_a_player_moving_under_the_bots_ids_cannot_freeze_the_game(
             assert (await sender.execute(hijack)).status == "accepted"
     assert aimed > 0  # moves were sent under ids the bot went on to use
     assert {e.actor for e in events if e.type == "unit_placed"} == {"player", "bot"}
+
+
+async def test_bot_games_finish_after_their_requests_were_dead_lettered(
+    redis: Redis, keys: Keys
+) -> None:
+    """Issue 25: with the views projection away, every delivery of a bot seat's request
+    finds no view; after ``max_deliveries`` the request goes to the dead letters, and the
+    bot seat, which has no clock, waited for good. Now a request not answered is kept among
+    the deadlines: once the projection is back, the game plays on to its end."""
+    await _seat(redis, keys, "g-dead", ("random", "random"))
+    stream = keys.decisions(keys.partition("g-dead"))
+    dead = keys.dead_letters(keys.partition("g-dead"))
+    stop = asyncio.Event()
+    settings = settings_for(keys, claim_idle_ms=100, max_deliveries=1, bot_think_ms=10)
+    async with running_engine(redis, keys):
+        player = BotPlayer(redis, keys, settings)
+        playing = asyncio.create_task(player.run(stop))
+        result = await CommandSender(redis, keys).execute(create_game("g-dead", players=2))
+
+        async def dead_lettered() -> bool:
+            return bool(await redis.xlen(dead))
+
+        await wait_for(dead_lettered, timeout_s=60)
+        pending: Any = await redis.xpending(stream, "ai")
+        assert pending["pending"] == 0  # nothing left on the stream to answer it
+        assert len(await EventStore(redis, keys).read("g-dead")) == result.version
+
+        async with running_projector(redis, keys):
+
+            async def over() -> bool:
+                events = await EventStore(redis, keys).read("g-dead")
+                return events[-1].type == "game_ended"
+
+            await wait_for(over, timeout_s=120, every_s=0.2)
+        stop.set()
+        await playing

@@ -44,7 +44,11 @@ async def test_the_engine_serves_again_after_redis_cut_its_connections(
 ) -> None:
     """Redis drops the engine's connections while it runs (a restart, a failover, a cut
     network): the engine logs the failed round, backs off and carries on, so a command sent
-    afterwards is answered."""
+    afterwards is answered.
+
+    Connections are cut, with commands flowing, until a cut has failed a round or a batch
+    (a cut between two commands fails nothing: the pool reconnects unseen): a fixed number
+    of cuts, as before, sometimes missed every command on a loaded machine."""
     name = f"{keys.prefix}-engine"
     engine_redis = connect(redis_url, client_name=name, retry=NO_RETRY)
     sender = CommandSender(redis, keys)
@@ -52,12 +56,15 @@ async def test_the_engine_serves_again_after_redis_cut_its_connections(
         async with running_engine(engine_redis, keys) as engine:
             assert (await sender.execute(create_game("g-cut-1"))).status == "accepted"
 
-            for _ in range(10):  # half a second of cut connections
+            cut = 0
+            while not engine.stats["round_errors"]:
+                assert cut < 2000, "no cut ever failed a round"
+                await sender.send(create_game(f"g-busy-{cut}"))  # work in flight
                 await _kill_connections(redis, name)
-                await asyncio.sleep(0.05)
-            result = await sender.execute(create_game("g-cut-2"), timeout_s=10)
+                cut += 1
+                await asyncio.sleep(0.01)
+            result = await sender.execute(create_game("g-cut-2"), timeout_s=30)
             assert result.status == "accepted"
-            assert engine.stats["round_errors"] > 0  # the cuts did fail rounds
 
             async def reclaimed() -> bool:  # every held partition, after the failure
                 return not engine.fresh

@@ -194,7 +194,7 @@ async def test_a_navegador_table_of_two_humans_and_two_bots_is_played_and_scored
     assert set(section["win_rate_by_side"]) == set(state.names)
     totals = sum(counted.values(), Counter())
     assert {k: sum(s["count"] for s in v) for k, v in section["facts"].items()} == dict(totals)
-    assert page.status_code == 200 and "analytics/summary" in page.text
+    assert page.status_code == 200 and "/static/js/analytics.js" in page.text
 
     # Metrics labelled by game: one game of each started and ended, each game's own commands.
     both = {api.DEFAULT_GAME: 1.0, GAME: 1.0}

@@ -4,8 +4,11 @@ without a restart. Each test runs a Redis server of its own, to stop and start."
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import socket
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +17,7 @@ import pytest
 
 from shared.bus import Keys, connect
 
-from .helpers import bearer, running_lobby, wait_for_view
+from .helpers import bearer, caravel_env, free_port, running_lobby, wait_for_view
 
 REDIS_SERVER = "/usr/bin/redis-server"
 
@@ -116,3 +119,112 @@ async def test_an_engine_that_does_not_answer_is_a_503_after_the_whole_wait(
         me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Ana"})).json()
         started = await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
         assert_unavailable(started, "engine_unavailable")
+
+
+async def test_writes_refused_for_want_of_replicas_are_503s_then_the_starts_finish(
+    redis_server: RedisServer, database_url: str, tmp_path: Path
+) -> None:
+    """With ``min-replicas-to-write`` and no replica (a replica away, the recommended
+    durability), Redis refuses every write with NOREPLICAS: the API answers 503 with
+    ``Retry-After``, as for a Redis that is down, never 500. The starts that failed are
+    not stranded: a start sent again works, and a table of bots (whose creator got a 503
+    and no id) is started by the lobby itself."""
+    keys = Keys("noreplicas", partitions=2)
+    serve = running_lobby(redis_server.url, keys, database_url, tmp_path, start_retry_s="1")
+    async with serve as client:
+        table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Ana"})).json()
+        start = f"/tables/{table['id']}/start"
+        admin = connect(redis_server.url)
+        try:
+            await admin.config_set("min-replicas-to-write", 1)
+            started = await client.post(start, headers=bearer(me["token"]))
+            assert_unavailable(started, "redis_unavailable")
+            assert started.headers["Retry-After"] == "1"
+            bots = {"seats": 2, "bots": {"0": "random", "1": "random"}}
+            assert_unavailable(await client.post("/tables", json=bots), "redis_unavailable")
+        finally:
+            await admin.config_set("min-replicas-to-write", 0)
+            await admin.aclose()
+
+        again = await client.post(start, headers=bearer(me["token"]))
+        assert again.status_code in (200, 202), again.text  # was 409 table_not_open
+        await wait_for_view(client, table["id"], me["token"], 1)
+        for _ in range(600):  # the table of bots: started by the reconciler
+            running = (await client.get("/tables", params={"status": "running"})).json()
+            ids = [t["id"] for t in running if t["id"] != table["id"]]
+            if ids and (await client.get(f"/games/{ids[0]}/view")).status_code == 200:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"the table of bots never got its game: {running}")
+
+        redis_server.stop()
+        ready = await client.get("/readyz")
+        assert ready.status_code == 503 and int(ready.headers["Retry-After"]) >= 1
+
+
+async def test_a_service_started_before_redis_and_sql_waits_for_them(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Started while Redis refuses connections, a service logs what it waits for and
+    waits (it exited 1 after its first ping), its readiness saying so; once Redis is there
+    it serves. A database that refuses connections is waited for the same way."""
+    if not Path(REDIS_SERVER).exists():
+        pytest.skip("needs /usr/bin/redis-server")
+    server = RedisServer(tmp_path)  # its port chosen, not started yet
+    port = free_port()
+    env = caravel_env(
+        server.url, Keys("late", partitions=2), database_url=database_url,
+        data_dir=str(tmp_path), http_port=str(port), log_level="INFO",
+    )  # fmt: skip
+    logs = tmp_path / "lobby.log"
+    process = await _lobby_waiting(env, logs, "waiting for redis")
+    try:
+        await asyncio.sleep(1)  # a few attempts
+        assert process.poll() is None, logs.read_text()
+        assert "waiting for redis" in logs.read_text()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            waiting = await client.get("/readyz")  # readiness says what it waits for
+            assert waiting.status_code == 503 and "waiting for redis" in waiting.text
+            assert (await client.get("/livez")).status_code == 200
+            await server.start()
+            for _ in range(400):
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get("/readyz")).status_code == 200:
+                        break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"never ready: {logs.read_text()}")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+        server.stop()
+
+    refused = f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none"
+    env = {**env, "CARAVEL_DATABASE_URL": refused, "CARAVEL_REDIS_URL": server.url}
+    await server.start()
+    process = await _lobby_waiting(env, logs, "waiting for sql")
+    try:
+        assert process.poll() is None and "waiting for sql" in logs.read_text()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            waiting = await client.get("/readyz")
+            assert waiting.status_code == 503 and "waiting for sql" in waiting.text
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0  # a stop while waiting is a clean exit
+        server.stop()
+
+
+async def _lobby_waiting(env: dict[str, str], logs: Path, line: str) -> subprocess.Popen[bytes]:
+    """`caravel lobby` started with its output in ``logs``, once it has logged ``line``
+    (or after 20 s)."""
+    with logs.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "lobby"], env=env, stdout=out, stderr=out
+        )
+    for _ in range(400):
+        if line in logs.read_text():
+            break
+        await asyncio.sleep(0.05)
+    return process

@@ -106,4 +106,4 @@ async def test_standings_results_leaderboard_and_dashboard(
         assert sum(b["count"] for b in section["facts"]["building_bought"]) == bought
         page = await client.get("/analytics")
         assert page.headers["content-type"].startswith("text/html")
-        assert "analytics/summary" in page.text and "Win rate by side" in page.text
+        assert "/static/js/analytics.js" in page.text and "Analytics" in page.text

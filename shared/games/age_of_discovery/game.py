@@ -6,8 +6,10 @@ supplies the rest of the protocol.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
+from ..analytics import named_ids
 from ..base import BaseGame
 from ..protocol import Event, Fact, GameInfo, Policy, SeatResult, StatePolicy
 from . import engine, views
@@ -123,6 +125,11 @@ class AgeOfDiscovery(BaseGame[GameState, Rules]):
         """The same policy read off a whole state: no view built per playout step."""
         return state_values
 
+    def labels(self) -> dict[str, dict[str, str]]:
+        """Readable names for the analytics: the ruleset's regions and buildings, the score
+        columns, the facts and the edition options."""
+        return _labels()
+
     def facts(self, state: GameState, event: Event) -> list[Fact]:
         """Buildings bought (with their price) and regions discovered."""
         data = event.data
@@ -131,3 +138,20 @@ class AgeOfDiscovery(BaseGame[GameState, Rules]):
         if event.type == "free_discovery" or (event.type == "expedition" and data["success"]):
             return [Fact("discovery", data["seat"], data["region"] or "deck")]
         return []
+
+
+@cache
+def _labels() -> dict[str, dict[str, str]]:
+    return {
+        "subjects": {**named_ids(FILES.load("standard")), "deck": "Discovery deck"},
+        "columns": {"economy": "Economy", "total": "Total"},
+        "facts": {"building_bought": "Buildings bought", "discovery": "Regions discovered"},
+        "options": {
+            "navy_vp_per_ship": "Navy VP per ship",
+            "factory_income": "Factory income",
+            "tile_set": "Tile set",
+            "university": "University",
+            "starting_order": "Starting order",
+        },
+        "values": {"to_front": "To the front", "one_forward": "One step forward"},
+    }

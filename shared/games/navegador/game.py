@@ -5,7 +5,9 @@ the bots' plug-ins; the base game supplies the rest of the protocol.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
+from ..analytics import named_ids
 from ..base import BaseGame
 from ..protocol import (
     Event,
@@ -22,7 +24,7 @@ from .evaluation import SEARCH_HINTS, expected_totals
 from .events import EVENT_TYPES
 from .evolve import handles
 from .greedy import greedy_values, state_values
-from .ruleset import FILES, Rules, compile_rules
+from .ruleset import COLUMNS, FILES, Rules, compile_rules
 from .sampling import Sampler
 from .scoring import BREAKDOWN, score
 from .state import State, blank_state
@@ -109,6 +111,11 @@ class Navegador(BaseGame[State, Rules]):
         """The same policy read off a whole state: no view built per playout step."""
         return state_values
 
+    def labels(self) -> dict[str, dict[str, str]]:
+        """Readable names for the analytics: the map's regions, the buildings' columns,
+        the score columns and the facts."""
+        return _labels()
+
     def facts(self, state: State, event: Event) -> list[Fact]:
         """Explorations (with their bonus), colonies by good (with their price), buildings
         (with their price) and privileges (with their payout)."""
@@ -122,3 +129,18 @@ class Navegador(BaseGame[State, Rules]):
         if event.type == "privilege_taken":
             return [Fact("privilege", d["seat"], d["column"], d["income"])]
         return []
+
+
+@cache
+def _labels() -> dict[str, dict[str, str]]:
+    columns = {f"{c}_vp": f"{c.capitalize()} VP" for c in COLUMNS}
+    return {
+        "subjects": named_ids(FILES.load("standard")),
+        "columns": {**columns, "total": "Total"},
+        "facts": {
+            "exploration": "Explorations",
+            "colony": "Colonies founded",
+            "building_bought": "Buildings bought",
+            "privilege": "Privileges taken",
+        },
+    }

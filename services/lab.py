@@ -1,0 +1,252 @@
+"""``caravel lab``: a balance lab. Bot games with the real rules, in process on every core,
+recorded in the analytics store (the flat results table) under an experiment's name.
+
+Games are played by worker processes in chunks; the parent writes each chunk's rows as it
+arrives. The experiment's row says how far it got: ``running`` while it plays, ``complete``
+once every game is written, ``incomplete`` if it stopped before (an error, Ctrl-C). A ruleset
+or an option the game refuses is refused before anything is written.
+
+``greedy`` seats play the game's greedy policy read off the state (the same values the
+greedy bot computes from the seat's view: the game's ``state_policy``); ``random``
+seats a uniform legal command; other levels are the bots of :mod:`services.ai.bots`, played
+from the seat's view.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, insert, select, update
+
+from services.scoring import flat
+from services.scoring.cells import refresh_all
+from services.scoring.db import create_tables
+from shared.games import analytics, api
+
+CHUNK = 50  # games per task: few enough to spread, many enough to amortise a process hop
+MAX_NAME = 40
+
+
+class LabError(ValueError):
+    """A run that cannot start: the message names what is wrong."""
+
+
+@dataclass(frozen=True)
+class LabRun:
+    """What to play: the game, a bot level per seat, how many games, the rules, the name."""
+
+    game: str
+    seats: tuple[str, ...]
+    games: int
+    experiment: str
+    ruleset: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    seed: int = 1
+    workers: int = 0  # 0: every core
+
+
+@dataclass
+class LabReport:
+    experiment: str
+    games: int
+    status: str
+    seconds: float
+    cpu_seconds: float
+    workers: int
+
+    @property
+    def games_per_second(self) -> float:
+        return self.games / self.seconds if self.seconds else 0.0
+
+    @property
+    def games_per_cpu_second(self) -> float:
+        return self.games / self.cpu_seconds if self.cpu_seconds else 0.0
+
+
+def check(run: LabRun) -> tuple[api.AnyGame, Any]:
+    """The game and its compiled rules, or :class:`LabError` naming what is wrong."""
+    try:
+        game = api.get(run.game)
+    except api.UnknownGame as e:
+        raise LabError(str(e)) from None
+    if not run.experiment or len(run.experiment) > MAX_NAME:
+        raise LabError(f"an experiment is named by 1 to {MAX_NAME} characters")
+    known = api.bot_levels(game)
+    if unknown := [s for s in run.seats if s not in known]:
+        raise LabError(f"unknown levels {unknown}; known: {', '.join(known)}")
+    if not game.min_players <= len(run.seats) <= game.max_players:
+        raise LabError(f"{game.title} takes {game.min_players} to {game.max_players} players")
+    try:
+        rules = game.rules(run.ruleset or game.default_ruleset, run.options)
+        game.new_game(rules, len(run.seats), run.seed)
+    except api.RulesetError as e:
+        raise LabError(str(e)) from None
+    except api.RuleViolation as v:
+        raise LabError(v.reason) from None
+    return game, rules
+
+
+# --- playing (in the worker processes) ------------------------------------------------------
+
+
+def _chooser(game: api.AnyGame, level: str) -> Callable[[Any, int, random.Random], api.Command]:
+    """How a seat of ``level`` picks its command in a state."""
+    if level == "random":
+        return lambda state, seat, rng: rng.choice(game.legal_commands(state, seat))
+    if level == "greedy":
+        policy = game.state_policy()
+        assert policy is not None
+
+        def greedy(state: Any, seat: int, rng: random.Random) -> api.Command:
+            legal = game.legal_commands(state, seat)
+            values = policy(state, seat, legal, rng)
+            return legal[max(range(len(legal)), key=values.__getitem__)]
+
+        return greedy
+    from services.ai.bots import bot
+
+    player = bot(level)
+    return lambda state, seat, rng: game.parse_command(player.choose(game.view(state, seat), rng))
+
+
+def play(run: LabRun, index: int, rules: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Game ``index`` of a run: its flat rows and seat facts."""
+    game = api.get(run.game)
+    choosers = [_chooser(game, level) for level in run.seats]
+    seed = run.seed + index
+    started = time.perf_counter()
+    state, events = game.new_game(rules, len(run.seats), seed)
+    rng = random.Random(seed)
+    facts: flat.SeatFacts = {}
+    decisions = 0
+    for event in events:
+        flat.count_facts(facts, game.facts(state, event))
+    while pending := game.pending(state):
+        seat = pending[0].seat
+        command = choosers[seat](state, seat, rng)
+        for event in game.decide_into(
+            state, command, trusted=run.seats[seat] in ("random", "greedy")
+        ):
+            flat.count_facts(facts, game.facts(state, event))
+        decisions += 1
+    game_id = f"lab-{run.experiment}-{index:07d}"
+    kinds = [f"bot:{level}" for level in run.seats]
+    rows = flat.result_rows(
+        game=game,
+        game_id=game_id,
+        ruleset=events[0].data["ruleset"],
+        ruleset_hash=analytics.ruleset_hash(rules),
+        options=events[0].data["options"],
+        seat_kinds=kinds,
+        players=kinds,
+        positions=game.turn_positions(state),
+        results=game.results(state),
+        decisions=decisions,
+        duration_s=time.perf_counter() - started,
+        finished_at=datetime.now(UTC),
+        experiment=run.experiment,
+    )
+    return rows, flat.fact_rows(rows, facts)
+
+
+_RUN: tuple[LabRun, Any] | None = None  # a worker's run and rules, set once per process
+
+
+def _init(run: LabRun) -> None:
+    global _RUN
+    _RUN = (run, check(run)[1])
+
+
+def _chunk(
+    bounds: tuple[int, int],
+) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]], float]:
+    """Games ``bounds`` of the run: their rows, seat facts and the CPU seconds they took."""
+    assert _RUN is not None
+    run, rules = _RUN
+    cpu = time.process_time()
+    results: list[dict[str, Any]] = []
+    facts: list[dict[str, Any]] = []
+    for index in range(*bounds):
+        r, f = play(run, index, rules)
+        results += r
+        facts += f
+    return bounds[1] - bounds[0], results, facts, time.process_time() - cpu
+
+
+def _chunks(games: int) -> Iterator[tuple[int, int]]:
+    for start in range(0, games, CHUNK):
+        yield start, min(games, start + CHUNK)
+
+
+# --- recording (in the parent) ---------------------------------------------------------------
+
+
+def _insert(db: Engine, results: Sequence[dict[str, Any]], facts: Sequence[dict[str, Any]]) -> None:
+    with db.begin() as conn:
+        for table, rows in ((flat.RESULTS, results), (flat.SEAT_FACTS, facts)):
+            for i in range(0, len(rows), 500):
+                conn.execute(insert(table), list(rows[i : i + 500]))
+
+
+def _mark(db: Engine, name: str, **values: Any) -> None:
+    with db.begin() as conn:
+        conn.execute(
+            update(flat.EXPERIMENTS).where(flat.EXPERIMENTS.c.name == name).values(**values)
+        )
+
+
+def run_lab(run: LabRun, db: Engine, progress: Callable[[int], None] | None = None) -> LabReport:
+    """Play and record a run; refused (:class:`LabError`, nothing written) if its game,
+    levels, rules or name cannot be used, or the experiment exists."""
+    game, rules = check(run)
+    create_tables(db)
+    created = {
+        "name": run.experiment,
+        "game": game.name,
+        "ruleset": run.ruleset or game.default_ruleset,
+        "ruleset_hash": analytics.ruleset_hash(rules),
+        "options": analytics.options_key(run.options),
+        "seats": ",".join(run.seats),
+        "games_planned": run.games,
+        "games_recorded": 0,
+        "status": "running",
+        "started_at": datetime.now(UTC),
+        "finished_at": None,
+        "caravel_version": flat.caravel_version(),
+    }
+    with db.begin() as conn:
+        exists = conn.execute(
+            select(flat.EXPERIMENTS.c.name).where(flat.EXPERIMENTS.c.name == run.experiment)
+        ).first()
+        if exists is not None:
+            raise LabError(f"experiment {run.experiment!r} exists: name another")
+        conn.execute(insert(flat.EXPERIMENTS), [created])
+    workers = run.workers or os.cpu_count() or 1
+    started, cpu = time.perf_counter(), time.process_time()
+    recorded, status, played_cpu = 0, "incomplete", 0.0
+    try:
+        context = multiprocessing.get_context("forkserver")  # no lock of a thread inherited
+        with context.Pool(workers, initializer=_init, initargs=(run,)) as pool:
+            for count, results, facts, chunk_cpu in pool.imap_unordered(_chunk, _chunks(run.games)):
+                played_cpu += chunk_cpu
+                _insert(db, results, facts)
+                recorded += count
+                _mark(db, run.experiment, games_recorded=recorded)
+                if progress is not None:
+                    progress(count)
+        status = "complete"
+    finally:
+        with db.begin() as conn:  # the experiment's figures: its cells, summed once
+            refresh_all(conn, run.experiment)
+        _mark(db, run.experiment, status=status, finished_at=datetime.now(UTC))
+    seconds = time.perf_counter() - started
+    return LabReport(
+        run.experiment, recorded, status, seconds, time.process_time() - cpu + played_cpu, workers
+    )

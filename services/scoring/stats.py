@@ -1,0 +1,338 @@
+"""The analytics a designer trusts: every rate with its n and a 95% Wilson interval, win
+rates by turn position and by side against the fair share with a significance test, fact
+lifts and breakdown means with intervals, and A/B comparisons of two filters.
+
+Everything is read from the flat results table (:mod:`.flat`) through a :class:`Filter`,
+checked against what the game and the table hold (:func:`check`): an unknown game, option,
+value, seat kind, ruleset or experiment is refused with the allowed values named.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import ColumnElement, Connection, Table, and_, func, select
+
+from shared.games import analytics, api
+from shared.intervals import wilson
+
+from .cells import CELLS, selects
+from .flat import EXPERIMENTS, HOUR, RESULTS
+
+Z = 1.96  # 95%
+HASH = re.compile(r"^[0-9a-f]{16}$")
+SEAT_MIXES = ("humans", "bots")
+
+
+class BadFilter(ValueError):
+    """A filter the data cannot answer: ``field`` names it, ``allowed`` what it may be."""
+
+    def __init__(self, field_name: str, message: str, allowed: Sequence[Any]) -> None:
+        super().__init__(message)
+        self.field = field_name
+        self.allowed = list(allowed)
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Which seats of which finished games a figure counts."""
+
+    game: str
+    ruleset: str | None = None  # a ruleset name or its 16-hex content hash
+    options: Mapping[str, Any] = field(default_factory=dict)
+    players: int | None = None
+    seat_kind: str | None = None  # human, bot:<level>
+    seats: str | None = None  # humans (every seat a human), bots (every seat a bot)
+    since: datetime | None = None
+    until: datetime | None = None
+    experiment: str | None = None
+
+
+def seat_kinds(game: api.AnyGame) -> list[str]:
+    return ["human", *(f"bot:{level}" for level in api.bot_levels(game))]
+
+
+def experiments(conn: Connection, game: str | None = None) -> list[dict[str, Any]]:
+    """The lab's experiments (of one game), newest first."""
+    query = select(EXPERIMENTS).order_by(EXPERIMENTS.c.started_at.desc())
+    if game is not None:
+        query = query.where(EXPERIMENTS.c.game == game)
+    return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def check(conn: Connection | None, f: Filter) -> Filter:
+    """``f`` with its options typed by the game, or :class:`BadFilter` naming the field."""
+    try:
+        game = api.get(f.game)
+    except api.UnknownGame as e:
+        raise BadFilter("game", str(e), e.known) from None
+    ruleset = game.default_ruleset
+    if f.ruleset is not None and not HASH.match(f.ruleset):
+        if f.ruleset not in game.rulesets():
+            raise BadFilter(
+                "ruleset",
+                f"unknown ruleset {f.ruleset!r}: a ruleset name or a 16-hex content hash",
+                game.rulesets(),
+            )
+        ruleset = f.ruleset
+    options = _typed_options(game, ruleset, f.options)
+    if f.players is not None and not game.min_players <= f.players <= game.max_players:
+        allowed = list(range(game.min_players, game.max_players + 1))
+        raise BadFilter("players", f"{game.title} takes {allowed[0]} to {allowed[-1]}", allowed)
+    if f.seat_kind is not None and f.seat_kind not in seat_kinds(game):
+        raise BadFilter("seat_kind", f"unknown seat kind {f.seat_kind!r}", seat_kinds(game))
+    if f.seats is not None and f.seats not in SEAT_MIXES:
+        raise BadFilter("seats", f"unknown seats {f.seats!r}", SEAT_MIXES)
+    if f.experiment is not None and conn is not None:
+        known = [e["name"] for e in experiments(conn, game.name)]
+        if f.experiment not in known:
+            raise BadFilter("experiment", f"no experiment {f.experiment!r} of {f.game}", known)
+    return Filter(**{**asdict(f), "options": options})
+
+
+def _typed_options(game: api.AnyGame, ruleset: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Options as the game types them (``"30"`` → 30), each key and value checked."""
+    schema = game.options_model(ruleset).model_json_schema().get("properties", {})
+    out = {}
+    for key, value in given.items():
+        if key not in schema:
+            raise BadFilter("options", f"unknown option {key!r}", sorted(schema))
+        choices = schema[key].get("enum") or (
+            [schema[key]["const"]] if "const" in schema[key] else []
+        )
+        typed = next((c for c in choices if str(c) == str(value)), None)
+        if typed is None:
+            try:
+                typed = game.options_model(ruleset).model_validate({key: value}).model_dump()[key]
+            except ValidationError:
+                raise BadFilter("options", f"option {key}: no value {value!r}", choices) from None
+        out[key] = typed
+    return out
+
+
+def where(f: Filter, table: Table = RESULTS) -> ColumnElement[bool]:
+    """The SQL condition of a checked filter, on the flat table or on the cells."""
+    c = table.c
+    parts: list[ColumnElement[bool]] = [c.game == f.game]
+    if f.ruleset is not None:
+        parts.append((c.ruleset_hash if HASH.match(f.ruleset) else c.ruleset) == f.ruleset)
+    for key, value in sorted(f.options.items()):
+        parts.append(c.options.contains(f"{json.dumps(key)}: {json.dumps(value)}"))
+    if f.players is not None:
+        parts.append(c.players == f.players)
+    if f.seat_kind is not None:
+        parts.append(c.seat_kind == f.seat_kind)
+    if f.seats == "humans":
+        parts.append(c.humans == c.players)
+    elif f.seats == "bots":
+        parts.append(c.humans == 0)
+    if f.experiment is not None:
+        parts.append(c.experiment == f.experiment)
+    for moment, after in ((f.since, True), (f.until, False)):
+        if moment is None:
+            continue
+        if table is CELLS:
+            hour = moment.astimezone(UTC).strftime(HOUR)
+            parts.append(c.finished_hour >= hour if after else c.finished_hour < hour)
+        else:
+            parts.append(c.finished_at >= moment if after else c.finished_at < moment)
+    return and_(*parts)
+
+
+def _on_the_hour(moment: datetime | None) -> bool:
+    return moment is None or (moment.minute, moment.second, moment.microsecond) == (0, 0, 0)
+
+
+Sums = list[tuple[int, str, str, int, int, int, int]]
+"""(players, dim, value, n, wins, total, squares) rows: what every figure is made of."""
+
+
+def sums(conn: Connection, f: Filter) -> Sums:
+    """The filter's sums: from the cells when its period is whole hours (or none), else
+    from the flat table."""
+    if _on_the_hour(f.since) and _on_the_hour(f.until):
+        c = CELLS.c
+        query = (
+            select(
+                c.players,
+                c.dim,
+                c.value,
+                func.sum(c.n),
+                func.sum(c.wins),
+                func.sum(c.total),
+                func.sum(c.squares),
+            )
+            .where(where(f, CELLS))
+            .group_by(c.players, c.dim, c.value)
+        )
+        return [tuple(map(_plain_number, row)) for row in conn.execute(query)]
+    out: Sums = []
+    for query in selects(where(f), [RESULTS.c.players], f.game):
+        out += [tuple(map(_plain_number, row)) for row in conn.execute(query)]
+    return out
+
+
+def _plain_number(value: Any) -> Any:
+    """SQL sums as Python ints (PostgreSQL answers Decimal)."""
+    return int(value) if isinstance(value, Decimal) else value
+
+
+# --- the figures --------------------------------------------------------------------------
+
+
+def rate(wins: float, n: int) -> dict[str, Any]:
+    low, high = wilson(wins, n)
+    return {"n": n, "wins": int(wins), "rate": wins / n if n else 0.0, "low": low, "high": high}
+
+
+def against(wins: int, n: int, expected: float, tests: int) -> dict[str, Any]:
+    """A rate against its fair share ``expected``: the two-sided p-value of the normal
+    approximation to the binomial, significant below 0.05 / ``tests`` (Bonferroni)."""
+    out = rate(wins, n)
+    sd = math.sqrt(n * expected * (1 - expected)) if n else 0.0
+    z = (wins - n * expected) / sd if sd else 0.0
+    p = math.erfc(abs(z) / math.sqrt(2))
+    out.update(expected=expected, z=z, p_value=p, significant=n > 0 and p < 0.05 / max(tests, 1))
+    return out
+
+
+def difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """``a``'s rate minus ``b``'s with Newcombe's 95% interval (from the two Wilson
+    intervals); significant when it excludes 0."""
+    d = a["rate"] - b["rate"]
+    low = d - math.sqrt((a["rate"] - a["low"]) ** 2 + (b["high"] - b["rate"]) ** 2)
+    high = d + math.sqrt((a["high"] - a["rate"]) ** 2 + (b["rate"] - b["low"]) ** 2)
+    ok = a["n"] > 0 and b["n"] > 0
+    return {"diff": d, "low": low, "high": high, "significant": ok and (low > 0 or high < 0)}
+
+
+def mean(n: int, total: float, squares: float) -> dict[str, Any]:
+    """A mean with its 95% normal interval, from a count, a sum and a sum of squares."""
+    if n == 0:
+        return {"n": 0, "mean": 0.0, "sd": 0.0, "low": 0.0, "high": 0.0}
+    m = total / n
+    sd = math.sqrt(max(0.0, squares / n - m * m) * n / (n - 1)) if n > 1 else 0.0
+    half = Z * sd / math.sqrt(n)
+    return {"n": n, "mean": m, "sd": sd, "low": m - half, "high": m + half}
+
+
+def mean_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Welch's difference of two means with its 95% normal interval."""
+    d = a["mean"] - b["mean"]
+    se = math.sqrt(
+        (a["sd"] ** 2 / a["n"] if a["n"] else 0.0) + (b["sd"] ** 2 / b["n"] if b["n"] else 0.0)
+    )
+    ok = a["n"] > 1 and b["n"] > 1
+    low, high = d - Z * se, d + Z * se
+    return {"diff": d, "low": low, "high": high, "significant": ok and (low > 0 or high < 0)}
+
+
+def _rates(rows: Sums, dim: str, key: Any = str) -> list[dict[str, Any]]:
+    """Rates per value of one seat dimension against the fair share (the mean of
+    1/players over its seats)."""
+    counted: dict[str, list[float]] = {}
+    for players, d, value, n, wins, _, _ in rows:
+        if d == dim:
+            held = counted.setdefault(value, [0, 0, 0.0])
+            held[0] += n
+            held[1] += wins
+            held[2] += n / players
+    tests = len(counted)
+    return [
+        {"value": key(v), **against(int(w), int(n), fair / n, tests)}
+        for v, (n, w, fair) in sorted(counted.items(), key=lambda kv: key(kv[0]))
+    ]
+
+
+def _means(rows: Sums, game: str) -> dict[str, dict[str, Any]]:
+    """The mean of the total, each breakdown column of the game and the decisions."""
+    summed: dict[str, list[int]] = {}
+    for _, d, value, n, _, total, squares in rows:
+        if d == "mean":
+            held = summed.setdefault(value, [0, 0, 0])
+            held[0] += n
+            held[1] += total
+            held[2] += squares
+    names = ["total", *analytics.breakdown_parts(game), "decisions"]
+    return {name: mean(*summed.get(name, [0, 0, 0])) for name in names}
+
+
+def _lifts(rows: Sums, seats: int, wins: int) -> list[dict[str, Any]]:
+    """Per fact (kind, subject): the owners' win rate against the other seats'."""
+    owned: dict[str, list[int]] = {}
+    for _, d, value, n, won, _, _ in rows:
+        if d == "fact":
+            held = owned.setdefault(value, [0, 0])
+            held[0] += n
+            held[1] += won
+    out = []
+    for fact, (n, owner_wins) in sorted(owned.items()):
+        kind, _, subject = fact.partition("/")
+        owners = rate(owner_wins, n)
+        rest = rate(wins - owner_wins, seats - n)
+        lift = difference(owners, rest)
+        out.append({"kind": kind, "subject": subject, "owners": owners, "rest": rest, "lift": lift})
+    return out
+
+
+def figures(conn: Connection, f: Filter) -> dict[str, Any]:
+    """Every figure of a checked filter."""
+    rows = sums(conn, f)
+    positions = _rates(rows, "position", int)
+    seats = sum(p["n"] for p in positions)
+    wins = sum(p["wins"] for p in positions)
+    return {
+        "filter": {k: _plain(v) for k, v in asdict(f).items()},
+        "games": positions[0]["n"] if positions else 0,
+        "seats": seats,
+        "overall": rate(wins, seats),
+        "turn_position": positions,
+        "side": _rates(rows, "side"),
+        "seat_kind": _rates(rows, "kind"),
+        "players": _rates(rows, "players", int),
+        "means": _means(rows, f.game),
+        "facts": _lifts(rows, seats, wins),
+    }
+
+
+def _plain(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Every figure of two filters' :func:`figures` side by side with A - B and its
+    interval: turn positions, sides, seat kinds, breakdown means and fact lifts."""
+    out: dict[str, Any] = {"a": a["filter"], "b": b["filter"], "games": [a["games"], b["games"]]}
+    for part in ("turn_position", "side", "seat_kind", "players"):
+        mine, theirs = ({r["value"]: r for r in x[part]} for x in (a, b))
+        out[part] = [
+            {"value": v, "a": mine[v], "b": theirs[v], **difference(mine[v], theirs[v])}
+            for v in mine
+            if v in theirs
+        ]
+    out["means"] = {
+        name: {"a": m, "b": b["means"][name], **mean_difference(m, b["means"][name])}
+        for name, m in a["means"].items()
+        if name in b["means"]
+    }
+    lifts = {(x["kind"], x["subject"]): x for x in b["facts"]}
+    out["facts"] = [
+        {
+            "kind": x["kind"],
+            "subject": x["subject"],
+            "a": x["owners"],
+            "b": lifts[(x["kind"], x["subject"])]["owners"],
+            **difference(x["owners"], lifts[(x["kind"], x["subject"])]["owners"]),
+        }
+        for x in a["facts"]
+        if (x["kind"], x["subject"]) in lifts
+    ]
+    return out

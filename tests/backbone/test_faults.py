@@ -1,0 +1,95 @@
+"""Which errors of a real Redis (and of a real Redis Cluster) are transient: the store away,
+failing over, resharding or short of replicas, as opposed to a mistake."""
+
+from __future__ import annotations
+
+import asyncio
+
+from redis.asyncio import Redis
+
+from services.lobby.limits import Limits
+from shared.bus import Keys, connect
+from shared.bus.faults import transient
+from shared.settings import Settings
+
+from ..lobby.helpers import free_port
+
+# Error replies a server sends while a cluster fails over or reshards, or while a master
+# lacks the replicas ``min-replicas-to-write`` asks for.
+AWAY = [
+    "NOREPLICAS Not enough good replicas to write.",
+    "CLUSTERDOWN The cluster is down",
+    "TRYAGAIN Multiple keys request during rehashing of slot",
+    "MOVED 3999 127.0.0.1:6381",
+    "ASK 3999 127.0.0.1:6381",
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+    "LOADING Redis is loading the dataset in memory",
+    "READONLY You can't write against a read only replica.",
+]
+MISTAKES = ["WRONGTYPE Operation against a key holding the wrong kind of value", "ERR syntax"]
+
+
+async def _reply_error(redis: Redis, reply: str) -> Exception:
+    """The exception redis-py raises for the error reply ``reply`` sent by the server."""
+    try:
+        await redis.eval("return redis.error_reply(ARGV[1])", 0, reply)  # type: ignore[misc]
+    except Exception as e:
+        return e
+    raise AssertionError(f"{reply!r} was not an error")
+
+
+async def test_the_replies_of_a_store_away_are_transient_and_mistakes_are_not(
+    redis: Redis,
+) -> None:
+    for reply in AWAY:
+        error = await _reply_error(redis, reply)
+        assert transient(error), (reply, error)
+    for reply in MISTAKES:
+        error = await _reply_error(redis, reply)
+        assert not transient(error), (reply, error)
+    assert not transient(AttributeError("'NoneType' object has no attribute 'writelines'"))
+
+
+async def test_connections_closed_under_a_cluster_clients_feet_are_transient(
+    redis_cluster_url: str, keys: Keys
+) -> None:
+    """redis-py's cluster client closes a node's connections when one fails, under the feet
+    of the commands using them: they fail with ``AttributeError: 'NoneType' object has no
+    attribute 'writelines'``, among others. Every such error is transient."""
+    client = connect(redis_cluster_url)
+    errors: list[Exception] = []
+    try:
+        await client.ping()
+
+        async def writes(i: int) -> None:
+            for _ in range(40):
+                try:
+                    await client.set(f"{keys.prefix}:k{i}", 1)
+                except Exception as e:
+                    errors.append(e)
+
+        async def cut() -> None:
+            for _ in range(60):
+                for node in client.get_nodes():  # type: ignore[attr-defined]
+                    await node.disconnect()
+                await asyncio.sleep(0)
+
+        await asyncio.gather(*(writes(i) for i in range(40)), cut())
+        assert errors, "the cuts failed no command"
+        assert all(transient(e) for e in errors), [e for e in errors if not transient(e)]
+    finally:
+        await client.delete(*(f"{keys.prefix}:k{i}" for i in range(40)))
+        await client.aclose()
+
+
+async def test_the_rate_limiter_lets_a_request_through_while_no_cluster_node_answers(
+    keys: Keys,
+) -> None:
+    """A cluster none of whose nodes answers raises ``RedisClusterException``, which is no
+    ``RedisError``: the limiter let it escape (a 500) though its rule is to let the request
+    through to meet the store's 503."""
+    client = connect(f"redis+cluster://127.0.0.1:{free_port()}")
+    try:
+        await Limits(client, keys, Settings()).take("joins", "10.0.0.1")  # no exception
+    finally:
+        await client.aclose()

@@ -1,0 +1,244 @@
+"""Analytics a designer can trust: the flat results table (projected and rebuilt, beside the
+lab's experiments), the analytics API with its filters and intervals over real HTTP, the
+lab and the exports, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy import Engine, func, select
+
+from services.lab import LabError, LabRun, run_lab
+from services.scoring import flat
+from services.scoring.service import ScoringService
+from shared.bus import Keys
+from shared.games import analytics, api
+
+from ..backbone.helpers import RULES
+from ..lobby.helpers import running_lobby
+from .helpers import dump, game_ids, play_games
+from .test_scoring import drain
+
+pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
+
+AOD = "age_of_discovery"
+
+
+def results(db: Engine, **where: Any) -> list[dict[str, Any]]:
+    query = select(flat.RESULTS).order_by(flat.RESULTS.c.game_id, flat.RESULTS.c.seat)
+    for column, value in where.items():
+        query = query.where(flat.RESULTS.c[column] == value)
+    with db.connect() as conn:
+        return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def lab(db: Engine, name: str, games: int, **options: str) -> None:
+    run = LabRun(AOD, ("greedy",) * 4, games, name, options=options, workers=1)
+    report = run_lab(run, db)
+    assert report.status == "complete" and report.games == games
+
+
+async def test_the_flat_table_is_projected_rebuilt_and_keeps_the_lab(
+    redis: Redis, keys: Keys, database: Engine, tmp_path: Path
+) -> None:
+    """A finished game has one row per seat: its place and breakdown as the rules score
+    them, the turn order of its first decision, the seats' kinds, the rules' content hash;
+    a rebuild writes the same rows again and keeps a lab experiment's; a ruleset file the
+    game refuses is refused naming the field, with nothing written."""
+    done, running = game_ids(keys, 2, "g-flat")
+    seats = {done: {"0": "human", "1": "bot:greedy", "2": "bot:random", "3": "human"}}
+    played = await play_games(redis, keys, [(done, 4, 5, None), (running, 3, 6, 30)], seats)
+    await drain(ScoringService(redis, keys, database))
+    rows = results(database)
+    assert [r["game_id"] for r in rows] == [done] * 4  # the running game has none yet
+    game = api.get(AOD)
+    first, _ = game.new_game(RULES, 4, 5)  # the state at the game's first decision
+    final = played[done][1]
+    scored = {r.seat: r for r in game.results(final)}
+    for row in rows:
+        seat = row["seat"]
+        assert row["turn_position"] == game.turn_positions(first)[seat]
+        assert row["seat_kind"] == ["human", "bot:greedy", "bot:random", "human"][seat]
+        assert (row["place"], row["total"], row["side"]) == (
+            scored[seat].place,
+            scored[seat].total,
+            scored[seat].side,
+        )
+        assert row["won"] == (scored[seat].place == 1)
+        assert {p: row[f"score_{p}"] for p in scored[seat].breakdown} == scored[seat].breakdown
+        assert row["score_workers"] is None  # another game's column
+        assert row["ruleset_hash"] == analytics.ruleset_hash(RULES)
+        assert (row["players"], row["humans"], row["experiment"]) == (4, 2, None)
+        assert row["caravel_version"] == flat.caravel_version()
+    assert sorted(r["turn_position"] for r in rows) == [0, 1, 2, 3]
+
+    lab(database, "kept", 3)
+    before = dump(database)
+    await ScoringService(redis, keys, database).rebuild()
+    assert dump(database) == before  # projected rows again, and the lab's kept
+    assert len(results(database, experiment="kept")) == 12
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = 'bad'\nmin_players = 'many'\n")
+    with pytest.raises(LabError, match="min_players"):
+        run_lab(LabRun(AOD, ("greedy",) * 4, 2, "bad", ruleset=str(bad), workers=1), database)
+    with database.connect() as conn:
+        names = conn.execute(select(flat.EXPERIMENTS.c.name)).scalars().all()
+        count = conn.execute(select(func.count()).select_from(flat.RESULTS)).scalar_one()
+    assert names == ["kept"] and count == 16
+    with pytest.raises(LabError, match="exists"):
+        lab(database, "kept", 1)
+
+
+def test_a_lab_run_that_stops_is_marked_incomplete(database: Engine) -> None:
+    """A run stopped after its first chunk keeps what it wrote, counted, as incomplete."""
+
+    def stop(count: int) -> None:
+        raise KeyboardInterrupt
+
+    run = LabRun(AOD, ("greedy", "random", "greedy"), 60, "cut", workers=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_lab(run, database, progress=stop)
+    with database.connect() as conn:
+        row = conn.execute(select(flat.EXPERIMENTS)).one()
+    assert (row.status, row.games_recorded) == ("incomplete", 50)
+    rows = results(database, experiment="cut")
+    assert len(rows) == 150 and {r["seat_kind"] for r in rows} == {"bot:greedy", "bot:random"}
+    assert {r["players"] for r in rows} == {3}
+
+
+def check_rate(figure: dict[str, Any]) -> None:
+    assert 0 <= figure["low"] <= figure["rate"] <= figure["high"] <= 1
+    assert figure["n"] >= figure["wins"] >= 0
+
+
+async def test_the_analytics_api_filters_intervals_comparisons_and_exports(
+    redis_url: str, keys: Keys, database_url: str, database: Engine, tmp_path: Path
+) -> None:
+    """Two lab experiments (Factory income 25 and 30): figures carry n and 95% intervals,
+    filters change them, bad filters are refused naming the allowed values, an A/B
+    comparison has a difference with its interval, and the exports open in DuckDB."""
+    lab(database, "f25", 6, factory_income="25")
+    lab(database, "f30", 4, factory_income="30")
+    async with running_lobby(redis_url, keys, database_url, tmp_path / "up") as client:
+        every = (await client.get("/analytics/figures", params={"game": AOD})).json()
+        assert (every["games"], every["seats"]) == (10, 40)
+        assert [p["value"] for p in every["turn_position"]] == [0, 1, 2, 3]
+        for position in every["turn_position"]:
+            check_rate(position)
+            assert position["n"] == 10 and position["expected"] == pytest.approx(0.25)
+            assert isinstance(position["significant"], bool)
+        assert {s["value"] for s in every["side"]} == {"England", "France", "Spain", "Portugal"}
+        means = every["means"]
+        assert set(means) == {
+            "total",
+            "colonies",
+            "discoveries",
+            "buildings",
+            "economy",
+            "decisions",
+        }
+        assert means["total"]["low"] <= means["total"]["mean"] <= means["total"]["high"]
+        assert every["facts"], "greedy bots buy buildings"
+        for lift in every["facts"]:
+            check_rate(lift["owners"])
+            assert lift["owners"]["n"] + lift["rest"]["n"] == 40
+            assert lift["lift"]["low"] <= lift["lift"]["diff"] <= lift["lift"]["high"]
+
+        # A period off the hour is summed from the flat table, not the cells: same figures
+        odd = {"game": AOD, "since": "2000-01-01T00:00:01+00:00"}
+        exact = (await client.get("/analytics/figures", params=odd)).json()
+        assert {**exact, "filter": None} == {**every, "filter": None}
+        future = {"game": AOD, "since": "2100-01-01T00:00:00+00:00"}
+        assert (await client.get("/analytics/figures", params=future)).json()["games"] == 0
+
+        thirty = await client.get(
+            "/analytics/figures", params={"game": AOD, "option": "factory_income=30"}
+        )
+        assert thirty.json()["games"] == 4
+        named = await client.get("/analytics/figures", params={"game": AOD, "experiment": "f25"})
+        assert named.json()["games"] == 6
+        humans = await client.get("/analytics/figures", params={"game": AOD, "seats": "humans"})
+        assert humans.json()["games"] == 0 and humans.json()["turn_position"] == []
+        hashed = await client.get(
+            "/analytics/figures",
+            params={"game": AOD, "ruleset": analytics.ruleset_hash(api.get(AOD).rules("standard"))},
+        )
+        assert hashed.json()["games"] == 6  # factory_income=25 is the default rules
+
+        for params, field, allowed in (
+            ({"game": "chess"}, "game", AOD),
+            ({"game": AOD, "option": "factory_income=99"}, "options", 30),
+            ({"game": AOD, "option": "speed=fast"}, "options", "factory_income"),
+            ({"game": AOD, "seat_kind": "robot"}, "seat_kind", "bot:greedy"),
+            ({"game": AOD, "experiment": "nope"}, "experiment", "f30"),
+            ({"game": AOD, "players": 9}, "players", 5),
+            ({"game": AOD, "ruleset": "deluxe"}, "ruleset", "standard"),
+        ):
+            bad = await client.get("/analytics/figures", params=params)
+            assert bad.status_code == 422, params
+            assert bad.json()["code"] == "bad_filter"
+            assert bad.json()["details"]["field"] == field
+            assert allowed in bad.json()["details"]["allowed"]
+
+        ab = await client.get(
+            "/analytics/compare",
+            params={"a": f"game={AOD}&experiment=f25", "b": f"game={AOD}&experiment=f30"},
+        )
+        compared = ab.json()
+        assert compared["games"] == [6, 4]
+        assert [row["value"] for row in compared["turn_position"]] == [0, 1, 2, 3]
+        for row in [*compared["turn_position"], *compared["means"].values()]:
+            assert row["low"] <= row["diff"] <= row["high"]
+        refused = await client.get("/analytics/compare", params={"a": "colour=red", "b": ""})
+        assert refused.status_code == 422 and refused.json()["details"]["field"] == "a"
+
+        choices = (await client.get("/analytics/filters", params={"game": AOD})).json()
+        assert {e["name"] for e in choices["experiments"]} == {"f25", "f30"}
+        assert choices["options"]["factory_income"] == [25, 30]
+        labels = (await client.get("/analytics/labels", params={"game": AOD})).json()
+        assert labels["subjects"]["rio_de_la_plata"] == "Rio de la Plata"
+
+        parquet = await client.get(
+            "/analytics/export", params={"format": "parquet", "experiment": "f30"}
+        )
+        assert parquet.headers["content-type"] == "application/zip"
+        zipfile.ZipFile(io.BytesIO(parquet.content)).extractall(tmp_path / "parquet")
+        found = duckdb.sql(
+            f"SELECT game, count(*), count(DISTINCT game_id), sum(won::INT) >= 4 "
+            f"FROM read_parquet('{tmp_path}/parquet/results/*/*/*.parquet', "
+            "hive_partitioning = true) GROUP BY game"
+        ).fetchall()
+        assert found == [(AOD, 16, 4, True)]
+        csv = await client.get("/analytics/export", params={"format": "csv", "game": AOD})
+        files = zipfile.ZipFile(io.BytesIO(csv.content))
+        assert sorted(files.namelist()) == ["facts.csv", "results.csv"]
+        lines = files.read("results.csv").decode().splitlines()
+        assert len(lines) == 41 and "turn_position" in lines[0] and "secret" not in lines[0]
+        wrong = await client.get("/analytics/export", params={"format": "xml"})
+        assert wrong.status_code == 422 and wrong.json()["details"]["allowed"] == [
+            "parquet",
+            "csv",
+        ]
+
+
+def test_the_ruleset_hash_follows_the_content_not_the_name(tmp_path: Path) -> None:
+    """The shipped board given as a file hashes as the shipped name does; an edited value
+    or another option hashes differently; labels name the board's ids."""
+    game = api.get(AOD)
+    standard = Path(analytics.__file__).parent / "age_of_discovery" / "rulesets" / "standard.toml"
+    copy = tmp_path / "mine.toml"
+    copy.write_text(standard.read_text())
+    named = analytics.ruleset_hash(game.rules("standard"))
+    assert analytics.ruleset_hash(game.rules(str(copy))) == named
+    assert analytics.ruleset_hash(game.rules("standard", {"factory_income": 30})) != named
+    edited = tmp_path / "edited.toml"  # another path: the game caches rules by path
+    edited.write_text(standard.read_text().replace("training_cost = 5", "training_cost = 6"))
+    assert analytics.ruleset_hash(game.rules(str(edited))) != named
+    assert analytics.labels(game)["subjects"]["indentured_servitude"] == "Indentured Servitude"

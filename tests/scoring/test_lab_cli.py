@@ -1,0 +1,70 @@
+"""`caravel lab run`, `caravel lab compare` and `caravel analytics export` as a designer runs
+them, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from ..test_cli import caravel
+
+pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
+
+
+def test_two_lab_runs_compared_and_exported(database_url: str, tmp_path: Path) -> None:
+    """Two runs of Navegador are recorded, compared with intervals (one line per figure),
+    exported to Parquet that DuckDB reads and to CSV; a bad ruleset file writes nothing."""
+    env = {**os.environ, "CARAVEL_DATABASE_URL": database_url}
+    for name, seed in (("one", "1"), ("two", "500")):
+        run = caravel(
+            "lab", "run", "--game", "navegador", "--seats", "greedy,random,greedy",
+            "--games", "6", "--experiment", name, "--seed", seed, "--workers", "2", "--json",
+            env=env,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        report = json.loads(run.stdout.strip().splitlines()[-1])
+        assert (report["games"], report["status"]) == (6, "complete")
+        assert report["games_per_cpu_second"] > 0
+
+    compared = caravel("lab", "compare", "one", "two", "--json", env=env)
+    assert compared.returncode == 0, compared.stderr
+    result = json.loads(compared.stdout)
+    assert result["games"] == [6, 6]
+    assert [row["value"] for row in result["turn_position"]] == [0, 1, 2]
+    assert {row["value"] for row in result["seat_kind"]} == {"bot:greedy", "bot:random"}
+    for row in [*result["turn_position"], *result["means"].values(), *result["facts"]]:
+        assert row["low"] <= row["diff"] <= row["high"]
+    table = caravel("lab", "compare", "one", "two", env={**env, "COLUMNS": "200"})
+    assert "win rate, turn position 0" in table.stdout and "95% interval" in table.stdout
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = 'bad'\nmin_players = 'many'\n")
+    refused = caravel(
+        "lab", "run", "--game", "navegador", "--ruleset", str(bad), "--experiment", "bad",
+        env=env,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "min_players" in refused.stderr
+    unknown = caravel("lab", "compare", "one", "bad", env=env)
+    assert unknown.returncode != 0 and "known: one, two" in unknown.stderr  # nothing written
+
+    out = tmp_path / "export"
+    exported = caravel(
+        "analytics", "export", "--format", "parquet", "-o", str(out), "--experiment", "two",
+        "--json", env=env,
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["results"] == 18
+    rows = duckdb.sql(
+        f"SELECT game, experiment, count(*) FROM read_parquet('{out}/results/*/*/*.parquet', "
+        "hive_partitioning = true) GROUP BY ALL"
+    ).fetchall()
+    assert rows == [("navegador", "two", 18)]
+    as_csv = caravel("analytics", "export", "--format", "csv", "-o", str(tmp_path / "c"), env=env)
+    assert as_csv.returncode == 0, as_csv.stderr
+    with (tmp_path / "c" / "results.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 36
