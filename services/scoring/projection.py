@@ -154,7 +154,7 @@ def advance(p: GameProgress, envelope: EventEnvelope, rows: Rows | None) -> None
             _decision(p, envelope, rows)
         p.asked_at = envelope.recorded_at
         p.cause = envelope.causation_id
-    event = to_event(envelope)
+    event = to_event(envelope, p.game)
     p.game.apply(p.state, event)
     p.version, p.event_id = envelope.version, envelope.event_id
     facts = p.game.facts(p.state, event)

@@ -3,15 +3,8 @@ read through FastStream."""
 
 from .commands import CommandSender
 from .connection import connect
-from .consumer import (
-    BODY,
-    Broker,
-    Coalesced,
-    Delivery,
-    Follower,
-    GroupConsumer,
-    ensure_group,
-)
+from .consumer import Broker, Coalesced, Follower, GroupConsumer, ensure_group
+from .faststream_ext import BODY, Delivery
 from .keys import Keys, delete_namespace
 
 __all__ = [

@@ -10,6 +10,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from shared.contracts import CommandEnvelope, CommandResult
+from shared.redis_replies import text
 
 from .consumer import Broker
 from .keys import Keys
@@ -37,7 +38,7 @@ class CommandSender:
         stream = self.keys.commands(self.keys.partition(game_id))
         body = payload.encode() if isinstance(payload, str) else payload
         entry: Any = await self.broker.publish(body, stream=stream, correlation_id=correlation_id)
-        return entry.decode() if isinstance(entry, bytes) else str(entry)
+        return text(entry)
 
     async def send_many(self, commands: Sequence[CommandEnvelope]) -> list[str]:
         """Queue ``commands`` in one transaction: they reach their streams together, in
@@ -49,7 +50,7 @@ class CommandSender:
                 body = command.model_dump_json().encode()
                 await self.broker.publish_in(pipe, body, stream, command.command_id)
             entries: list[Any] = await pipe.execute()
-        return [e.decode() if isinstance(e, bytes) else str(e) for e in entries]
+        return [text(e) for e in entries]
 
     async def result(
         self, game_id: str, command_id: str, timeout_s: float = 0, *, seat: int | None

@@ -23,6 +23,8 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection, UnixDomainSocketConnection
 from redis.exceptions import DataError
 
+from shared.redis_replies import text as _text
+
 
 def _pack(args: tuple[Any, ...]) -> list[bytes]:
     if isinstance(args[0], str):
@@ -139,7 +141,3 @@ class _StreamKeysParser(AsyncCommandsParser):
                 streams = args[skip + words.index("STREAMS") + 1 :]
                 return list(streams[: len(streams) // 2])
         return await super().get_keys(*args)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

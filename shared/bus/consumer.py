@@ -3,10 +3,12 @@
 Every service that reads the bus does it through a :class:`GroupConsumer`: FastStream
 ``StreamSub`` batch subscribers on a ``RedisBroker`` over the service's own Redis client, the
 acknowledgement left to the service (``AckPolicy.MANUAL``: the engine acknowledges inside its
-atomic append script). This module is the one adapter for what FastStream 0.7 does not do:
+atomic append script). This module is the one adapter for what FastStream 0.7 does not do
+(the parts that need FastStream's classes below its public API, the multi-stream reads
+among them, are in :mod:`.faststream_ext`, pinned by a test):
 
 - On one Redis, one subscriber reads all of a consumer's streams (partitions) in one
-  XREADGROUP and hands their new entries on as one batch (``_SharedRead``): a subscriber per
+  XREADGROUP and hands their new entries on as one batch (``SharedRead``): a subscriber per
   stream pays a read and a dispatch per stream with anything new, at a few commands per
   partition one per command. On a Redis Cluster each stream keeps a subscriber of its own,
   whose reads go to the stream's node.
@@ -40,18 +42,11 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any
 
 import structlog
 from faststream import AckPolicy
-from faststream._internal.parser import DefaultCodec
-from faststream.message import StreamMessage
-from faststream.redis import RedisBroker, StreamSub
-from faststream.redis.configs.state import RedisConnectionState
-from faststream.redis.message import DATA_KEY, BatchStreamMessage
-from faststream.redis.parser.message import MessageFormat
-from faststream.redis.subscriber.usecases import stream_subscriber
+from faststream.redis import RedisBroker
 from prometheus_client import Counter
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
@@ -59,9 +54,21 @@ from redis.exceptions import ResponseError
 
 from shared.contracts import DeadLetter
 from shared.loops import each, keep_running
+from shared.redis_replies import text as _text
 
 from . import tracing
 from .connection import is_cluster
+from .faststream_ext import (
+    Delivery,
+    FixedStreamSub,
+    GivenClientBroker,
+    PlainBody,
+    SharedFollow,
+    SharedRead,
+    decode_batch,
+    make_shared,
+    parse_batch,
+)
 from .keys import Keys
 from .metrics import DEAD_LETTERED, RECLAIMED, bus_metrics, channel
 
@@ -73,12 +80,6 @@ BLOCK_MS = 1000  # a subscriber's blocking read: entries arrive at once, this is
 SHARED_BLOCK_MS = 100
 STOP_WAIT_S = 5.0  # stopping a subscriber waits this long for the batch it is handling
 SPARE_CONNECTIONS = 4  # a subscriber pool's connections beyond one per stream
-# A subscriber whose read failed reads again after this long (FastStream: 5 s, a module
-# constant, so set for every subscriber of the process). Short enough that a cut connection
-# delays new entries by about that much; long enough that a Redis down for good costs each
-# subscriber one error line a second, not a busy loop.
-READ_RETRY_S = 1
-stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS = READ_RETRY_S  # type: ignore[attr-defined]
 
 
 async def ensure_group(redis: Redis, stream: str, group: str) -> None:
@@ -90,37 +91,7 @@ async def ensure_group(redis: Redis, stream: str, group: str) -> None:
             raise
 
 
-@dataclass(frozen=True)
-class Delivery:
-    stream: str
-    id: str
-    fields: dict[bytes, bytes]
-
-
 Handler = Callable[[list[Delivery]], Awaitable[None]]
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-class _GivenClient(RedisConnectionState):
-    """The broker's connection: a client made by the service (its hiredis packing), closed
-    by the broker only if it was made for it (``owned``)."""
-
-    def __init__(self, client: Redis, owned: bool) -> None:
-        super().__init__({})
-        self._client = self._given = client
-        self._owned = owned
-
-    async def connect(self) -> Any:
-        self._connected = True
-        return self._client
-
-    async def disconnect(self) -> None:
-        self._connected = False
-        if self._owned:
-            await self._given.connection_pool.disconnect()
 
 
 def _readers_client(client: Redis, readers: int) -> Redis:
@@ -140,124 +111,7 @@ def _readers_client(client: Redis, readers: int) -> Redis:
     return Redis.from_pool(own)
 
 
-class _StreamSub(StreamSub):
-    """A ``StreamSub`` that is not copied on every read: FastStream adds the broker's prefix
-    to it each time a subscriber reads it (``add_prefix``, a ``deepcopy``), several times
-    per read, about 5% of the engine's CPU. Our brokers have no prefix."""
-
-    streams: dict[str, None]  # a shared read's streams (``_SharedRead``), in order
-    positions: dict[str, str]  # a shared follow's streams and the entry each is read after
-
-    def add_prefix(self, prefix: str) -> Self:
-        return self if not prefix else super().add_prefix(prefix)
-
-
-class _SharedRead(stream_subscriber.StreamBatchSubscriber):
-    """The batch subscriber of a consumer whose streams all live on one Redis: one
-    XREADGROUP reads every stream in its ``_StreamSub.streams``, and their new entries go to
-    the handler as one batch. With a subscriber per stream, a few commands per partition
-    cost a read and a FastStream dispatch each (a third of the engine's CPU at 2,000
-    commands/s). A cluster keeps a subscriber per stream: each read goes to its node.
-
-    FastStream 0.7 reads one stream per subscriber: this overrides its read step
-    (``_get_msgs``) and nothing else, so starting, stopping, middlewares and the handler's
-    call stay FastStream's."""
-
-    __slots__ = ()
-
-    async def _get_msgs(self, read: Any) -> None:
-        sub: Any = self.stream_sub
-        if not sub.streams:
-            await asyncio.sleep(sub.polling_interval / 1000)
-            return
-        response: Any = await self._client.xreadgroup(
-            groupname=sub.group,
-            consumername=sub.consumer,
-            streams=dict.fromkeys(sub.streams, ">"),
-            count=sub.max_records,
-            block=sub.polling_interval,
-        )
-        # A stream dropped while the read was under way is skipped: left pending, reclaimed.
-        await _hand_on(self, response, sub.streams)
-
-
-async def _hand_on(
-    subscriber: Any, response: Any, reading: dict[str, Any], positions: bool = False
-) -> None:
-    """The entries of a read of several streams, to ``subscriber``'s handler as one batch,
-    named for the streams' channel (partition ``{p}``) in metrics, traces and logs. Only
-    the streams still in ``reading`` count; with ``positions``, it maps each stream to the
-    entry it is read after, moved to the stream's last entry here."""
-    streams: list[str] = []
-    ids: list[bytes] = []
-    data: list[dict[bytes, bytes]] = []
-    for stream, entries in response or ():
-        name = _text(stream)
-        if name not in reading or not entries:
-            continue
-        if positions:
-            reading[name] = _text(entries[-1][0])
-        for entry_id, fields in entries:
-            streams.append(name)
-            ids.append(entry_id)
-            data.append(fields)
-    if ids:
-        name = subscriber.stream_sub.name
-        batch = BatchStreamMessage(
-            type="bstream", channel=channel(name), data=data, message_ids=ids
-        )
-        batch["streams"] = streams  # type: ignore[typeddict-unknown-key]
-        await subscriber.consume_one(batch)
-
-
-class _SharedFollow(stream_subscriber.StreamBatchSubscriber):
-    """The group-less counterpart of :class:`_SharedRead`: one XREAD reads every stream in
-    ``_StreamSub.positions``, each after its own position, and their new entries go to the
-    handler as one batch. Each stream's position moves past its entries before the batch is
-    handled (FastStream's ``last_id`` does the same for one stream)."""
-
-    __slots__ = ()
-
-    async def _get_msgs(self, read: Any) -> None:
-        sub: Any = self.stream_sub
-        positions: dict[str, str] = sub.positions
-        if not positions:
-            await asyncio.sleep(sub.polling_interval / 1000)
-            return
-        reading: dict[Any, Any] = dict(positions)
-        response: Any = await self._client.xread(
-            streams=reading, count=sub.max_records, block=sub.polling_interval
-        )
-        await _hand_on(self, response, positions, positions=True)
-
-
-BODY = DATA_KEY.encode()  # the field of a stream entry FastStream publishes a message in
-
-
-class PlainBody(MessageFormat):
-    """Messages published as their body alone (a contract's JSON), with no FastStream
-    headers in front: every reader, FastStream or not, parses the field as it is."""
-
-    @classmethod
-    async def encode(
-        cls,
-        *,
-        message: Any,
-        reply_to: str | None,
-        headers: dict[str, Any] | None,
-        correlation_id: str,
-        serializer: Any = None,
-        codec: Any = None,
-    ) -> bytes:
-        payload, _ = await (codec or DefaultCodec()).encode(message, serializer)
-        return bytes(payload)
-
-    @classmethod
-    def parse(cls, data: bytes) -> tuple[bytes, dict[str, Any]]:
-        return data, {}
-
-
-class Broker(RedisBroker):
+class Broker(GivenClientBroker):
     """A FastStream ``RedisBroker`` on a service's Redis client, publishing plain bodies
     (publishing needs no :meth:`start`), counted in the metrics under ``service``
     (``bus_metrics``) and traced when an exporter is configured (``tracing``). With
@@ -281,11 +135,6 @@ class Broker(RedisBroker):
         # (argument resolution and validation, ~3% of the engine's CPU in a py-spy profile).
         options.setdefault("apply_types", False)
         super().__init__(**options)
-
-    def _make_connection_state(
-        self, connection_options: dict[str, Any], kwargs: dict[str, Any]
-    ) -> Any:
-        return _GivenClient(self._given, self._owned)
 
     @property
     def client(self) -> Redis:
@@ -322,25 +171,6 @@ class _Queued:
         self._pipe.xadd(*args, **kwargs)
 
 
-async def _parse(raw: Any) -> StreamMessage[Any]:
-    """A batch as it came: no JSON round trip of every entry (the handler parses the
-    fields it needs, once)."""
-    ids = raw["message_ids"]
-    return StreamMessage(
-        raw_message=raw, body=b"", headers={}, message_id=_text(ids[0]) if ids else ""
-    )
-
-
-async def _decode(message: StreamMessage[Any]) -> Any:
-    raw = message.raw_message
-    ids = raw["message_ids"]
-    streams = raw.get("streams") or [raw["channel"]] * len(ids)
-    return [
-        Delivery(stream, _text(i), fields)
-        for stream, i, fields in zip(streams, ids, raw["data"], strict=True)
-    ]
-
-
 def follow(
     broker: RedisBroker,
     stream: str,
@@ -355,11 +185,11 @@ def follow(
     SQL checkpoints) sets it back from inside ``handle`` when a batch fails (no read of the
     stream is in flight then). Start it with ``await subscriber.start()``."""
     subscriber = broker.subscriber(
-        stream=_StreamSub(
+        stream=FixedStreamSub(
             stream, batch=True, max_records=batch, last_id=after, polling_interval=block_ms
         ),
-        parser=_parse,
-        decoder=_decode,
+        parser=parse_batch,
+        decoder=decode_batch,
         persistent=False,
     )
     subscriber(handle)
@@ -370,7 +200,7 @@ class Follower:
     """Follows any number of streams without a consumer group (``XREAD``), each from a
     position of its own, and hands their new entries to ``handle`` in batches (one batch
     may hold several streams' entries, each stream's in order). On one Redis one FastStream
-    subscriber reads them all (``_SharedFollow``): a subscriber per stream paid a read and
+    subscriber reads them all (``SharedFollow``): a subscriber per stream paid a read and
     a dispatch per stream with anything new, at a few entries per partition one per entry.
     On a cluster each stream has a subscriber of its own (:func:`follow`), whose reads go
     to its node. A stream's position moves past a batch before the batch is handled: a
@@ -414,9 +244,7 @@ class Follower:
         Its reads block :data:`SHARED_BLOCK_MS` at most: a stream added meanwhile is read
         from the next one on."""
         subscriber = follow(self.broker, first, "0-0", self.batch, self.handle, SHARED_BLOCK_MS)
-        subscriber.stream_sub.positions = {}
-        subscriber.__class__ = _SharedFollow
-        self._shared = subscriber
+        self._shared = make_shared(subscriber, SharedFollow)
         return subscriber
 
     def rewind(self, stream: str, position: str) -> None:
@@ -508,7 +336,7 @@ class Coalesced:
 class GroupConsumer:
     """One consumer of one group over any number of streams, whose batches go to ``handle``
     (which acknowledges what it is done with). On one Redis, one FastStream subscriber reads
-    them all (``_SharedRead``); on a cluster, each stream has a batch subscriber of its own.
+    them all (``SharedRead``); on a cluster, each stream has a batch subscriber of its own.
     A stream's batches are handled one at a time, in order, and never beside its reclaim."""
 
     def __init__(
@@ -562,7 +390,7 @@ class GroupConsumer:
 
     def _subscriber(self, stream: str, block_ms: int, handle: Handler) -> Any:
         subscriber = self.broker.subscriber(
-            stream=_StreamSub(
+            stream=FixedStreamSub(
                 stream,
                 group=self.group,
                 consumer=self.consumer,
@@ -571,8 +399,8 @@ class GroupConsumer:
                 polling_interval=block_ms,
             ),
             ack_policy=AckPolicy.MANUAL,
-            parser=_parse,
-            decoder=_decode,
+            parser=parse_batch,
+            decoder=decode_batch,
             persistent=False,
             title=f"{stream}:{self.group}",
         )
@@ -591,9 +419,7 @@ class GroupConsumer:
     def _make_shared(self, first: str) -> Any:
         """The one subscriber of every stream (named for the first: its metrics' channel)."""
         subscriber = self._subscriber(first, SHARED_BLOCK_MS, self._on_shared_batch)
-        subscriber.stream_sub.streams = {}
-        subscriber.__class__ = _SharedRead
-        self._shared = subscriber
+        self._shared = make_shared(subscriber, SharedRead)
         return subscriber
 
     async def _on_shared_batch(self, deliveries: list[Delivery]) -> None:

@@ -28,6 +28,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from shared.redis_replies import text as _text
+
 from .scripts import Batch, Library
 
 _TRIM = """
@@ -129,7 +131,3 @@ async def mark_read(redis: Redis, group: str, positions: Mapping[str, str]) -> N
         for stream, last_id in positions.items():
             batch.call(SCRIPTS["mark"], [stream], [group, last_id])
         await batch.execute()
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

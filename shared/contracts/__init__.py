@@ -24,7 +24,6 @@ from .envelopes import (
     new_event_id,
     new_id,
     read_event,
-    register_upcaster,
 )
 from .records import Notification, Seats
 
@@ -47,5 +46,4 @@ __all__ = [
     "new_event_id",
     "new_id",
     "read_event",
-    "register_upcaster",
 ]

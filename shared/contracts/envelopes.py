@@ -262,29 +262,28 @@ class DecisionRequest(_Envelope):
     correlation_id: str | None = None
 
 
-Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
-_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+def _name_the_game(raw: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 to 2: before games had names every log was of the default game (the other
+    events did not change)."""
+    if raw["type"] != "game_created":
+        return raw
+    return {**raw, "data": {"game": DEFAULT_GAME, **raw["data"]}}
 
 
-def register_upcaster(event_type: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
-    """Register a function turning a stored ``event_type`` at ``from_version`` into the next
-    schema version. ``"*"`` as the type applies to every event."""
-
-    def register(fn: Upcaster) -> Upcaster:
-        _UPCASTERS[(event_type, from_version)] = fn
-        return fn
-
-    return register
+_SCHEMA_STEPS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _name_the_game}
+"""The envelope's own upcasters, by the schema version each starts from: the envelope's
+shape, which every game shares. A game's event payloads change shape by their own versions,
+which the game upcasts when a log is read (:mod:`shared.games.events`)."""
 
 
 def load_event(raw: dict[str, Any]) -> EventEnvelope:
-    """Parse a stored event, upcasting it step by step to the current schema version."""
+    """Parse a stored event, upcasting its envelope step by step to the current schema."""
     version = raw.get("schema_version", 1)
     while version < SCHEMA_VERSION:
-        fn = _UPCASTERS.get((raw["type"], version)) or _UPCASTERS.get(("*", version))
-        if fn is None:
-            raise ValueError(f"no upcaster for {raw['type']!r} from schema version {version}")
-        raw = {**fn(raw), "schema_version": version + 1}
+        step = _SCHEMA_STEPS.get(version)
+        if step is None:
+            raise ValueError(f"no upcaster for envelopes of schema version {version}")
+        raw = {**step(raw), "schema_version": version + 1}
         version += 1
     return EventEnvelope.model_validate(raw)
 
@@ -301,15 +300,3 @@ def read_event(public: bytes | str, secret: bytes | str | None = None) -> EventE
     if secret is not None:
         raw["secret"] = from_json(secret)
     return load_event(raw)
-
-
-@register_upcaster("*", 1)
-def _unchanged(raw: dict[str, Any]) -> dict[str, Any]:
-    """Schema 2 changed ``game_created`` alone."""
-    return raw
-
-
-@register_upcaster("game_created", 1)
-def _name_the_game(raw: dict[str, Any]) -> dict[str, Any]:
-    """Before games had names every log was of the default game."""
-    return {**raw, "data": {"game": DEFAULT_GAME, **raw["data"]}}

@@ -20,10 +20,12 @@ class GameCodec:
     def initial(self, first: EventEnvelope) -> Any:
         if first.type != api.GAME_CREATED:
             raise ValueError(f"{first.game_id}: a log starts with game_created, not {first.type}")
-        return api.get(first.data["game"]).initial(to_event(first))
+        game = api.get(first.data["game"])
+        return game.initial(to_event(first, game))
 
     def apply(self, state: Any, event: EventEnvelope) -> None:
-        api.of(state).apply(state, to_event(event))
+        game = api.of(state)
+        game.apply(state, to_event(event, game))
 
     def snapshot(self, state: Any) -> dict[str, Any]:
         game = api.of(state)
@@ -46,6 +48,8 @@ class GameCodec:
         return api.of(state).state_hash(state)
 
 
-def to_event(envelope: EventEnvelope) -> api.Event:
-    """The rules' view of a stored event."""
-    return api.Event(envelope.type, envelope.data, envelope.secret, envelope.visibility)
+def to_event(envelope: EventEnvelope, game: api.AnyGame | None = None) -> api.Event:
+    """The rules' view of a stored event; given its ``game``, in its type's current shape
+    (every stored event a game applies is read so: old logs read on)."""
+    event = api.Event(envelope.type, envelope.data, envelope.secret, envelope.visibility)
+    return event if game is None else game.upcast(event)

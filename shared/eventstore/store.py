@@ -46,6 +46,7 @@ from shared.contracts import (
     dump_json,
     read_event,
 )
+from shared.redis_replies import text as _text
 
 RESULT_TTL_S = 3600
 
@@ -327,10 +328,6 @@ class Held:
         if not events or events[0].version != self.version:
             return True
         return self.event_id is not None and events[0].event_id != self.event_id
-
-
-class ConflictError(Exception):
-    """The game's log moved past the expected version: reload and decide again."""
 
 
 class EventStore:
@@ -719,7 +716,3 @@ class EventStore:
 def _events(entries: Any) -> list[EventEnvelope]:
     """Log entries to envelopes: the public event with its server-only part put back."""
     return [read_event(fields[b"e"], fields.get(b"s")) for _, fields in entries]
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .commands import Command, parse_command
-from .events import EventData
+from .events import EventData, upcast
 from .protocol import (
     GAME_CREATED,
     Event,
@@ -189,6 +189,29 @@ class BaseGame(ABC, Generic[S, R]):
     def parse_command(self, raw: Any) -> Command:
         return parse_command(raw, self.commands)
 
+    # --- event versions --------------------------------------------------------------------
+
+    def event_versions(self) -> dict[str, int]:
+        """The event types whose shape changed since the first, at their versions."""
+        return {name: cls.version for name, cls in self.events.items() if cls.version > 1}
+
+    def record_versions(self, made: tuple[S, list[Event]]) -> tuple[S, list[Event]]:
+        """``new_game``'s result with the event versions in its ``game_created`` (once per
+        log, nothing per event); a log whose types are all at 1 records nothing."""
+        if versions := self.event_versions():
+            made[1][0].data["event_versions"] = versions
+        return made
+
+    def upcast(self, event: Event, written: Mapping[str, int] | None = None) -> Event:
+        """A stored event in its type's current shape (``written``: the versions the log's
+        ``game_created`` recorded, if known; else each step runs, and leaves data already
+        in its shape alone)."""
+        cls = self.events.get(event.type)
+        if cls is None or cls.version == 1:
+            return event
+        at = (written or {}).get(event.type, 1)
+        return event if at >= cls.version else event._replace(data=upcast(cls, event.data, at))
+
     # --- playing ---------------------------------------------------------------------------
 
     @abstractmethod
@@ -212,6 +235,9 @@ class BaseGame(ABC, Generic[S, R]):
         it = iter(events)
         state = self.initial(first := next(it))
         apply = self.handlers.apply
+        if self.event_versions():
+            written = first.data.get("event_versions")
+            it = (self.upcast(event, written) for event in it)
         apply(state, first)
         for event in it:
             apply(state, event)

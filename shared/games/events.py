@@ -10,7 +10,7 @@ random play emits against its class, so an event that drifts from its declaratio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -20,7 +20,15 @@ from .protocol import Event
 
 class EventData(BaseModel):
     """Base of every game's event payloads: ``type`` is the wire name, ``version`` the
-    payload's shape version (1 until a change of shape, which then names its upcaster)."""
+    payload's shape version (1 until a change of shape).
+
+    A change of shape bumps ``version`` and adds the step from the one before as a static
+    method named ``upcast_v{n}_v{n+1}`` (as the ``eventsourcing`` library's ``class_version``
+    and ``upcast_vX_vY``): it takes the stored ``data`` and returns it in the next shape.
+    Logs are read through the steps (:func:`upcast`), so every log written before still
+    reads. A step must leave data already in its target shape as it is: a game in progress
+    when the change is deployed holds events of both shapes (its ``game_created`` records
+    the versions it was created at, not each event's)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
     type: ClassVar[str] = "event"
@@ -36,6 +44,32 @@ class GameCreated(EventData):
     ruleset_file: str | None = None  # a ruleset given as a file travels with its game
     options: dict[str, Any]
     players: list[str]
+    # The versions of the game's event types above 1 when the log was created
+    # (:meth:`~.base.BaseGame.record_versions`); absent when all were at 1.
+    event_versions: dict[str, int] | None = None
+
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def upcasters(cls: type[EventData]) -> list[Upcaster]:
+    """The steps from version 1 to ``cls.version``; TypeError names a missing one (checked
+    when the game registers, not when an old log is first read)."""
+    steps = []
+    for n in range(1, cls.version):
+        step = getattr(cls, f"upcast_v{n}_v{n + 1}", None)
+        if not callable(step):
+            missing = f"upcast_v{n}_v{n + 1}"
+            raise TypeError(f"{cls.type} is at version {cls.version} but has no {missing}")
+        steps.append(step)
+    return steps
+
+
+def upcast(cls: type[EventData], data: dict[str, Any], written: int = 1) -> dict[str, Any]:
+    """``data`` stored at version ``written`` (1 if unknown), in ``cls``'s current shape."""
+    for step in upcasters(cls)[written - 1 :]:
+        data = step(data)
+    return data
 
 
 def event_types(classes: Iterable[type[EventData]]) -> dict[str, type[EventData]]:

@@ -273,6 +273,11 @@ class Game(Protocol[S, R]):
         (:mod:`.events`)."""
         ...
 
+    def upcast(self, event: Event, written: Mapping[str, int] | None = None) -> Event:
+        """A stored event in its type's current shape, through the steps its class declares
+        (:mod:`.events`); ``written``: the versions its log's ``game_created`` recorded."""
+        ...
+
     # Playing
     def new_game(self, rules: R, players: Sequence[str] | int, seed: int) -> tuple[S, list[Event]]:
         """The initial state and the events that produce it; the first is ``game_created``

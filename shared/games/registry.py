@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from .events import upcasters
 from .protocol import DEFAULT_GAME, AnyGame, UnknownGame
 
 _GAMES: dict[str, AnyGame] = {}
@@ -21,9 +22,12 @@ _discovered = False
 def register(game: AnyGame, state_type: type) -> AnyGame:
     """Make ``game`` known under its name; ``state_type`` lets :func:`of` find it. Refuses
     a game whose :class:`~.protocol.GameInfo` says it has a greedy policy it lacks, or the
-    reverse: what the catalog lists must be there."""
+    reverse: what the catalog lists must be there. Refuses an event type at a version
+    without every upcasting step to it, so an old log cannot fail to read later."""
     if (game.policy() is not None) != game.info.greedy_policy:
         raise ValueError(f"{game.name}: info.greedy_policy does not match its policy()")
+    for cls in game.event_types().values():
+        upcasters(cls)
     _GAMES[game.name] = game
     _STATE_TYPES[state_type] = game
     return game

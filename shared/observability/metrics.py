@@ -31,6 +31,7 @@ from redis.asyncio import Redis
 from shared.bus import Keys
 from shared.bus.scripts import Batch, Library
 from shared.loops import keep_running
+from shared.redis_replies import text as _text
 
 log = structlog.get_logger("caravel.metrics")
 
@@ -181,10 +182,6 @@ class RedisSampler:
                 batch.call(SCRIPTS["count_after"], [stream], [delivered, LAG_COUNT_MAX])
             counted = await batch.execute()
         return {labels: int(n) for (labels, _, _), n in zip(groups, counted, strict=True)}
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def count_commands(status: str, code: str | None = None, n: int = 1) -> None:

@@ -23,7 +23,7 @@ from shared.games.age_of_discovery.greedy import _Seen
 from shared.games.base import BaseGame
 from shared.intervals import wilson
 
-from ..rules.scenarios import OPTIONS
+from ..games.age_of_discovery.scenarios import OPTIONS
 
 RULESET = aod.load_ruleset("standard")
 

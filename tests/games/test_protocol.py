@@ -24,7 +24,7 @@ hidden values alone:
   are no leaks. The literal check below covers what the converse was after. The walk
   stops at the first difference, or after a few steps, and a new twin is drawn later in
   the game. Which events may reveal a value is the game's business, tested by the game's
-  own suite (tests/rules for The Age of Discovery);
+  own suite (tests/games/age_of_discovery for The Age of Discovery);
 - literally: no redacted event and no view carries a distinctive value of a secret part
   (a large integer such as a seed or a generator state, a long sequence of many distinct
   items such as a pile or deck order). Such values do not turn up in public data by

@@ -12,19 +12,7 @@ from typing import Any, ClassVar
 
 from ..commands import Command, parse_command
 
-# Boxes a unit can be placed in (rules §3 A). Order is resolution order.
-BOXES = (
-    "initiative",
-    "dock",
-    "goods",
-    "shipping",
-    "buildings",
-    "discovery",
-    "specialists",
-    "warfare",
-)
 SPECIALIST_SPACES = ("captain", "merchant", "missionary", "soldier", "training")
-UNIVERSITY_TARGETS = ("dock", "initiative", "buildings", "turn_order")
 
 
 @dataclass(frozen=True, slots=True)

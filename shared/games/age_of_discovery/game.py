@@ -65,7 +65,7 @@ class AgeOfDiscovery(BaseGame[GameState, Rules]):
     def new_game(
         self, rules: Rules, players: Sequence[str] | int, seed: int
     ) -> tuple[GameState, list[Event]]:
-        return engine.new_game(rules, None, players, seed)
+        return self.record_versions(engine.new_game(rules, None, players, seed))
 
     # The calls of every step of a random game or a playout, bound straight to the engine's
     # functions: no adapter frame per call.

@@ -26,7 +26,6 @@ COLONIST, CAPTAIN, MERCHANT, MISSIONARY, SOLDIER = range(5)
 SPECIALISTS: tuple[int, ...] = (CAPTAIN, MERCHANT, MISSIONARY, SOLDIER)
 
 UnitName = Literal["colonist", "captain", "merchant", "missionary", "soldier"]
-SpecialistName = Literal["captain", "merchant", "missionary", "soldier"]
 
 
 class _Model(BaseModel):

@@ -65,7 +65,7 @@ class Navegador(BaseGame[State, Rules]):
     def new_game(
         self, rules: Rules, players: Sequence[str] | int, seed: int
     ) -> tuple[State, list[Event]]:
-        return engine.new_game(rules, players, seed)
+        return self.record_versions(engine.new_game(rules, players, seed))
 
     # The calls of every step of a random game or a playout, bound straight to the engine's
     # functions: no adapter frame per call.

@@ -1,0 +1,232 @@
+"""The one module that reaches below FastStream's public API: what FastStream 0.7 lacks,
+built on its subscriber and broker classes, with every private name it relies on here and
+nowhere else. ``tests/backbone/test_faststream_ext.py`` pins each of them (and the version
+checked against), so an upgrade that changes one fails there, by name, not in production.
+
+What is extended, and why:
+
+- Multi-stream reads (:class:`SharedRead`, :class:`SharedFollow`): FastStream reads one
+  stream per subscriber; on one Redis a consumer's partitions are read by one XREADGROUP
+  (or XREAD) and handed on as one batch. They subclass ``StreamBatchSubscriber`` and replace
+  its read step ``_get_msgs`` alone, so starting, stopping, error back-off, middlewares and
+  the handler's call stay FastStream's; the batch they hand on (``consume_one``) has the
+  shape of FastStream's own (``BatchStreamMessage``) plus the stream of each entry. A
+  subscriber made by ``broker.subscriber`` becomes one by :func:`make_shared`. (No public
+  route: a subscriber's read step is not a documented hook, middlewares see messages after
+  the read, and re-publishing what one read took would cost a hop per entry.)
+- :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
+  several times per read (about 5% of the engine's CPU); ours have no prefix.
+- The read retry (:data:`READ_RETRY_S`): FastStream's back-off after a failed read is a
+  module constant of 5 s.
+- :class:`GivenClientBroker`: a broker on a Redis client the service made (hiredis packing,
+  a pool of its own for blocking reads), through the broker's connection-state factory.
+- :func:`parse_batch`/:func:`decode_batch`: the raw batch's keys (``message_ids``,
+  ``data``, ``channel``), read without FastStream's JSON round trip of each entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Self
+
+from faststream.message import StreamMessage, encode_message
+from faststream.redis import RedisBroker, StreamSub
+from faststream.redis.configs import RedisConnectionState
+from faststream.redis.message import DATA_KEY, BatchStreamMessage
+from faststream.redis.parser import MessageFormat
+from faststream.redis.subscriber.usecases import stream_subscriber
+from redis.asyncio import Redis
+
+from shared.redis_replies import text
+
+from .metrics import channel
+
+CHECKED_VERSION = "0.7"
+"""The FastStream release (major.minor) this module was checked against."""
+
+# A subscriber whose read failed reads again after this long (FastStream: 5 s, a module
+# constant, so set for every subscriber of the process). Short enough that a cut connection
+# delays new entries by about that much; long enough that a Redis down for good costs each
+# subscriber one error line a second, not a busy loop.
+READ_RETRY_S = 1
+stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS = READ_RETRY_S  # type: ignore[attr-defined]
+
+BODY = DATA_KEY.encode()  # the field of a stream entry FastStream publishes a message in
+
+
+@dataclass(frozen=True)
+class Delivery:
+    stream: str
+    id: str
+    fields: dict[bytes, bytes]
+
+
+class GivenClient(RedisConnectionState):
+    """The broker's connection: a client made by the service, closed by the broker only if
+    it was made for it (``owned``)."""
+
+    def __init__(self, client: Redis, owned: bool) -> None:
+        super().__init__({})
+        self._client = self._given = client
+        self._owned = owned
+
+    async def connect(self) -> Any:
+        self._connected = True
+        return self._client
+
+    async def disconnect(self) -> None:
+        self._connected = False
+        if self._owned:
+            await self._given.connection_pool.disconnect()
+
+
+class GivenClientBroker(RedisBroker):
+    """A ``RedisBroker`` on ``self._given`` (set before ``__init__``), which it closes only
+    if ``self._owned``."""
+
+    _given: Redis
+    _owned: bool
+
+    def _make_connection_state(
+        self, connection_options: dict[str, Any], kwargs: dict[str, Any]
+    ) -> Any:
+        return GivenClient(self._given, self._owned)
+
+
+class PlainBody(MessageFormat):
+    """Messages published as their body alone (a contract's JSON), with no FastStream
+    headers in front: every reader, FastStream or not, parses the field as it is."""
+
+    @classmethod
+    async def encode(
+        cls,
+        *,
+        message: Any,
+        reply_to: str | None,
+        headers: dict[str, Any] | None,
+        correlation_id: str,
+        serializer: Any = None,
+        codec: Any = None,
+    ) -> bytes:
+        if codec is not None:
+            payload, _ = await codec.encode(message, serializer)
+        else:
+            payload, _ = encode_message(message, serializer)
+        return bytes(payload)
+
+    @classmethod
+    def parse(cls, data: bytes) -> tuple[bytes, dict[str, Any]]:
+        return data, {}
+
+
+class FixedStreamSub(StreamSub):
+    """A ``StreamSub`` that is not copied on every read (see the module's docstring)."""
+
+    streams: dict[str, None]  # a shared read's streams (``SharedRead``), in order
+    positions: dict[str, str]  # a shared follow's streams and the entry each is read after
+
+    def add_prefix(self, prefix: str) -> Self:
+        return self if not prefix else super().add_prefix(prefix)
+
+
+class SharedRead(stream_subscriber.StreamBatchSubscriber):
+    """One XREADGROUP of every stream in its ``FixedStreamSub.streams``; their new entries
+    go to the handler as one batch."""
+
+    __slots__ = ()
+
+    async def _get_msgs(self, read: Any) -> None:
+        sub: Any = self.stream_sub
+        if not sub.streams:
+            await asyncio.sleep(sub.polling_interval / 1000)
+            return
+        response: Any = await self._client.xreadgroup(
+            groupname=sub.group,
+            consumername=sub.consumer,
+            streams=dict.fromkeys(sub.streams, ">"),
+            count=sub.max_records,
+            block=sub.polling_interval,
+        )
+        # A stream dropped while the read was under way is skipped: left pending, reclaimed.
+        await _hand_on(self, response, sub.streams)
+
+
+class SharedFollow(stream_subscriber.StreamBatchSubscriber):
+    """The group-less counterpart of :class:`SharedRead`: one XREAD of every stream in
+    ``FixedStreamSub.positions``, each after its own position, moved past its entries
+    before the batch is handled (FastStream's ``last_id`` does the same for one stream)."""
+
+    __slots__ = ()
+
+    async def _get_msgs(self, read: Any) -> None:
+        sub: Any = self.stream_sub
+        positions: dict[str, str] = sub.positions
+        if not positions:
+            await asyncio.sleep(sub.polling_interval / 1000)
+            return
+        reading: dict[Any, Any] = dict(positions)
+        response: Any = await self._client.xread(
+            streams=reading, count=sub.max_records, block=sub.polling_interval
+        )
+        await _hand_on(self, response, positions, positions=True)
+
+
+def make_shared(subscriber: Any, kind: type[SharedRead] | type[SharedFollow]) -> Any:
+    """``subscriber`` (made by ``broker.subscriber`` with a :class:`FixedStreamSub`, not yet
+    started) as a multi-stream reader of ``kind``, its streams empty."""
+    if kind is SharedRead:
+        subscriber.stream_sub.streams = {}
+    else:
+        subscriber.stream_sub.positions = {}
+    subscriber.__class__ = kind
+    return subscriber
+
+
+async def _hand_on(
+    subscriber: Any, response: Any, reading: dict[str, Any], positions: bool = False
+) -> None:
+    """The entries of a read of several streams, to ``subscriber``'s handler as one batch,
+    named for the streams' channel (partition ``{p}``) in metrics, traces and logs. Only
+    the streams still in ``reading`` count; with ``positions``, it maps each stream to the
+    entry it is read after, moved to the stream's last entry here."""
+    streams: list[str] = []
+    ids: list[bytes] = []
+    data: list[dict[bytes, bytes]] = []
+    for stream, entries in response or ():
+        name = text(stream)
+        if name not in reading or not entries:
+            continue
+        if positions:
+            reading[name] = text(entries[-1][0])
+        for entry_id, fields in entries:
+            streams.append(name)
+            ids.append(entry_id)
+            data.append(fields)
+    if ids:
+        name = subscriber.stream_sub.name
+        batch = BatchStreamMessage(
+            type="bstream", channel=channel(name), data=data, message_ids=ids
+        )
+        batch["streams"] = streams  # type: ignore[typeddict-unknown-key]
+        await subscriber.consume_one(batch)
+
+
+async def parse_batch(raw: Any) -> StreamMessage[Any]:
+    """A batch as it came: no JSON round trip of every entry (the handler parses the
+    fields it needs, once)."""
+    ids = raw["message_ids"]
+    return StreamMessage(
+        raw_message=raw, body=b"", headers={}, message_id=text(ids[0]) if ids else ""
+    )
+
+
+async def decode_batch(message: StreamMessage[Any]) -> Any:
+    """The batch's entries as :class:`Delivery` values, each named for its stream."""
+    raw = message.raw_message
+    ids = raw["message_ids"]
+    streams = raw.get("streams") or [raw["channel"]] * len(ids)
+    return [
+        Delivery(stream, text(i), fields)
+        for stream, i, fields in zip(streams, ids, raw["data"], strict=True)
+    ]

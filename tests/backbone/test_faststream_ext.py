@@ -1,0 +1,124 @@
+"""Pins what ``shared/bus/faststream_ext.py`` relies on below FastStream's public API: each
+test names the FastStream internal it checks, so an upgrade that changes one fails here
+with the name to look at, instead of reading nothing or reading wrong in production. The
+behaviour on top (one read of several streams, one batch) is tested with real Redis in
+test_consumer.py and test_follower.py; here a shared read is driven once, end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from importlib.metadata import version
+
+from faststream.message import encode_message
+from faststream.redis import RedisBroker, StreamSub
+from faststream.redis.configs import RedisConnectionState
+from faststream.redis.message import BatchStreamMessage
+from faststream.redis.subscriber.usecases import stream_subscriber
+from redis.asyncio import Redis
+
+from shared.bus import Broker, Delivery, Keys
+from shared.bus import faststream_ext as ext
+from shared.bus.consumer import SHARED_BLOCK_MS, follow
+
+from .helpers import wait_for
+
+UPGRADE = "FastStream changed under shared/bus/faststream_ext.py"
+
+
+def test_the_release_checked_against() -> None:
+    """A new minor release may change any internal below: check each, then bump
+    ``CHECKED_VERSION``."""
+    installed = version("faststream")
+    assert installed.startswith(ext.CHECKED_VERSION + "."), (
+        f"FastStream {installed} is installed; faststream_ext.py was checked against "
+        f"{ext.CHECKED_VERSION}: re-check what this file pins and bump CHECKED_VERSION"
+    )
+
+
+def test_the_stream_batch_subscriber_reads_in_get_msgs_and_hands_on_in_consume_one() -> None:
+    """``StreamBatchSubscriber._consume`` loops on ``_get_msgs`` (our read step), backs off
+    ``CONSUME_ERROR_BACKOFF_SECONDS`` of the ``stream_subscriber`` module after a failed
+    read (our retry), and a read hands a batch on through ``consume_one``."""
+    cls = stream_subscriber.StreamBatchSubscriber
+    consume = inspect.getsource(cls._consume)
+    assert "self._get_msgs(" in consume, f"{UPGRADE}: _consume no longer calls _get_msgs"
+    assert "CONSUME_ERROR_BACKOFF_SECONDS" in consume, f"{UPGRADE}: the read back-off moved"
+    assert stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS == ext.READ_RETRY_S  # type: ignore[attr-defined]
+    assert list(inspect.signature(cls._get_msgs).parameters) == ["self", "read"], (
+        f"{UPGRADE}: _get_msgs takes other arguments"
+    )
+    assert "consume_one" in inspect.getsource(cls._get_msgs), (
+        f"{UPGRADE}: a stream batch read no longer hands on through consume_one"
+    )
+    assert isinstance(inspect.getattr_static(cls, "_client"), property), (
+        f"{UPGRADE}: a subscriber's _client"
+    )
+
+
+def test_a_batch_message_has_the_keys_the_decoder_reads() -> None:
+    assert {"type", "channel", "data", "message_ids"} <= set(BatchStreamMessage.__annotations__), (
+        f"{UPGRADE}: BatchStreamMessage's keys"
+    )
+
+
+def test_a_stream_sub_is_copied_by_add_prefix_and_keeps_its_fields() -> None:
+    sub = StreamSub("s", group="g", consumer="c", batch=True, max_records=5, polling_interval=9)
+    assert "add_prefix" in vars(StreamSub), f"{UPGRADE}: StreamSub.add_prefix"
+    assert (sub.name, sub.group, sub.consumer, sub.max_records, sub.polling_interval) == (
+        "s",
+        "g",
+        "c",
+        5,
+        9,
+    ), f"{UPGRADE}: StreamSub's fields"
+    fixed = ext.FixedStreamSub("s", batch=True)
+    assert fixed.add_prefix("") is fixed
+
+
+def test_the_broker_makes_its_connection_state_in_one_method() -> None:
+    assert "_make_connection_state" in vars(RedisBroker), (
+        f"{UPGRADE}: RedisBroker._make_connection_state"
+    )
+    params = list(inspect.signature(RedisBroker._make_connection_state).parameters)
+    assert params == ["self", "connection_options", "kwargs"], f"{UPGRADE}: its arguments"
+    for name in ("connect", "disconnect", "client"):
+        assert hasattr(RedisConnectionState, name), f"{UPGRADE}: RedisConnectionState.{name}"
+
+
+def test_encode_message_gives_the_body_bytes() -> None:
+    body, _ = encode_message(b'{"a":1}', None)
+    assert bytes(body) == b'{"a":1}'
+
+
+async def test_a_shared_follow_reads_several_streams_into_one_batch(
+    redis: Redis, keys: Keys
+) -> None:
+    """The extension end to end: a subscriber made by ``broker.subscriber``, turned into a
+    shared reader, started and stopped by FastStream, hands one batch of two streams."""
+    streams = [keys.events(p) for p in (0, 1)]
+    for stream in streams:
+        await redis.xadd(stream, {"v": stream})
+    batches: list[list[Delivery]] = []
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        batches.append(deliveries)
+
+    broker = Broker(redis)
+    await broker.start()
+    subscriber = ext.make_shared(
+        follow(broker, streams[0], "0-0", 50, handle, SHARED_BLOCK_MS), ext.SharedFollow
+    )
+    subscriber.stream_sub.positions.update(dict.fromkeys(streams, "0-0"))
+    await subscriber.start()
+    try:
+
+        async def got() -> bool:
+            return bool(batches)
+
+        await wait_for(got)
+        await asyncio.sleep(0.2)
+    finally:
+        await subscriber.stop()
+        await broker.stop()
+    assert [[d.stream for d in batch] for batch in batches] == [streams]
