@@ -25,6 +25,7 @@ from shared.bus.scripts import Batch
 from shared.contracts import CommandEnvelope, DecisionRequest, dump_json
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
+from shared.redis_replies import text
 from shared.views import read_view
 
 from .catalog import schema_ref
@@ -342,7 +343,7 @@ class SocketMoves:
             raise reply
         if isinstance(wait, Exception):  # the bucket's alone (its own shard on a cluster)
             wait = self.limits.unchecked(wait)
-        verdict = reply.decode() if isinstance(reply, bytes) else str(reply)
+        verdict = text(reply)
         if verdict == "not_seated":
             raise not_seated(self.claim.seat)
         if verdict == "unknown":  # the seat is not cached: SQL, then cached
