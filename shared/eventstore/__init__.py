@@ -3,7 +3,8 @@ SQL archive of finished games, read through the same store."""
 
 from .archive import Archive, ArchivedGame, ArchiveMismatch, archive_game
 from .codec import GameCodec, to_event
-from .store import Append, AppendResult, Codec, EventStore, Finished, FinishedLog, Held, Loaded
+from .reading import Codec, Finished, FinishedLog, Loaded
+from .store import Append, AppendResult, EventStore, Held
 from .transfer import GameExists, export_log, final_hash, import_log
 
 __all__ = [

@@ -31,7 +31,8 @@ from shared.sql import create_schema
 
 from . import logfile
 from .codec import GameCodec
-from .store import EventStore, FinishedLog
+from .reading import FinishedLog
+from .store import EventStore
 
 
 def _now() -> datetime:

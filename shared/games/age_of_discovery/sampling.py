@@ -18,7 +18,7 @@ from typing import Any
 
 from . import rng
 from .commands import SPECIALIST_SPACES
-from .engine import _casualty_ranges, pending
+from .decisions import _casualty_ranges, pending
 from .evolve import UNIT
 from .ruleset import Rules
 from .state import GameState, blank_state

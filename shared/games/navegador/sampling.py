@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine import pending
+from .legal import pending
 from .ruleset import COLUMNS, Rules
 from .state import State, blank_state
 from .views import deal_hidden, hidden_regions

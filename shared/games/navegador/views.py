@@ -14,7 +14,8 @@ from typing import Any
 
 from ..protocol import merge_views, own_view
 from ..ruleset_files import CARRIED
-from .engine import NAME, _card_usable, legal_commands, pending
+from .engine import NAME
+from .legal import _card_usable, legal_commands, pending
 from .ruleset import COLUMNS, Rules
 from .scoring import score
 from .state import State

@@ -1,0 +1,111 @@
+"""The engine's leases on the partitions: a heartbeat among the live engines, each holding a
+fair share of the partitions through leases that expire unless renewed."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import structlog
+from redis.asyncio import Redis
+
+from shared.bus import Keys
+from shared.bus.scripts import Batch, Library, call
+
+log = structlog.get_logger("caravel.engine")
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+SCRIPTS = Library("leases", {"renew": _RENEW, "release": _RELEASE})
+
+
+class Leases:
+    """The partitions one engine holds. ``on_lost(p)`` is called when the lease on ``p``
+    goes (another engine writes its games from now on), ``on_won(p)`` when it is won."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        engine_id: str,
+        ttl_ms: int,
+        on_lost: Callable[[int], None],
+        on_won: Callable[[int], None],
+    ) -> None:
+        self.redis, self.keys, self.id, self.ttl_ms = redis, keys, engine_id, ttl_ms
+        self.on_lost, self.on_won = on_lost, on_won
+        self.held: set[int] = set()
+        self.live: list[str] = [engine_id]  # the live engines, as last seen
+
+    async def rebalance(self) -> None:
+        """Heartbeat, renew held leases, then hold a fair share of the partitions."""
+        ttl = self.ttl_ms
+        now_ms = int(time.time() * 1000)
+        engines = self.keys.engines()
+        async with Batch(self.redis) as batch:
+            batch.pipe.zadd(engines, {self.id: now_ms + ttl})
+            batch.pipe.zremrangebyscore(engines, "-inf", now_ms)
+            batch.pipe.zrange(engines, 0, -1)
+            held = sorted(self.held)
+            for p in held:
+                batch.call(SCRIPTS["renew"], [self.keys.lease(p)], [self.id, ttl])
+            replies = await batch.execute(raise_on_error=False)
+        for p, renewed in zip(held, replies[3:], strict=True):
+            if isinstance(renewed, Exception):  # its shard fails: the others carry on
+                log.warning("lease not renewed", partition=p, error=repr(renewed))
+            if not renewed or isinstance(renewed, Exception):
+                self.on_lost(p)
+        failed = next((r for r in replies[:3] if isinstance(r, Exception)), None)
+        if failed is None:
+            self.live = sorted(m.decode() if isinstance(m, bytes) else m for m in replies[2])
+        else:  # the heartbeat's shard fails: share out as last seen, and carry on
+            log.warning("engines' heartbeat not written", error=repr(failed))
+        await self._take_share(ttl)
+
+    async def _take_share(self, ttl: int) -> None:
+        """Release the partitions over this engine's share, then try for the missing ones,
+        starting where this engine's place among the live ones puts it."""
+        live = self.live
+        total = self.keys.partitions
+        share = math.ceil(total / max(len(live), 1))
+        for p in sorted(self.held, reverse=True)[: max(0, len(self.held) - share)]:
+            await self.release(p)
+            self.on_lost(p)
+        need = share - len(self.held)
+        if need <= 0:
+            return
+        start = (live.index(self.id) if self.id in live else 0) * share
+        candidates = [(start + i) % total for i in range(total)]
+        candidates = [p for p in candidates if p not in self.held]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for p in candidates:
+                pipe.set(self.keys.lease(p), self.id, nx=True, px=ttl)
+            taken = await pipe.execute(raise_on_error=False)  # a failing shard: none won there
+            won = [p for p, ok in zip(candidates, taken, strict=True) if ok is True]
+        for p in won[need:]:
+            await self.release(p)
+        for p in won[:need]:
+            self.held.add(p)
+            self.on_won(p)
+        if won:
+            log.info("leases", engine=self.id, held=len(self.held), live=len(live))
+
+    async def release(self, p: int) -> None:
+        """Give up the lease on ``p`` (if this engine still has it)."""
+        await call(self.redis, SCRIPTS["release"], [self.keys.lease(p)], [self.id])
+
+    async def release_all(self) -> None:
+        """Give up every lease and leave the live engines."""
+        for p in sorted(self.held):
+            await self.release(p)
+            self.on_lost(p)
+        await self.redis.zrem(self.keys.engines(), self.id)

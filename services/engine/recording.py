@@ -1,0 +1,82 @@
+"""What the engine records after a batch's appends: the outcomes that append nothing, the
+final hash of every game the batch ended, and the per-game metrics."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from shared.bus import Delivery
+from shared.eventstore import Append, EventStore
+from shared.games import api
+from shared.observability import metrics
+
+from .cache import GameCache
+from .outcomes import Finish
+
+log = structlog.get_logger("caravel.engine")
+
+
+async def record_finishes(
+    store: EventStore, cache: GameCache, finishes: Sequence[tuple[int, Delivery, Finish]]
+) -> list[tuple[int, Delivery]]:
+    """Record each outcome; return those decided on a cached game whose log is behind
+    it (a failover took its tail back): the game is dropped, to reload and decide again."""
+    stale: list[tuple[int, Delivery]] = []
+    for i, d, f in finishes:
+        rejection = f.rejection.model_dump_json() if f.rejection else None
+        args = (f.game_id, f.partition, f.result, f.entry_id, rejection, f.version)
+        if not await store.finish(*args):
+            log.warning("the log went back under a cached game", game=f.game_id)
+            cache.games.pop(f.game_id or "", None)
+            stale.append((i, d))
+            continue
+        if f.rejection is not None:
+            metrics.count_commands("rejected", f.rejection.code)
+        else:
+            metrics.count_commands("duplicate")
+    return stale
+
+
+async def record_final_hashes(
+    store: EventStore, cache: GameCache, appends: Sequence[Append], results: Sequence[Any]
+) -> None:
+    """Record the final state hash of every game the batch ended."""
+    for a, r in zip(appends, results, strict=True):
+        if r.status != "ok" or not cache.newly_over(a.game_id):
+            continue
+        cached = cache.games[a.game_id]
+        if cached.version != a.version or cached.game is None:
+            continue  # the game's last append of the batch records it
+        state_hash = cached.game.state_hash(cached.state)
+        await store.record_final_hash(a.game_id, state_hash, cached.version)
+        cached.final_recorded = True
+
+
+def count_by_game(cache: GameCache, accepted: Sequence[Append]) -> None:
+    """The per-game metrics of a batch's accepted commands: commands, games created (an
+    append at version 0) and games ended (over after the batch: nothing is accepted
+    once a game is over, so this batch ended it)."""
+    games = cache.games
+    touched: dict[str, api.AnyGame] = {}
+    commands: Counter[str] = Counter()  # by game name: a counter's labels cost per call
+    started: Counter[str] = Counter()
+    for a in accepted:
+        cached = games.get(a.game_id)
+        if cached is None or cached.game is None:
+            continue
+        name = cached.game.name
+        commands[name] += 1
+        if a.expected == 0:
+            started[name] += 1
+        touched[a.game_id] = cached.game
+    for name, n in commands.items():
+        metrics.GAME_COMMANDS.labels(name).inc(n)
+    for name, n in started.items():
+        metrics.GAMES_STARTED.labels(name).inc(n)
+    for game_id, game in touched.items():
+        if game.is_over(games[game_id].state):
+            metrics.GAMES_ENDED.labels(game.name).inc()

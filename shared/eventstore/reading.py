@@ -1,0 +1,260 @@
+"""Reading game logs: events by version range (from Redis, or the archive for a finished
+game), snapshots plus later events into a state, and what the store knows of a game
+(version, seats, seen command ids, final hash). The writing half is :mod:`.store`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic_core import from_json
+from redis.asyncio import Redis
+
+from shared.bus.keys import Keys
+from shared.contracts import (
+    EventEnvelope,
+    Seats,
+    read_event,
+)
+from shared.redis_replies import text as _text
+
+
+class ArchiveReader(Protocol):
+    """What the event store reads from the archive of finished games (``archive.Archive``);
+    its methods block (SQL), so the store calls them in a thread."""
+
+    def logs(self, game_ids: Sequence[str]) -> dict[str, list[EventEnvelope]]: ...
+
+    def seats(self, game_ids: Sequence[str]) -> dict[str, dict[str, str]]: ...
+
+    def has(self, game_id: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class FinishedLog:
+    """A finished game as Redis holds it: what the archive keeps of it."""
+
+    game_id: str
+    events: list[EventEnvelope]
+    final_hash: str
+    seats: dict[str, str]
+
+    @property
+    def version(self) -> int:
+        return self.events[-1].version if self.events else 0
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A game in a partition's finished set: when it finished (Redis time, ms) and the
+    partition event stream's last entry then (None for both if not recorded)."""
+
+    game_id: str
+    finished_ms: int | None
+    final_entry: str | None
+
+
+S = TypeVar("S")
+
+
+class Codec(Protocol[S]):
+    """How a game's state is built from its log: the event store stays game-agnostic."""
+
+    def initial(self, first: EventEnvelope) -> S: ...
+
+    def apply(self, state: S, event: EventEnvelope) -> None: ...
+
+    def snapshot(self, state: S) -> dict[str, Any]: ...
+
+    def restore(self, snapshot: dict[str, Any]) -> S: ...
+
+
+@dataclass
+class Loaded(Generic[S]):
+    state: S | None
+    version: int
+    seen: dict[str, int] = field(default_factory=dict)
+    event_id: str | None = None  # the last event applied (None: the snapshot is the tip)
+
+
+class EventReader:
+    """Read game logs (the reading half of :class:`~.store.EventStore`). Every method is one
+    round trip or a pipeline (reading an archived game takes one more, and a query of the
+    archive)."""
+
+    def __init__(self, redis: Redis, keys: Keys, archive: ArchiveReader | None = None) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.archive = archive
+
+    async def version(self, game_id: str) -> int:
+        raw = await self.redis.hget(self.keys.meta(game_id), "version")
+        return int(raw) if raw else 0
+
+    async def read(self, game_id: str, after: int = 0) -> list[EventEnvelope]:
+        """The game's events with a version above ``after``, in order (with secrets)."""
+        return (await self.read_many({game_id: (after, None)}))[game_id]
+
+    async def read_many(
+        self, ranges: Mapping[str, tuple[int, int | None]]
+    ) -> dict[str, list[EventEnvelope]]:
+        """Several games' events with versions in ``(after, upto]`` (``upto`` None: to the
+        end), in one pipelined round trip, so that no reader runs XRANGE on a log itself.
+        Archived games' events come from the archive (one more round trip, and a query, only
+        when some range is empty)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id, (after, upto) in ranges.items():
+                top = "+" if upto is None else f"{upto}-0"
+                pipe.xrange(self.keys.log(game_id), min=f"{after + 1}-0", max=top)
+            logs: list[Any] = await pipe.execute()
+        out = {game_id: _events(entries) for game_id, entries in zip(ranges, logs, strict=True)}
+        archived = await self.archived([g for g, events in out.items() if not events])
+        if archived and self.archive is not None:
+            found = await asyncio.to_thread(self.archive.logs, archived)
+            for game_id in archived:
+                after, upto = ranges[game_id]
+                out[game_id] = [
+                    e
+                    for e in found.get(game_id, [])
+                    if e.version > after and (upto is None or e.version <= upto)
+                ]
+        return out
+
+    async def last_event(self, game_id: str) -> EventEnvelope | None:
+        """The game's newest event (None: there is no such game), archived games' too."""
+        tail: Any = await self.redis.xrevrange(self.keys.log(game_id), count=1)
+        if tail:
+            return _events(tail)[0]
+        archived = await self.read(game_id) if await self.archived([game_id]) else []
+        return archived[-1] if archived else None
+
+    async def over(self, game_ids: Sequence[str]) -> list[str]:
+        """Those of ``game_ids`` that are over: in their partition's finished games, or
+        archived (only finished games are)."""
+        k = self.keys
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.sismember(k.finished(k.partition(game_id)), game_id)
+                pipe.sismember(k.archived(k.partition(game_id)), game_id)
+            found: list[Any] = await pipe.execute()
+        pairs = zip(game_ids, found[0::2], found[1::2], strict=True)
+        return [game_id for game_id, finished, archived in pairs if finished or archived]
+
+    async def archived(self, game_ids: Sequence[str]) -> list[str]:
+        """Those of ``game_ids`` whose log is in the archive (none without an archive)."""
+        if not game_ids or self.archive is None:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.sismember(self.keys.archived(self.keys.partition(game_id)), game_id)
+            found: list[Any] = await pipe.execute()
+        return [g for g, yes in zip(game_ids, found, strict=True) if yes]
+
+    async def seats(self, game_ids: Sequence[str]) -> dict[str, Seats]:
+        """Who played each seat of the games (the lobby's seats hash), archived ones too."""
+        if not game_ids:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.hgetall(self.keys.seats(game_id))
+            found: list[Any] = await pipe.execute()
+        raw: dict[str, Mapping[Any, Any]] = dict(zip(game_ids, found, strict=True))
+        archived = await self.archived([g for g, seats in raw.items() if not seats])
+        if archived and self.archive is not None:
+            raw.update(await asyncio.to_thread(self.archive.seats, archived))
+        return {game_id: Seats.from_hash(seats) for game_id, seats in raw.items()}
+
+    async def exists(self, game_id: str) -> bool:
+        """A game of that id is in Redis or in the archive."""
+        k = self.keys
+        p = k.partition(game_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.exists(k.meta(game_id), k.log(game_id))
+            pipe.sismember(k.games(p), game_id)
+            pipe.sismember(k.archived(p), game_id)
+            found: list[Any] = await pipe.execute()
+        if any(found):
+            return True
+        return self.archive is not None and await asyncio.to_thread(self.archive.has, game_id)
+
+    async def finished_games(self, partition: int) -> list[Finished]:
+        """The partition's finished games still in Redis, with when they finished."""
+        members = sorted(_text(g) for g in await self.redis.smembers(self.keys.finished(partition)))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in members:
+                pipe.hmget(self.keys.meta(game_id), ["finished_ms", "final_entry"])
+            found: list[Any] = await pipe.execute()
+        return [
+            Finished(g, None if ms is None else int(ms), None if entry is None else _text(entry))
+            for g, (ms, entry) in zip(members, found, strict=True)
+        ]
+
+    async def finished_log(self, game_id: str) -> FinishedLog | None:
+        """A finished game's whole log, final hash and seats, read from Redis in one round
+        trip; None if Redis holds no finished game of that id (or not a whole log of it)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.keys.meta(game_id))
+            pipe.xrange(self.keys.log(game_id))
+            pipe.hgetall(self.keys.seats(game_id))
+            meta, entries, seats = await pipe.execute()
+        if b"final_hash" not in meta:
+            return None
+        events = _events(entries)
+        if not events or events[-1].version != int(meta.get(b"version", 0)):
+            return None
+        return FinishedLog(
+            game_id,
+            events,
+            _text(meta[b"final_hash"]),
+            {_text(k): _text(v) for k, v in seats.items()},
+        )
+
+    async def final_hash(self, game_id: str) -> str | None:
+        raw = await self.redis.hget(self.keys.meta(game_id), "final_hash")
+        return None if raw is None else _text(raw)
+
+    async def seen(self, game_id: str) -> dict[str, int]:
+        raw = await self.redis.hgetall(self.keys.seen(game_id))
+        return {_text(k): int(v) for k, v in raw.items()}
+
+    async def load(self, game_id: str, codec: Codec[S]) -> Loaded[S]:
+        """Snapshot plus the events after it; ``state`` is None for a game with no log."""
+        return (await self.load_many([game_id], codec))[game_id]
+
+    async def load_many(self, game_ids: Sequence[str], codec: Codec[S]) -> dict[str, Loaded[S]]:
+        """Load several games in two round trips (snapshots and seen ids, then the logs)."""
+        k = self.keys
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.hgetall(k.snapshot(game_id))
+                pipe.hgetall(k.seen(game_id))
+            first: list[Any] = await pipe.execute()
+        snaps, seens = first[0::2], first[1::2]
+        starts = [int(snap[b"v"]) if snap else 0 for snap in snaps]
+        logs = await self.read_many(
+            {game_id: (start, None) for game_id, start in zip(game_ids, starts, strict=True)}
+        )
+        out: dict[str, Loaded[S]] = {}
+        for game_id, snap, seen, version in zip(game_ids, snaps, seens, starts, strict=True):
+            state = codec.restore(from_json(snap[b"s"])) if snap else None
+            event_id = None
+            for event in logs[game_id]:
+                if event.version != version + 1:
+                    raise ValueError(f"{game_id}: log jumps from {version} to {event.version}")
+                if state is None:
+                    state = codec.initial(event)
+                codec.apply(state, event)
+                version, event_id = event.version, event.event_id
+            seen_ids = {_text(c): int(v) for c, v in seen.items()}
+            out[game_id] = Loaded(state, version, seen_ids, event_id)
+        return out
+
+    async def game_ids(self, partition: int) -> list[str]:
+        return sorted(_text(g) for g in await self.redis.smembers(self.keys.games(partition)))
+
+
+def _events(entries: Any) -> list[EventEnvelope]:
+    """Log entries to envelopes: the public event with its server-only part put back."""
+    return [read_event(fields[b"e"], fields.get(b"s")) for _, fields in entries]

@@ -1,0 +1,153 @@
+"""The event store's Lua scripts, loaded as one Redis Function library: appending a
+command's events, recording a command that appends nothing, marking a game finished,
+forgetting an archived game's log and storing snapshots (see :mod:`.store`)."""
+
+from __future__ import annotations
+
+from shared.bus.scripts import Library
+
+_APPEND = """
+-- Appends of several commands, each as it would be alone, in order: one call per batch
+-- (per partition on a cluster, whose keys share a slot), one reply of (status, version)
+-- pairs. For each append, KEYS holds 10 keys in turn: 1 log, 2 partition events, 3 meta,
+-- 4 seen, 5 partition games, 6 snapshot, 7 result, 8 command stream, 9 decisions,
+-- 10 partition archived games. ARGV[1] is the number of appends; then, for each, the count
+-- of its arguments and they: 1 expected version, 2 command id, 3 game id, 4 group, 5 entry
+-- id, 6 result ttl, 7 result json ('' : the caller publishes it, once replicas have the
+-- append), 8 the game's snapshot at the append's version ('' none: stored only with the
+-- append, never on a log that took other events), 9 event count, then (public json,
+-- secret json or '') pairs, then decision jsons. The log keeps the secret beside the
+-- public event; the partition stream gets the public event only. A stale version is a
+-- conflict and writes nothing.
+local function append(k, a, last)
+  local version = tonumber(redis.call('HGET', KEYS[k + 3], 'version') or '0')
+  if ARGV[a + 2] ~= '' then
+    local seen = redis.call('HGET', KEYS[k + 4], ARGV[a + 2])
+    if seen then return 'duplicate', seen end
+  end
+  if version ~= tonumber(ARGV[a + 1]) then return 'conflict', tostring(version) end
+  if version == 0 and redis.call('SISMEMBER', KEYS[k + 10], ARGV[a + 3]) == 1 then
+    return 'archived', '0'
+  end
+  local n = tonumber(ARGV[a + 9])
+  local publics = {}
+  for i = 0, n - 1 do
+    version = version + 1
+    local public, secret = ARGV[a + 10 + 2 * i], ARGV[a + 11 + 2 * i]
+    if secret == '' then
+      redis.call('XADD', KEYS[k + 1], version .. '-0', 'e', public)
+    else
+      redis.call('XADD', KEYS[k + 1], version .. '-0', 'e', public, 's', secret)
+    end
+    publics[i + 1] = public
+  end
+  if n > 0 then
+    redis.call('XADD', KEYS[k + 2], '*', 'g', ARGV[a + 3], 'v', version, 'n', n,
+               'e', '[' .. table.concat(publics, ',') .. ']')
+  end
+  redis.call('HSET', KEYS[k + 3], 'version', version)
+  if tonumber(ARGV[a + 1]) == 0 then redis.call('SADD', KEYS[k + 5], ARGV[a + 3]) end
+  if ARGV[a + 2] ~= '' then redis.call('HSET', KEYS[k + 4], ARGV[a + 2], version) end
+  if ARGV[a + 8] ~= '' then redis.call('HSET', KEYS[k + 6], 'v', version, 's', ARGV[a + 8]) end
+  if ARGV[a + 7] ~= '' then
+    redis.call('RPUSH', KEYS[k + 7], ARGV[a + 7])
+    redis.call('EXPIRE', KEYS[k + 7], tonumber(ARGV[a + 6]))
+  end
+  if ARGV[a + 5] ~= '' then redis.call('XACK', KEYS[k + 8], ARGV[a + 4], ARGV[a + 5]) end
+  for i = a + 10 + 2 * n, last do
+    redis.call('XADD', KEYS[k + 9], '*', 'r', ARGV[i])
+  end
+  return 'ok', tostring(version)
+end
+local out = {}
+local a = 2
+for j = 0, tonumber(ARGV[1]) - 1 do
+  local m = tonumber(ARGV[a])
+  out[2 * j + 1], out[2 * j + 2] = append(10 * j, a, a + m)
+  a = a + m + 1
+end
+return out
+"""
+
+_FINISH = """
+-- A command that appends nothing (rejected, duplicate): store the result, record a
+-- rejection, acknowledge; nothing if the game's log is behind the version the outcome was
+-- decided at (a failover took its tail back: 0, the engine reloads the game). An archived
+-- game's log is in SQL, not here: not checked.
+-- KEYS: 1 result, 2 command stream, 3 rejections, 4 meta, 5 partition archived games
+-- ARGV: 1 result json ('' none), 2 ttl, 3 group, 4 entry id ('' none), 5 rejection json ('' none),
+--       6 the version decided at ('' none), 7 game id
+if ARGV[6] ~= '' and redis.call('SISMEMBER', KEYS[5], ARGV[7]) == 0 then
+  if tonumber(redis.call('HGET', KEYS[4], 'version') or '0') < tonumber(ARGV[6]) then return 0 end
+end
+if ARGV[1] ~= '' then
+  redis.call('RPUSH', KEYS[1], ARGV[1])
+  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+end
+if ARGV[5] ~= '' then redis.call('XADD', KEYS[3], '*', 'r', ARGV[5]) end
+if ARGV[4] ~= '' then redis.call('XACK', KEYS[2], ARGV[3], ARGV[4]) end
+return 1
+"""
+
+_FINISHED = """
+-- A game is over: its final hash ('' keeps the one recorded), when it finished (Redis time,
+-- ms) and the partition event stream's last entry then, at or after the game's last one.
+-- The first time and entry recorded stay. Nothing is recorded if the log has not reached
+-- the version of the end (a failover took it back after the engine saw it: the game goes
+-- on). KEYS: 1 meta, 2 finished, 3 partition events. ARGV: 1 game id, 2 final hash, 3 the
+-- version of the end (0: not checked)
+if tonumber(redis.call('HGET', KEYS[1], 'version') or '0') < tonumber(ARGV[3]) then
+  return 0
+end
+local now = redis.call('TIME')
+local ms = string.format('%d', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
+local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+local entry = '0-0'
+if #last > 0 then entry = last[1][1] end
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'final_hash', ARGV[2]) end
+redis.call('HSETNX', KEYS[1], 'finished_ms', ms)
+redis.call('HSETNX', KEYS[1], 'final_entry', entry)
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+"""
+
+_FORGET = """
+-- Delete an archived game's keys, if it is still the game that was archived (same version
+-- and final hash); its id moves from the partition's games to its archived games.
+-- KEYS: 1 meta, 2 log, 3 seen, 4 snapshot, 5 seats, 6 view, 7 games, 8 finished, 9 archived
+-- ARGV: 1 game id, 2 version, 3 final hash
+if redis.call('HGET', KEYS[1], 'version') ~= ARGV[2]
+   or redis.call('HGET', KEYS[1], 'final_hash') ~= ARGV[3] then
+  return 0
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('SREM', KEYS[7], ARGV[1])
+redis.call('SREM', KEYS[8], ARGV[1])
+redis.call('SADD', KEYS[9], ARGV[1])
+return 1
+"""
+
+
+_SNAPSHOT = """
+-- Store a snapshot at version ARGV[1] only if the log has reached it. The engine snapshots
+-- after an append; if a failover took the append back meanwhile, the snapshot would reach
+-- the new master and be loaded in place of its log (a state the log no longer has).
+-- KEYS: 1 snapshot, 2 meta. ARGV: 1 version, 2 state json
+if tonumber(redis.call('HGET', KEYS[2], 'version') or '0') < tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 's', ARGV[2])
+return 1
+"""
+
+
+SCRIPTS = Library(
+    "eventstore",
+    {
+        "append": _APPEND,
+        "finish": _FINISH,
+        "finished": _FINISHED,
+        "forget": _FORGET,
+        "snapshot": _SNAPSHOT,
+    },
+)
