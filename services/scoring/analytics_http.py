@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Query, Response
+from pydantic import BeforeValidator
 from sqlalchemy import Connection, func, select
 
 from shared.games import analytics, api
@@ -24,7 +25,10 @@ from .cells import CELLS
 
 router = APIRouter(tags=["analytics"])
 
-Game = Annotated[str, Query(description="The game's registry name.")]
+Game = Annotated[
+    str,
+    Query(description="The game's registry name.", json_schema_extra={"enum": api.names()}),
+]
 Ruleset = Annotated[
     str | None, Query(description="A ruleset name, or the 16-hex content hash of one.")
 ]
@@ -36,8 +40,22 @@ SeatKind = Annotated[str | None, Query(description="Only seats of this kind: hum
 Seats = Annotated[
     str | None, Query(description="humans: games of humans only; bots: games of bots only.")
 ]
-Since = Annotated[datetime | None, Query(description="Finished at or after (ISO 8601).")]
-Until = Annotated[datetime | None, Query(description="Finished before (ISO 8601).")]
+
+
+def _iso(value: Any) -> Any:
+    """An ISO 8601 text only: pydantic would also take a number as a Unix time, which the
+    documented ``date-time`` format does not allow."""
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+Since = Annotated[
+    datetime | None,
+    BeforeValidator(_iso),
+    Query(description="Finished at or after (ISO 8601)."),
+]
+Until = Annotated[
+    datetime | None, BeforeValidator(_iso), Query(description="Finished before (ISO 8601).")
+]
 Experiment = Annotated[str | None, Query(description="A lab experiment's name.")]
 
 

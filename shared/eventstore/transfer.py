@@ -93,6 +93,12 @@ def decided_again(events: Sequence[EventEnvelope]) -> Any:
     codec = GameCodec()
     state = codec.initial(events[0])
     game = api.of(state)
+    if any(e.causation_id is None for e in events):
+        # Logs written before events named their command cannot be cut into commands: they
+        # are replayed, and only their final hash is checked.
+        for event in events[1:]:
+            codec.apply(state, event)
+        return state
     for run in _runs(events):
         wanted = [_fact(to_event(e)) for e in run]
         if run[0].version == 1:
@@ -135,6 +141,10 @@ def _check_creation(game: api.AnyGame, run: Sequence[EventEnvelope], wanted: lis
     rules = game.rules_named(created.data)
     _, made = game.new_game(rules, created.data["players"], seed)
     made_facts = [_fact(e) for e in made]
+    # Which event versions the code wrote is no fact of the game: a log written before a
+    # version bump records older ones (its events are read upcast).
+    for facts in (wanted[:1], made_facts[:1]):
+        facts[0]["data"].pop("event_versions", None)
     for event, fact, again in zip(run, wanted, made_facts, strict=False):
         if fact != again:
             raise ValueError(

@@ -54,6 +54,9 @@ def bumped(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     def apply_v2(s: Any, d: dict[str, Any], secret: Any) -> None:
         seen.append(d)
+        if "coins" not in d:  # made just now by the rules, whose decide this test leaves as is
+            old_handler(s, d, secret)  # (import decides every move again); tests check ``seen``
+            return
         v1 = {key: value for key, value in d.items() if key != "coins"}
         old_handler(s, {**v1, "amount": d["coins"]}, secret)
 
