@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -13,6 +16,7 @@ from sqlmodel import SQLModel
 from services.lobby import db as lobby
 from services.scoring import db as scoring
 from shared.sql import current, migrate
+from tests.test_cli import caravel
 
 pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
 
@@ -171,4 +175,16 @@ def test_a_database_made_between_the_baseline_and_the_migrations_is_upgraded(
     migrate(engine, lobby.MIGRATIONS)
     migrate(engine, scoring.MIGRATIONS)
     assert current(engine, scoring.MIGRATIONS) == "scoring_0002"
+    assert differences(engine) == []
+
+
+def test_the_db_commands_upgrade_and_show_the_revisions(
+    database_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    env = {**os.environ, "CARAVEL_DATABASE_URL": database_url, "CARAVEL_DATA_DIR": str(tmp_path)}
+    before = caravel("db", "current", "--json", env=env)
+    upgraded = caravel("db", "upgrade", "--json", env=env)
+    assert before.returncode == 0 and upgraded.returncode == 0, before.stderr + upgraded.stderr
+    assert json.loads(before.stdout) == {"lobby": None, "scoring": None}
+    assert json.loads(upgraded.stdout) == {"lobby": "lobby_0002", "scoring": "scoring_0002"}
     assert differences(engine) == []
