@@ -21,14 +21,16 @@ from redis.exceptions import RedisError
 from starlette.websockets import WebSocketState
 from structlog.contextvars import bound_contextvars
 
+from shared.bus.scripts import Batch
 from shared.contracts import CommandEnvelope, DecisionRequest, dump_json
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
+from shared.redis_replies import text
 from shared.views import read_view
 
 from .catalog import schema_ref
 from .limits import Limits, Refused, client_of
-from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep
+from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep, command_id_reused, not_seated
 from .tokens import SeatClaim
 
 log = structlog.get_logger("caravel.lobby")
@@ -116,8 +118,17 @@ async def send_command(
 async def play(
     lobby: Lobby, game_id: str, seat: int, command: dict[str, Any], legal: bool = False
 ) -> CommandOut:
-    """One move of a seat already checked, over HTTP or its WebSocket: the engine's answer,
-    or an :class:`ApiError` with the rules' code (nothing changed)."""
+    """One move of a seat already checked, over HTTP: the engine's answer, or an
+    :class:`ApiError` with the rules' code (nothing changed)."""
+    envelope = envelope_of(game_id, seat, command)
+    if command.get("command_id"):  # the client's own id: a retry must be the same command
+        await lobby.check_reuse(envelope)
+    return await run(lobby, envelope, legal)
+
+
+def envelope_of(game_id: str, seat: int, command: dict[str, Any]) -> CommandEnvelope:
+    """A seat's command as the engine takes it (an id drawn if the client gave none), or a
+    422 ``malformed``."""
     fields = dict(command)
     kind = fields.pop("type", None)
     command_id = fields.pop("command_id", None) or uuid.uuid4().hex
@@ -125,21 +136,34 @@ async def play(
     if not isinstance(kind, str) or not isinstance(command_id, str):
         raise ApiError(422, "malformed", "a command has a string 'type' (and 'command_id')")
     try:
-        envelope = CommandEnvelope(
+        return CommandEnvelope(
             command_id=command_id, game_id=game_id, seat=seat, type=kind, payload=fields
         )
     except ValueError as e:
         raise ApiError(422, "malformed", str(e).splitlines()[0]) from None
-    if command.get("command_id"):  # the client's own id: a retry must be the same command
-        await lobby.check_reuse(envelope)
+
+
+def _parsed(game_id: str, seat: int, command: dict[str, Any]) -> CommandEnvelope | ApiError:
+    """:func:`envelope_of`, or its 422 to raise once the checks before it are made."""
+    try:
+        return envelope_of(game_id, seat, command)
+    except ApiError as e:
+        return e
+
+
+async def run(lobby: Lobby, envelope: CommandEnvelope, legal: bool = False) -> CommandOut:
+    """A command admitted (seat, rate and id checked), over HTTP or a socket: the engine's
+    answer, or an :class:`ApiError` with the rules' code (nothing changed)."""
+    game_id, seat, command_id = envelope.game_id, envelope.seat, envelope.command_id
     with bound_contextvars(game=game_id, command=command_id, seat=seat):
         result = await lobby.execute(envelope)
     if result.status == "rejected":
         code = result.code or "rejected"
-        raise ApiError(_status(code, kind), code, result.reason or "", {"command_id": command_id})
+        status = _status(code, envelope.type)
+        raise ApiError(status, code, result.reason or "", {"command_id": command_id})
     version = result.version or 0  # the engine gives one with every answer but a rejection
     out = CommandOut(status=result.status, version=version, command_id=command_id)
-    if legal:
+    if legal and seat is not None:  # a seat's command: the lobby always gives one
         out.legal = await _legal(lobby, game_id, seat, version)
     return out
 
@@ -287,8 +311,7 @@ class SocketMoves:
         try:
             command = _command_of(text)
             command_id = command.get("command_id")
-            seat = await self._check()
-            out = await play(self.lobby, self.game_id, seat, command)
+            out = await run(self.lobby, await self._admit(command))
             answer = out.model_dump(include={"command_id", "status", "version"})
             await self.send(json.dumps({"type": "result", **answer}))
         except ApiError as e:
@@ -299,17 +322,45 @@ class SocketMoves:
         finally:
             self.idle.set()
 
-    async def _check(self) -> int:
-        """The seat, still held by this socket's token (and the token alive), with a
-        command token left in the client's bucket."""
+    async def _admit(self, command: dict[str, Any]) -> CommandEnvelope:
+        """The command, from the seat still held by this socket's token (and the token
+        alive), with a token left in the client's bucket and its id not reused: checked
+        in one round trip (the bucket's and the seat's script calls in one batch), and
+        refused in the order ``POST /commands`` refuses (seat, rate, shape, id)."""
         if self.claim is None:
             message = "a spectator's socket sends no moves: open it with ?token="
             raise ApiError(403, "not_seated", message)
         if self.claim.expires < time.time():
             raise ApiError(401, "expired_token", "the seat token has expired; join again")
-        await self.lobby.check_holder(self.claim)
-        await self.limits.take("commands", self.client)
-        return self.claim.seat
+        parsed = _parsed(self.game_id, self.claim.seat, command)
+        own_id = isinstance(parsed, CommandEnvelope) and command.get("command_id")
+        checked = parsed if own_id and isinstance(parsed, CommandEnvelope) else None
+        async with Batch(self.lobby.redis) as batch:
+            batch.call(*self.limits.bucket("commands", self.client))
+            batch.call(*self.lobby.seat_call(self.claim, checked))
+            wait, reply = await batch.execute(raise_on_error=False)
+        if isinstance(reply, Exception):  # the seat's check: no move without it
+            raise reply
+        if isinstance(wait, Exception):  # the bucket's alone (its own shard on a cluster)
+            wait = self.limits.unchecked(wait)
+        verdict = text(reply)
+        if verdict == "not_seated":
+            raise not_seated(self.claim.seat)
+        if verdict == "unknown":  # the seat is not cached: SQL, then cached
+            await self.lobby.check_holder(self.claim)
+        try:
+            self.limits.check("commands", self.client, wait)
+        except Refused:
+            if checked is not None and verdict == "set":
+                await self.lobby.forget_digest(checked)
+            raise
+        if isinstance(parsed, ApiError):
+            raise parsed
+        if verdict == "reused" and checked is not None:
+            raise command_id_reused(checked)
+        if verdict == "unknown" and checked is not None:
+            await self.lobby.check_reuse(checked)
+        return parsed
 
     async def _error(
         self, status: int, code: str, message: str, details: dict[str, Any], command_id: Any

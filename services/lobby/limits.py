@@ -25,30 +25,13 @@ from redis.asyncio import Redis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.bus import Keys
+from shared.bus.admission import SCRIPTS
 from shared.bus.faults import transient
-from shared.bus.scripts import Library, call
+from shared.bus.scripts import Script, call
 from shared.httpapi import ErrorOut
 from shared.settings import Settings
 
 log = structlog.get_logger("caravel.limits")
-
-# KEYS: 1 bucket. ARGV: 1 tokens per second, 2 burst. Returns the seconds to wait before a
-# token is there ("0": one was taken). Redis's clock, so replicas agree on the time.
-_TAKE = """
-local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens = tonumber(bucket[1]) or burst
-local at = tonumber(bucket[2]) or now
-tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
-local wait = 0
-if tokens >= 1 then tokens = tokens - 1 else wait = (1 - tokens) / rate end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
-redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 1)
-return tostring(wait)
-"""
-SCRIPTS = Library("limits", {"take": _TAKE})
 
 
 class Refused(Exception):
@@ -100,18 +83,34 @@ class Limits:
         If Redis does not answer (or fails over, or lacks replicas: any transient fault of
         ``shared.bus.faults``), the request goes through: the limit must not become an
         outage of its own (the request then meets Redis's 503 anyway)."""
+        try:
+            wait = await call(self.redis, *self.bucket(kind, client))
+        except Exception as e:
+            wait = self.unchecked(e)
+        self.check(kind, client, wait)
+
+    @staticmethod
+    def unchecked(error: Exception) -> float:
+        """No wait for a bucket whose call met a transient fault (re-raised if it is not
+        one): the request goes through, as :meth:`take` says."""
+        if not transient(error):
+            raise error
+        log.warning("rate limit not checked: redis does not answer", error=str(error))
+        return 0.0
+
+    def bucket(self, kind: str, client: str) -> tuple[Script, list[str], list[float]]:
+        """The script call that takes one of ``client``'s ``kind`` tokens (its reply: the
+        seconds to wait, for :meth:`check`), to send in a batch with other calls."""
         rate = self.rates[kind]
         key = f"{self.keys.prefix}:rate:{kind}:{client}"
-        try:
-            args = [rate.per_second, rate.burst]
-            wait = float(await call(self.redis, SCRIPTS["take"], [key], args))
-        except Exception as e:
-            if not transient(e):
-                raise
-            log.warning("rate limit not checked: redis does not answer", error=str(e))
-            return
-        if wait > 0:
-            retry = max(1, math.ceil(wait))
+        return SCRIPTS["take"], [key], [rate.per_second, rate.burst]
+
+    def check(self, kind: str, client: str, wait: bytes | str | float) -> None:
+        """:class:`Refused` (429, with the seconds to retry in) if the :meth:`bucket` call
+        answered a ``wait``: no token was left."""
+        seconds = float(wait)
+        if seconds > 0:
+            retry = max(1, math.ceil(seconds))
             message = f"too many {kind} from {client}; retry in {retry} s"
             raise Refused(429, "rate_limited", message, retry)
 

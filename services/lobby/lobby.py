@@ -20,6 +20,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from shared.bus import Broker, CommandSender, Keys
+from shared.bus.admission import SCRIPTS as SEAT_SCRIPTS
+from shared.bus.scripts import Script
 from shared.contracts import CommandEnvelope, CommandResult
 from shared.eventstore import Archive, EventStore
 from shared.games import api
@@ -136,8 +138,29 @@ class Lobby:
         else:
             holder = cached.decode() if isinstance(cached, bytes) else str(cached)
         if holder is None or holder == NO_HOLDER or holder != claim.holder:
-            message = f"this token no longer holds seat {claim.seat}; join again"
-            raise ApiError(403, "not_seated", message)
+            raise not_seated(claim.seat)
+
+    def seat_call(
+        self, claim: tokens.SeatClaim, command: CommandEnvelope | None
+    ) -> tuple[Script, list[str], list[Any]]:
+        """The script call that checks, in one round trip, what :meth:`check_holder` and
+        (with ``command``, one under a client's own id) :meth:`check_reuse` check, for a
+        :class:`~shared.bus.scripts.Batch`. Its reply: ``unknown`` (the seat is not cached:
+        check both the slow way), ``not_seated``, ``reused``, ``set`` (the id's digest stored
+        now: :meth:`forget_digest` if the command goes no further) or ``ok``."""
+        holders = self.keys.holders(claim.table_id)
+        if command is None:  # the holders key twice: every key in the game's slot
+            return SEAT_SCRIPTS["seat"], [holders, holders], [claim.seat, claim.holder, "", 0]
+        keys = [holders, self._digest_key(command)]
+        return (
+            SEAT_SCRIPTS["seat"],
+            keys,
+            [claim.seat, claim.holder, _digest(command), COMMAND_ID_TTL_S],
+        )
+
+    async def forget_digest(self, command: CommandEnvelope) -> None:
+        """Drop the digest a refused command's id left (it was not sent: a retry may differ)."""
+        await self.redis.delete(self._digest_key(command))
 
     def _holder(self, table_id: str, seat_number: int) -> str | None:
         """The seat's holder in SQL (None: free, a bot's, or left)."""
@@ -162,14 +185,15 @@ class Lobby:
         """409 ``command_id_reused`` if a client's command id came before with another
         command: a retry must be the same command, else the first one's answer (kept under
         that id) would be taken for this one's."""
-        seen = [command.seat, command.type, command.payload]
-        digest = hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()
-        key = f"{self.keys.result(command.game_id, command.seat, command.command_id)}/digest"
+        digest = _digest(command)
+        key = self._digest_key(command)
         if not await self.redis.set(key, digest, nx=True, ex=COMMAND_ID_TTL_S):
             first = await self.redis.get(key)
             if first is not None and first not in (digest, digest.encode()):
-                message = f"command_id {command.command_id!r} was sent with another command"
-                raise ApiError(409, "command_id_reused", message)
+                raise command_id_reused(command)
+
+    def _digest_key(self, command: CommandEnvelope) -> str:
+        return f"{self.keys.result(command.game_id, command.seat, command.command_id)}/digest"
 
     async def execute(self, command: CommandEnvelope) -> CommandResult:
         """Send a command to the engine and wait for its result; 503 if none comes."""
@@ -179,6 +203,23 @@ class Lobby:
         except TimeoutError:
             log.warning("the engine did not answer in time", timeout_s=timeout_s)
             raise ApiError(503, "engine_unavailable", "the engine did not answer in time") from None
+
+
+def not_seated(seat: int) -> ApiError:
+    """The 403 of a token whose holder no longer holds its seat."""
+    return ApiError(403, "not_seated", f"this token no longer holds seat {seat}; join again")
+
+
+def command_id_reused(command: CommandEnvelope) -> ApiError:
+    """The 409 of a client's command id that came before with another command."""
+    message = f"command_id {command.command_id!r} was sent with another command"
+    return ApiError(409, "command_id_reused", message)
+
+
+def _digest(command: CommandEnvelope) -> str:
+    """What a retry under the same command id must repeat: its seat, type and payload."""
+    seen = [command.seat, command.type, command.payload]
+    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()
 
 
 async def get_lobby(request: Request) -> Lobby:

@@ -61,19 +61,32 @@ class CommandSender:
         raw: Any = await self.redis.lindex(key, 0) if timeout_s <= 0 else None
         deadline = time.monotonic() + timeout_s
         while raw is None and (left := deadline - time.monotonic()) > 0:
-            # In slices: a blocking read longer than the client's socket timeout (redis-py:
-            # 5 s) fails with redis' TimeoutError instead of returning None. At least 10 ms:
-            # Redis takes a timeout that rounds to 0 ms as "block for ever".
-            wait = max(min(left, WAIT_SLICE_S), 0.01)
-            raw = await self.redis.blmove(key, key, wait, "LEFT", "LEFT")  # type: ignore[arg-type]
+            raw = await self.redis.blmove(key, key, _slice(left), "LEFT", "LEFT")  # type: ignore[arg-type]
         return None if raw is None else CommandResult.model_validate_json(raw)
 
     async def execute(self, command: CommandEnvelope, timeout_s: float = 5) -> CommandResult:
-        """Send and wait for the answer; raises TimeoutError when none comes in time."""
-        await self.send(command)
-        result = await self.result(
-            command.game_id, command.command_id, timeout_s, seat=command.seat
-        )
+        """Send and wait for the answer; raises TimeoutError when none comes in time. The
+        command and the first wait for its answer go in one pipeline: one round trip when
+        the engine answers within a slice (the wait holds a connection either way)."""
+        deadline = time.monotonic() + timeout_s
+        stream = self.keys.commands(self.keys.partition(command.game_id))
+        key = self.keys.result(command.game_id, command.seat, command.command_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            body = command.model_dump_json().encode()
+            await self.broker.publish_in(pipe, body, stream, command.command_id)
+            pipe.blmove(key, key, _slice(timeout_s), "LEFT", "LEFT")  # type: ignore[arg-type]
+            raw: Any = (await pipe.execute())[-1]
+        if raw is not None:
+            return CommandResult.model_validate_json(raw)
+        left = deadline - time.monotonic()
+        result = await self.result(command.game_id, command.command_id, left, seat=command.seat)
         if result is None:
             raise TimeoutError(f"no answer to command {command.command_id} in {timeout_s}s")
         return result
+
+
+def _slice(left_s: float) -> float:
+    """How long one blocking read waits: in slices, since a read longer than the client's
+    socket timeout (redis-py: 5 s) fails with redis' TimeoutError instead of returning None;
+    at least 10 ms, since Redis takes a timeout that rounds to 0 ms as "block for ever"."""
+    return max(min(left_s, WAIT_SLICE_S), 0.01)

@@ -177,3 +177,39 @@ async def test_a_token_whose_holder_left_moves_nothing_over_its_open_socket(
         assert refused["status"] == 403 and refused["command_id"] == command_id
         # Never sent to the engine: it answered nothing under that id.
         assert not await redis.exists(keys.result(table, 0, command_id))
+
+
+async def test_a_seat_not_cached_is_checked_in_sql_and_a_refused_move_leaves_its_id_free(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A socket's move checks its seat, the client's rate and its command id in one round
+    trip; a seat missing from Redis's holder cache is read from SQL (the move is played and
+    its id still guards a retry), and a move refused ``rate_limited`` under its own id
+    leaves that id unused: sent again with another command it is refused for the rate, not
+    as a reused id, and the log does not move."""
+    slow = {"command_rate": "0.001", "command_burst": "2"}  # two moves, then none for long
+    async with running_lobby(redis_url, keys, database_url, tmp_path, **slow) as client:
+        table, tokens = await _two_humans(client)
+        legal = [
+            (await client.get(f"/games/{table}/legal", headers=bearer(t))).json() for t in tokens
+        ]
+        mover = next(i for i in (0, 1) if legal[i]["legal_commands"])
+        seat = SeatSocket(await websockets.connect(_ws(client, table, tokens[mover])))
+        await redis.delete(keys.holders(table))  # as after its TTL: only SQL knows the holder
+        used = uuid.uuid4().hex
+        first = await seat.move({**legal[mover]["legal_commands"][0], "command_id": used})
+        assert first["type"] == "result" and first["status"] == "accepted", first
+        assert await redis.hget(keys.holders(table), str(mover)) is not None  # cached again
+        reused = await seat.move({"type": "pass", "command_id": used})
+        assert (reused["code"], reused["status"]) == ("command_id_reused", 409), reused
+        store = EventStore(redis, keys)
+        version = (await store.last_event(table)).version  # type: ignore[union-attr]
+        fresh = uuid.uuid4().hex
+        for command in ({"type": "pass"}, {"type": "fly"}):  # the same id, another command
+            limited = await seat.move({**command, "command_id": fresh})
+            assert (limited["code"], limited["status"]) == ("rate_limited", 429), limited
+            assert limited["details"]["retry_after_s"] >= 1
+        assert not await redis.exists(f"{keys.result(table, mover, fresh)}/digest")
+        assert (await store.last_event(table)).version == version  # type: ignore[union-attr]
+        seat.reader.cancel()
+        await seat.ws.close()
