@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from shared.contracts import EventEnvelope
     from shared.eventstore import EventStore
+    from shared.sql import Migrations
 
 app = typer.Typer(
     help="Caravel: an open, event-sourced backend for hosting board games online.",
@@ -567,7 +568,7 @@ def projections_rebuild(
     name: Annotated[str, typer.Argument(help="The projection to rebuild.")] = "scoring",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
 ) -> None:
-    """Drop a projection and replay it from the game logs (stop its service first)."""
+    """Empty a projection and replay it from the game logs (stop its service first)."""
     from services.lobby.db import make_engine
     from services.runtime import redis_for
     from services.scoring.service import RebuildReport, ScoringService
@@ -604,6 +605,59 @@ def projections_rebuild(
         f"{name}: {report.games} games, {report.events} events in {report.seconds:.1f} s: "
         f"{report.events_per_second:.0f} events/s"
     )
+
+
+db_app = typer.Typer(help="The SQL schema: the lobby's and the scoring tables' migrations.")
+app.add_typer(db_app, name="db")
+
+
+def _migrations() -> list[Migrations]:
+    from services.lobby.db import MIGRATIONS as LOBBY
+    from services.scoring.db import MIGRATIONS as SCORING
+
+    return [LOBBY, SCORING]
+
+
+def _print_revisions(db: Engine, as_json: bool) -> None:
+    from shared.sql import current
+
+    revisions = {m.name: current(db, m) for m in _migrations()}
+    if as_json:
+        print(json.dumps(revisions))
+        return
+    for name, revision in revisions.items():
+        console.print(f"{name}: {revision or 'no tables yet'}")
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the revisions as JSON.")] = False,
+) -> None:
+    """Upgrade the tables to the head revision (what each service does when it starts)."""
+    from services.lobby.db import make_engine
+    from shared.sql import migrate
+
+    db = make_engine(Settings().sql_url())  # the lobby's tables migrated, a data folder made
+    try:
+        for migrations in _migrations():
+            migrate(db, migrations)
+        _print_revisions(db, as_json)
+    finally:
+        db.dispose()
+
+
+@db_app.command("current")
+def db_current(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the revisions as JSON.")] = False,
+) -> None:
+    """The revision each component's tables are at (changes nothing)."""
+    from sqlalchemy import create_engine
+
+    db = create_engine(Settings().sql_url())
+    try:
+        _print_revisions(db, as_json)
+    finally:
+        db.dispose()
 
 
 lab = typer.Typer(help="A balance lab: bot games recorded under an experiment's name.")

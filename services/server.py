@@ -17,6 +17,7 @@ import structlog
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from sqlalchemy import Engine as SQLEngine
 
 from services.ai.service import BotPlayer
 from services.asyncapi import document as asyncapi_document
@@ -28,6 +29,7 @@ from services.lobby.db import make_engine
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
 from services.runtime import Stopped, redis_for, stop_on_signals, tune_collector, wait_for
+from services.scoring.db import create_tables as migrate_scoring
 from services.scoring.http import router as scoring_routes
 from services.scoring.service import ScoringService
 from shared.bus import Keys
@@ -111,6 +113,16 @@ class _Starting:
             self._server = self._task = None
 
 
+def _sql(url: str, scoring_tables: bool) -> SQLEngine:
+    """The SQL engine, the lobby's tables at their head revision, and the scoring ones too
+    when this process scores or serves scoring's routes (beside the lobby's): ready before
+    the first request, whichever service migrates first."""
+    db = make_engine(url)
+    if scoring_tables:
+        migrate_scoring(db)
+    return db
+
+
 async def _serve(
     settings: Settings,
     keys: Keys,
@@ -129,7 +141,7 @@ async def _serve(
         db = None
         if scoring or lobby or engine:
             url = settings.sql_url()
-            make = lambda: asyncio.to_thread(make_engine, url)  # noqa: E731
+            make = lambda: asyncio.to_thread(_sql, url, scoring or lobby)  # noqa: E731
             db = await wait_for("sql", make, stop, early.note)
         await early.close()  # the services' own probes take the port from here
         if engine:

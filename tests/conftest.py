@@ -36,6 +36,7 @@ from redis.asyncio import Redis
 from sqlalchemy import Engine, create_engine, text
 
 from services.lobby.db import make_engine
+from services.scoring.db import create_tables as create_scoring_tables
 from shared.bus import Keys, connect, delete_namespace
 
 from .cluster import LocalCluster, redis_server
@@ -149,8 +150,10 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 @pytest.fixture
 def database(database_url: str) -> Iterator[Engine]:
-    """A SQL engine on that database, with the lobby's tables."""
+    """A SQL engine on that database, with the lobby's tables and the scoring ones (at their
+    head revisions, as `caravel up` leaves them)."""
     engine = make_engine(database_url)
+    create_scoring_tables(engine)
     yield engine
     engine.dispose()
 

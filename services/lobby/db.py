@@ -10,7 +10,10 @@ from sqlalchemy import Engine, Index, make_url, text
 from sqlmodel import Field, SQLModel, create_engine
 
 from shared.games.api import DEFAULT_GAME
-from shared.sql import create_schema
+from shared.sql import Migrations, migrate
+
+MIGRATIONS = Migrations("lobby", Path(__file__).parent / "migrations", "lobby_0001", "lobby_tables")
+"""The lobby's tables' revisions (:mod:`shared.sql`)."""
 
 
 def _now() -> datetime:
@@ -71,14 +74,14 @@ class LobbySeat(SQLModel, table=True):
 
 
 def make_engine(url: str, **options: Any) -> Engine:
-    """A SQLAlchemy engine with the lobby's tables created."""
+    """A SQLAlchemy engine with the lobby's tables migrated to the head revision."""
     if url.startswith("sqlite"):
         options.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
         database = make_url(url).database
         if database and database != ":memory:":  # a fresh data folder: make it
             Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, **options)
-    create_schema(engine)  # an older database's tables gain their new columns too
+    migrate(engine, MIGRATIONS)
     return engine
 
 

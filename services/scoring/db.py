@@ -8,17 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, inspect, select, update
+from sqlalchemy import Connection, Engine, Table, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Field, SQLModel
 
-from shared.sql import create_schema
+from shared.sql import Migrations, migrate
 
 from . import cells, flat
 
 PROJECTION = "scoring"
+MIGRATIONS = Migrations(
+    "scoring", Path(__file__).parent / "migrations", "scoring_0001", "scoring_games"
+)
+"""The scoring tables' revisions (:mod:`shared.sql`)."""
 
 
 class Checkpoint(SQLModel, table=True):
@@ -174,19 +179,22 @@ TABLES: list[Table] = [
 
 
 def create_tables(db: Engine) -> None:
-    """Create the projection's missing tables (under the schema lock: see shared.sql)."""
-    create_schema(db, TABLES)
+    """Migrate the projection's tables to the head revision (under the schema lock: see
+    shared.sql)."""
+    migrate(db, MIGRATIONS)
 
 
-def drop_tables(db: Engine) -> None:
-    """Drop the projection's tables (and only those); of the flat analytics tables, which
-    hold the lab's experiments too, only the projected rows go."""
+def clear_tables(db: Engine) -> None:
+    """Delete the projection's rows (and only those): of the flat analytics tables, which
+    hold the lab's experiments too, only the projected rows go. The tables stay, at their
+    revision."""
     kept = [*flat.KEPT, cells.CELLS]
-    SQLModel.metadata.drop_all(db, tables=[t for t in TABLES if t not in kept])
-    if inspect(db).has_table(cells.CELLS.name):
-        with db.begin() as conn:
-            flat.delete_projected(conn)
-            cells.delete_projected(conn)
+    with db.begin() as conn:
+        for table in reversed(TABLES):
+            if table not in kept:
+                conn.execute(table.delete())
+        flat.delete_projected(conn)
+        cells.delete_projected(conn)
 
 
 def upsert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -19,7 +19,7 @@ game's row says are applied already. The row (and the game held in memory)
 names the event at that version: a log that went back under it (a Redis failover lost its
 tail) no longer has that event there, and the game is scored again from the log.
 
-:meth:`ScoringService.rebuild` drops the tables and replays every game of the registry from
+:meth:`ScoringService.rebuild` empties the tables and replays every game of the registry from
 its log through the same code, then rates the finished games in finish order.
 """
 
@@ -48,8 +48,8 @@ from .db import (
     CheckpointMoved,
     ScoredGame,
     advance_checkpoints,
+    clear_tables,
     create_tables,
-    drop_tables,
     load_checkpoints,
     table_of,
 )
@@ -310,14 +310,14 @@ class ScoringService:
     # --- rebuild ---------------------------------------------------------------------------
 
     async def rebuild(self, on_game: Callable[[int], None] | None = None) -> RebuildReport:
-        """Drop the tables and replay every game of the registry from its log.
+        """Empty the tables and replay every game of the registry from its log.
 
         The streams' positions are taken before the logs are read, so the live service
         resumes from there and finds any later events' versions already applied or new.
-        Stop the live service while this runs: it drops the tables under it."""
+        Stop the live service while this runs: it empties the tables under it."""
         started = time.perf_counter()
-        await asyncio.to_thread(drop_tables, self.db)
         await asyncio.to_thread(create_tables, self.db)
+        await asyncio.to_thread(clear_tables, self.db)
         async with self.redis.pipeline(transaction=False) as pipe:
             for stream in self.streams:
                 pipe.xrevrange(stream, count=1)

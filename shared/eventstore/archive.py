@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, SQLModel
 
 from shared.contracts import EventEnvelope
-from shared.sql import create_schema
+from shared.sql import create_tables
 
 from . import logfile
 from .codec import GameCodec
@@ -82,7 +82,7 @@ class Archive:
 
     def _table(self) -> Table:
         if not self._ready:
-            create_schema(self.db, [TABLE])
+            create_tables(self.db, [TABLE])
             self._ready = True
         return TABLE
 
