@@ -221,7 +221,10 @@ def labels(game: Game = api.DEFAULT_GAME) -> dict[str, Any]:
 
 @router.get(
     "/analytics/export",
-    responses={**ERRORS, 200: {"content": {"application/zip": {}}}},
+    responses={
+        **ERRORS,
+        200: {"content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}}},
+    },
     response_class=Response,
 )
 def export_table(
