@@ -189,13 +189,14 @@ class Engine:
             if self._streams[stream] not in self.held:
                 await self.consumer.unsubscribe(stream)
         for p in sorted(self.fresh):
-            self.fresh.discard(p)  # a failure while reclaiming makes it fresh again
             stream = self.keys.commands(p)
-            if p in self.held:
-                async with self._alone(p):
-                    await self.consumer.reclaim(stream, 0, self._holds(p))
-                    if p in self.held:
-                        await self.consumer.subscribe(stream)
+            if p not in self.held:
+                self.fresh.discard(p)
+                continue
+            async with self._alone(p):
+                await self.consumer.reclaim(stream, 0, self._holds(p), self._settled(p))
+                if p in self.held:
+                    await self.consumer.subscribe(stream)
 
     @asynccontextmanager
     async def _alone(self, p: int) -> AsyncIterator[None]:
@@ -211,6 +212,13 @@ class Engine:
     def _holds(self, p: int) -> Callable[[], bool]:
         return lambda: p in self.held
 
+    def _settled(self, p: int) -> Callable[[], None]:
+        """``p`` is no longer fresh, from when its reclaim holds its subscriber off. Earlier,
+        a batch the subscriber read after entries left pending while ``p`` was fresh (a
+        lease lost and won again, a failed batch) would be handled before them: a game's
+        moves before its creation. A failure while reclaiming makes it fresh again."""
+        return lambda: self.fresh.discard(p)
+
     async def reclaim(self) -> None:
         """Take over entries idle in held partitions (their handler crashed). A partition
         whose lease goes meanwhile is left alone: its entries, which this engine no longer
@@ -218,9 +226,9 @@ class Engine:
         await self.consumer.revive()
         for p in sorted(self.held):
             idle = 0 if p in self.fresh else self.settings.claim_idle_ms
-            self.fresh.discard(p)
             async with self._alone(p):
-                await self.consumer.reclaim(self.keys.commands(p), idle, self._holds(p))
+                stream = self.keys.commands(p)
+                await self.consumer.reclaim(stream, idle, self._holds(p), self._settled(p))
 
     async def _on_batch(self, deliveries: list[Delivery]) -> None:
         """A subscriber's batch: handled; a failure leaves it pending and is distrusted."""

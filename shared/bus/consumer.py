@@ -491,13 +491,19 @@ class GroupConsumer:
         await subscriber.start()
 
     async def reclaim(
-        self, stream: str, min_idle_ms: int, still: Callable[[], bool] = lambda: True
+        self,
+        stream: str,
+        min_idle_ms: int,
+        still: Callable[[], bool] = lambda: True,
+        held_off: Callable[[], None] = lambda: None,
     ) -> int:
         """Handle the entries of ``stream`` pending longer than ``min_idle_ms``, batch by
-        batch while ``still()`` holds, with the stream's subscriber held off; returns how
-        many were handled."""
+        batch while ``still()`` holds, with the stream's subscriber held off (``held_off``
+        is called once it is: a batch the subscriber read meanwhile waits until these older
+        entries are handled); returns how many were handled."""
         handled = 0
         async with self._locks.setdefault(stream, asyncio.Lock()):
+            held_off()
             while still():
                 batch = await self.claim(stream, min_idle_ms, self.batch)
                 if batch:

@@ -18,6 +18,7 @@ from shared.games import api
 from .helpers import (
     create_game,
     play_locally,
+    read_as,
     replayed_hash,
     running_engine,
     same_partition,
@@ -342,3 +343,36 @@ async def test_engines_share_the_partitions_by_lease_on_one_redis_and_the_cluste
     await first.release_all()
     after = await holders()
     assert after == [("e-second" if p in second.held else None) for p in keys.all_partitions()]
+
+
+async def test_a_batch_read_while_a_partition_is_fresh_waits_for_its_reclaim(
+    redis: Redis, keys: Keys
+) -> None:
+    """A lease lost and won again makes a partition fresh while its subscriber reads: the
+    game's creation, read then, is left pending. The subscriber's next batch (its moves),
+    handled as it holds the stream, is left pending too until the reclaim holds the stream
+    (it handled the moves first, rejected unknown_game); the reclaim plays them all in order."""
+    commands, _ = play_locally("g-fresh", players=2, seed=3, limit=8)
+    engine = Engine(redis, settings_for(keys), keys)
+    await engine.start()
+    p = keys.partition("g-fresh")
+    stream = keys.commands(p)
+    sender = CommandSender(redis, keys)
+    await sender.send_many(commands)
+    engine.held, engine.fresh = {p}, {p}
+    creation = await read_as(redis, "engine", engine.id, stream, 1)
+    await engine.handle(creation)  # fresh: left pending
+    moves = await read_as(redis, "engine", engine.id, stream, len(commands))
+    lock = engine.consumer._locks.setdefault(stream, asyncio.Lock())
+    async with lock:  # the subscriber holds the stream while the partition is followed
+        following = asyncio.create_task(engine.follow())
+        await asyncio.sleep(0)  # the follow runs up to the stream's lock
+        await engine.handle(moves)
+    await following
+    try:
+        for command in commands:
+            result = await sender.result("g-fresh", command.command_id, seat=command.seat)
+            assert result is not None and result.status == "accepted", result
+    finally:
+        await engine.consumer.close()
+        await engine.broker.stop()

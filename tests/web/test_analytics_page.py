@@ -4,10 +4,11 @@ the page is readable at 390 px with no console error and no request off the mach
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
-from playwright.async_api import Page, async_playwright
+from playwright.async_api import Page, Route, async_playwright, expect
 
 from services.lab import LabRun, run_lab
 from services.lobby.db import make_engine
@@ -22,6 +23,10 @@ AOD = "age_of_discovery"
 
 async def summary(page: Page) -> str:
     return await page.locator("#summary").inner_text()
+
+
+def _figures_of_low(url: str) -> bool:
+    return "/analytics/figures?" in url and "experiment=low" in url
 
 
 async def test_the_analytics_page_filters_draws_whiskers_and_compares(
@@ -69,11 +74,27 @@ async def test_the_analytics_page_filters_draws_whiskers_and_compares(
             "() => document.getElementById('summary').textContent.startsWith('0 finished')"
         )
         await page.select_option('[data-testid="filter-option:factory_income"]', "")
+        # The figures of experiment low alone, asked for before the comparison, are answered
+        # after it: the page draws the last choice, not the last answer (it drew that one).
+        asked, release = asyncio.Event(), asyncio.Event()
+
+        async def hold(route: Route) -> None:
+            asked.set()
+            await release.wait()
+            await route.continue_()
+
+        await page.route(_figures_of_low, hold)
         await page.select_option("[data-testid=filter-experiment]", "low")
+        await asyncio.wait_for(asked.wait(), 30)
         await page.select_option("[data-testid=filter-compare]", "high")
         await page.wait_for_function(
             "() => document.getElementById('summary').textContent.includes('B: experiment high')"
         )
+        async with page.expect_response(lambda r: _figures_of_low(r.url)) as answered:
+            release.set()
+        await (await answered.value).finished()
+        await page.evaluate("() => new Promise((done) => setTimeout(done))")  # it was read
+        await expect(page.locator("#summary")).to_contain_text("B: experiment high")
         compared = await rows.first.inner_text()
         assert "A " in compared and "B " in compared and "(n=6)" in compared
         assert "(n=4)" in compared and "95% interval" in compared

@@ -12,6 +12,11 @@ const REFRESH_MS = 15000;
 let labels = {};
 let choices = {};
 let games = [];
+// The last refresh asked for. Each filter change (and the timer) asks anew, and answers can
+// come back out of order: one that a later refresh superseded is not drawn, or the page
+// showed the figures of filters no longer chosen (the comparison overwritten by the answer
+// to the experiment chosen just before it).
+let latest = 0;
 
 // --- labels -------------------------------------------------------------------------------
 
@@ -223,6 +228,7 @@ function exportLinks(values) {
 }
 
 async function refresh() {
+  const asked = ++latest;
   const values = Object.fromEntries(new FormData(form));
   errorBox.textContent = "";
   exportLinks(values);
@@ -233,12 +239,13 @@ async function refresh() {
         a: query(values, a).toString(), b: query(values, values.compare).toString(),
       });
       const compared = await get(`/analytics/compare?${params}`);
-      drawComparison(compared, a || "every game", values.compare);
+      if (asked === latest) drawComparison(compared, a || "every game", values.compare);
     } else {
-      drawFigures(await get(`/analytics/figures?${query(values, values.experiment)}`));
+      const figures = await get(`/analytics/figures?${query(values, values.experiment)}`);
+      if (asked === latest) drawFigures(figures);
     }
   } catch (e) {
-    errorBox.textContent = e.message;
+    if (asked === latest) errorBox.textContent = e.message;
   }
 }
 
