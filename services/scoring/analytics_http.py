@@ -8,7 +8,7 @@ Every filter is checked (:func:`.stats.check`): a value the data cannot answer i
 from __future__ import annotations
 
 import tempfile
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs
@@ -43,9 +43,16 @@ Seats = Annotated[
 
 
 def _iso(value: Any) -> Any:
-    """An ISO 8601 text only: pydantic would also take a number as a Unix time, which the
-    documented ``date-time`` format does not allow."""
-    return datetime.fromisoformat(value) if isinstance(value, str) else value
+    """An ISO 8601 text only (pydantic would also take a number as a Unix time, which the
+    documented ``date-time`` format does not allow), in UTC: PostgreSQL refuses offsets
+    past ±15:59, which ISO 8601 allows."""
+    if not isinstance(value, str):
+        return value
+    moment = datetime.fromisoformat(value)
+    try:
+        return moment.astimezone(UTC) if moment.tzinfo else moment
+    except OverflowError:
+        raise ValueError(f"{value!r} is out of range in UTC") from None
 
 
 Since = Annotated[
@@ -142,8 +149,8 @@ def _filter_text(text: str, name: str) -> stats.Filter:
     one = {k: v[-1] for k, v in raw.items() if k != "option"}
     try:
         players = int(one["players"]) if "players" in one else None
-        since = datetime.fromisoformat(one["since"]) if "since" in one else None
-        until = datetime.fromisoformat(one["until"]) if "until" in one else None
+        since = _iso(one["since"]) if "since" in one else None
+        until = _iso(one["until"]) if "until" in one else None
     except ValueError as e:
         raise ApiError(422, "bad_filter", f"{name}: {e}", {"field": name}) from None
     return filter_of(
