@@ -6,7 +6,22 @@ from __future__ import annotations
 
 from shared.bus.scripts import Library
 
-_APPEND = """
+_ANSWER = """
+-- A command's answer, stored once: a result list holds the first answer given (what its
+-- sender reads) and no other. The same command can be decided again after its append was
+-- made (a call whose reply was lost, an entry handled twice, the same command sent twice):
+-- that second outcome, a duplicate, must not add a second answer.
+local function answer(key, json, ttl)
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('RPUSH', key, json)
+    redis.call('EXPIRE', key, tonumber(ttl))
+  end
+end
+"""
+
+_APPEND = (
+    _ANSWER
+    + """
 -- Appends of several commands, each as it would be alone, in order: one call per batch
 -- (per partition on a cluster, whose keys share a slot), one reply of (status, version)
 -- pairs. For each append, KEYS holds 10 keys in turn: 1 log, 2 partition events, 3 meta,
@@ -49,10 +64,7 @@ local function append(k, a, last)
   if tonumber(ARGV[a + 1]) == 0 then redis.call('SADD', KEYS[k + 5], ARGV[a + 3]) end
   if ARGV[a + 2] ~= '' then redis.call('HSET', KEYS[k + 4], ARGV[a + 2], version) end
   if ARGV[a + 8] ~= '' then redis.call('HSET', KEYS[k + 6], 'v', version, 's', ARGV[a + 8]) end
-  if ARGV[a + 7] ~= '' then
-    redis.call('RPUSH', KEYS[k + 7], ARGV[a + 7])
-    redis.call('EXPIRE', KEYS[k + 7], tonumber(ARGV[a + 6]))
-  end
+  if ARGV[a + 7] ~= '' then answer(KEYS[k + 7], ARGV[a + 7], ARGV[a + 6]) end
   if ARGV[a + 5] ~= '' then redis.call('XACK', KEYS[k + 8], ARGV[a + 4], ARGV[a + 5]) end
   for i = a + 10 + 2 * n, last do
     redis.call('XADD', KEYS[k + 9], '*', 'r', ARGV[i])
@@ -68,26 +80,36 @@ for j = 0, tonumber(ARGV[1]) - 1 do
 end
 return out
 """
+)
 
-_FINISH = """
+_FINISH = (
+    _ANSWER
+    + """
 -- A command that appends nothing (rejected, duplicate): store the result, record a
 -- rejection, acknowledge; nothing if the game's log is behind the version the outcome was
 -- decided at (a failover took its tail back: 0, the engine reloads the game). An archived
 -- game's log is in SQL, not here: not checked.
 -- KEYS: 1 result, 2 command stream, 3 rejections, 4 meta, 5 partition archived games
--- ARGV: 1 result json ('' none), 2 ttl, 3 group, 4 entry id ('' none), 5 rejection json ('' none),
---       6 the version decided at ('' none), 7 game id
+-- ARGV: 1 result json ('' none; not stored over an earlier answer), 2 ttl, 3 group, 4 entry id
+--       ('' none), 5 rejection json ('' none), 6 the version decided at ('' none), 7 game id
 if ARGV[6] ~= '' and redis.call('SISMEMBER', KEYS[5], ARGV[7]) == 0 then
   if tonumber(redis.call('HGET', KEYS[4], 'version') or '0') < tonumber(ARGV[6]) then return 0 end
 end
-if ARGV[1] ~= '' then
-  redis.call('RPUSH', KEYS[1], ARGV[1])
-  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
-end
+if ARGV[1] ~= '' then answer(KEYS[1], ARGV[1], ARGV[2]) end
 if ARGV[5] ~= '' then redis.call('XADD', KEYS[3], '*', 'r', ARGV[5]) end
 if ARGV[4] ~= '' then redis.call('XACK', KEYS[2], ARGV[3], ARGV[4]) end
 return 1
 """
+)
+
+_ANSWERED = (
+    _ANSWER
+    + """
+-- The answer to an append made and replicated before (see :mod:`.store`), stored once.
+-- KEYS: 1 result. ARGV: 1 result json, 2 ttl
+answer(KEYS[1], ARGV[1], ARGV[2])
+"""
+)
 
 _FINISHED = """
 -- A game is over: its final hash ('' keeps the one recorded), when it finished (Redis time,
@@ -144,6 +166,7 @@ return 1
 SCRIPTS = Library(
     "eventstore",
     {
+        "answer": _ANSWERED,
         "append": _APPEND,
         "finish": _FINISH,
         "finished": _FINISHED,

@@ -6,7 +6,10 @@ expected version and the command id, adds the events to the game's log (the serv
 in a field of its own) and, redacted, as one entry per command to the partition's event
 stream (``g`` game, ``v`` last version, ``n`` count, ``e`` JSON array), records the command as
 seen, stores the sender's result, acknowledges the command stream entry and adds any decision
-requests. A stale version is a conflict and writes nothing.
+requests. A stale version is a conflict and writes nothing. A command has one answer: a
+result is stored only where its command has none yet. A command decided again after its
+append was made (the call's reply lost to a closed connection and the entry handled again,
+or the same command sent twice) is a duplicate whose sender has its answer already.
 
 Durability: replication is asynchronous, so an append acknowledged just before its master
 fails can vanish with it. With ``replicas`` set, the store asks every master it wrote to
@@ -246,16 +249,16 @@ class EventStore(EventReader):
         return list(by_partition.values())
 
     async def _answer(self, appends: Sequence[Append]) -> None:
-        """Store the senders' results of replicated appends (one round trip)."""
+        """Store the senders' results of replicated appends (one round trip), each unless
+        its command has an answer already (the script's ``answer``: one answer a command)."""
         answered = [a for a in appends if a.command_id]
         if not answered:
             return
-        async with self.redis.pipeline(transaction=False) as pipe:
+        async with Batch(self.redis) as batch:
             for a in answered:
                 key = self.keys.result(a.game_id, a.seat, a.command_id)
-                pipe.rpush(key, self._result_json(a))
-                pipe.expire(key, RESULT_TTL_S)
-            await pipe.execute()
+                batch.call(SCRIPTS["answer"], [key], [self._result_json(a), RESULT_TTL_S])
+            await batch.execute()
 
     async def finish(
         self,

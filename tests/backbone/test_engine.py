@@ -95,6 +95,9 @@ async def test_a_command_delivered_twice_is_applied_once(redis: Redis, keys: Key
         assert result is not None and result.status == "accepted"
         await wait_for(lambda: _acked(redis, keys, "g-twice"))
         assert engine.stats["duplicates"] == len(commands)
+        for command in commands:  # the duplicate adds no second answer
+            key = keys.result(command.game_id, command.seat, command.command_id)
+            assert await redis.llen(key) == 1
         seen = await engine.store.seen("g-twice")
         assert sorted(seen) == sorted(c.key for c in commands)
         versions = [e.version for e in await engine.store.read("g-twice")]

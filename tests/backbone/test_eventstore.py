@@ -96,6 +96,29 @@ async def test_a_command_id_appends_once(any_redis: Redis, keys: Keys) -> None:
     assert await any_redis.xlen(keys.log("g-dup")) == 2
 
 
+async def test_a_command_decided_again_after_its_append_keeps_its_one_answer(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """The engine can decide a command again once its append is made (the call's reply was
+    lost, or the entry was handled twice): the duplicate's outcome adds no second answer,
+    and the sender's answer stays the first one."""
+    store = EventStore(any_redis, keys)
+    events, _ = game_events("g-once")
+    made = await store.append(Append("g-once", 0, encoded(events[:2]), "c1", seat=0))
+    assert made.status == "ok"
+    duplicate = CommandResult(
+        command_id="c1", game_id="g-once", status="duplicate", seat=0, version=2
+    )
+    p = keys.partition("g-once")
+    assert await store.finish("g-once", p, duplicate, None, version=2)
+    again = await store.append(Append("g-once", 2, encoded(events[2:4]), "c1", seat=0))
+    assert again.status == "duplicate"
+    key = keys.result("g-once", 0, "c1")
+    answers = await any_redis.lrange(key, 0, -1)
+    assert [CommandResult.model_validate_json(a).status for a in answers] == ["accepted"]
+    assert await any_redis.ttl(key) > 0
+
+
 async def test_with_durability_a_sender_is_answered_once_a_replica_has_the_append(
     redis_cluster_url: str, keys: Keys
 ) -> None:
