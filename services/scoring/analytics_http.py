@@ -173,7 +173,8 @@ def compare(
     b: Annotated[str, Query(description="Filter B, as A.")],
 ) -> dict[str, Any]:
     """A/B: every figure of two filters with A - B and its 95% interval (Newcombe for
-    rates, Welch for means); ``significant`` when the interval excludes 0."""
+    rates, Welch for means) and p-value; ``significant`` after a Holm-Bonferroni
+    correction over every difference compared (``correction`` says which and how many)."""
     with db.connect() as conn:
         first = stats.figures(conn, checked(conn, _filter_text(a, "a")))
         second = stats.figures(conn, checked(conn, _filter_text(b, "b")))

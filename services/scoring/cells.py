@@ -10,7 +10,8 @@ one grouped read of a few thousand cells, however many games there are
 
 Cells are derived, never edited: a group (game, experiment, hour) is deleted and summed
 again from the flat table whenever rows of its games are written (the projection, per
-batch; the lab and a rebuild, once at the end), so they always equal a sum of the rows.
+batch; the lab every few seconds while it plays and at the end; a rebuild at the end), so
+they always equal a sum of the rows.
 """
 
 from __future__ import annotations

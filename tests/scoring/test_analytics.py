@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from redis.asyncio import Redis
 from sqlalchemy import Engine, func, select
 
 from services.lab import LabError, LabRun, run_lab
-from services.scoring import flat
+from services.scoring import cells, export, flat, stats
 from services.scoring.service import ScoringService
 from shared.bus import Keys
 from shared.games import analytics, api
@@ -111,6 +112,32 @@ def test_a_lab_run_that_stops_is_marked_incomplete(database: Engine) -> None:
     rows = results(database, experiment="cut")
     assert len(rows) == 150 and {r["seat_kind"] for r in rows} == {"bot:greedy", "bot:random"}
     assert {r["players"] for r in rows} == {3}
+    assert seats_in_cells(database, "cut") == 150  # its figures: what it recorded
+
+
+def seats_in_cells(db: Engine, experiment: str) -> int:
+    c = cells.CELLS.c
+    query = select(func.coalesce(func.sum(c.n), 0)).where(
+        c.experiment == experiment, c.dim == "players"
+    )
+    with db.connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def test_a_running_experiment_shows_its_games_as_they_are_recorded(database: Engine) -> None:
+    """The cells (what the page draws) count a run's games while it plays, not only at
+    its end; the experiment says it is running until then."""
+    seen: list[tuple[str, int]] = []
+
+    def look(count: int) -> None:
+        with database.connect() as conn:
+            status = conn.execute(select(flat.EXPERIMENTS.c.status)).scalar_one()
+        seen.append((status, seats_in_cells(database, "live")))
+
+    run = LabRun(AOD, ("greedy",) * 3, 120, "live", workers=1)
+    report = run_lab(run, database, progress=look, refresh_s=0)
+    assert seen == [("running", 150), ("running", 300), ("running", 360)]
+    assert report.status == "complete" and seats_in_cells(database, "live") == 360
 
 
 def check_rate(figure: dict[str, Any]) -> None:
@@ -194,8 +221,13 @@ async def test_the_analytics_api_filters_intervals_comparisons_and_exports(
         compared = ab.json()
         assert compared["games"] == [6, 4]
         assert [row["value"] for row in compared["turn_position"]] == [0, 1, 2, 3]
-        for row in [*compared["turn_position"], *compared["means"].values()]:
+        family = [*compared["turn_position"], *compared["means"].values()]
+        for row in family:
             assert row["low"] <= row["diff"] <= row["high"]
+            assert row["p_value"] <= row["p_adjusted"] <= 1
+            assert row["significant"] == (row["p_adjusted"] < 0.05)
+        assert compared["correction"]["method"] == "holm"
+        assert compared["correction"]["tests"] >= len(family)
         refused = await client.get("/analytics/compare", params={"a": "colour=red", "b": ""})
         assert refused.status_code == 422 and refused.json()["details"]["field"] == "a"
 
@@ -242,3 +274,63 @@ def test_the_ruleset_hash_follows_the_content_not_the_name(tmp_path: Path) -> No
     edited.write_text(standard.read_text().replace("training_cost = 5", "training_cost = 6"))
     assert analytics.ruleset_hash(game.rules(str(edited))) != named
     assert analytics.labels(game)["subjects"]["indentured_servitude"] == "Indentured Servitude"
+
+
+def test_holm_marks_fewer_differences_than_each_at_five_percent() -> None:
+    """Four differences each under 5%: after Holm-Bonferroni only the two smallest stay
+    significant (p 0.005 x 4 = 0.02, 0.01 x 3 = 0.03; 0.03 x 2 = 0.06 and then 0.06)."""
+    rows: list[dict[str, Any]] = [{"p_value": p} for p in (0.01, 0.04, 0.03, 0.005)]
+    stats.holm(rows)
+    assert [round(r["p_adjusted"], 6) for r in rows] == [0.03, 0.06, 0.06, 0.02]
+    assert [r["significant"] for r in rows] == [True, False, False, True]
+
+
+def test_the_parquet_export_holds_every_value_as_stored(database: Engine, tmp_path: Path) -> None:
+    """Every column of every row comes out of a Parquet export as the database holds it:
+    texts with commas, quotes and a line break, empty texts, NULLs, floats to the last
+    digit, booleans and UTC times; rows outside the filters stay out."""
+    lab(database, "values", 3)
+    lab(database, "other", 1)
+    tricky = 'Ana, "the Navigator"\nof Lisbon'
+    with database.begin() as conn:
+        conn.execute(
+            flat.RESULTS.update()
+            .where(flat.RESULTS.c.seat == 0, flat.RESULTS.c.experiment == "values")
+            .values(player=tricky, side="", duration_s=0.1 + 0.2, score_workers=None)
+        )
+    out = tmp_path / "export"
+    counts = export.write_parquet(database, export.Scope(AOD, experiment="values"), out, 1)
+    assert (counts["results"], counts["facts"]) == (12, len(facts(database, "values")))
+    read = duckdb.sql(
+        f"SELECT * EXCLUDE (month) FROM read_parquet('{out}/results/*/*/*.parquet', "
+        "hive_partitioning = true) ORDER BY game_id, seat"
+    )
+    exported = [dict(zip(read.columns, row, strict=True)) for row in read.fetchall()]
+    stored = results(database, experiment="values")
+    for row in stored:
+        row["finished_at"] = utc(row["finished_at"])
+    for row in exported:
+        row["finished_at"] = utc(row["finished_at"])
+    assert exported == stored
+    assert exported[0]["player"] == tricky and exported[0]["duration_s"] == 0.1 + 0.2
+    read = duckdb.sql(
+        f"SELECT game_id, seat, kind, subject, count, value FROM read_parquet("
+        f"'{out}/facts/*/*/*.parquet', hive_partitioning = true) ORDER BY ALL"
+    )
+    assert read.fetchall() == facts(database, "values")
+    empty = export.write_parquet(database, export.Scope(AOD, experiment="none"), tmp_path / "e")
+    assert (empty["results"], empty["facts"]) == (0, 0)
+
+
+def facts(db: Engine, experiment: str) -> list[tuple[Any, ...]]:
+    f = flat.SEAT_FACTS.c
+    query = select(f.game_id, f.seat, f.kind, f.subject, f.count, f.value).order_by(
+        f.game_id, f.seat, f.kind, f.subject
+    )
+    with db.connect() as conn:
+        return [tuple(r) for r in conn.execute(query.where(f.experiment == experiment))]
+
+
+def utc(moment: datetime) -> datetime:
+    """A time as UTC (SQLite gives it back without its zone)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

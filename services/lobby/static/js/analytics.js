@@ -195,7 +195,8 @@ function drawFigures(f) {
 
 function drawComparison(c, a, b) {
   summary.textContent = `A: experiment ${a} (${c.games[0]} games) · B: experiment ${b} ` +
-    `(${c.games[1]} games). Each row shows A above B.`;
+    `(${c.games[1]} games). Each row shows A above B. "Significant": after a ` +
+    `Holm-Bonferroni correction over all ${c.correction.tests} differences (5% in all).`;
   const legend = [h("span", { class: "key-a" }), `A: ${a} `, h("span", { class: "key-b" }), `B: ${b}`];
   clear(figuresBox,
     chart("Win rate by turn position", legend, compareRows(c.turn_position, positionLabel)),
