@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import zipfile
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -334,3 +334,48 @@ def facts(db: Engine, experiment: str) -> list[tuple[Any, ...]]:
 def utc(moment: datetime) -> datetime:
     """A time as UTC (SQLite gives it back without its zone)."""
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def summed(rows: stats.Sums) -> dict[tuple[Any, ...], list[int]]:
+    out: dict[tuple[Any, ...], list[int]] = {}
+    for players, dim, value, *numbers in rows:
+        held = out.setdefault((players, dim, value), [0, 0, 0, 0])
+        for i, number in enumerate(numbers):
+            held[i] += int(number)
+    return out
+
+
+def test_a_period_off_the_hour_sums_as_the_flat_table_does(database: Engine) -> None:
+    """A period with minutes (whole hours from the cells, its ends from the flat table)
+    gives the sums the flat table alone gives, for periods across hours, open at one
+    end, within one hour, and on the hour."""
+    lab(database, "spread", 8)
+    start = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+    ids = sorted({r["game_id"] for r in results(database, experiment="spread")})
+    with database.begin() as conn:
+        for k, game_id in enumerate(ids):
+            moment = start + timedelta(minutes=25 * k)
+            values = {"finished_at": moment, "finished_hour": moment.strftime(flat.HOUR)}
+            for table in (flat.RESULTS, flat.SEAT_FACTS):
+                conn.execute(table.update().where(table.c.game_id == game_id).values(values))
+        conn.execute(cells.CELLS.delete().where(cells.CELLS.c.experiment == "spread"))
+        cells.refresh_all(conn, "spread")
+    at = lambda h, m: start.replace(hour=h, minute=m)  # noqa: E731
+    periods = [
+        (at(10, 10), at(12, 50)),
+        (at(10, 10), None),
+        (None, at(11, 30)),
+        (at(10, 5), at(10, 40)),
+        (at(11, 0), at(12, 0)),
+    ]
+    with database.connect() as conn:
+        for since, until in periods:
+            f = stats.Filter(AOD, experiment="spread", since=since, until=until)
+            expected = summed(stats._flat_sums(conn, f))
+            assert summed(stats.sums(conn, f)) == expected, (since, until)
+            games = sum(n for (_, dim, _), (n, *_) in expected.items() if dim == "position") // 4
+            inside = [k for k in range(8) if (since or start) <= start + timedelta(minutes=25 * k)]
+            inside = [
+                k for k in inside if until is None or start + timedelta(minutes=25 * k) < until
+            ]
+            assert games == len(inside) > 0
