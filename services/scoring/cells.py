@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     ColumnElement,
     Connection,
@@ -31,6 +32,7 @@ from sqlalchemy import (
     and_,
     cast,
     delete,
+    false,
     func,
     insert,
     literal,
@@ -52,6 +54,7 @@ KEYS = (
     "players",
     "humans",
     "seat_kind",
+    "imported",
     "experiment",
     "finished_hour",
 )
@@ -67,6 +70,7 @@ CELLS = Table(
     Column("players", Integer, primary_key=True),
     Column("humans", Integer, primary_key=True),
     Column("seat_kind", String(32), primary_key=True),
+    Column("imported", Boolean, primary_key=True, server_default=false()),
     Column("experiment", String(100), primary_key=True),
     Column("finished_hour", String(13), primary_key=True),  # YYYY-MM-DDTHH, UTC
     Column("dim", String(16), primary_key=True),

@@ -30,6 +30,10 @@ from .flat import EXPERIMENTS, HOUR, RESULTS
 Z = 1.96  # 95%
 HASH = re.compile(r"^[0-9a-f]{16}$")
 SEAT_MIXES = ("humans", "bots")
+IMPORTED = ("exclude", "include", "only")
+"""Games loaded by `caravel games import`: left out by default (played elsewhere, under a
+server and players this site's figures are not about), counted with ``include``, or
+alone with ``only``."""
 
 
 class BadFilter(ValueError):
@@ -54,6 +58,7 @@ class Filter:
     since: datetime | None = None
     until: datetime | None = None
     experiment: str | None = None
+    imported: str = IMPORTED[0]
 
 
 def seat_kinds(game: api.AnyGame) -> list[str]:
@@ -91,6 +96,8 @@ def check(conn: Connection | None, f: Filter) -> Filter:
         raise BadFilter("seat_kind", f"unknown seat kind {f.seat_kind!r}", seat_kinds(game))
     if f.seats is not None and f.seats not in SEAT_MIXES:
         raise BadFilter("seats", f"unknown seats {f.seats!r}", SEAT_MIXES)
+    if f.imported not in IMPORTED:
+        raise BadFilter("imported", f"unknown imported {f.imported!r}", IMPORTED)
     if f.experiment is not None and conn is not None:
         known = [e["name"] for e in experiments(conn, game.name)]
         if f.experiment not in known:
@@ -136,6 +143,8 @@ def where(f: Filter, table: Table = RESULTS) -> ColumnElement[bool]:
         parts.append(c.humans == 0)
     if f.experiment is not None:
         parts.append(c.experiment == f.experiment)
+    if f.imported != "include":
+        parts.append(c.imported == (f.imported == "only"))
     for moment, after in ((f.since, True), (f.until, False)):
         if moment is None:
             continue

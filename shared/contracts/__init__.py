@@ -25,9 +25,10 @@ from .envelopes import (
     new_id,
     read_event,
 )
-from .records import Notification, Seats
+from .records import IMPORTED, Notification, Seats
 
 __all__ = [
+    "IMPORTED",
     "SCHEMA_VERSION",
     "CommandEnvelope",
     "CommandResult",

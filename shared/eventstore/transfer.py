@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shared.contracts import EventEnvelope
+from shared.contracts import IMPORTED, EventEnvelope
 from shared.games import api
 
 from .codec import GameCodec, to_event
@@ -76,8 +76,11 @@ async def import_log(
         written = f"written by Caravel {header.caravel_version}"
         message = f"its replay ends with hash {final_hash}, the export says {header.final_hash}"
         raise ValueError(f"{game_id}: {message} ({written}, this is {caravel_version()})")
+    seats = store.keys.seats(game_id)
+    await store.redis.hset(seats, IMPORTED, "1")  # before its events: scoring reads both
     result = await store.append(Append(game_id, 0, [event.encode() for event in events]))
     if result.status != "ok":
+        await store.redis.hdel(seats, IMPORTED)
         raise GameExists(game_id)
     if final_hash is not None:
         await store.record_final_hash(game_id, final_hash, result.version)
