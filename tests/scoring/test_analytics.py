@@ -19,6 +19,7 @@ from services.lab import LabError, LabRun, run_lab
 from services.scoring import cells, export, flat, stats
 from services.scoring.service import ScoringService
 from shared.bus import Keys
+from shared.eventstore import EventStore, export_log, import_log
 from shared.games import analytics, api
 
 from ..backbone.helpers import RULES
@@ -207,6 +208,7 @@ async def test_the_analytics_api_filters_intervals_comparisons_and_exports(
             ({"game": AOD, "experiment": "nope"}, "experiment", "f30"),
             ({"game": AOD, "players": 9}, "players", 5),
             ({"game": AOD, "ruleset": "deluxe"}, "ruleset", "standard"),
+            ({"game": AOD, "imported": "maybe"}, "imported", "only"),
         ):
             bad = await client.get("/analytics/figures", params=params)
             assert bad.status_code == 422, params
@@ -379,3 +381,28 @@ def test_a_period_off_the_hour_sums_as_the_flat_table_does(database: Engine) -> 
                 k for k in inside if until is None or start + timedelta(minutes=25 * k) < until
             ]
             assert games == len(inside) > 0
+
+
+async def test_an_imported_game_is_marked_and_left_out_unless_asked_for(
+    redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """A game loaded by `caravel games import` (its log exported and imported under
+    another id) is projected with ``imported`` set; the figures leave it out by default,
+    count it with ``include`` and alone with ``only``; an unknown choice is refused."""
+    played, imported = game_ids(keys, 2, "g-imp")
+    await play_games(redis, keys, [(played, 4, 5, None)])
+    store = EventStore(redis, keys)
+    log = await export_log(store, played)
+    copied = [e.model_copy(update={"game_id": imported}) for e in log]
+    assert await import_log(store, copied) == len(log)
+    await drain(ScoringService(redis, keys, database))
+    marked = {r["game_id"]: r["imported"] for r in results(database)}
+    assert marked == {played: False, imported: True}
+    with database.connect() as conn:
+        for choice, games in (("exclude", 1), ("include", 2), ("only", 1)):
+            f = stats.check(conn, stats.Filter(AOD, imported=choice))
+            assert stats.figures(conn, f)["games"] == games, choice
+        only = stats.figures(conn, stats.Filter(AOD, imported="only"))
+        assert only["overall"]["n"] == 4
+        with pytest.raises(stats.BadFilter, match="imported"):
+            stats.check(conn, stats.Filter(AOD, imported="maybe"))

@@ -57,6 +57,8 @@ function buildForm(game) {
       ...choices.seat_kinds.map((k) => [k, kindLabel(k)])], keep("seat_kind")),
     select("seats", "Games of", [...any("Anyone"), ["humans", "Humans only"],
       ["bots", "Bots only"]], keep("seats")),
+    select("imported", "Imported games", [["exclude", "Left out (played elsewhere)"],
+      ["include", "Counted too"], ["only", "Only imported"]], keep("imported") || "exclude"),
     h("label", {}, "Finished from", h("input", { type: "date", name: "since", value: keep("since") })),
     h("label", {}, "Finished before", h("input", { type: "date", name: "until", value: keep("until") })),
     select("experiment", "Experiment", [...any("Every game"),
