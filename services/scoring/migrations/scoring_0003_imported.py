@@ -61,6 +61,7 @@ def upgrade() -> None:
                 batch.create_primary_key(key or "pk_analytics_cells", CELL_KEY)
         return
     op.add_column("analytics_cells", _column())
+    key = key or "analytics_cells_pkey"  # PostgreSQL names every key
     op.drop_constraint(key, "analytics_cells", type_="primary")
     op.create_primary_key(key, "analytics_cells", CELL_KEY)
 
