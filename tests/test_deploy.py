@@ -3,9 +3,11 @@ probes on paths the services serve. (No Docker or Kubernetes here to run them.)"
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -314,3 +316,111 @@ def test_images_are_pinned_and_disruptions_keep_a_shard_and_a_server_up() -> Non
     redis = next(w for w in workloads if w["metadata"]["name"] == "redis-cluster")
     spread = redis["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
     assert spread.get("requiredDuringSchedulingIgnoredDuringExecution")
+
+
+REDIS_7 = Path("/usr/bin/redis-server")  # Debian's (the venv's embedded one is 6.2)
+REDIS_CLI_7 = str(REDIS_7.with_name("redis-cli"))  # 7 resolves names for CLUSTER MEET
+
+
+def _in_hosts(hosts: Path, command: list[str]) -> list[str]:
+    """``command`` run where the names resolve by ``hosts``: a mount namespace of its own
+    with the file over /etc/hosts, as a pod's DNS names resolve to its IP of the moment."""
+    script = f'mount --bind {hosts} /etc/hosts && exec "$@"'
+    return ["unshare", "-m", "sh", "-c", script, "sh", *command]
+
+
+def _start_nodes(folder: Path, addresses: list[str]) -> list[subprocess.Popen[bytes]]:
+    """Six cluster nodes with the manifest's redis.conf, node i on ``addresses[i]``,
+    announcing the name ``node-i``, keeping its nodes.conf in ``folder/node-i``."""
+    nodes = []
+    for i, address in enumerate(addresses):
+        data = folder / f"node-{i}"
+        data.mkdir(exist_ok=True)
+        command = [str(REDIS_7), str(folder / "redis.conf"), "--dir", str(data)]
+        command += ["--bind", address, "--bind-source-addr", address, "--port", "7379"]
+        command += ["--cluster-announce-hostname", f"node-{i}", "--appendonly", "no"]
+        nodes.append(subprocess.Popen([*command, "--save", ""], stdout=subprocess.DEVNULL))
+    for address in addresses:
+        _until(lambda a=address: _redis_cli(a, "ping") == "PONG", 10)
+    return nodes
+
+
+def _redis_cli(address: str, *words: str) -> str:
+    run = subprocess.run([REDIS_CLI_7, "-h", address, "-p", "7379", *words], capture_output=True)
+    return run.stdout.decode().strip()
+
+
+def _until(condition: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _one_cluster_on(addresses: list[str]) -> bool:
+    """Every node sees all six connected at ``addresses`` and the cluster ok."""
+    for address in addresses:
+        if "cluster_state:ok" not in _redis_cli(address, "cluster", "info"):
+            return False
+        lines = _redis_cli(address, "cluster", "nodes").splitlines()
+        seen = sorted(line.split()[1].split(":")[0] for line in lines)
+        if seen != sorted(addresses) or any(" connected" not in line for line in lines):
+            return False
+    return True
+
+
+def _stop(nodes: list[subprocess.Popen[bytes]]) -> None:
+    for node in nodes:
+        node.terminate()
+    for node in nodes:
+        node.wait(10)
+
+
+def test_the_redis_cluster_forms_again_after_a_full_restart_on_new_ips(tmp_path: Path) -> None:
+    """Issue 25: the nodes recorded each other by IP, so six pods restarted together on new
+    IPs found no one. With the manifest's redis.conf, its hostname-based bootstrap and its
+    fix-nodes.sh run before each node starts, they form the same cluster again. (Without
+    fix-nodes.sh, every node stays alone, every peer `disconnected` at its old IP.)"""
+    if not REDIS_7.exists() or not Path(REDIS_CLI_7).exists() or not shutil.which("unshare"):
+        pytest.skip("needs Debian's redis-server 7 and unshare")
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+        pytest.skip("no mount namespaces here (not root?)")
+    config = _by_name(_overlay("cluster"))["ConfigMap", "redis-cluster"]["data"]
+    conf = config["redis.conf"].replace("/data/nodes.conf", "nodes.conf")
+    (tmp_path / "redis.conf").write_text(conf)
+    (tmp_path / "fix-nodes.sh").write_text(config["fix-nodes.sh"])
+    hosts = tmp_path / "hosts"
+    octet = 20 + os.getpid() % 200  # apart from another run of this test
+    before = [f"127.{octet}.1.{i + 1}" for i in range(6)]
+    after = [f"127.{octet}.2.{i + 1}" for i in range(6)]
+
+    hosts.write_text("".join(f"{a} node-{i}\n" for i, a in enumerate(before)))
+    nodes = _start_nodes(tmp_path, before)
+    try:
+        create = [REDIS_CLI_7, "--cluster", "create", *[f"node-{i}:7379" for i in range(6)]]
+        made = subprocess.run(
+            _in_hosts(hosts, [*create, "--cluster-replicas", "1", "--cluster-yes"]),
+            capture_output=True,
+            timeout=60,
+        )
+        assert made.returncode == 0, made.stdout.decode()[-2000:]
+        assert _until(lambda: _one_cluster_on(before), 30)
+    finally:
+        _stop(nodes)
+
+    hosts.write_text("".join(f"{a} node-{i}\n" for i, a in enumerate(after)))
+    for i in range(6):
+        nodes_conf = tmp_path / f"node-{i}" / "nodes.conf"
+        assert f"{before[i]}:7379@17379,node-{i} " in nodes_conf.read_text()
+        fix = _in_hosts(hosts, ["sh", str(tmp_path / "fix-nodes.sh"), str(nodes_conf)])
+        subprocess.run(fix, check=True, capture_output=True, timeout=60)
+        assert f"{after[i]}:7379@17379,node-{i} " in nodes_conf.read_text()
+    nodes = _start_nodes(tmp_path, after)
+    try:
+        assert _until(lambda: _one_cluster_on(after), 30)
+        replicas = [_redis_cli(a, "role").split()[0] for a in after]
+        assert sorted(replicas) == ["master"] * 3 + ["slave"] * 3
+    finally:
+        _stop(nodes)
