@@ -24,6 +24,8 @@ from services.health import Health, operations_routes
 from shared.bus import connect
 from shared.settings import Settings
 
+from .conftest import missing_program
+
 DEPLOY = Path(__file__).parent.parent / "deploy"
 COMMANDS = set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 SETTINGS = {f"CARAVEL_{name.upper()}" for name in Settings.model_fields}
@@ -220,9 +222,7 @@ def test_the_overlays_point_the_services_at_their_redis() -> None:
 def test_the_overlays_render_as_kubectl_kustomize_does() -> None:
     """The test's renderer stands in for ``kubectl kustomize`` where there is no kubectl;
     where there is one, both give the same manifests."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("no kubectl here: the overlays are rendered by the test's renderer")
+    kubectl = shutil.which("kubectl") or missing_program("kubernetes-client", "kubectl")
     for overlay in OVERLAYS:
         out = subprocess.run(
             [kubectl, "kustomize", str(KUBERNETES / "overlays" / overlay)],
@@ -383,8 +383,10 @@ def test_the_redis_cluster_forms_again_after_a_full_restart_on_new_ips(tmp_path:
     IPs found no one. With the manifest's redis.conf, its hostname-based bootstrap and its
     fix-nodes.sh run before each node starts, they form the same cluster again. (Without
     fix-nodes.sh, every node stays alone, every peer `disconnected` at its old IP.)"""
-    if not REDIS_7.exists() or not Path(REDIS_CLI_7).exists() or not shutil.which("unshare"):
-        pytest.skip("needs Debian's redis-server 7 and unshare")
+    if not REDIS_7.exists() or not Path(REDIS_CLI_7).exists():
+        missing_program("redis-server", "Debian's redis-server 7 and redis-cli")
+    if not shutil.which("unshare"):
+        missing_program("util-linux", "unshare")
     if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
         pytest.skip("no mount namespaces here (not root?)")
     config = _by_name(_overlay("cluster"))["ConfigMap", "redis-cluster"]["data"]
