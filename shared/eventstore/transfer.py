@@ -57,7 +57,8 @@ async def import_log(
     for a log that is not one game's whole log, that its game's rules refuse (each move is
     decided again: an edited event names the first version no legal move leads to), or
     whose final hash is not the one its export's ``header`` carries; and
-    :class:`GameExists` if the id is taken."""
+    :class:`GameExists` if the id is taken. The game's seats hash says it was imported
+    (written before its events, which scoring reads it with: analytics mark it)."""
     game_id = check_log(events)
     if header is not None and header.events != len(events):
         raise ValueError(f"{game_id}: the export has {len(events)} of its {header.events} events")
@@ -77,10 +78,11 @@ async def import_log(
         message = f"its replay ends with hash {final_hash}, the export says {header.final_hash}"
         raise ValueError(f"{game_id}: {message} ({written}, this is {caravel_version()})")
     seats = store.keys.seats(game_id)
-    await store.redis.hset(seats, IMPORTED, "1")  # before its events: scoring reads both
+    marked = await store.redis.hsetnx(seats, IMPORTED, "1")  # before its events: scoring
     result = await store.append(Append(game_id, 0, [event.encode() for event in events]))
     if result.status != "ok":
-        await store.redis.hdel(seats, IMPORTED)
+        if marked:  # a game that got the id meanwhile keeps its own seats
+            await store.redis.hdel(seats, IMPORTED)
         raise GameExists(game_id)
     if final_hash is not None:
         await store.record_final_hash(game_id, final_hash, result.version)
