@@ -11,7 +11,6 @@ these tables hold results and facts, never a log's hidden parts.
 from __future__ import annotations
 
 import io
-import itertools
 import multiprocessing
 import os
 import time
@@ -42,7 +41,6 @@ from .flat import RESULTS, SEAT_FACTS
 
 FORMATS = ("parquet", "csv")
 BATCH = 200_000  # rows per Arrow table written
-BLOCK = 1 << 22  # bytes of CSV parsed at once
 BLOCK_ROWS = 65_536  # rows per batch SQLite's driver reads
 TABLES = {"results": RESULTS, "facts": SEAT_FACTS}
 PARTITIONS = ds.partitioning(
@@ -76,106 +74,55 @@ def _where(table: Table, scope: Scope) -> Any:
 
 def _batches(db: Engine, table: Table, scope: Scope) -> Iterator[pa.Table]:
     """The rows in scope as Arrow tables of about :data:`BATCH` rows, typed by the table's
-    columns, with ``month`` (``YYYY-MM``, from the finish hour) to partition by. Read
-    without a Python object per value (what made a row-by-row fetch slow): PostgreSQL
-    writes them as CSV (``COPY … TO STDOUT``) that Arrow's C++ reader parses; SQLite's
-    are read by its ADBC driver straight into Arrow."""
+    columns, with ``month`` (``YYYY-MM``, from the finish hour) to partition by. Read by
+    the database's ADBC driver straight into Arrow (PostgreSQL's binary ``COPY``, SQLite's
+    own reader): no Python object per value, which is what made a row-by-row fetch slow."""
     schema = pa.schema([(c.name, _arrow_type(c.type)) for c in table.columns])
-    read = _pg_batches if db.dialect.name == "postgresql" else _sqlite_batches
+    text = str(
+        select(table)
+        .where(_where(table, scope))
+        .compile(dialect=db.dialect, compile_kwargs={"literal_binds": True})
+    )
     pending: list[pa.RecordBatch] = []
-    for batch in read(db, table, scope, schema):
-        pending.append(batch)
-        if sum(b.num_rows for b in pending) >= BATCH:
-            yield _with_month(pa.Table.from_batches(pending, schema))
-            pending = []
+    with _adbc(db) as conn, conn.cursor() as cursor:
+        if db.dialect.name == "sqlite":
+            cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BLOCK_ROWS)})
+        cursor.execute(text)
+        for batch in cursor.fetch_record_batch():
+            columns = [_typed(batch.column(i), schema.field(i).type) for i in range(len(schema))]
+            pending.append(pa.RecordBatch.from_arrays(columns, schema=schema))
+            if sum(b.num_rows for b in pending) >= BATCH:
+                yield _with_month(pa.Table.from_batches(pending, schema))
+                pending = []
     if pending:
         yield _with_month(pa.Table.from_batches(pending, schema))
+
+
+def _adbc(db: Engine) -> Any:
+    """An ADBC connection to the engine's database (its URL as libpq or SQLite take it)."""
+    if db.dialect.name == "postgresql":
+        import adbc_driver_postgresql.dbapi as postgres
+
+        url = db.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return postgres.connect(url)
+    import adbc_driver_sqlite.dbapi as sqlite
+
+    return sqlite.connect(db.url.database)
 
 
 def _with_month(rows: pa.Table) -> pa.Table:
     return rows.append_column("month", pc.utf8_slice_codeunits(rows["finished_hour"], 0, 7))
 
 
-def _sql(query: Any, dialect: Any) -> str:
-    return str(query.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
-
-
-def _pg_batches(
-    db: Engine, table: Table, scope: Scope, schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    """PostgreSQL's own CSV of the rows (times in UTC), parsed by Arrow."""
-    text = _sql(select(table).where(_where(table, scope)), db.dialect)
-    read = pacsv.ReadOptions(column_names=schema.names, block_size=BLOCK)
-    parse = pacsv.ParseOptions(newlines_in_values=True)
-    convert = pacsv.ConvertOptions(
-        column_types=schema,
-        true_values=["t"],
-        false_values=["f"],
-        strings_can_be_null=True,
-        quoted_strings_can_be_null=False,  # "" an empty text, an unquoted nothing NULL
-    )
-    with db.connect() as conn:
-        driver = conn.connection.dbapi_connection
-        assert driver is not None
-        cursor: Any = driver.cursor()
-        try:
-            cursor.execute("SET LOCAL TIME ZONE 'UTC'")  # this transaction's only
-            with cursor.copy(f"COPY ({text}) TO STDOUT (FORMAT CSV)") as copy:
-                chunks = (bytes(data) for data in copy)
-                first = next(chunks, None)
-                if first is None:  # no rows in scope (Arrow refuses an empty CSV)
-                    return
-                stream = io.BufferedReader(_Stream(itertools.chain([first], chunks)), BLOCK)
-                yield from pacsv.open_csv(stream, read, parse, convert)
-        finally:
-            cursor.close()
-
-
-def _sqlite_batches(
-    db: Engine, table: Table, scope: Scope, schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    """SQLite's rows through its ADBC driver, each column cast to the table's type (the
-    driver types a column by its values: times come as text, booleans as 0 and 1, a
-    column of NULLs as nothing)."""
-    import adbc_driver_sqlite.dbapi as adbc
-
-    text = _sql(select(table).where(_where(table, scope)), db.dialect)
-    with adbc.connect(db.url.database) as conn, conn.cursor() as cursor:
-        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BLOCK_ROWS)})
-        cursor.execute(text)
-        for batch in cursor.fetch_record_batch():
-            columns = [_typed(batch.column(i), schema.field(i).type) for i in range(len(schema))]
-            yield pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
 def _typed(column: pa.Array, kind: pa.DataType) -> pa.Array:
+    """A column as the table types it: SQLite's driver types a column by its values
+    (times come as UTC text without an offset, booleans as 0 and 1, a column of NULLs as
+    nothing); PostgreSQL's integers as 32 bits."""
     if column.type == kind:
         return column
-    if pa.types.is_timestamp(kind) and pa.types.is_string(column.type):  # UTC, no offset
+    if pa.types.is_timestamp(kind) and pa.types.is_string(column.type):
         return pc.assume_timezone(pc.cast(column, pa.timestamp("us")), "UTC")
     return pc.cast(column, kind)
-
-
-class _Stream(io.RawIOBase):
-    """Chunks of bytes as a readable file, for Arrow's streaming CSV reader."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._held = memoryview(b"")
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._held:
-            try:
-                self._held = memoryview(next(self._chunks))
-            except StopIteration:
-                return 0
-        size = min(len(buffer), len(self._held))
-        buffer[:size] = self._held[:size]
-        self._held = self._held[size:]
-        return size
 
 
 def _arrow_type(sql: Any) -> pa.DataType:
