@@ -191,7 +191,7 @@ def _chunks(games: int) -> Iterator[tuple[int, int]]:
 
 class _Refresher:
     """Sums the cells of the groups (game, experiment, hour) a run wrote to since the last
-    time, every ``every`` seconds at least and never more than a fifth of the time (0:
+    time, every ``every`` seconds at least and never more than a tenth of the time (0:
     after every chunk): a group is summed whole again, so refreshing after every chunk
     of a long run would cost the square of its length."""
 
@@ -205,7 +205,7 @@ class _Refresher:
     def wrote(self, results: Sequence[dict[str, Any]]) -> None:
         self._groups |= groups_of(results)
         waited = time.perf_counter() - self._last
-        if self._every and waited < max(self._every, 4 * self._took):
+        if self._every and waited < max(self._every, 9 * self._took):
             return
         started = time.perf_counter()
         with self._db.begin() as conn:
