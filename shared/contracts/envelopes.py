@@ -31,6 +31,12 @@ def dump_json(value: Any) -> str:
     return to_json(value).decode()
 
 
+def load_json(data: str | bytes) -> Any:
+    """A JSON document's value (``ValueError`` if it is none), by pydantic-core: the one
+    decoder of the contracts' JSON, as :func:`dump_json` is their encoder."""
+    return from_json(data)
+
+
 def new_id() -> str:
     """An id nobody can guess (a command's: one guessed could be sent first, and the real
     command would be taken for its duplicate)."""
