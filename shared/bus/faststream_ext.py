@@ -27,8 +27,7 @@ What is extended, and why:
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from faststream.message import StreamMessage, encode_message
 from faststream.redis import RedisBroker, StreamSub
@@ -55,8 +54,11 @@ stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS = READ_RETRY_S  # type: ignore[a
 BODY = DATA_KEY.encode()  # the field of a stream entry FastStream publishes a message in
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(NamedTuple):
+    """One stream entry as a handler gets it: its stream, id and fields. A named tuple, not
+    a frozen dataclass: one is made per entry read, and a frozen dataclass sets each field
+    through ``object.__setattr__``."""
+
     stream: str
     id: str
     fields: dict[bytes, bytes]

@@ -22,9 +22,11 @@ from .envelopes import (
     encode_event,
     load_event,
     load_json,
+    name_json,
     new_event_id,
     new_id,
     read_event,
+    string_json,
 )
 from .records import Notification, Seats
 
@@ -45,7 +47,9 @@ __all__ = [
     "encode_event",
     "load_event",
     "load_json",
+    "name_json",
     "new_event_id",
     "new_id",
     "read_event",
+    "string_json",
 ]
