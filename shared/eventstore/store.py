@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 
@@ -84,8 +84,9 @@ class Append:
         return self.expected + len(self.events)
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """An append's outcome (a named tuple: one is made per command appended)."""
+
     # "ok", "duplicate", "conflict", "archived" (the id is an archived game's), or "failed":
     # its shard refused it for now (``shared.bus.faults``), nothing written: try again later
     status: str
@@ -101,7 +102,20 @@ def _result(a: Append, reply: Any, j: int) -> AppendResult:
         if not transient(reply):
             raise reply
         return AppendResult("failed", a.expected, error=reply)
-    return AppendResult(_text(reply[2 * j]), int(reply[2 * j + 1]))
+    return AppendResult(_status(reply[2 * j]), int(reply[2 * j + 1]))
+
+
+_STATUSES: dict[Any, str] = {}
+
+
+def _status(raw: Any) -> str:
+    """A status of the append script's reply as text (a handful of words, decoded once)."""
+    status = _STATUSES.get(raw)
+    if status is None:
+        status = _text(raw)
+        if len(_STATUSES) < 64:
+            _STATUSES[raw] = status
+    return status
 
 
 @dataclass(frozen=True)
