@@ -21,9 +21,12 @@ from .envelopes import (
     dump_json,
     encode_event,
     load_event,
+    load_json,
+    name_json,
     new_event_id,
     new_id,
     read_event,
+    string_json,
 )
 from .records import Notification, Seats
 
@@ -43,7 +46,10 @@ __all__ = [
     "dump_json",
     "encode_event",
     "load_event",
+    "load_json",
+    "name_json",
     "new_event_id",
     "new_id",
     "read_event",
+    "string_json",
 ]

@@ -31,6 +31,12 @@ def dump_json(value: Any) -> str:
     return to_json(value).decode()
 
 
+def load_json(data: str | bytes) -> Any:
+    """A JSON document's value (``ValueError`` if it is none), by pydantic-core: the one
+    decoder of the contracts' JSON, as :func:`dump_json` is their encoder."""
+    return from_json(data)
+
+
 def new_id() -> str:
     """An id nobody can guess (a command's: one guessed could be sent first, and the real
     command would be taken for its duplicate)."""
@@ -196,11 +202,11 @@ class Made(NamedTuple):
                 "schema_version": SCHEMA_VERSION,
             }
         )[1:]
-        game = dump_json(self.game_id)
+        game = string_json(self.game_id)
         return [
             EncodedEvent(
-                f'{{"event_id":{dump_json(event_id)},"game_id":{game},"version":{version},'
-                f'"type":{dump_json(e.type)},"data":{dump_json(e.data)},"secret":null,'
+                f'{{"event_id":{string_json(event_id)},"game_id":{game},"version":{version},'
+                f'"type":{name_json(e.type)},"data":{dump_json(e.data)},"secret":null,'
                 f'"visibility":{_visibility_json(e.visibility)},{tail}',
                 "" if e.secret is None else dump_json(e.secret),
             )
@@ -212,6 +218,29 @@ class Made(NamedTuple):
 
 def _visibility_json(visibility: Visibility) -> str:
     return '"public"' if visibility == "public" else dump_json(visibility)
+
+
+def string_json(text: str) -> str:
+    """``text`` as a JSON string. Ids and names of letters and digits alone (event ids,
+    most game and command ids) need no escaping: quoted as they are, without the encoder
+    (the engine writes several per command)."""
+    if text.isascii() and text.isalnum():
+        return f'"{text}"'
+    return dump_json(text)
+
+
+_NAMES: dict[str, str] = {}
+
+
+def name_json(name: str) -> str:
+    """An event type's or a decision kind's JSON string: a few dozen names, each encoded
+    once (up to a bound, so names from elsewhere cannot grow it without end)."""
+    encoded = _NAMES.get(name)
+    if encoded is None:
+        encoded = dump_json(name)
+        if len(_NAMES) < 4096:
+            _NAMES[name] = encoded
+    return encoded
 
 
 class Rejection(_Envelope):
