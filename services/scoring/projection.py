@@ -32,7 +32,8 @@ from sqlalchemy import Connection, delete, func, select
 from shared.contracts import EventEnvelope, Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import GameCodec, to_event
-from shared.games import analytics, api
+from shared.games import api
+from shared.games.api import analytics
 
 from . import cells, flat
 from .db import (

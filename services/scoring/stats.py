@@ -21,7 +21,8 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Connection, Table, and_, func, select
 
-from shared.games import analytics, api
+from shared.games import api
+from shared.games.api import analytics
 from shared.intervals import wilson
 
 from .cells import CELLS, selects
