@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .conftest import system_program
+from .conftest import missing_program
 
 TOOL = Path(__file__).parent.parent / "tools" / "asyncapi"
 FILES = ("package.json", "package-lock.json", "validate.mjs")
@@ -30,8 +30,8 @@ def installed() -> tuple[str, Path]:
     """``node``'s path and the folder holding the parser and the script, installing them the
     first time this lock file is seen (into a fresh folder, moved into place once complete,
     so an interrupted install is never taken for a finished one)."""
-    node = system_program("nodejs", shutil.which("node"))
-    npm = system_program("npm", shutil.which("npm"))
+    node = shutil.which("node") or missing_program("nodejs", "node")
+    npm = shutil.which("npm") or missing_program("npm", "npm")
     digest = hashlib.sha256(b"".join((TOOL / name).read_bytes() for name in FILES))
     folder = _cache_root() / f"asyncapi-parser-{digest.hexdigest()[:16]}"
     if not (folder / "node_modules" / "@asyncapi" / "parser").is_dir():
