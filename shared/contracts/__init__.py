@@ -7,6 +7,7 @@ Old events keep loading through upcasters registered per (type, schema version).
 
 from __future__ import annotations
 
+from .codec import dump_json, key_json, load_json, readable_json
 from .envelopes import (
     SCHEMA_VERSION,
     CommandEnvelope,
@@ -18,7 +19,6 @@ from .envelopes import (
     Made,
     Rejection,
     command_key,
-    dump_json,
     encode_event,
     load_event,
     new_event_id,
@@ -42,8 +42,11 @@ __all__ = [
     "command_key",
     "dump_json",
     "encode_event",
+    "key_json",
     "load_event",
+    "load_json",
     "new_event_id",
     "new_id",
     "read_event",
+    "readable_json",
 ]
