@@ -94,7 +94,7 @@ class GameProgress:
     decisions: int = 0
     finished_at: datetime | None = None
     event_id: str | None = None  # the event at ``version``: tells a log that went back
-    ruleset_hash: str = ""  # the compiled rules' content hash (shared.games.analytics)
+    ruleset_hash: str = ""  # the compiled rules' content hash (shared.games.api.analytics)
     seat_facts: flat.SeatFacts = field(default_factory=dict)  # every fact so far, per seat
 
 
