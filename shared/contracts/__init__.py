@@ -7,6 +7,7 @@ Old events keep loading through upcasters registered per (type, schema version).
 
 from __future__ import annotations
 
+from .codec import dump_json, key_json, load_json, readable_json
 from .envelopes import (
     SCHEMA_VERSION,
     CommandEnvelope,
@@ -18,10 +19,8 @@ from .envelopes import (
     Made,
     Rejection,
     command_key,
-    dump_json,
     encode_event,
     load_event,
-    load_json,
     name_json,
     new_event_id,
     new_id,
@@ -45,11 +44,13 @@ __all__ = [
     "command_key",
     "dump_json",
     "encode_event",
+    "key_json",
     "load_event",
     "load_json",
     "name_json",
     "new_event_id",
     "new_id",
     "read_event",
+    "readable_json",
     "string_json",
 ]
