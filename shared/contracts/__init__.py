@@ -7,6 +7,7 @@ Old events keep loading through upcasters registered per (type, schema version).
 
 from __future__ import annotations
 
+from .codec import dump_json, key_json, load_json, readable_json
 from .envelopes import (
     SCHEMA_VERSION,
     CommandEnvelope,
@@ -18,12 +19,13 @@ from .envelopes import (
     Made,
     Rejection,
     command_key,
-    dump_json,
     encode_event,
     load_event,
+    name_json,
     new_event_id,
     new_id,
     read_event,
+    string_json,
 )
 from .records import IMPORTED, Notification, Seats
 
@@ -43,8 +45,13 @@ __all__ = [
     "command_key",
     "dump_json",
     "encode_event",
+    "key_json",
     "load_event",
+    "load_json",
+    "name_json",
     "new_event_id",
     "new_id",
     "read_event",
+    "readable_json",
+    "string_json",
 ]

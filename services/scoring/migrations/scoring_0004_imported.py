@@ -1,8 +1,8 @@
 """Imported games marked in analytics: ``imported`` on the flat results and in the key of
 the summed cells (the analytics filter ``imported=exclude|include|only``).
 
-Revision ID: scoring_0003
-Revises: scoring_0002
+Revision ID: scoring_0004
+Revises: scoring_0003
 
 Every row held before this revision is of a game played here (nothing marked a game
 imported before), so both columns start false and the cells stay valid sums; the cells'
@@ -17,8 +17,8 @@ import warnings
 import sqlalchemy as sa
 from alembic import op
 
-revision = "scoring_0003"
-down_revision: str | None = "scoring_0002"
+revision = "scoring_0004"
+down_revision: str | None = "scoring_0003"
 branch_labels = None
 depends_on = None
 
