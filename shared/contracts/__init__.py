@@ -27,9 +27,10 @@ from .envelopes import (
     read_event,
     string_json,
 )
-from .records import Notification, Seats
+from .records import IMPORTED, Notification, Seats
 
 __all__ = [
+    "IMPORTED",
     "SCHEMA_VERSION",
     "CommandEnvelope",
     "CommandResult",
