@@ -727,10 +727,11 @@ def lab_run(
     if as_json:
         print(dump_json(result))
         return
+    where = "through the pipeline" if live else f"on {report.workers} workers"
     console.print(
         f"{report.experiment}: {report.games} games ({report.status}) in {report.seconds:.1f} s "
-        f"on {report.workers} workers: {report.games_per_second:.1f} games/s, "
-        f"{report.games_per_cpu_second:.1f} games per CPU second"
+        f"{where}: {report.games_per_second:.1f} games/s"
+        + ("" if live else f", {report.games_per_cpu_second:.1f} games per CPU second")
     )
 
 

@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from redis.asyncio import Redis
 from sqlalchemy import Engine, func, select
@@ -26,6 +27,7 @@ from services.scoring import flat
 from shared.bus import CommandSender, Keys
 from shared.contracts import CommandEnvelope, Seats
 from shared.contracts.records import BOT_PREFIX
+from shared.games import api
 from shared.settings import Settings
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")  # an experiment's name is part of its games' ids
@@ -101,6 +103,17 @@ async def _wait(
     return done
 
 
+def check_live(run: LabRun) -> tuple[api.AnyGame, Any]:
+    """:func:`services.lab.check`, and a name a game id can carry, a shipped ruleset."""
+    game, rules = check(run)
+    if not NAME.match(run.experiment):
+        raise LabError("a live experiment's name takes letters, digits and _ . : - only")
+    if run.ruleset is not None and run.ruleset not in game.rulesets():
+        shipped = ", ".join(game.rulesets())
+        raise LabError(f"a live run plays a shipped ruleset (the engine reads no file): {shipped}")
+    return game, rules
+
+
 async def run_live(
     run: LabRun,
     db: Engine,
@@ -112,12 +125,7 @@ async def run_live(
     """Play a run through the pipeline and wait for scoring to record it; refused as
     :func:`services.lab.run_lab` refuses (nothing written), and for a name a game id
     cannot carry or a ruleset file. Scoring sums the experiment's cells as games end."""
-    game, rules = check(run)
-    if not NAME.match(run.experiment):
-        raise LabError("a live experiment's name takes letters, digits and _ . : - only")
-    if run.ruleset is not None and run.ruleset not in game.rulesets():
-        shipped = ", ".join(game.rulesets())
-        raise LabError(f"a live run plays a shipped ruleset (the engine reads no file): {shipped}")
+    game, rules = check_live(run)
     start_experiment(db, run, game, rules)
     started, cpu = time.perf_counter(), time.process_time()
     done, status = 0, "incomplete"
@@ -136,6 +144,7 @@ async def run_live(
 def play_live(run: LabRun, db: Engine, progress: Callable[[int], None] | None = None) -> LabReport:
     """:func:`run_live` on the configured Redis (``CARAVEL_REDIS_URL``, key prefix and
     partitions): what ``caravel lab run --live`` calls."""
+    check_live(run)  # before a Redis is reached (or an embedded one started)
     settings = Settings()
     keys = Keys(settings.key_prefix, settings.partitions)
 
