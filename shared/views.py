@@ -11,7 +11,6 @@ make and to store, whatever the number of seats, and a seat's whole view is buil
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -19,6 +18,8 @@ from pydantic_core import to_json
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, Follower, Keys
+from shared.bus.streams import tails
+from shared.contracts import load_json
 from shared.games import api
 
 UPDATES_BATCH = 500
@@ -66,8 +67,8 @@ async def read_view(
     raw = await redis.hmget(keys.view(game_id), fields)
     if raw[1] is None:
         return None
-    part = json.loads(raw[2]) if seat is not None and raw[2] is not None else None
-    view = assemble(json.loads(raw[1]), part)
+    part = load_json(raw[2]) if seat is not None and raw[2] is not None else None
+    view = assemble(load_json(raw[1]), part)
     view["version"] = int(raw[0] or 0)
     return view
 
@@ -129,8 +130,7 @@ class ViewWaiter:
         async with self._starting:
             if stream in self._follower:
                 return
-            newest: Any = await self.redis.xrevrange(stream, count=1)
-            after = newest[0][0].decode() if newest else "0-0"
+            (after,) = await tails(self.redis, [stream])
             await self.broker.connect()
             await self._follower.add(stream, after)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
@@ -29,6 +30,23 @@ def dump_json(value: Any) -> str:
     it), by pydantic-core in about a fifth of the time: the engine writes every event,
     decision request and snapshot it makes this way."""
     return to_json(value).decode()
+
+
+def load_json(text: bytes | str) -> Any:
+    """The value a JSON document holds (as ``json.loads`` reads it), by pydantic-core; a
+    :class:`ValueError` for a document that is not JSON."""
+    return from_json(text)
+
+
+_GAME_OF = re.compile(rb'"game_id":"([^"\\]*)"')
+
+
+def decision_game(raw: bytes) -> str | None:
+    """The game a decision request's JSON (as the engine writes it, :func:`dump_json` of the
+    model) names, without parsing the document: a reader that follows a partition's requests
+    parses only those of the games it wants (None: no plain game id found; parse it)."""
+    found = _GAME_OF.search(raw)
+    return found.group(1).decode() if found else None
 
 
 def new_id() -> str:
