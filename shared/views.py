@@ -14,12 +14,11 @@ import asyncio
 import time
 from typing import Any
 
-from pydantic_core import to_json
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, Follower, Keys
 from shared.bus.streams import tails
-from shared.contracts import load_json
+from shared.contracts import json_bytes, load_json
 from shared.games import api
 
 UPDATES_BATCH = 500
@@ -30,9 +29,9 @@ def view_documents(game: api.AnyGame, state: Any, seats: int) -> dict[str, bytes
     view, the spectator's, computed once (``public``), and per seat only its private part
     (``seat:<n>``, the fields it sets over the public view), never a seat's whole view. A
     reader builds the view it asks for (:func:`assemble`), the game's ``view`` for it."""
-    documents = {"public": to_json(game.public_view(state))}
+    documents = {"public": json_bytes(game.public_view(state))}
     for seat in range(seats):
-        documents[f"seat:{seat}"] = to_json({"set": game.private_view(state, seat)})
+        documents[f"seat:{seat}"] = json_bytes({"set": game.private_view(state, seat)})
     return documents
 
 
