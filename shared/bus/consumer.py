@@ -41,7 +41,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
 from typing import Any
 
 import structlog
@@ -423,10 +422,20 @@ class GroupConsumer:
         return subscriber
 
     async def _on_shared_batch(self, deliveries: list[Delivery]) -> None:
-        async with AsyncExitStack() as held:  # in one order: a reclaim holds one at most
+        """The batch handled with its streams' locks held, taken in one order (a reclaim
+        holds one at most); acquired and released by hand, not through an exit stack per
+        batch."""
+        locks = self._locks
+        held: list[asyncio.Lock] = []
+        try:
             for stream in sorted({d.stream for d in deliveries}):
-                await held.enter_async_context(self._locks[stream])
+                lock = locks[stream]
+                await lock.acquire()
+                held.append(lock)
             await self.handle(deliveries)
+        finally:
+            for lock in held:
+                lock.release()
 
     async def unsubscribe(self, stream: str) -> None:
         """Stop reading ``stream`` (the batch being handled, if any, is finished first)."""
@@ -585,9 +594,16 @@ class GroupConsumer:
         counter.labels(self.broker.service, channel(stream), self.group).inc(n)
 
     async def ack(self, deliveries: Sequence[Delivery]) -> None:
-        """Acknowledge ``deliveries`` (one call per stream)."""
+        """Acknowledge ``deliveries``: one XACK per stream, all in one round trip (a
+        pipeline; on a cluster, redis-py sends each node its own)."""
         by_stream: dict[str, list[str]] = {}
         for d in deliveries:
             by_stream.setdefault(d.stream, []).append(d.id)
-        for stream, ids in by_stream.items():
+        if len(by_stream) == 1:
+            [(stream, ids)] = by_stream.items()
             await self.redis.xack(stream, self.group, *ids)
+        elif by_stream:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for stream, ids in by_stream.items():
+                    pipe.xack(stream, self.group, *ids)
+                await pipe.execute()

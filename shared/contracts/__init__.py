@@ -24,9 +24,11 @@ from .envelopes import (
     json_bytes,
     load_event,
     load_json,
+    name_json,
     new_event_id,
     new_id,
     read_event,
+    string_json,
 )
 from .records import Notification, Seats
 
@@ -49,7 +51,9 @@ __all__ = [
     "json_bytes",
     "load_event",
     "load_json",
+    "name_json",
     "new_event_id",
     "new_id",
     "read_event",
+    "string_json",
 ]

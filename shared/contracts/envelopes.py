@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
@@ -32,26 +31,34 @@ def dump_json(value: Any) -> str:
     return to_json(value).decode()
 
 
+def load_json(data: str | bytes) -> Any:
+    """A JSON document's value (``ValueError`` if it is none), by pydantic-core: the one
+    decoder of the contracts' JSON, as :func:`dump_json` is their encoder."""
+    return from_json(data)
+
+
 def json_bytes(value: Any) -> bytes:
     """:func:`dump_json` as bytes, for a document stored as it is (a view in Redis)."""
     return to_json(value)
 
 
-def load_json(text: bytes | str) -> Any:
-    """The value a JSON document holds (as ``json.loads`` reads it), by pydantic-core; a
-    :class:`ValueError` for a document that is not JSON."""
-    return from_json(text)
-
-
-_GAME_OF = re.compile(rb'"game_id":"([^"\\]*)"')
+_GAME_FIELD = b'"game_id":"'
 
 
 def decision_game(raw: bytes) -> str | None:
-    """The game a decision request's JSON (as the engine writes it, :func:`dump_json` of the
-    model) names, without parsing the document: a reader that follows a partition's requests
-    parses only those of the games it wants (None: no plain game id found; parse it)."""
-    found = _GAME_OF.search(raw)
-    return found.group(1).decode() if found else None
+    """The game a decision request's JSON names, without parsing the document: a reader
+    that follows a partition's requests parses only those of the games it wants. Its
+    ``game_id`` field comes before its legal commands in both the model's JSON and the
+    engine's hand-written one, so the first such field is the request's (None: not found,
+    or an id with escapes in it; parse the document)."""
+    start = raw.find(_GAME_FIELD)
+    if start < 0:
+        return None
+    start += len(_GAME_FIELD)
+    end = raw.find(b'"', start)
+    if end < 0 or b"\\" in raw[start:end]:
+        return None
+    return raw[start:end].decode()
 
 
 def new_id() -> str:
@@ -219,11 +226,11 @@ class Made(NamedTuple):
                 "schema_version": SCHEMA_VERSION,
             }
         )[1:]
-        game = dump_json(self.game_id)
+        game = string_json(self.game_id)
         return [
             EncodedEvent(
-                f'{{"event_id":{dump_json(event_id)},"game_id":{game},"version":{version},'
-                f'"type":{dump_json(e.type)},"data":{dump_json(e.data)},"secret":null,'
+                f'{{"event_id":{string_json(event_id)},"game_id":{game},"version":{version},'
+                f'"type":{name_json(e.type)},"data":{dump_json(e.data)},"secret":null,'
                 f'"visibility":{_visibility_json(e.visibility)},{tail}',
                 "" if e.secret is None else dump_json(e.secret),
             )
@@ -235,6 +242,29 @@ class Made(NamedTuple):
 
 def _visibility_json(visibility: Visibility) -> str:
     return '"public"' if visibility == "public" else dump_json(visibility)
+
+
+def string_json(text: str) -> str:
+    """``text`` as a JSON string. Ids and names of letters and digits alone (event ids,
+    most game and command ids) need no escaping: quoted as they are, without the encoder
+    (the engine writes several per command)."""
+    if text.isascii() and text.isalnum():
+        return f'"{text}"'
+    return dump_json(text)
+
+
+_NAMES: dict[str, str] = {}
+
+
+def name_json(name: str) -> str:
+    """An event type's or a decision kind's JSON string: a few dozen names, each encoded
+    once (up to a bound, so names from elsewhere cannot grow it without end)."""
+    encoded = _NAMES.get(name)
+    if encoded is None:
+        encoded = dump_json(name)
+        if len(_NAMES) < 4096:
+            _NAMES[name] = encoded
+    return encoded
 
 
 class Rejection(_Envelope):
