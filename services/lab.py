@@ -28,7 +28,8 @@ from sqlalchemy import Engine, insert, select, update
 from services.scoring import flat
 from services.scoring.cells import refresh_all
 from services.scoring.db import create_tables
-from shared.games import analytics, api
+from shared.games import api
+from shared.games.api import analytics
 
 CHUNK = 50  # games per task: few enough to spread, many enough to amortise a process hop
 MAX_NAME = 40

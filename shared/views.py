@@ -16,8 +16,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import Broker, Delivery, Follower, Keys
-from shared.bus.streams import tails
+from shared.bus import Broker, Delivery, Follower, Keys, newest_ids
 from shared.contracts import json_bytes, load_json
 from shared.games import api
 
@@ -129,7 +128,7 @@ class ViewWaiter:
         async with self._starting:
             if stream in self._follower:
                 return
-            (after,) = await tails(self.redis, [stream])
+            after = (await newest_ids(self.redis, [stream]))[stream]
             await self.broker.connect()
             await self._follower.add(stream, after)
 

@@ -26,8 +26,7 @@ from typing import NamedTuple
 
 from redis.asyncio import Redis
 
-from shared.bus import Broker, Delivery, Follower, Keys
-from shared.bus.streams import tails
+from shared.bus import Broker, Delivery, Follower, Keys, newest_ids
 from shared.contracts import DecisionRequest, Notification, decision_game, dump_json
 from shared.games import api
 
@@ -161,7 +160,7 @@ class EventFanout:
             if not missing:
                 return
             await self.broker.connect()
-            for stream, after in zip(missing, await tails(self.redis, missing), strict=True):
+            for stream, after in (await newest_ids(self.redis, missing)).items():
                 await self._follower.add(stream, after)
 
     async def _unfollow(self, p: int) -> None:

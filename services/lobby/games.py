@@ -21,7 +21,7 @@ from starlette.websockets import WebSocketState
 from structlog.contextvars import bound_contextvars
 
 from shared.bus.scripts import Batch
-from shared.bus.streams import newest_first
+from shared.bus.tails import newest_first
 from shared.contracts import (
     CommandEnvelope,
     DecisionRequest,

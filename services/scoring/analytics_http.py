@@ -17,7 +17,8 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BeforeValidator
 from sqlalchemy import Connection, func, select
 
-from shared.games import analytics, api
+from shared.games import api
+from shared.games.api import analytics
 from shared.httpapi import ERRORS, ApiError, Db, game_named
 
 from . import stats

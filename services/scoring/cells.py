@@ -39,7 +39,7 @@ from sqlalchemy import (
 )
 from sqlmodel import SQLModel
 
-from shared.games import analytics
+from shared.games.api import analytics
 
 from .flat import RESULTS, SCORE_PREFIX, SEAT_FACTS, score_columns
 

@@ -30,7 +30,8 @@ from sqlalchemy import (
 )
 from sqlmodel import SQLModel
 
-from shared.games import analytics, api
+from shared.games import api
+from shared.games.api import analytics
 
 SCORE_PREFIX = "score_"
 HOUR = "%Y-%m-%dT%H"

@@ -9,7 +9,6 @@ value, seat kind, ruleset or experiment is refused with the allowed values named
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,9 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Connection, Table, and_, func, select
 
-from shared.games import analytics, api
+from shared.contracts import key_json
+from shared.games import api
+from shared.games.api import analytics
 from shared.intervals import wilson
 
 from .cells import CELLS, selects
@@ -125,7 +126,7 @@ def where(f: Filter, table: Table = RESULTS) -> ColumnElement[bool]:
     if f.ruleset is not None:
         parts.append((c.ruleset_hash if HASH.match(f.ruleset) else c.ruleset) == f.ruleset)
     for key, value in sorted(f.options.items()):
-        parts.append(c.options.contains(f"{json.dumps(key)}: {json.dumps(value)}"))
+        parts.append(c.options.contains(f"{key_json(key)}: {key_json(value)}"))
     if f.players is not None:
         parts.append(c.players == f.players)
     if f.seat_kind is not None:

@@ -38,7 +38,6 @@ consumer reclaims it.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -51,7 +50,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from shared.contracts import DeadLetter
+from shared.contracts import DeadLetter, dump_json
 from shared.loops import each, keep_running
 from shared.redis_replies import text as _text
 
@@ -70,6 +69,7 @@ from .faststream_ext import (
 )
 from .keys import Keys
 from .metrics import DEAD_LETTERED, RECLAIMED, bus_metrics, channel
+from .tails import newest_ids
 
 log = logging.getLogger("caravel.bus")  # FastStream's lines (stdlib, through structlog's)
 slog = structlog.get_logger("caravel.bus")
@@ -566,8 +566,7 @@ class GroupConsumer:
         for stream in list(self._subscribers):
             groups: Any = await self.redis.xinfo_groups(stream)
             mine = next(g for g in groups if _text(g["name"]) == self.group)
-            newest: Any = await self.redis.xrevrange(stream, count=1)
-            last = _text(newest[0][0]) if newest else "0-0"
+            last = (await newest_ids(self.redis, [stream]))[stream]
             if mine["pending"] or _text(mine["last-delivered-id"]) != last:
                 return False
         return True
@@ -580,7 +579,7 @@ class GroupConsumer:
             id=delivery.id,
             group=self.group,
             reason=reason,
-            fields=json.dumps({_text(k): _text(v) for k, v in delivery.fields.items()}),
+            fields=dump_json({_text(k): _text(v) for k, v in delivery.fields.items()}),
         )
         dead = self.keys.dead_letters(self.keys.partition_of(delivery.stream))
         async with self.redis.pipeline(transaction=True) as pipe:

@@ -7,6 +7,7 @@ Old events keep loading through upcasters registered per (type, schema version).
 
 from __future__ import annotations
 
+from .codec import dump_json, json_bytes, key_json, load_json, readable_json
 from .envelopes import (
     SCHEMA_VERSION,
     CommandEnvelope,
@@ -19,11 +20,8 @@ from .envelopes import (
     Rejection,
     command_key,
     decision_game,
-    dump_json,
     encode_event,
-    json_bytes,
     load_event,
-    load_json,
     name_json,
     new_event_id,
     new_id,
@@ -49,11 +47,13 @@ __all__ = [
     "dump_json",
     "encode_event",
     "json_bytes",
+    "key_json",
     "load_event",
     "load_json",
     "name_json",
     "new_event_id",
     "new_id",
     "read_event",
+    "readable_json",
     "string_json",
 ]

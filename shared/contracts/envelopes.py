@@ -11,9 +11,11 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_core import from_json, to_json
+from pydantic_core import from_json
 
 from shared.games.api import DEFAULT_GAME, Event
+
+from .codec import dump_json
 
 SCHEMA_VERSION = 2
 """Current envelope schema; bump it with an upcaster for the previous one.
@@ -22,24 +24,6 @@ SCHEMA_VERSION = 2
 game."""
 
 Visibility = Literal["public"] | int
-
-
-def dump_json(value: Any) -> str:
-    """``value`` as compact JSON (as ``json.dumps`` with ``separators=(",", ":")`` writes
-    it), by pydantic-core in about a fifth of the time: the engine writes every event,
-    decision request and snapshot it makes this way."""
-    return to_json(value).decode()
-
-
-def load_json(data: str | bytes) -> Any:
-    """A JSON document's value (``ValueError`` if it is none), by pydantic-core: the one
-    decoder of the contracts' JSON, as :func:`dump_json` is their encoder."""
-    return from_json(data)
-
-
-def json_bytes(value: Any) -> bytes:
-    """:func:`dump_json` as bytes, for a document stored as it is (a view in Redis)."""
-    return to_json(value)
 
 
 _GAME_FIELD = b'"game_id":"'

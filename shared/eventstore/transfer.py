@@ -11,11 +11,10 @@ then gets its final hash, replayed from the log.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shared.contracts import EventEnvelope
+from shared.contracts import EventEnvelope, key_json, load_json
 from shared.games import api
 
 from .codec import GameCodec, to_event
@@ -180,4 +179,4 @@ def _moves(game: api.AnyGame, state: Any) -> Iterator[list[api.Event]]:
 
 def _fact(event: api.Event) -> Any:
     """An event as plain JSON data, to compare a logged event with a decided one."""
-    return json.loads(json.dumps(event.to_dict(include_secret=True), sort_keys=True))
+    return load_json(key_json(event.to_dict(include_secret=True)))
