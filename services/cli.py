@@ -732,8 +732,8 @@ def lab_compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Every difference between two experiments (turn positions, sides, seat kinds,
-    breakdown means, fact owners' win rates) with its 95% interval; * marks the
-    significant ones (the interval excludes 0)."""
+    breakdown means, fact owners' win rates) with its 95% interval and p-value; * marks
+    the significant ones after a Holm-Bonferroni correction over all the differences."""
     from services.scoring import stats
 
     db = _analytics_db()
@@ -759,8 +759,12 @@ def lab_compare(
 
 def _print_comparison(a: str, b: str, result: dict[str, Any]) -> None:
     console.print(f"A = {a} ({result['games'][0]} games), B = {b} ({result['games'][1]} games)")
-    table = Table(title="A - B (95% interval); * significant")
-    for column in ("figure", "A", "B", "A - B", "95% interval", ""):
+    tests = result["correction"]["tests"]
+    table = Table(
+        title=f"A - B (95% interval); * significant at 5% after Holm-Bonferroni over {tests}"
+        " differences (p: Holm-adjusted)"
+    )
+    for column in ("figure", "A", "B", "A - B", "95% interval", "p", ""):
         table.add_column(column, justify="right" if column else "left")
 
     def rate_row(name: str, row: dict[str, Any]) -> None:
@@ -770,6 +774,7 @@ def _print_comparison(a: str, b: str, result: dict[str, Any]) -> None:
             f"{row['b']['rate']:.1%} (n={row['b']['n']})",
             f"{row['diff']:+.1%}",
             f"{row['low']:+.1%} to {row['high']:+.1%}",
+            f"{row['p_adjusted']:.3g}",
             "*" if row["significant"] else "",
         )
 
@@ -787,6 +792,7 @@ def _print_comparison(a: str, b: str, result: dict[str, Any]) -> None:
             f"{row['b']['mean']:.2f} (n={row['b']['n']})",
             f"{row['diff']:+.2f}",
             f"{row['low']:+.2f} to {row['high']:+.2f}",
+            f"{row['p_adjusted']:.3g}",
             "*" if row["significant"] else "",
         )
     for row in result["facts"]:

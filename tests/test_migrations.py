@@ -144,7 +144,7 @@ def test_a_database_of_the_previous_release_is_upgraded_and_keeps_its_rows(
     migrate(engine, scoring.MIGRATIONS)
     migrate(engine, lobby.MIGRATIONS)  # a second start: nothing left to do
     assert current(engine, lobby.MIGRATIONS) == "lobby_0003"
-    assert current(engine, scoring.MIGRATIONS) == "scoring_0003"
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0004"
     with engine.connect() as connection:
         table = connection.execute(
             text("SELECT status, starting_since, start_error FROM lobby_tables")
@@ -203,7 +203,7 @@ def test_a_database_made_between_the_baseline_and_the_migrations_is_upgraded(
     SQLModel.metadata.create_all(engine, tables=[*lobby_tables, *scoring.TABLES])
     migrate(engine, lobby.MIGRATIONS)
     migrate(engine, scoring.MIGRATIONS)
-    assert current(engine, scoring.MIGRATIONS) == "scoring_0003"
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0004"
     assert differences(engine) == []
 
 
@@ -215,5 +215,44 @@ def test_the_db_commands_upgrade_and_show_the_revisions(
     upgraded = caravel("db", "upgrade", "--json", env=env)
     assert before.returncode == 0 and upgraded.returncode == 0, before.stderr + upgraded.stderr
     assert json.loads(before.stdout) == {"lobby": None, "scoring": None}
-    assert json.loads(upgraded.stdout) == {"lobby": "lobby_0003", "scoring": "scoring_0003"}
+    assert json.loads(upgraded.stdout) == {"lobby": "lobby_0003", "scoring": "scoring_0004"}
     assert differences(engine) == []
+
+
+def test_imported_is_added_to_the_flat_results_and_the_cells_key(engine: Engine) -> None:
+    """A database at scoring_0003 with a result and a cell: after the upgrade both are of
+    a game played here (imported false), and a cell of imported games beside the same
+    keys is a row of its own (the key holds ``imported``); a downgrade takes the imported
+    cells away with the column."""
+    migrate(engine, lobby.MIGRATIONS)
+    migrate(engine, scoring.MIGRATIONS, "scoring_0003")
+    key = "'g', 'standard', 'h', '{}', 4, 0, 'human'"
+    rest = "'', '2026-11-27T10', 'position', '0'"
+    with engine.begin() as connection:
+        connection.execute(text(f"INSERT INTO analytics_cells VALUES ({key}, {rest}, 4, 1, 0, 0)"))
+    migrate(engine, scoring.MIGRATIONS)
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0004"
+    assert differences(engine) == []
+    columns = "game, ruleset, ruleset_hash, options, players, humans, seat_kind, imported, "
+    columns += "experiment, finished_hour, dim, value, n, wins, total, squares"
+    with engine.begin() as connection:
+        held = connection.execute(text("SELECT imported, n FROM analytics_cells")).all()
+        assert [(bool(i), n) for i, n in held] == [(False, 4)]
+        connection.execute(
+            text(
+                f"INSERT INTO analytics_cells ({columns}) VALUES ({key}, true, {rest}, 8, 2, 0, 0)"
+            )
+        )
+    with engine.begin() as connection, pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+        connection.execute(
+            text(
+                f"INSERT INTO analytics_cells ({columns}) VALUES ({key}, true, {rest}, 1, 0, 0, 0)"
+            )
+        )
+    migrate_down = scoring.MIGRATIONS
+    from alembic import command
+
+    with engine.begin() as connection:
+        command.downgrade(migrate_down.config(connection), "scoring_0003")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT n FROM analytics_cells")).scalars().all() == [4]

@@ -96,6 +96,7 @@ class GameProgress:
     event_id: str | None = None  # the event at ``version``: tells a log that went back
     ruleset_hash: str = ""  # the compiled rules' content hash (shared.games.api.analytics)
     seat_facts: flat.SeatFacts = field(default_factory=dict)  # every fact so far, per seat
+    imported: bool = False  # loaded by `caravel games import` (its seats hash says so)
 
 
 @dataclass
@@ -140,6 +141,7 @@ def start(codec: GameCodec, first: EventEnvelope, seats: Seats) -> GameProgress:
         players=[k if k != HUMAN else f"player:{n}" for k, n in zip(kinds, names, strict=True)],
         created_at=first.recorded_at,
         ruleset_hash=analytics.ruleset_hash(game.rules_named(data)),
+        imported=seats.imported,
     )
 
 
@@ -260,6 +262,7 @@ def _flat(p: GameProgress, results: Sequence[api.SeatResult], rows: Rows) -> Non
         duration_s=(p.finished_at - p.created_at).total_seconds(),
         finished_at=_utc(p.finished_at),
         experiment=None,
+        imported=p.imported,
     )
     rows.flat_results += flat_rows
     rows.seat_facts += flat.fact_rows(flat_rows, p.seat_facts)

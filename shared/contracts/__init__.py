@@ -28,9 +28,10 @@ from .envelopes import (
     read_event,
     string_json,
 )
-from .records import Notification, Seats
+from .records import IMPORTED, Notification, Seats
 
 __all__ = [
+    "IMPORTED",
     "SCHEMA_VERSION",
     "CommandEnvelope",
     "CommandResult",
