@@ -23,3 +23,13 @@ async def newest_ids(redis: Redis, streams: Sequence[str]) -> dict[str, str]:
             pipe.xrevrange(stream, count=1)
         tails: list[Any] = await pipe.execute()
     return {s: (text(t[0][0]) if t else EMPTY) for s, t in zip(streams, tails, strict=True)}
+
+
+Entry = tuple[bytes, dict[bytes, bytes]]
+
+
+async def newest_first(redis: Redis, stream: str, count: int) -> list[Entry]:
+    """The stream's ``count`` newest entries, newest first (a look back over a stream
+    outside any consumer: a socket's decision request due when it opens)."""
+    entries: Any = await redis.xrevrange(stream, count=count)
+    return [(entry_id, fields) for entry_id, fields in entries]

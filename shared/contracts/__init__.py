@@ -7,7 +7,7 @@ Old events keep loading through upcasters registered per (type, schema version).
 
 from __future__ import annotations
 
-from .codec import dump_json, key_json, load_json, readable_json
+from .codec import dump_json, json_bytes, key_json, load_json, readable_json
 from .envelopes import (
     SCHEMA_VERSION,
     CommandEnvelope,
@@ -19,6 +19,7 @@ from .envelopes import (
     Made,
     Rejection,
     command_key,
+    decision_game,
     encode_event,
     load_event,
     name_json,
@@ -43,8 +44,10 @@ __all__ = [
     "Rejection",
     "Seats",
     "command_key",
+    "decision_game",
     "dump_json",
     "encode_event",
+    "json_bytes",
     "key_json",
     "load_event",
     "load_json",

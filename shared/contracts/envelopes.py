@@ -26,6 +26,25 @@ game."""
 Visibility = Literal["public"] | int
 
 
+_GAME_FIELD = b'"game_id":"'
+
+
+def decision_game(raw: bytes) -> str | None:
+    """The game a decision request's JSON names, without parsing the document: a reader
+    that follows a partition's requests parses only those of the games it wants. Its
+    ``game_id`` field comes before its legal commands in both the model's JSON and the
+    engine's hand-written one, so the first such field is the request's (None: not found,
+    or an id with escapes in it; parse the document)."""
+    start = raw.find(_GAME_FIELD)
+    if start < 0:
+        return None
+    start += len(_GAME_FIELD)
+    end = raw.find(b'"', start)
+    if end < 0 or b"\\" in raw[start:end]:
+        return None
+    return raw[start:end].decode()
+
+
 def new_id() -> str:
     """An id nobody can guess (a command's: one guessed could be sent first, and the real
     command would be taken for its duplicate)."""
