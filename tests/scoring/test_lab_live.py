@@ -8,10 +8,11 @@ import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, create_engine, inspect, select
 
 from services.ai.service import BotPlayer
 from services.lab import LabError, LabRun, run_lab
@@ -22,6 +23,7 @@ from services.scoring.cells import CELLS
 from services.scoring.service import ScoringService
 from shared.bus import Keys
 from shared.contracts import Seats
+from shared.games import navegador
 
 from ..backbone.helpers import running_engine, settings_for
 from ..test_cli import caravel
@@ -107,3 +109,29 @@ async def test_a_live_run_the_pipeline_does_not_finish_is_marked_incomplete(
     with database.connect() as conn:
         row = conn.execute(select(flat.EXPERIMENTS.c.status, flat.EXPERIMENTS.c.finished_at)).one()
     assert row.status == "incomplete" and row.finished_at is not None
+
+
+def test_live_refusals_name_what_is_wrong_and_write_nothing(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A name a game id cannot carry, a ruleset file: refused before Redis is reached."""
+    env = {k: v for k, v in os.environ.items() if k != "CARAVEL_REDIS_URL"}
+    env |= {"CARAVEL_DATABASE_URL": database_url, "CARAVEL_DATA_DIR": str(tmp_path / "data")}
+    house = tmp_path / "house.toml"  # a valid file: the engine still could not read it
+    house.write_text((Path(navegador.__file__).parent / "rulesets/standard.toml").read_text())
+    refusals = [
+        (["--experiment", "a b"], "letters, digits"),
+        (["--experiment", "ok", "--ruleset", str(house)], "shipped ruleset"),
+    ]
+    for extra, said in refusals:
+        run = caravel(
+            "lab", "run", "--live", "--game", "navegador", "--seats", "greedy,greedy,greedy",
+            "--games", "2", *extra, env={**env, "COLUMNS": "200"},
+        )  # fmt: skip
+        assert run.returncode != 0 and said in run.stderr, run.stderr
+    assert not (tmp_path / "data").exists()  # no embedded Redis was started
+    db = create_engine(database_url)
+    try:
+        assert flat.EXPERIMENTS.name not in inspect(db).get_table_names()  # not even the table
+    finally:
+        db.dispose()
