@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import sys
 import time
@@ -685,11 +686,18 @@ def lab_run(
     experiment: Annotated[str, typer.Option(help="The name the games are recorded under.")] = "",
     workers: Annotated[int, typer.Option(min=0, help="Processes (0: every core).")] = 0,
     seed: Annotated[int, typer.Option()] = 1,
+    live: Annotated[
+        bool,
+        typer.Option(help="Play through the running pipeline (caravel up), not in process."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
 ) -> None:
     """Play bot games with the real rules on every core and record them in the analytics
-    store (CARAVEL_DATABASE_URL) under ``--experiment``: whole, or marked incomplete."""
+    store (CARAVEL_DATABASE_URL) under ``--experiment``: whole, or marked incomplete. With
+    ``--live``, the engine, bots and scoring of a running pipeline (CARAVEL_REDIS_URL)
+    play and record them."""
     from services.lab import LabError, LabRun, run_lab
+    from services.lab_live import play_live
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # marked incomplete, as Ctrl-C
     levels = tuple(s.strip() for s in seats.split(",") if s.strip())
@@ -700,7 +708,8 @@ def lab_run(
     try:
         with _progress(err_console if as_json else console) as progress:
             task = progress.add_task(f"lab {experiment}", total=games)
-            report = run_lab(spec, db, lambda n: progress.advance(task, n))
+            advance = functools.partial(progress.advance, task)
+            report = play_live(spec, db, advance) if live else run_lab(spec, db, advance)
     except LabError as e:
         raise typer.BadParameter(str(e)) from None
     finally:
@@ -718,10 +727,11 @@ def lab_run(
     if as_json:
         print(dump_json(result))
         return
+    where = "through the pipeline" if live else f"on {report.workers} workers"
     console.print(
         f"{report.experiment}: {report.games} games ({report.status}) in {report.seconds:.1f} s "
-        f"on {report.workers} workers: {report.games_per_second:.1f} games/s, "
-        f"{report.games_per_cpu_second:.1f} games per CPU second"
+        f"{where}: {report.games_per_second:.1f} games/s"
+        + ("" if live else f", {report.games_per_cpu_second:.1f} games per CPU second")
     )
 
 
