@@ -93,6 +93,7 @@ class Options:
     still_s: float = 20.0  # a game that has not moved this long at the end is stuck
     durability: bool = True  # cluster only
     database_url: str | None = None
+    logs: Path | None = None  # where to keep the processes' logs (else deleted)
 
 
 @dataclass
@@ -153,6 +154,9 @@ def backend(options: Options, server: str) -> Iterator[tuple[str, SingleRedis | 
         cluster.start()
         yield cluster.url, None, cluster
     finally:
+        if options.logs is not None:
+            for log in cluster.folder.glob("*/redis.log"):
+                shutil.copy(log, options.logs / f"redis-{log.parent.name}.log")
         cluster.stop()
 
 
@@ -162,6 +166,8 @@ async def run(options: Options) -> Report:
     if server is None:
         raise RuntimeError("needs redis-server 7 or later (Debian's /usr/bin/redis-server)")
     started = time.monotonic()
+    if options.logs is not None:
+        options.logs.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="caravel-chaos-"))
     port = free_port()
     env = server_env(port, "cvchaos", http_share_port="true", secret="chaos-" + "s" * 32)
@@ -187,6 +193,9 @@ async def run(options: Options) -> Report:
             finally:
                 services.stop()
     finally:
+        if options.logs is not None:
+            for log in folder.glob("*.log"):
+                shutil.copy(log, options.logs / log.name)
         shutil.rmtree(folder, ignore_errors=True)
     report.seconds = round(time.monotonic() - started, 1)
     return report
@@ -231,22 +240,39 @@ async def _drive(
             await killing
             report.exited = _restart_exited(services, killer)
             await asyncio.wait(players, timeout=options.settle_s)
+            over = set(await store.over(tally.games))  # the players still play theirs
+            stuck = stuck_games(progress, over, options.still_s)
+            report.verdict.stuck_games = [await _pending(http, g) for g in stuck]
             for task in players:
                 task.cancel()
             await asyncio.gather(*players, return_exceptions=True)
-            over = set(await store.over(tally.games))
-            report.verdict.stuck_games = stuck_games(progress, over, options.still_s)
             report.verdict.stuck_tables = await _stuck_tables(http, store, tally)
             stop_sampling.set()
             await sampler
         services.stop(("lobby", "ai"))
         report.scoring_caught_up = await _scoring_catches_up(store, sql, tally.games)
         services.stop(("scoring", "engine"))
-        await check_logs(store, tally, report.verdict)
+        logs = await check_logs(store, tally, report.verdict)
         await scoring_equals_rebuild(store, sql, report.verdict)
     finally:
         await redis.aclose()
-    _fill(report, killer, tally, progress)
+    _fill(report, killer, tally)
+    if killer.cluster is not None:
+        times: dict[int, list[float]] = {}
+        for game, events in logs.items():
+            times.setdefault(shard_of(game), []).extend(e.recorded_at.timestamp() for e in events)
+        for found in times.values():
+            found.sort()
+        report.shards = shard_figures(times, killer.kills, len(starts))
+
+
+async def _pending(http: Http, game: str) -> str:
+    """A stuck game, and whose decision it waits for (its spectator's view)."""
+    answer = await http.call("GET", f"/games/{game}/view")
+    if answer is None or answer.status_code != 200:
+        return f"{game}: view {answer and answer.status_code}"
+    view = answer.json()
+    return f"{game} at {view.get('version')}, pending {view.get('pending')}"
 
 
 def _restart_exited(services: Services, killer: Killer) -> list[str]:
@@ -294,7 +320,7 @@ async def _scoring_catches_up(store: EventStore, sql: str, games: list[str]) -> 
     return False
 
 
-def _fill(report: Report, killer: Killer, tally: Tally, progress: Progress) -> None:
+def _fill(report: Report, killer: Killer, tally: Tally) -> None:
     report.kills = dict(sorted(killer.counts().items()))
     report.redis_back_s = {k: median(v) for k, v in killer.recoveries.items()}
     report.drill_errors = killer.errors
@@ -306,8 +332,6 @@ def _fill(report: Report, killer: Killer, tally: Tally, progress: Progress) -> N
     report.requests = tally.requests
     report.http_503 = tally.unavailable
     report.http_5xx = tally.server_errors
-    if killer.cluster is not None:
-        report.shards = shard_figures(progress, killer.kills, len(killer.starts))
 
 
 def table(report: Report) -> str:
@@ -380,6 +404,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=120.0)
     parser.add_argument("--no-durability", action="store_true")
     parser.add_argument("--database-url", default=None)
+    parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     kinds = tuple(k for k in args.kill.split(",") if k)
@@ -396,6 +421,7 @@ def main() -> None:
         settle_s=args.settle,
         durability=not args.no_durability,
         database_url=args.database_url,
+        logs=args.logs,
     )
     report = asyncio.run(run(options))
     print(json.dumps(asdict(report), indent=1, default=str) if args.json else table(report))

@@ -6,6 +6,7 @@ each Redis kill.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import statistics
 import time
 from collections import Counter
@@ -75,57 +76,36 @@ async def _versions(store: EventStore, games: list[str]) -> dict[str, int] | Non
     return {g: int(v) if v else 0 for g, v in zip(games, raw, strict=True)}
 
 
-def _events_between(progress: Progress, shards: set[int], start: float, end: float) -> float:
-    """Events per second of ``shards`` from ``start`` to ``end``: summed over the games seen
-    in two samples of the shard, first and last in the window."""
-    total, span = 0, 0.0
-    for shard in shards:
-        inside = [(t, s[shard]) for t, s in progress.samples if start <= t <= end and shard in s]
-        if len(inside) < 2:
-            continue
-        (t0, first), (t1, last) = inside[0], inside[-1]
-        total += sum(v - first[g] for g, v in last.items() if g in first)
-        span = max(span, t1 - t0)
-    return total / span if span else 0.0
-
-
 @dataclass(frozen=True)
 class ShardFigures:
     kind: str
     others_ratio: float  # the other shards' events/s during the fault / before it
-    hit_answers_again_s: float | None  # the hit shard's games moving again, after the kill
+    hit_answers_again_s: float | None  # the hit shard's first event after the kill
 
 
 def shard_figures(
-    progress: Progress, kills: Sequence[Kill], shards: int, window_s: float = 5.0
+    times: dict[int, list[float]], kills: Sequence[Kill], shards: int, window_s: float = 5.0
 ) -> list[ShardFigures]:
-    """For each master or replica kill: the others' events/s from the kill until the hit
-    shard moves again (at least 2 s) against the ``window_s`` before it, and that time."""
+    """For each master or replica kill, from the events' ``recorded_at`` (``times``: each
+    shard's, sorted): the other shards' events/s from the kill until the hit shard records
+    an event again (at least 2 s) against the ``window_s`` before it, and that time."""
     out = []
     for kill in kills:
         if kill.shard is None:
             continue
-        moved = _moved_again(progress, kill.shard, kill.at)
-        during = max(moved if moved is not None else window_s, 2.0)
-        others = set(range(shards)) - {kill.shard}
-        before = _events_between(progress, others, kill.at - window_s, kill.at)
-        after = _events_between(progress, others, kill.at, kill.at + during)
-        ratio = after / before if before else 0.0
-        out.append(ShardFigures(kill.kind, round(ratio, 3), moved))
+        hit = times.get(kill.shard, [])
+        first = bisect.bisect_right(hit, kill.at)
+        back = round(hit[first] - kill.at, 2) if first < len(hit) else None
+        during = max(back if back is not None else window_s, 2.0)
+        others = [times.get(s, []) for s in range(shards) if s != kill.shard]
+        before = sum(_count(t, kill.at - window_s, kill.at) for t in others) / window_s
+        now = sum(_count(t, kill.at, kill.at + during) for t in others) / during
+        out.append(ShardFigures(kill.kind, round(now / before, 3) if before else 0.0, back))
     return out
 
 
-def _moved_again(progress: Progress, shard: int, since: float) -> float | None:
-    """Seconds after ``since`` until a sample of ``shard`` shows a game further on than the
-    last sample before ``since`` (None: never within the run)."""
-    before = [s[shard] for t, s in progress.samples if t < since and shard in s]
-    if not before:
-        return None
-    base = before[-1]
-    for t, s in progress.samples:
-        if t > since and shard in s and any(v > base.get(g, v) for g, v in s[shard].items()):
-            return round(t - since, 2)
-    return None
+def _count(times: list[float], start: float, end: float) -> int:
+    return bisect.bisect_left(times, end) - bisect.bisect_left(times, start)
 
 
 @dataclass
@@ -155,7 +135,9 @@ def _runs(events: Sequence[EventEnvelope]) -> list[tuple[str | None, int]]:
     return runs
 
 
-async def check_logs(store: EventStore, tally: Tally, verdict: Verdict) -> None:
+async def check_logs(
+    store: EventStore, tally: Tally, verdict: Verdict
+) -> dict[str, list[EventEnvelope]]:
     """Every log gap-free and replayable to its recorded final hash, with each command
     deciding again as recorded; event ids unique; every command acknowledged to a client
     once in the log, at the version it was answered; every refusal justified (the game had
@@ -197,6 +179,7 @@ async def check_logs(store: EventStore, tally: Tally, verdict: Verdict) -> None:
     for r in tally.refused:
         if _refused_wrongly(r.legal_version, logs.get(r.game, []), tally.sent.get(r.game, set())):
             verdict.wrongly_refused.append(f"{r.game} {r.command_id} at {r.legal_version} {r.code}")
+    return logs
 
 
 def _refused_wrongly(version: int, events: list[EventEnvelope], ours: set[str]) -> bool:
@@ -228,11 +211,7 @@ async def _replay(
 def stuck_games(progress: Progress, over: set[str], still_s: float) -> list[str]:
     """Games not over that have not moved for ``still_s`` by the end of the run."""
     now = time.monotonic()
-    return sorted(
-        f"{g} at {progress.versions.get(g, 0)}"
-        for g, at in progress.moved_at.items()
-        if g not in over and now - at >= still_s
-    )
+    return sorted(g for g, at in progress.moved_at.items() if g not in over and now - at >= still_s)
 
 
 async def scoring_equals_rebuild(store: EventStore, sql_url: str, verdict: Verdict) -> None:

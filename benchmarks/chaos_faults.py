@@ -126,7 +126,7 @@ class SingleRedis:
 @dataclass(frozen=True)
 class Kill:
     kind: str
-    at: float  # time.monotonic()
+    at: float  # time.time(), as the events' recorded_at
     shard: int | None = None  # the cluster shard hit (master and replica kills)
     note: str = ""
 
@@ -238,7 +238,7 @@ class Killer:
 
     async def _kill_service(self, kind: str) -> None:
         i = self.services.kill(kind)
-        self.kills.append(Kill(kind, time.monotonic()))
+        self.kills.append(Kill(kind, time.time()))
         await asyncio.sleep(random.uniform(0.2, 1.0))
         self.services.start(kind, i)
         await asyncio.sleep(2.0)  # let it start before this kind is killed again
@@ -247,7 +247,7 @@ class Killer:
         assert self.redis is not None
         self.redis.kill()
         killed = time.monotonic()
-        self.kills.append(Kill("redis", killed))
+        self.kills.append(Kill("redis", time.time()))
         await asyncio.sleep(random.uniform(0.2, 1.0))
         self.redis.start()
         await _until_ping(self.redis.url)
@@ -262,7 +262,7 @@ class Killer:
         port, shard = picked
         cluster.kill(port)
         killed = time.monotonic()
-        self.kills.append(Kill(role, killed, shard, str(port)))
+        self.kills.append(Kill(role, time.time(), shard, str(port)))
         if role == "master":  # its replica takes over first; then the node comes back
             await asyncio.to_thread(_wait_failover, cluster, port)
         else:
