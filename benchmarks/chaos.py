@@ -3,7 +3,8 @@ killed at random; then every log, answer and projection is checked.
 
     python -m benchmarks.chaos --redis single|cluster \\
         --kill engine,redis,master,replica,lobby,ai,scoring --minutes M [--interval S]
-        [--humans 6] [--bot-tables 6] [--no-durability] [--database-url URL] [--json]
+        [--humans 6] [--bot-tables 6] [--no-durability] [--database-url URL] [--json FILE]
+        [--logs DIR]
 
 Starts its own Redis from the machine's ``redis-server`` 7 (one server with AOF on a free
 port, killed with ``kill -9`` and started again on its files; or the local 3+3 cluster of
@@ -26,8 +27,10 @@ moment later. After ``--minutes`` the kills stop, the players finish their games
 - on the cluster: the other shards' events/s while a master or replica is down against
   before, and how soon the hit shard's games move again.
 
-Prints a table (``--json``: one JSON object). Every process it started is stopped, also on
-failure; the shared Redis is never touched. ``tests/test_chaos.py`` runs it for two minutes.
+Prints a table (``--json FILE``: the whole report there too, with the cluster's events per
+second shard by shard; ``--logs DIR``: every process's log kept there). Every process it
+started is stopped, also on failure; the shared Redis is never touched.
+``tests/test_chaos.py`` runs it briefly, on one Redis and on the cluster.
 """
 
 from __future__ import annotations
@@ -114,6 +117,10 @@ class Report:
     scoring_caught_up: bool = False
     verdict: Verdict = field(default_factory=Verdict)
     shards: list[ShardFigures] = field(default_factory=list)
+    # The cluster's events per second, shard by shard, from the first event on; and each
+    # Redis kill's second in it, kind and shard (in --json only).
+    timeline: dict[int, list[int]] = field(default_factory=dict)
+    redis_kills: list[tuple[int, str, int | None]] = field(default_factory=list)
     seconds: float = 0.0
 
     def failures(self) -> dict[str, int]:
@@ -264,6 +271,20 @@ async def _drive(
         for found in times.values():
             found.sort()
         report.shards = shard_figures(times, killer.kills, len(starts))
+        _timeline(report, times, killer)
+
+
+def _timeline(report: Report, times: dict[int, list[float]], killer: Killer) -> None:
+    first = min((t[0] for t in times.values() if t), default=0.0)
+    for shard, found in sorted(times.items()):
+        counts = report.timeline.setdefault(shard, [])
+        for t in found:
+            second = int(t - first)
+            counts.extend([0] * (second + 1 - len(counts)))
+            counts[second] += 1
+    report.redis_kills = [
+        (int(k.at - first), k.kind, k.shard) for k in killer.kills if k.shard is not None
+    ]
 
 
 async def _pending(http: Http, game: str) -> str:
@@ -405,7 +426,7 @@ def main() -> None:
     parser.add_argument("--no-durability", action="store_true")
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
     kinds = tuple(k for k in args.kill.split(",") if k)
     unknown = set(kinds) - set(ALL_KINDS)
@@ -424,7 +445,9 @@ def main() -> None:
         logs=args.logs,
     )
     report = asyncio.run(run(options))
-    print(json.dumps(asdict(report), indent=1, default=str) if args.json else table(report))
+    if args.json is not None:
+        args.json.write_text(json.dumps(asdict(report), indent=1, default=str))
+    print(table(report))
 
 
 assert set(SERVICE_KINDS) | set(SINGLE_KINDS) | set(CLUSTER_KINDS) == set(ALL_KINDS)
