@@ -11,11 +11,13 @@ port, killed with ``kill -9`` and started again on its files; or the local 3+3 c
 ``tests/cluster.py``, a master or a replica killed, failed over and started again; on the
 cluster durability is on unless ``--no-durability``: ``min-replicas-to-write 1`` and
 ``CARAVEL_DURABILITY_REPLICAS=1``), and the services as processes of their own: two engines,
-two lobbies on one port, a bot player and scoring, on a SQLite file (or a PostgreSQL schema
+two lobbies on one port, two bot players and scoring, on a SQLite file (or a PostgreSQL schema
 of their own with ``--database-url``). Every ``--interval`` seconds (on average) it
 ``kill -9``s one of the ``--kill`` kinds (the kind killed least so far), starting it again a
-moment later. After ``--minutes`` the kills stop, the players finish their games (at most
-``--settle`` seconds), and it checks:
+moment later (a service kind is not killed again for ``--recover`` seconds after that: on a
+loaded machine a service takes seconds to start, and killed faster it never serves). After
+``--minutes`` the kills stop, the players finish their games (at most ``--settle`` seconds),
+and it checks:
 
 - every log gap-free, replaying to its recorded final hash, each command's events decided
   again by the rules; event ids unique; no command's events twice in a log;
@@ -89,6 +91,7 @@ class Options:
     kill: tuple[str, ...] = ALL_KINDS
     minutes: float = 1.0
     interval_s: float = 2.0
+    recover_s: float = 8.0  # a killed service's kind is not killed again this long
     humans: int = 6
     bot_tables: int = 6
     think: tuple[float, float] = (0.05, 0.3)
@@ -195,7 +198,9 @@ async def run(options: Options) -> Report:
             try:
                 services.start_all()
                 keys = Keys(env["CARAVEL_KEY_PREFIX"], 64)
-                killer = Killer(kinds_for(options), services, single, cluster, options.interval_s)
+                kinds = kinds_for(options)
+                pace = (options.interval_s, options.recover_s)
+                killer = Killer(kinds, services, single, cluster, *pace)
                 await _drive(options, port, keys, url, sql, services, killer, report)
             finally:
                 services.stop()
@@ -420,6 +425,7 @@ def main() -> None:
     parser.add_argument("--kill", default=",".join(ALL_KINDS))
     parser.add_argument("--minutes", type=float, default=1.0)
     parser.add_argument("--interval", type=float, default=2.0, help="mean seconds between kills")
+    parser.add_argument("--recover", type=float, default=8.0, help="s before a kind's next kill")
     parser.add_argument("--humans", type=int, default=6)
     parser.add_argument("--bot-tables", type=int, default=6)
     parser.add_argument("--settle", type=float, default=120.0)
@@ -437,6 +443,7 @@ def main() -> None:
         kill=kinds,
         minutes=args.minutes,
         interval_s=args.interval,
+        recover_s=args.recover,
         humans=args.humans,
         bot_tables=args.bot_tables,
         settle_s=args.settle,

@@ -29,7 +29,7 @@ from shared.bus import Keys
 from tests.cluster import LocalCluster, _free_ports
 
 # How many processes of each service run; the one HTTP port is shared by the lobbies.
-INSTANCES = {"engine": 2, "lobby": 2, "ai": 1, "scoring": 1}
+INSTANCES = {"engine": 2, "lobby": 2, "ai": 2, "scoring": 1}
 SERVICE_KINDS = tuple(INSTANCES)
 SINGLE_KINDS = ("redis",)
 CLUSTER_KINDS = ("master", "replica")
@@ -185,12 +185,14 @@ class Killer:
         redis: SingleRedis | None,
         cluster: LocalCluster | None,
         interval_s: float,
+        recover_s: float = 8.0,
     ) -> None:
         self.kinds = kinds
         self.services = services
         self.redis = redis
         self.cluster = cluster
         self.interval_s = interval_s
+        self.recover_s = recover_s  # a service kind is killed again this long after its start
         self.kills: list[Kill] = []
         self.busy: set[str] = set()
         self.errors: list[str] = []
@@ -241,7 +243,7 @@ class Killer:
         self.kills.append(Kill(kind, time.time()))
         await asyncio.sleep(random.uniform(0.2, 1.0))
         self.services.start(kind, i)
-        await asyncio.sleep(2.0)  # let it start before this kind is killed again
+        await asyncio.sleep(self.recover_s)  # let it start before this kind is killed again
 
     async def _kill_single(self) -> None:
         assert self.redis is not None
