@@ -14,8 +14,9 @@ cluster durability is on unless ``--no-durability``: ``min-replicas-to-write 1``
 two lobbies on one port, two bot players and scoring, on a SQLite file (or a PostgreSQL schema
 of their own with ``--database-url``). Every ``--interval`` seconds (on average) it
 ``kill -9``s one of the ``--kill`` kinds (the kind killed least so far), starting it again a
-moment later (a service kind is not killed again for ``--recover`` seconds after that: on a
-loaded machine a service takes seconds to start, and killed faster it never serves). After
+moment later (a service kind is killed again only ``--recover`` seconds after its new
+process serves: on a loaded machine a service takes many seconds to start, and killed at a
+fixed pace it never served). After
 ``--minutes`` the kills stop, the players finish their games (at most ``--settle`` seconds),
 and it checks:
 
@@ -91,7 +92,7 @@ class Options:
     kill: tuple[str, ...] = ALL_KINDS
     minutes: float = 1.0
     interval_s: float = 2.0
-    recover_s: float = 8.0  # a killed service's kind is not killed again this long
+    recover_s: float = 2.0  # a service's kind is not killed again this long after it serves
     humans: int = 6
     bot_tables: int = 6
     think: tuple[float, float] = (0.05, 0.3)
@@ -368,7 +369,7 @@ def table(report: Report) -> str:
         ("redis", f"{o.redis} (durability {durability})"),
         ("minutes of kills / whole run s", f"{o.minutes} / {report.seconds}"),
         ("kills", ", ".join(f"{k} {n}" for k, n in report.kills.items()) or "none"),
-        ("Redis back (median s)", json.dumps(report.redis_back_s)),
+        ("back after a kill (median s; services: from start)", json.dumps(report.redis_back_s)),
         ("games / events / finished", f"{v.games} / {v.events} / {v.finished}"),
         ("HTTP requests / 503s", f"{report.requests} / {report.http_503}"),
         (
@@ -425,7 +426,9 @@ def main() -> None:
     parser.add_argument("--kill", default=",".join(ALL_KINDS))
     parser.add_argument("--minutes", type=float, default=1.0)
     parser.add_argument("--interval", type=float, default=2.0, help="mean seconds between kills")
-    parser.add_argument("--recover", type=float, default=8.0, help="s before a kind's next kill")
+    parser.add_argument(
+        "--recover", type=float, default=2.0, help="s from serving to a kind's next kill"
+    )
     parser.add_argument("--humans", type=int, default=6)
     parser.add_argument("--bot-tables", type=int, default=6)
     parser.add_argument("--settle", type=float, default=120.0)

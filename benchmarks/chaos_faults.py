@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 from redis.crc import key_slot
 
 from shared.bus import Keys
@@ -44,6 +45,8 @@ class Services:
     folder: Path
     processes: dict[tuple[str, int], subprocess.Popen[bytes]] = field(default_factory=dict)
     starts: Counter[str] = field(default_factory=Counter)
+    launched: Counter[tuple[str, int]] = field(default_factory=Counter)
+    ports: dict[tuple[str, int], int] = field(default_factory=dict)  # metrics, not lobbies
 
     def start_all(self) -> None:
         for kind, count in INSTANCES.items():
@@ -53,8 +56,10 @@ class Services:
     def start(self, kind: str, i: int) -> None:
         env = dict(self.env)
         if kind != "lobby":
-            env["CARAVEL_METRICS_PORT"] = "0"
+            port = self.ports.setdefault((kind, i), _free_ports(1)[0])
+            env["CARAVEL_METRICS_PORT"] = str(port)
         self.starts[kind] += 1
+        self.launched[kind, i] += 1
         log = (self.folder / f"{kind}-{i}.log").open("ab")
         command = [sys.executable, "-m", "services.cli", kind]
         self.processes[kind, i] = subprocess.Popen(command, env=env, stdout=log, stderr=log)
@@ -67,6 +72,29 @@ class Services:
         process.send_signal(signal.SIGKILL)
         process.wait()
         return i
+
+    async def started(self, kind: str, i: int, timeout_s: float = 180) -> None:
+        """Until the instance serves: its ``/livez`` answers (a lobby, on the port all
+        lobbies share: until its log says it serves)."""
+        give_up = time.monotonic() + timeout_s
+        async with httpx.AsyncClient(timeout=2) as client:
+            while time.monotonic() < give_up:
+                if self.processes[kind, i].poll() is not None:
+                    raise RuntimeError(f"{kind}-{i} exited {self.processes[kind, i].returncode}")
+                if kind == "lobby":
+                    if self._served(kind, i) >= self.launched[kind, i]:
+                        return
+                else:
+                    with contextlib.suppress(httpx.HTTPError):
+                        url = f"http://127.0.0.1:{self.ports[kind, i]}/livez"
+                        if (await client.get(url)).status_code == 200:
+                            return
+                await asyncio.sleep(0.25)
+        raise TimeoutError(f"{kind}-{i} not serving {timeout_s} s after its start")
+
+    def _served(self, kind: str, i: int) -> int:
+        log = self.folder / f"{kind}-{i}.log"
+        return log.read_bytes().count(b"Caravel serves") if log.exists() else 0
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.processes.values())
@@ -196,7 +224,8 @@ class Killer:
         self.kills: list[Kill] = []
         self.busy: set[str] = set()
         self.errors: list[str] = []
-        self.recoveries: dict[str, list[float]] = {}  # Redis kinds: kill until healthy again
+        # Redis kinds: kill until healthy again; services: start until serving
+        self.recoveries: dict[str, list[float]] = {}
         self.starts = shard_ranges(cluster) if cluster else []
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -243,7 +272,10 @@ class Killer:
         self.kills.append(Kill(kind, time.time()))
         await asyncio.sleep(random.uniform(0.2, 1.0))
         self.services.start(kind, i)
-        await asyncio.sleep(self.recover_s)  # let it start before this kind is killed again
+        started = time.monotonic()
+        await self.services.started(kind, i)
+        self.recoveries.setdefault(kind, []).append(time.monotonic() - started)
+        await asyncio.sleep(self.recover_s)  # let it work before this kind is killed again
 
     async def _kill_single(self) -> None:
         assert self.redis is not None
