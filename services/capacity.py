@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import random
 import signal
@@ -33,6 +32,8 @@ from typing import Any
 
 import httpx
 import websockets
+
+from shared.contracts import dump_json, load_json
 
 ANSWER_S = 10.0  # a move with no answer in this long is lost
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -148,7 +149,7 @@ class Human:
     async def read(self) -> None:
         try:
             async for message in self.ws:
-                frame = json.loads(message)
+                frame = load_json(message)
                 kind = frame.get("type")
                 if kind == "decision":
                     self.decisions.put_nowait(frame)
@@ -208,7 +209,7 @@ async def _play(
             arrival = watched.expect(decision["version"])
             sent = time.perf_counter()
             command = {**rng.choice(decision["legal_commands"]), "command_id": uuid.uuid4().hex}
-            await me.ws.send(json.dumps({"type": "command", "command": command}))
+            await me.ws.send(dump_json({"type": "command", "command": command}))
             try:
                 answer = await asyncio.wait_for(me.answers.get(), ANSWER_S)
             except TimeoutError:
@@ -309,7 +310,7 @@ def capacity(
             and not run["lost"]
         )
         runs.append(run)
-        print(json.dumps(run), file=sys.stderr, flush=True)
+        print(dump_json(run), file=sys.stderr, flush=True)
     passed = [r["tables"] for r in runs if r["ok"]]
     largest = max(passed, default=0)
     return {"lobbies": lobbies, "p99_limit_ms": p99_ms, "largest_ok": largest, "runs": runs}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
 import time
@@ -18,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from shared.contracts import dump_json, readable_json
 from shared.games import api
 from shared.observability import configure_logging
 from shared.settings import Settings
@@ -142,7 +142,7 @@ def simulate(
         "scores": [[seat.total for seat in by_seat(rows)] for rows in results],
     }
     if as_json:
-        print(json.dumps(result))
+        print(dump_json(result))
         return
     _print_summary(result)
 
@@ -292,7 +292,7 @@ def _list_games(as_json: bool) -> None:
     entries = api.catalog()
     if as_json:
         print(
-            json.dumps(
+            dump_json(
                 [
                     {k: v for k, v in asdict(e).items() if k not in ("commands", "view")}
                     for e in entries
@@ -381,7 +381,7 @@ def bench_pipeline(
         if embedded is not None:
             embedded.close()
     if as_json:
-        print(json.dumps(result))
+        print(dump_json(result))
         return
     latency = result["latency_ms"]
     console.print(
@@ -410,7 +410,7 @@ def bench_capacity(
     levels = [int(n) for n in tables.split(",") if n.strip()]
     result = capacity(levels, seconds, lobbies, p99_ms)
     if as_json:
-        print(json.dumps(result))
+        print(dump_json(result))
         return
     for run in result["runs"]:
         latency = run["latency_ms"] or {"p50": "-", "p99": "-"}
@@ -471,7 +471,7 @@ def arena_command(
             budget_s=None if budget_ms is None else budget_ms / 1000,
         )
     if as_json:
-        print(json.dumps(result))
+        print(dump_json(result))
         return
     table = Table(title=f"{games} games: {', '.join(levels)}")
     for column in ("level", "win rate", "95% CI", "mean score", "p50 ms", "p95 ms"):
@@ -556,7 +556,7 @@ def asyncapi_command(
         DOCUMENT.write_text(to_yaml(doc))
         err_console.print(f"wrote {DOCUMENT}")
         return
-    print(json.dumps(doc, indent=2) if as_json else to_yaml(doc), end="" if not as_json else "\n")
+    print(readable_json(doc) if as_json else to_yaml(doc), end="" if not as_json else "\n")
 
 
 projections = typer.Typer(help="The SQL projections of the game logs.", no_args_is_help=True)
@@ -599,7 +599,7 @@ def projections_rebuild(
         "events_per_second": round(report.events_per_second, 1),
     }
     if as_json:
-        print(json.dumps(result))
+        print(dump_json(result))
         return
     console.print(
         f"{name}: {report.games} games, {report.events} events in {report.seconds:.1f} s: "
@@ -623,7 +623,7 @@ def _print_revisions(db: Engine, as_json: bool) -> None:
 
     revisions = {m.name: current(db, m) for m in _migrations()}
     if as_json:
-        print(json.dumps(revisions))
+        print(dump_json(revisions))
         return
     for name, revision in revisions.items():
         console.print(f"{name}: {revision or 'no tables yet'}")
@@ -716,7 +716,7 @@ def lab_run(
         "games_per_cpu_second": round(report.games_per_cpu_second, 1),
     }
     if as_json:
-        print(json.dumps(result))
+        print(dump_json(result))
         return
     console.print(
         f"{report.experiment}: {report.games} games ({report.status}) in {report.seconds:.1f} s "
@@ -732,8 +732,8 @@ def lab_compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Every difference between two experiments (turn positions, sides, seat kinds,
-    breakdown means, fact owners' win rates) with its 95% interval; * marks the
-    significant ones (the interval excludes 0)."""
+    breakdown means, fact owners' win rates) with its 95% interval and p-value; * marks
+    the significant ones after a Holm-Bonferroni correction over all the differences."""
     from services.scoring import stats
 
     db = _analytics_db()
@@ -752,15 +752,19 @@ def lab_compare(
         db.dispose()
     result = stats.compare(*figures)
     if as_json:
-        print(json.dumps(result, default=str))
+        print(dump_json(result, fallback=str))
         return
     _print_comparison(a, b, result)
 
 
 def _print_comparison(a: str, b: str, result: dict[str, Any]) -> None:
     console.print(f"A = {a} ({result['games'][0]} games), B = {b} ({result['games'][1]} games)")
-    table = Table(title="A - B (95% interval); * significant")
-    for column in ("figure", "A", "B", "A - B", "95% interval", ""):
+    tests = result["correction"]["tests"]
+    table = Table(
+        title=f"A - B (95% interval); * significant at 5% after Holm-Bonferroni over {tests}"
+        " differences (p: Holm-adjusted)"
+    )
+    for column in ("figure", "A", "B", "A - B", "95% interval", "p", ""):
         table.add_column(column, justify="right" if column else "left")
 
     def rate_row(name: str, row: dict[str, Any]) -> None:
@@ -770,6 +774,7 @@ def _print_comparison(a: str, b: str, result: dict[str, Any]) -> None:
             f"{row['b']['rate']:.1%} (n={row['b']['n']})",
             f"{row['diff']:+.1%}",
             f"{row['low']:+.1%} to {row['high']:+.1%}",
+            f"{row['p_adjusted']:.3g}",
             "*" if row["significant"] else "",
         )
 
@@ -787,6 +792,7 @@ def _print_comparison(a: str, b: str, result: dict[str, Any]) -> None:
             f"{row['b']['mean']:.2f} (n={row['b']['n']})",
             f"{row['diff']:+.2f}",
             f"{row['low']:+.2f} to {row['high']:+.2f}",
+            f"{row['p_adjusted']:.3g}",
             "*" if row["significant"] else "",
         )
     for row in result["facts"]:
@@ -832,7 +838,7 @@ def analytics_export(
     result = {"format": fmt, "output": str(output), **{k: round(v, 2) for k, v in counts.items()}}
     result["seconds"] = round(time.perf_counter() - started, 2)
     if as_json:
-        print(json.dumps(result))
+        print(dump_json(result))
         return
     console.print(
         f"{counts['results']} result rows and {counts['facts']} fact rows to {output} "

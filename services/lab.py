@@ -26,12 +26,14 @@ from typing import Any
 from sqlalchemy import Engine, insert, select, update
 
 from services.scoring import flat
-from services.scoring.cells import refresh_all
+from services.scoring.cells import Group, groups_of, refresh, refresh_all
 from services.scoring.db import create_tables
-from shared.games import analytics, api
+from shared.games import api
+from shared.games.api import analytics
 
 CHUNK = 50  # games per task: few enough to spread, many enough to amortise a process hop
 MAX_NAME = 40
+REFRESH_S = 5.0  # seconds between two refreshes of a running experiment's cells, at least
 
 
 class LabError(ValueError):
@@ -188,6 +190,32 @@ def _chunks(games: int) -> Iterator[tuple[int, int]]:
 # --- recording (in the parent) ---------------------------------------------------------------
 
 
+class _Refresher:
+    """Sums the cells of the groups (game, experiment, hour) a run wrote to since the last
+    time, every ``every`` seconds at least and never more than a tenth of the time (0:
+    after every chunk): a group is summed whole again, so refreshing after every chunk
+    of a long run would cost the square of its length."""
+
+    def __init__(self, db: Engine, every: float) -> None:
+        self._db = db
+        self._every = every
+        self._groups: set[Group] = set()
+        self._last = time.perf_counter()
+        self._took = 0.0
+
+    def wrote(self, results: Sequence[dict[str, Any]]) -> None:
+        self._groups |= groups_of(results)
+        waited = time.perf_counter() - self._last
+        if self._every and waited < max(self._every, 9 * self._took):
+            return
+        started = time.perf_counter()
+        with self._db.begin() as conn:
+            refresh(conn, self._groups)
+        self._groups = set()
+        self._last = time.perf_counter()
+        self._took = self._last - started
+
+
 def _insert(db: Engine, results: Sequence[dict[str, Any]], facts: Sequence[dict[str, Any]]) -> None:
     with db.begin() as conn:
         for table, rows in ((flat.RESULTS, results), (flat.SEAT_FACTS, facts)):
@@ -202,9 +230,16 @@ def _mark(db: Engine, name: str, **values: Any) -> None:
         )
 
 
-def run_lab(run: LabRun, db: Engine, progress: Callable[[int], None] | None = None) -> LabReport:
+def run_lab(
+    run: LabRun,
+    db: Engine,
+    progress: Callable[[int], None] | None = None,
+    refresh_s: float = REFRESH_S,
+) -> LabReport:
     """Play and record a run; refused (:class:`LabError`, nothing written) if its game,
-    levels, rules or name cannot be used, or the experiment exists."""
+    levels, rules or name cannot be used, or the experiment exists. The experiment's
+    cells are summed again while it plays (:class:`_Refresher`, every ``refresh_s`` at
+    least), so the page shows it growing, and once more at the end."""
     game, rules = check(run)
     create_tables(db)
     created = {
@@ -231,6 +266,7 @@ def run_lab(run: LabRun, db: Engine, progress: Callable[[int], None] | None = No
     workers = run.workers or os.cpu_count() or 1
     started, cpu = time.perf_counter(), time.process_time()
     recorded, status, played_cpu = 0, "incomplete", 0.0
+    refresher = _Refresher(db, refresh_s)
     try:
         context = multiprocessing.get_context("forkserver")  # no lock of a thread inherited
         with context.Pool(workers, initializer=_init, initargs=(run,)) as pool:
@@ -239,6 +275,7 @@ def run_lab(run: LabRun, db: Engine, progress: Callable[[int], None] | None = No
                 _insert(db, results, facts)
                 recorded += count
                 _mark(db, run.experiment, games_recorded=recorded)
+                refresher.wrote(results)
                 if progress is not None:
                     progress(count)
         status = "complete"

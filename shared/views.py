@@ -11,14 +11,13 @@ make and to store, whatever the number of seats, and a seat's whole view is buil
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
-from pydantic_core import to_json
 from redis.asyncio import Redis
 
-from shared.bus import Broker, Delivery, Follower, Keys
+from shared.bus import Broker, Delivery, Follower, Keys, newest_ids
+from shared.contracts import json_bytes, load_json
 from shared.games import api
 
 UPDATES_BATCH = 500
@@ -29,9 +28,9 @@ def view_documents(game: api.AnyGame, state: Any, seats: int) -> dict[str, bytes
     view, the spectator's, computed once (``public``), and per seat only its private part
     (``seat:<n>``, the fields it sets over the public view), never a seat's whole view. A
     reader builds the view it asks for (:func:`assemble`), the game's ``view`` for it."""
-    documents = {"public": to_json(game.public_view(state))}
+    documents = {"public": json_bytes(game.public_view(state))}
     for seat in range(seats):
-        documents[f"seat:{seat}"] = to_json({"set": game.private_view(state, seat)})
+        documents[f"seat:{seat}"] = json_bytes({"set": game.private_view(state, seat)})
     return documents
 
 
@@ -66,8 +65,8 @@ async def read_view(
     raw = await redis.hmget(keys.view(game_id), fields)
     if raw[1] is None:
         return None
-    part = json.loads(raw[2]) if seat is not None and raw[2] is not None else None
-    view = assemble(json.loads(raw[1]), part)
+    part = load_json(raw[2]) if seat is not None and raw[2] is not None else None
+    view = assemble(load_json(raw[1]), part)
     view["version"] = int(raw[0] or 0)
     return view
 
@@ -129,8 +128,7 @@ class ViewWaiter:
         async with self._starting:
             if stream in self._follower:
                 return
-            newest: Any = await self.redis.xrevrange(stream, count=1)
-            after = newest[0][0].decode() if newest else "0-0"
+            after = (await newest_ids(self.redis, [stream]))[stream]
             await self.broker.connect()
             await self._follower.add(stream, after)
 

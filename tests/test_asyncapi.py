@@ -3,11 +3,15 @@ copy in the repository is the one the code generates."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from services.ai.service import GROUP as AI_GROUP
 from services.asyncapi import DOCUMENT, REGENERATE, document, to_yaml
 from services.engine.worker import GROUP as ENGINE_GROUP
 from shared.bus import Keys
 from shared.games import api
+
+from . import asyncapi_parser
 
 
 def test_the_document_in_the_repository_is_the_generated_one() -> None:
@@ -61,3 +65,34 @@ def test_the_document_carries_each_games_event_payloads() -> None:
         for kind, cls in types.items():
             assert schemas[f"{name}.{kind}"] == api.event_schema(cls)
     assert "seat" in schemas["navegador.colony_founded"]["required"]
+
+
+def test_the_asyncapi_parser_accepts_the_document_with_every_games_events() -> None:
+    """``@asyncapi/parser`` finds no error in docs/asyncapi.yaml, and what it parsed holds
+    every channel and every registered game's event payloads."""
+    report = asyncapi_parser.parse(DOCUMENT)
+    errors = [d for d in report["diagnostics"] if d["severity"] == 0]
+    assert report["valid"] and not errors, errors
+    parsed = report["document"]
+    doc = document()
+    assert parsed["version"] == doc["asyncapi"]
+    assert set(parsed["channels"]) == set(doc["channels"])
+    assert set(parsed["operations"]) == set(doc["operations"])
+    for name in api.names():
+        for kind in api.get(name).event_types():
+            assert f"{name}.{kind}" in parsed["schemas"]
+
+
+def test_the_asyncapi_parser_refuses_a_broken_document(tmp_path: Path) -> None:
+    """The check can fail: an operation sent on a channel the document does not have, and
+    a payload that is no schema, are errors."""
+    doc = document()
+    operation = next(iter(doc["operations"].values()))
+    operation["channel"] = {"$ref": "#/channels/nowhere"}
+    message = next(iter(doc["components"]["messages"].values()))
+    message["payload"] = {"type": "no-such-type"}
+    broken = tmp_path / "asyncapi.yaml"
+    broken.write_text(to_yaml(doc))
+    report = asyncapi_parser.parse(broken)
+    assert not report["valid"]
+    assert any(d["severity"] == 0 for d in report["diagnostics"])

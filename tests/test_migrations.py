@@ -11,7 +11,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, MetaData, create_engine, inspect, text
-from sqlmodel import SQLModel
+from sqlmodel import Session, SQLModel
 
 from services.lobby import db as lobby
 from services.scoring import db as scoring
@@ -80,12 +80,19 @@ CREATE TABLE scoring_standings (game_id VARCHAR(64) NOT NULL, seat INTEGER NOT N
  game VARCHAR(64) NOT NULL, version INTEGER NOT NULL, player VARCHAR(100) NOT NULL,
  breakdown VARCHAR NOT NULL, total INTEGER NOT NULL, place INTEGER NOT NULL,
  PRIMARY KEY (game_id, seat));
-INSERT INTO lobby_tables VALUES ('t-old', 'age_of_discovery', 'standard', '{{}}', 3, 'running',
- 60, '2026-11-01 10:00:00');
+INSERT INTO lobby_tables VALUES ('t-old', 'age_of_discovery', 'standard',
+ '{{"university": "on", "tile_set": "b"}}', 3, 'running', 60, '2026-11-01 10:00:00');
 INSERT INTO lobby_seats VALUES ('t-old', 0, 'human', 'ana', NULL, {false}, 'h-ana');
 INSERT INTO scoring_games (game_id, game, version, event_id, status, ruleset, options, players,
  decisions, created_at) VALUES ('t-old', 'age_of_discovery', 7, 'e-7', 'running', 'standard',
  '{{}}', 3, 2, '2026-11-01 10:00:00');
+INSERT INTO scoring_games (game_id, game, version, event_id, status, ruleset, options, players,
+ decisions, created_at, winners) VALUES ('t-done', 'age_of_discovery', 90, 'e-90', 'finished',
+ 'standard', '{{}}', 2, 40, '2026-11-01 10:00:00', '[1]');
+INSERT INTO scoring_results VALUES ('t-done', 1, 'age_of_discovery', 'ana', 'human', 'Spain', 1,
+ {true}, '{{"colonies": 9, "discoveries": 2, "buildings": 0, "economy": 4}}', 15, '[15, 3]');
+INSERT INTO scoring_standings VALUES ('t-done', 1, 'age_of_discovery', 90, 'ana',
+ '{{"colonies": 9, "discoveries": 2, "buildings": 0, "economy": 4}}', 15, 1);
 INSERT INTO scoring_ratings VALUES ('age_of_discovery', 'ana', 25, 8, 1, 4, 2, 'g-1',
  '2026-11-01 10:00:00');
 """
@@ -128,6 +135,7 @@ def test_a_database_of_the_previous_release_is_upgraded_and_keeps_its_rows(
     ddl = PREVIOUS_RELEASE.format(
         ts="TIMESTAMP WITH TIME ZONE" if postgres else "DATETIME",
         false="false" if postgres else "0",
+        true="true" if postgres else "1",
     )
     with engine.begin() as connection:
         for statement in filter(str.strip, ddl.split(";")):
@@ -135,14 +143,16 @@ def test_a_database_of_the_previous_release_is_upgraded_and_keeps_its_rows(
     migrate(engine, lobby.MIGRATIONS)
     migrate(engine, scoring.MIGRATIONS)
     migrate(engine, lobby.MIGRATIONS)  # a second start: nothing left to do
-    assert current(engine, lobby.MIGRATIONS) == "lobby_0002"
-    assert current(engine, scoring.MIGRATIONS) == "scoring_0002"
+    assert current(engine, lobby.MIGRATIONS) == "lobby_0003"
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0004"
     with engine.connect() as connection:
         table = connection.execute(
             text("SELECT status, starting_since, start_error FROM lobby_tables")
         ).one()
         seat = connection.execute(text("SELECT name, holder FROM lobby_seats")).one()
-        game = connection.execute(text("SELECT version, event_id FROM scoring_games")).one()
+        game = connection.execute(
+            text("SELECT version, event_id FROM scoring_games WHERE game_id = 't-old'")
+        ).one()
         rating = connection.execute(text("SELECT player, games FROM scoring_ratings")).one()
         results = connection.execute(text("SELECT count(*) FROM analytics_results")).scalar()
     assert tuple(table) == ("running", None, "")
@@ -151,6 +161,25 @@ def test_a_database_of_the_previous_release_is_upgraded_and_keeps_its_rows(
     assert tuple(rating) == ("ana", 4)
     assert results == 0
     assert differences(engine) == []
+    _the_json_text_of_before_reads_as_values(engine)
+
+
+def _the_json_text_of_before_reads_as_values(engine: Engine) -> None:
+    """The JSON columns (now SQLAlchemy's JSON type) give back the text rows wrote before as
+    values, an object's keys in their order (a breakdown's order is the game's)."""
+    with Session(engine) as session:
+        table = session.get(lobby.LobbyTable, "t-old")
+        finished = session.get(scoring.ScoredGame, "t-done")
+        running = session.get(scoring.ScoredGame, "t-old")
+        result = session.get(scoring.Result, ("t-done", 1))
+        standing = session.get(scoring.Standing, ("t-done", 1))
+    assert table is not None and table.options == {"university": "on", "tile_set": "b"}
+    assert finished is not None and finished.winners == [1]
+    assert running is not None and running.winners is None
+    assert result is not None and standing is not None
+    parts = ["colonies", "discoveries", "buildings", "economy"]
+    assert list(result.breakdown) == parts and list(standing.breakdown) == parts
+    assert result.breakdown["colonies"] == 9 and result.tiebreak == [15, 3]
 
 
 def test_a_fresh_database_upgraded_to_head_has_the_tables_of_the_models(
@@ -174,7 +203,7 @@ def test_a_database_made_between_the_baseline_and_the_migrations_is_upgraded(
     SQLModel.metadata.create_all(engine, tables=[*lobby_tables, *scoring.TABLES])
     migrate(engine, lobby.MIGRATIONS)
     migrate(engine, scoring.MIGRATIONS)
-    assert current(engine, scoring.MIGRATIONS) == "scoring_0002"
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0004"
     assert differences(engine) == []
 
 
@@ -186,5 +215,44 @@ def test_the_db_commands_upgrade_and_show_the_revisions(
     upgraded = caravel("db", "upgrade", "--json", env=env)
     assert before.returncode == 0 and upgraded.returncode == 0, before.stderr + upgraded.stderr
     assert json.loads(before.stdout) == {"lobby": None, "scoring": None}
-    assert json.loads(upgraded.stdout) == {"lobby": "lobby_0002", "scoring": "scoring_0002"}
+    assert json.loads(upgraded.stdout) == {"lobby": "lobby_0003", "scoring": "scoring_0004"}
     assert differences(engine) == []
+
+
+def test_imported_is_added_to_the_flat_results_and_the_cells_key(engine: Engine) -> None:
+    """A database at scoring_0003 with a result and a cell: after the upgrade both are of
+    a game played here (imported false), and a cell of imported games beside the same
+    keys is a row of its own (the key holds ``imported``); a downgrade takes the imported
+    cells away with the column."""
+    migrate(engine, lobby.MIGRATIONS)
+    migrate(engine, scoring.MIGRATIONS, "scoring_0003")
+    key = "'g', 'standard', 'h', '{}', 4, 0, 'human'"
+    rest = "'', '2026-11-27T10', 'position', '0'"
+    with engine.begin() as connection:
+        connection.execute(text(f"INSERT INTO analytics_cells VALUES ({key}, {rest}, 4, 1, 0, 0)"))
+    migrate(engine, scoring.MIGRATIONS)
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0004"
+    assert differences(engine) == []
+    columns = "game, ruleset, ruleset_hash, options, players, humans, seat_kind, imported, "
+    columns += "experiment, finished_hour, dim, value, n, wins, total, squares"
+    with engine.begin() as connection:
+        held = connection.execute(text("SELECT imported, n FROM analytics_cells")).all()
+        assert [(bool(i), n) for i, n in held] == [(False, 4)]
+        connection.execute(
+            text(
+                f"INSERT INTO analytics_cells ({columns}) VALUES ({key}, true, {rest}, 8, 2, 0, 0)"
+            )
+        )
+    with engine.begin() as connection, pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+        connection.execute(
+            text(
+                f"INSERT INTO analytics_cells ({columns}) VALUES ({key}, true, {rest}, 1, 0, 0, 0)"
+            )
+        )
+    migrate_down = scoring.MIGRATIONS
+    from alembic import command
+
+    with engine.begin() as connection:
+        command.downgrade(migrate_down.config(connection), "scoring_0003")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT n FROM analytics_cells")).scalars().all() == [4]

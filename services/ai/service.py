@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import random
 import time
 import uuid
@@ -39,7 +38,7 @@ from redis.asyncio import Redis
 from structlog.contextvars import bound_contextvars
 
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
-from shared.contracts import CommandEnvelope, DecisionRequest, Seats
+from shared.contracts import CommandEnvelope, DecisionRequest, Seats, dump_json, load_json
 from shared.contracts.records import HUMAN, LEFT
 from shared.games import api
 from shared.games.api import AnyGame, Observation
@@ -187,7 +186,7 @@ class BotPlayer:
         )
         for member in due:
             if await self.redis.zrem(self.keys.deadlines(), member):
-                game_id, version, seat = json.loads(member)
+                game_id, version, seat = load_json(member)
                 seats = Seats.from_hash(await self.redis.hgetall(self.keys.seats(game_id)))
                 level = seats.bot_level(seat)  # a bot seat's request plays as that bot
                 actor = "fallback" if level is None else "bot"
@@ -253,7 +252,7 @@ class BotPlayer:
 
 def _member(request: DecisionRequest) -> str:
     """A request's entry among the deadlines: its game, version and seat."""
-    return json.dumps([request.game_id, request.version, request.seat])
+    return dump_json([request.game_id, request.version, request.seat])
 
 
 def bot_command_id(key: bytes, game_id: str, version: int, seat: int) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from shared.contracts import dump_json
+from shared.contracts import dump_json, name_json, string_json
 from shared.eventstore import Append, GameCodec
 from shared.games import api
 from shared.settings import Settings
@@ -21,23 +21,23 @@ def _command_json(command: api.Command) -> str:
 
 
 def _decision_json(
-    game_id: str, version: int, decision: api.Decision, deadline: str, legal: list[api.Command]
+    game_json: str,
+    version: int,
+    decision: api.Decision,
+    deadline_json: str,
+    legal: list[api.Command],
 ) -> str:
-    """A :class:`DecisionRequest` as JSON, built by hand: the engine sends one after every
-    batch for every game it touched, and commands repeat (their JSON is cached)."""
-    head = dump_json(
-        {
-            "request_id": f"{game_id}:{version}:{decision.seat}",
-            "game_id": game_id,
-            "version": version,
-            "seat": decision.seat,
-            "kind": decision.kind,
-            "deadline": deadline,
-            "correlation_id": None,
-        }
+    """A :class:`DecisionRequest` as JSON (its keys in the model's order), written by hand:
+    the engine sends one after every batch for every game it touched. The game's id and the
+    deadline come encoded (once per game, once per batch), commands repeat (their JSON is
+    cached) and a request id is the game's with its version and seat."""
+    seat = decision.seat
+    return (
+        f'{{"request_id":{game_json[:-1]}:{version}:{seat}","game_id":{game_json},'
+        f'"version":{version},"seat":{seat},"kind":{name_json(decision.kind)},'
+        f'"deadline":{deadline_json},"correlation_id":null,'
+        f'"legal_commands":[{",".join(map(_command_json, legal))}]}}'
     )
-    commands = ",".join(_command_json(c) for c in legal)
-    return f'{head[:-1]},"legal_commands":[{commands}]}}'
 
 
 def attach(
@@ -54,15 +54,21 @@ def attach(
     now = datetime.now(UTC)
     every = settings.snapshot_every
     games = cache.games
+    deadlines: dict[float, str] = {}  # a timeout's deadline JSON, once per batch
     for game_id, a in last.items():
         cached = games.get(game_id)
         if cached is None or cached.game is None:
             continue
         game, state = cached.game, cached.state
         timeout = cached.deadline_s or settings.decision_timeout_s
-        deadline = (now + timedelta(seconds=timeout)).isoformat()
+        deadline = deadlines.get(timeout)
+        if deadline is None:
+            deadline = deadlines[timeout] = dump_json(
+                (now + timedelta(seconds=timeout)).isoformat()
+            )
+        game_json, version, legal = string_json(game_id), a.version, game.legal_commands
         a.decisions = [
-            _decision_json(game_id, a.version, d, deadline, game.legal_commands(state, d.seat))
+            _decision_json(game_json, version, d, deadline, legal(state, d.seat))
             for d in game.pending(state)
         ]
         if a.version // every > first[game_id].expected // every or cache.newly_over(game_id):

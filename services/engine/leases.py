@@ -11,21 +11,10 @@ import structlog
 from redis.asyncio import Redis
 
 from shared.bus import Keys
-from shared.bus.scripts import Batch, Library, call
+from shared.bus.scripts import Batch, call
+from shared.eventstore.scripts import LEASES as SCRIPTS
 
 log = structlog.get_logger("caravel.engine")
-
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-SCRIPTS = Library("leases", {"renew": _RENEW, "release": _RELEASE})
 
 
 class Leases:

@@ -4,7 +4,6 @@ checks of a new game's payload, which refuse the same way."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from shared.contracts import CommandEnvelope, CommandResult, Rejection
+from shared.contracts import CommandEnvelope, CommandResult, Rejection, load_json
 from shared.games import api
 
 log = structlog.get_logger("caravel.engine")
@@ -79,7 +78,7 @@ def malformed(
     stats["rejected"] += 1
     stats["rejected:malformed"] += 1
     try:
-        doc = json.loads(raw)
+        doc = load_json(raw)
     except ValueError:
         doc = None
     ids = doc if isinstance(doc, dict) else {}

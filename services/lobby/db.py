@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, Index, make_url, text
+from sqlalchemy import JSON, Engine, Index, make_url, text
 from sqlmodel import Field, SQLModel, create_engine
 
 from shared.games.api import DEFAULT_GAME
@@ -28,7 +28,9 @@ class LobbyTable(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=64)
     game: str = Field(max_length=64, sa_column_kwargs={"server_default": DEFAULT_GAME})
     ruleset: str = Field(max_length=64)
-    options: str  # JSON of the edition options as chosen (defaults filled in)
+    options: dict[str, Any] = Field(
+        sa_type=JSON
+    )  # the edition options as chosen (defaults filled in)
     seats: int
     status: str = Field(default="open", max_length=16, index=True)  # open, running, finished
     deadline_s: float

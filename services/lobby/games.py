@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import time
 import uuid
@@ -22,13 +21,21 @@ from starlette.websockets import WebSocketState
 from structlog.contextvars import bound_contextvars
 
 from shared.bus.scripts import Batch
-from shared.contracts import CommandEnvelope, DecisionRequest, dump_json
+from shared.bus.tails import newest_first
+from shared.contracts import (
+    CommandEnvelope,
+    DecisionRequest,
+    decision_game,
+    dump_json,
+    load_json,
+)
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.redis_replies import text
 from shared.views import read_view
 
 from .catalog import schema_ref
+from .fanout import Decision
 from .limits import Limits, Refused, client_of
 from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep, command_id_reused, not_seated
 from .tokens import SeatClaim
@@ -313,7 +320,7 @@ class SocketMoves:
             command_id = command.get("command_id")
             out = await run(self.lobby, await self._admit(command))
             answer = out.model_dump(include={"command_id", "status", "version"})
-            await self.send(json.dumps({"type": "result", **answer}))
+            await self.send(dump_json({"type": "result", **answer}))
         except ApiError as e:
             await self._error(e.status, e.code, e.message, e.details, command_id)
         except Refused as e:
@@ -373,14 +380,14 @@ class SocketMoves:
             "message": message,
             "details": details,
         }
-        await self.send(json.dumps(frame))
+        await self.send(dump_json(frame))
 
 
 def _command_of(text: str) -> dict[str, Any]:
     """The command a ``command`` frame carries (its ``command_id`` inside it), or a 422
     ``bad_frame``."""
     try:
-        frame = json.loads(text)
+        frame = load_json(text)
     except ValueError:
         frame = None
     if not isinstance(frame, dict) or frame.get("type") != "command":
@@ -531,17 +538,15 @@ async def stream_events(
                 await follower.decision(request)
         while True:
             item = await deliveries.get()
-            if isinstance(item, DecisionRequest):
+            if isinstance(item, Decision):
                 await follower.decision(item)
                 continue
-            for raw in item.events():
-                if raw["version"] <= follower.sent:
-                    follower.check(raw["version"], raw.get("event_id"))
+            for sent in item.events:  # parsed and encoded once for every socket
+                if sent.version <= follower.sent:
+                    follower.check(sent.version, sent.event_id)
                     continue
-                visible = api.Event.from_dict(raw).visible_to(seat)
-                public = dump_json(raw) if visible else None
-                ended = raw["type"] == api.GAME_ENDED
-                if await follower.event(raw["version"], public, ended, raw.get("event_id")):
+                public = sent.frame if sent.visible_to(seat) else None
+                if await follower.event(sent.version, public, sent.ended, sent.event_id):
                     return
 
 
@@ -563,7 +568,7 @@ class _Follower:
     ) -> None:
         self.seat, self.sent, self.send = seat, after, send
         self.decided = 0  # the version of the last request sent
-        self.held: DecisionRequest | None = None  # a request ahead of the events sent
+        self.held: Decision | None = None  # a request ahead of the events sent
         self.ids: dict[int, str] = {}  # version -> event id, of the last events sent
 
     async def event(
@@ -587,32 +592,27 @@ class _Follower:
         if sent is not None and event_id is not None and sent != event_id:
             raise LogWentBack(f"version {version} is another event than the one sent")
 
-    async def decision(self, request: DecisionRequest) -> None:
+    async def decision(self, decision: Decision) -> None:
         """Send the seat its decision request; a spectator gets every seat's, without the
         legal commands (whose turn it is and its deadline: the clock a table shows)."""
+        request = decision.request
         mine = self.seat is None or request.seat == self.seat
         if not mine or request.version <= self.decided:
             return
         if request.version > self.sent:
-            self.held = request
+            self.held = decision
         elif request.version == self.sent:  # an older one is stale: the game moved on
             self.decided = request.version
-            item = request.model_dump(mode="json")
-            if self.seat is None:
-                item["legal_commands"] = []
-            await self.send(json.dumps({"type": "decision", **item}))
+            await self.send(decision.frame(spectator=self.seat is None))
 
 
-async def _due_decisions(
-    lobby: Lobby, game_id: str, seat: int, version: int
-) -> list[DecisionRequest]:
+async def _due_decisions(lobby: Lobby, game_id: str, seat: int, version: int) -> list[Decision]:
     """The seat's request at ``version`` if one is due: the newest of the game's requests
     among the partition's last ``DECISION_LOOKBACK`` (older ones: GET /legal still says)."""
     stream = lobby.keys.decisions(lobby.keys.partition(game_id))
-    entries: Any = await lobby.redis.xrevrange(stream, count=DECISION_LOOKBACK)
-    needle = f'"{game_id}"'.encode()
-    for _, fields in entries:
-        if needle not in fields[b"r"]:
+    for _, fields in await newest_first(lobby.redis, stream, DECISION_LOOKBACK):
+        named = decision_game(fields[b"r"])
+        if named is not None and named != game_id:
             continue  # another game's: not worth parsing
         request = DecisionRequest.model_validate_json(fields[b"r"])
         if request.game_id != game_id or request.version > version:
@@ -620,5 +620,5 @@ async def _due_decisions(
         if request.version < version:
             return []  # the game's newest request is older than its log: nothing is due
         if request.seat == seat:
-            return [request]
+            return [Decision(request)]
     return []

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import json
 import re
 from typing import Any
 
@@ -26,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.bus import Keys
 from shared.bus.faults import transient
+from shared.contracts import dump_json, load_json
 
 from .limits import Refused, client_of
 
@@ -90,7 +90,7 @@ class IdempotencyMiddleware:
     async def _first_answer(self, slot: str, digest: str) -> dict[str, Any] | None:
         """The kept answer of the first request with this key, after waiting for it if it
         runs; None when this request is the first (the slot is now taken for it)."""
-        pending = json.dumps({"digest": digest})
+        pending = dump_json({"digest": digest})
         deadline = asyncio.get_running_loop().time() + WAIT_S
         while True:
             if await self.redis.set(slot, pending, nx=True, ex=IDEMPOTENCY_TTL_S):
@@ -98,7 +98,7 @@ class IdempotencyMiddleware:
             raw = await self.redis.get(slot)
             if raw is None:
                 continue  # the first one failed (5xx) or expired just now: take the slot
-            kept = json.loads(raw)
+            kept = load_json(raw)
             if kept["digest"] != digest:
                 message = "this Idempotency-Key came with another request"
                 raise Refused(422, "idempotency_key_reused", message)
@@ -145,7 +145,7 @@ class IdempotencyMiddleware:
             "body": base64.b64encode(b"".join(chunks)).decode(),
         }
         try:
-            await self.redis.set(slot, json.dumps(kept), ex=IDEMPOTENCY_TTL_S)
+            await self.redis.set(slot, dump_json(kept), ex=IDEMPOTENCY_TTL_S)
         except Exception as e:
             if not transient(e):
                 raise

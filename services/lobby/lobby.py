@@ -5,7 +5,6 @@ go through the registry so that the lobby knows no game."""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -22,7 +21,7 @@ from sqlmodel import Session
 from shared.bus import Broker, CommandSender, Keys
 from shared.bus.admission import SCRIPTS as SEAT_SCRIPTS
 from shared.bus.scripts import Script
-from shared.contracts import CommandEnvelope, CommandResult
+from shared.contracts import CommandEnvelope, CommandResult, key_json
 from shared.eventstore import Archive, EventStore
 from shared.games import api
 from shared.httpapi import ApiError, game_named
@@ -219,7 +218,7 @@ def command_id_reused(command: CommandEnvelope) -> ApiError:
 def _digest(command: CommandEnvelope) -> str:
     """What a retry under the same command id must repeat: its seat, type and payload."""
     seen = [command.seat, command.type, command.payload]
-    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(key_json(seen).encode()).hexdigest()
 
 
 async def get_lobby(request: Request) -> Lobby:

@@ -14,6 +14,7 @@ import structlog
 from fastapi.concurrency import run_in_threadpool
 from sqlmodel import Session, select
 
+from shared.contracts import load_json
 from shared.games import api
 from shared.loops import keep_running
 
@@ -107,7 +108,7 @@ class Matchmaker:
             id=f"t-{uuid.uuid4().hex[:12]}",
             game=group.game,
             ruleset=group.ruleset,
-            options=group.options,
+            options=load_json(group.options),  # the tickets' key: their options as JSON
             seats=group.players,
             deadline_s=self.lobby.settings.decision_timeout_s,
             status="running",

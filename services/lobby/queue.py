@@ -3,7 +3,6 @@ matchmaker has seated them (see :mod:`services.lobby.matchmaking`)."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Literal
 
@@ -11,6 +10,7 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 from sqlmodel import Session, col, delete
 
+from shared.contracts import key_json
 from shared.httpapi import ERRORS, ApiError, Id
 
 from .catalog import players_schema
@@ -47,7 +47,7 @@ def enter_queue(body: QueueIn, lobby: LobbyDep) -> TicketOut:
         game=game.name,
         ruleset=ruleset,
         players=body.players,
-        options=json.dumps(options, sort_keys=True),
+        options=key_json(options),
     )
     with Session(lobby.db) as session:
         session.add(ticket)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -17,7 +16,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from shared.contracts import CommandEnvelope, CommandResult, Seats
+from shared.contracts import CommandEnvelope, CommandResult, Seats, key_json
 from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
@@ -152,7 +151,7 @@ def _create(db: Engine, body: CreateTable) -> TableOut:
         id=f"t-{uuid.uuid4().hex[:12]}",
         game=game.name,
         ruleset=ruleset,
-        options=json.dumps(options),
+        options=options,
         seats=body.seats,
         deadline_s=body.deadline_s,
     )
@@ -297,7 +296,7 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
         await lobby.redis.hset(lobby.keys.seats(table_id), mapping=left)  # type: ignore[arg-type]
         view = await read_view(lobby.redis, lobby.keys, table_id, claim.seat)
         if view is not None and view["legal_commands"]:  # its decision is due now
-            member = json.dumps([table_id, view["version"], claim.seat])
+            member = key_json([table_id, view["version"], claim.seat])
             await lobby.redis.zadd(lobby.keys.deadlines(), {member: 0})
     return table
 
@@ -356,7 +355,7 @@ def start_command(table: LobbyTable, seats: list[LobbySeat]) -> CommandEnvelope:
         payload={
             "game": table.game,
             "ruleset": table.ruleset,
-            "options": json.loads(table.options),
+            "options": table.options,
             "players": [s.name for s in seats],
             "seed": secrets.randbits(48),
         },
@@ -416,7 +415,7 @@ def table_out(table: LobbyTable, seats: list[LobbySeat]) -> TableOut:
         id=table.id,
         game=table.game,
         ruleset=table.ruleset,
-        options=json.loads(table.options),
+        options=table.options,
         seats=table.seats,
         status=table.status,
         deadline_s=table.deadline_s,

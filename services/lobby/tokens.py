@@ -9,9 +9,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import time
 from dataclasses import dataclass
+
+from shared.contracts import dump_json, load_json
 
 
 class TokenError(Exception):
@@ -43,7 +44,7 @@ def issue(
     """A token for ``holder`` of ``seat`` at ``table_id``, valid for ``ttl_s``."""
     expires = int((time.time() if now is None else now) + ttl_s)
     claims = {"t": table_id, "s": seat, "e": expires, "h": holder}
-    payload = _b64(json.dumps(claims).encode())
+    payload = _b64(dump_json(claims).encode())
     signature = _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
     return f"{payload}.{signature}"
 
@@ -55,7 +56,7 @@ def verify(key: bytes, token: str, now: float | None = None) -> SeatClaim:
     if not sep or not hmac.compare_digest(signature, expected):
         raise TokenError("invalid_token", "the seat token is not valid")
     try:
-        data = json.loads(_unb64(payload))
+        data = load_json(_unb64(payload))
         claim = SeatClaim(str(data["t"]), int(data["s"]), int(data["e"]), str(data.get("h", "")))
     except (ValueError, KeyError, TypeError):
         raise TokenError("invalid_token", "the seat token is not valid") from None

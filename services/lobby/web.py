@@ -14,7 +14,6 @@ that is not there gets a page saying so, with a link home.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +24,7 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from shared.contracts import load_json
 from shared.eventstore import GameCodec
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
@@ -87,7 +87,7 @@ async def replay_view(
     view = api.of(state).view(state, None)
     view["version"] = at
     event = log[at - 1]
-    public = json.loads(event.encode().public) if event.visible_to(None) else None
+    public = load_json(event.encode().public) if event.visible_to(None) else None
     return JSONResponse({"version": at, "last_version": last, "event": public, "view": view})
 
 

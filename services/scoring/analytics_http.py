@@ -17,7 +17,8 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BeforeValidator
 from sqlalchemy import Connection, func, select
 
-from shared.games import analytics, api
+from shared.games import api
+from shared.games.api import analytics
 from shared.httpapi import ERRORS, ApiError, Db, game_named
 
 from . import stats
@@ -64,6 +65,13 @@ Until = Annotated[
     datetime | None, BeforeValidator(_iso), Query(description="Finished before (ISO 8601).")
 ]
 Experiment = Annotated[str | None, Query(description="A lab experiment's name.")]
+Imported = Annotated[
+    str,
+    Query(
+        description="Games loaded by `caravel games import`: exclude (the default: played "
+        "elsewhere), include, or only them."
+    ),
+]
 
 
 def parse_options(pairs: list[str] | None) -> dict[str, str]:
@@ -97,6 +105,7 @@ def filter_of(
     since: datetime | None = None,
     until: datetime | None = None,
     experiment: str | None = None,
+    imported: str | None = None,
 ) -> stats.Filter:
     return stats.Filter(
         game=game,
@@ -108,6 +117,7 @@ def filter_of(
         since=since,
         until=until,
         experiment=experiment or None,
+        imported=imported or stats.IMPORTED[0],
     )
 
 
@@ -123,13 +133,16 @@ def figures(
     since: Since = None,
     until: Until = None,
     experiment: Experiment = None,
+    imported: Imported = stats.IMPORTED[0],
 ) -> dict[str, Any]:
     """Every figure under one filter: games and seats counted, the overall win rate, win
     rates by turn position, side, seat kind and player count against the fair share (1/n,
     with a Bonferroni-corrected test flagging a significant imbalance), breakdown means and
     fact lifts (owners' win rate against the other seats'). Every rate has ``n``, ``low``
     and ``high`` (95% Wilson), every mean ``n``, ``low`` and ``high``."""
-    f = filter_of(game, ruleset, option, players, seat_kind, seats, since, until, experiment)
+    f = filter_of(
+        game, ruleset, option, players, seat_kind, seats, since, until, experiment, imported
+    )
     with db.connect() as conn:
         return stats.figures(conn, checked(conn, f))
 
@@ -138,7 +151,7 @@ def _filter_text(text: str, name: str) -> stats.Filter:
     """A filter given as a query string (``game=navegador&experiment=x``)."""
     raw = parse_qs(text, keep_blank_values=False)
     known = {"game", "ruleset", "option", "players", "seat_kind", "seats", "since", "until"}
-    known.add("experiment")
+    known |= {"experiment", "imported"}
     if unknown := sorted(set(raw) - known):
         raise ApiError(
             422,
@@ -163,6 +176,7 @@ def _filter_text(text: str, name: str) -> stats.Filter:
         since,
         until,
         one.get("experiment"),
+        one.get("imported"),
     )
 
 
@@ -173,7 +187,8 @@ def compare(
     b: Annotated[str, Query(description="Filter B, as A.")],
 ) -> dict[str, Any]:
     """A/B: every figure of two filters with A - B and its 95% interval (Newcombe for
-    rates, Welch for means); ``significant`` when the interval excludes 0."""
+    rates, Welch for means) and p-value; ``significant`` after a Holm-Bonferroni
+    correction over every difference compared (``correction`` says which and how many)."""
     with db.connect() as conn:
         first = stats.figures(conn, checked(conn, _filter_text(a, "a")))
         second = stats.figures(conn, checked(conn, _filter_text(b, "b")))
@@ -207,6 +222,7 @@ def filters(db: Db, game: Game = api.DEFAULT_GAME) -> dict[str, Any]:
         "players": list(range(played.min_players, played.max_players + 1)),
         "seat_kinds": stats.seat_kinds(played),
         "seats": list(stats.SEAT_MIXES),
+        "imported": list(stats.IMPORTED),
         "experiments": [
             {
                 **{k: v for k, v in e.items() if not isinstance(v, datetime)},

@@ -10,7 +10,8 @@ one grouped read of a few thousand cells, however many games there are
 
 Cells are derived, never edited: a group (game, experiment, hour) is deleted and summed
 again from the flat table whenever rows of its games are written (the projection, per
-batch; the lab and a rebuild, once at the end), so they always equal a sum of the rows.
+batch; the lab every few seconds while it plays and at the end; a rebuild at the end), so
+they always equal a sum of the rows.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     ColumnElement,
     Connection,
@@ -30,6 +32,7 @@ from sqlalchemy import (
     and_,
     cast,
     delete,
+    false,
     func,
     insert,
     literal,
@@ -39,7 +42,7 @@ from sqlalchemy import (
 )
 from sqlmodel import SQLModel
 
-from shared.games import analytics
+from shared.games.api import analytics
 
 from .flat import RESULTS, SCORE_PREFIX, SEAT_FACTS, score_columns
 
@@ -51,6 +54,7 @@ KEYS = (
     "players",
     "humans",
     "seat_kind",
+    "imported",
     "experiment",
     "finished_hour",
 )
@@ -66,6 +70,7 @@ CELLS = Table(
     Column("players", Integer, primary_key=True),
     Column("humans", Integer, primary_key=True),
     Column("seat_kind", String(32), primary_key=True),
+    Column("imported", Boolean, primary_key=True, server_default=false()),
     Column("experiment", String(100), primary_key=True),
     Column("finished_hour", String(13), primary_key=True),  # YYYY-MM-DDTHH, UTC
     Column("dim", String(16), primary_key=True),

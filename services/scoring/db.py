@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, select, update
+from sqlalchemy import JSON, Connection, Engine, Table, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Field, SQLModel
 
@@ -55,7 +55,9 @@ class ScoredGame(SQLModel, table=True):
     created_at: datetime
     finished_at: datetime | None = Field(default=None, index=True)
     duration_s: float | None = None
-    winners: str | None = None  # JSON list of the seats in first place
+    winners: list[int] | None = Field(
+        default=None, sa_type=JSON(none_as_null=True)
+    )  # seats placed first
     finish_key: str | None = Field(default=None, max_length=120, index=True)
 
 
@@ -70,7 +72,7 @@ class Standing(SQLModel, table=True):
     game: str = Field(max_length=64)
     version: int
     player: str = Field(max_length=100)
-    breakdown: str  # JSON object: the parts of the total, in the game's order
+    breakdown: dict[str, int] = Field(sa_type=JSON)  # the parts of the total, in the game's order
     total: int
     place: int
 
@@ -88,9 +90,9 @@ class Result(SQLModel, table=True):
     side: str = Field(max_length=32)  # what the seat plays: a nation, a colour
     place: int
     won: bool
-    breakdown: str  # JSON object, as in standings
+    breakdown: dict[str, int] = Field(sa_type=JSON)  # as in standings
     total: int
-    tiebreak: str  # JSON list: the keys that ordered equal totals
+    tiebreak: list[int] = Field(sa_type=JSON)  # the keys that ordered equal totals
 
 
 class Rating(SQLModel, table=True):

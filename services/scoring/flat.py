@@ -27,10 +27,12 @@ from sqlalchemy import (
     String,
     Table,
     delete,
+    false,
 )
 from sqlmodel import SQLModel
 
-from shared.games import analytics, api
+from shared.games import api
+from shared.games.api import analytics
 
 SCORE_PREFIX = "score_"
 HOUR = "%Y-%m-%dT%H"
@@ -76,6 +78,8 @@ RESULTS = Table(
     Column("finished_hour", String(13), nullable=False),  # YYYY-MM-DDTHH (UTC): the cells'
     Column("caravel_version", String(32), nullable=False),
     Column("experiment", String(100), nullable=True),
+    # loaded by `caravel games import` (played elsewhere): the analytics filter `imported`
+    Column("imported", Boolean, nullable=False, server_default=false()),
     Index("ix_analytics_results_game_finished", "game", "finished_at"),
     Index("ix_analytics_results_experiment", "experiment", "game"),
 )
@@ -138,6 +142,7 @@ def result_rows(
     duration_s: float | None,
     finished_at: datetime,
     experiment: str | None,
+    imported: bool = False,
 ) -> list[dict[str, Any]]:
     """The flat rows of one finished game, one per seat."""
     humans = sum(1 for kind in seat_kinds if kind == "human")
@@ -155,6 +160,7 @@ def result_rows(
         "finished_hour": finished_at.astimezone(UTC).strftime(HOUR),
         "caravel_version": caravel_version(),
         "experiment": experiment,
+        "imported": imported,
         **{f"{SCORE_PREFIX}{part}": None for part in score_columns()},
     }
     return [

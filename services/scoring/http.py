@@ -11,7 +11,6 @@ analytics page (``/analytics``) is drawn in the browser from the analytics API
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -142,13 +141,13 @@ def result(game_id: Id, db: Db) -> ResultOut:
             game=game.game,
             finished_at=game.finished_at.isoformat(),
             duration_s=game.duration_s,
-            winners=json.loads(game.winners),
+            winners=game.winners,
             results=[
                 ResultRow.model_validate(
                     {
                         **r._mapping,
-                        "breakdown": json.loads(r.breakdown),
-                        "tiebreak": json.loads(r.tiebreak),
+                        "breakdown": r.breakdown,
+                        "tiebreak": r.tiebreak,
                         "facts": facts.get(r.seat, {}),
                     }
                 )
@@ -248,7 +247,7 @@ def _score(row: Any) -> StandingOut:
     return StandingOut(
         seat=row["seat"],
         player=row["player"],
-        breakdown=json.loads(row["breakdown"]),
+        breakdown=row["breakdown"],
         total=row["total"],
         place=row["place"],
     )
@@ -331,7 +330,7 @@ def _mean_breakdowns(conn: Connection) -> dict[str, dict[str, float]]:
     scores: dict[str, list[dict[str, int]]] = defaultdict(list)
     query = select(results.c.game, results.c.breakdown, results.c.total)
     for game, breakdown, total in conn.execute(query):
-        scores[game].append({**json.loads(breakdown), "total": total})
+        scores[game].append({**breakdown, "total": total})
     return {game: _means_of(rows) for game, rows in scores.items()}
 
 

@@ -20,7 +20,6 @@ agree row for row.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,10 +28,11 @@ from typing import Any
 from openskill.models import PlackettLuce
 from sqlalchemy import Connection, delete, func, select
 
-from shared.contracts import EventEnvelope, Seats
+from shared.contracts import EventEnvelope, Seats, key_json
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import GameCodec, to_event
-from shared.games import analytics, api
+from shared.games import api
+from shared.games.api import analytics
 
 from . import cells, flat
 from .db import (
@@ -94,8 +94,9 @@ class GameProgress:
     decisions: int = 0
     finished_at: datetime | None = None
     event_id: str | None = None  # the event at ``version``: tells a log that went back
-    ruleset_hash: str = ""  # the compiled rules' content hash (shared.games.analytics)
+    ruleset_hash: str = ""  # the compiled rules' content hash (shared.games.api.analytics)
     seat_facts: flat.SeatFacts = field(default_factory=dict)  # every fact so far, per seat
+    imported: bool = False  # loaded by `caravel games import` (its seats hash says so)
 
 
 @dataclass
@@ -140,6 +141,7 @@ def start(codec: GameCodec, first: EventEnvelope, seats: Seats) -> GameProgress:
         players=[k if k != HUMAN else f"player:{n}" for k, n in zip(kinds, names, strict=True)],
         created_at=first.recorded_at,
         ruleset_hash=analytics.ruleset_hash(game.rules_named(data)),
+        imported=seats.imported,
     )
 
 
@@ -226,9 +228,9 @@ def _finish(p: GameProgress, rows: Rows) -> None:
                 "side": r.side,
                 "place": r.place,
                 "won": r.place == 1,
-                "breakdown": json.dumps(r.breakdown),
+                "breakdown": r.breakdown,
                 "total": r.total,
-                "tiebreak": json.dumps(list(r.tiebreak)),
+                "tiebreak": list(r.tiebreak),
             }
         )
     _flat(p, results, rows)
@@ -260,6 +262,7 @@ def _flat(p: GameProgress, results: Sequence[api.SeatResult], rows: Rows) -> Non
         duration_s=(p.finished_at - p.created_at).total_seconds(),
         finished_at=_utc(p.finished_at),
         experiment=None,
+        imported=p.imported,
     )
     rows.flat_results += flat_rows
     rows.seat_facts += flat.fact_rows(flat_rows, p.seat_facts)
@@ -276,13 +279,13 @@ def snapshot_rows(p: GameProgress, rows: Rows) -> None:
         "event_id": p.event_id,
         "status": "finished" if finished else "running",
         "ruleset": p.ruleset,
-        "options": json.dumps(p.options, sort_keys=True),
+        "options": key_json(p.options),
         "players": len(p.players),
         "decisions": p.decisions,
         "created_at": _utc(p.created_at),
         "finished_at": _utc(p.finished_at) if p.finished_at else None,
         "duration_s": (p.finished_at - p.created_at).total_seconds() if p.finished_at else None,
-        "winners": json.dumps([r.seat for r in results if r.place == 1]) if finished else None,
+        "winners": [r.seat for r in results if r.place == 1] if finished else None,
         "finish_key": finish_key(p.finished_at, p.game_id) if p.finished_at else None,
     }
     for r in results:
@@ -292,7 +295,7 @@ def snapshot_rows(p: GameProgress, rows: Rows) -> None:
             "game": p.game.name,
             "version": p.version,
             "player": p.players[r.seat],
-            "breakdown": json.dumps(r.breakdown),
+            "breakdown": r.breakdown,
             "total": r.total,
             "place": r.place,
         }

@@ -38,7 +38,7 @@ import structlog
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
-from shared.bus import Broker, Delivery, Follower, Keys
+from shared.bus import Broker, Delivery, Follower, Keys, newest_ids
 from shared.bus.retention import mark_read
 from shared.contracts import EventEnvelope, Notification, Seats
 from shared.eventstore import Archive, EventStore, GameCodec, Held
@@ -149,13 +149,7 @@ class ScoringService:
 
     async def caught_up(self) -> bool:
         """Every stream scored up to its newest entry (for tools and tests that wait)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for stream in self.streams:
-                pipe.xrevrange(stream, count=1)
-            tails: list[Any] = await pipe.execute()
-        newest = {
-            s: (t[0][0].decode() if t else "0-0") for s, t in zip(self.streams, tails, strict=True)
-        }
+        newest = await newest_ids(self.redis, self.streams)
         return all(_id(self.positions.get(s, "0-0")) >= _id(newest[s]) for s in self.streams)
 
     async def score(self, deliveries: list[Delivery]) -> int:
@@ -318,19 +312,13 @@ class ScoringService:
         started = time.perf_counter()
         await asyncio.to_thread(create_tables, self.db)
         await asyncio.to_thread(clear_tables, self.db)
+        positions = await newest_ids(self.redis, self.streams)
         async with self.redis.pipeline(transaction=False) as pipe:
-            for stream in self.streams:
-                pipe.xrevrange(stream, count=1)
             for p in self.keys.all_partitions():  # the games in Redis and the archived ones
                 pipe.smembers(self.keys.games(p))  # (no SUNION: a cluster pipeline refuses
                 pipe.smembers(self.keys.archived(p))  # commands of several keys)
             replies: list[Any] = await pipe.execute()
-        n = len(self.streams)
-        positions = {
-            s: (r[0][0].decode() if r else "0-0")
-            for s, r in zip(self.streams, replies[:n], strict=True)
-        }
-        game_ids = sorted({g.decode() for members in replies[n:] for g in members})
+        game_ids = sorted({g.decode() for members in replies for g in members})
         await asyncio.to_thread(self._set_checkpoints, positions)
         await mark_read(self.redis, MARK_GROUP, positions)
         self.games.clear()

@@ -6,6 +6,7 @@ from .connection import connect
 from .consumer import Broker, Coalesced, Follower, GroupConsumer, ensure_group
 from .faststream_ext import BODY, Delivery
 from .keys import Keys, delete_namespace
+from .tails import newest_ids
 
 __all__ = [
     "BODY",
@@ -19,4 +20,5 @@ __all__ = [
     "connect",
     "delete_namespace",
     "ensure_group",
+    "newest_ids",
 ]

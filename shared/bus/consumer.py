@@ -38,10 +38,8 @@ consumer reclaims it.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
 from typing import Any
 
 import structlog
@@ -52,7 +50,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from shared.contracts import DeadLetter
+from shared.contracts import DeadLetter, dump_json
 from shared.loops import each, keep_running
 from shared.redis_replies import text as _text
 
@@ -71,6 +69,7 @@ from .faststream_ext import (
 )
 from .keys import Keys
 from .metrics import DEAD_LETTERED, RECLAIMED, bus_metrics, channel
+from .tails import newest_ids
 
 log = logging.getLogger("caravel.bus")  # FastStream's lines (stdlib, through structlog's)
 slog = structlog.get_logger("caravel.bus")
@@ -423,10 +422,20 @@ class GroupConsumer:
         return subscriber
 
     async def _on_shared_batch(self, deliveries: list[Delivery]) -> None:
-        async with AsyncExitStack() as held:  # in one order: a reclaim holds one at most
+        """The batch handled with its streams' locks held, taken in one order (a reclaim
+        holds one at most); acquired and released by hand, not through an exit stack per
+        batch."""
+        locks = self._locks
+        held: list[asyncio.Lock] = []
+        try:
             for stream in sorted({d.stream for d in deliveries}):
-                await held.enter_async_context(self._locks[stream])
+                lock = locks[stream]
+                await lock.acquire()
+                held.append(lock)
             await self.handle(deliveries)
+        finally:
+            for lock in held:
+                lock.release()
 
     async def unsubscribe(self, stream: str) -> None:
         """Stop reading ``stream`` (the batch being handled, if any, is finished first)."""
@@ -557,8 +566,7 @@ class GroupConsumer:
         for stream in list(self._subscribers):
             groups: Any = await self.redis.xinfo_groups(stream)
             mine = next(g for g in groups if _text(g["name"]) == self.group)
-            newest: Any = await self.redis.xrevrange(stream, count=1)
-            last = _text(newest[0][0]) if newest else "0-0"
+            last = (await newest_ids(self.redis, [stream]))[stream]
             if mine["pending"] or _text(mine["last-delivered-id"]) != last:
                 return False
         return True
@@ -571,7 +579,7 @@ class GroupConsumer:
             id=delivery.id,
             group=self.group,
             reason=reason,
-            fields=json.dumps({_text(k): _text(v) for k, v in delivery.fields.items()}),
+            fields=dump_json({_text(k): _text(v) for k, v in delivery.fields.items()}),
         )
         dead = self.keys.dead_letters(self.keys.partition_of(delivery.stream))
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -585,9 +593,16 @@ class GroupConsumer:
         counter.labels(self.broker.service, channel(stream), self.group).inc(n)
 
     async def ack(self, deliveries: Sequence[Delivery]) -> None:
-        """Acknowledge ``deliveries`` (one call per stream)."""
+        """Acknowledge ``deliveries``: one XACK per stream, all in one round trip (a
+        pipeline; on a cluster, redis-py sends each node its own)."""
         by_stream: dict[str, list[str]] = {}
         for d in deliveries:
             by_stream.setdefault(d.stream, []).append(d.id)
-        for stream, ids in by_stream.items():
+        if len(by_stream) == 1:
+            [(stream, ids)] = by_stream.items()
             await self.redis.xack(stream, self.group, *ids)
+        elif by_stream:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for stream, ids in by_stream.items():
+                    pipe.xack(stream, self.group, *ids)
+                await pipe.execute()

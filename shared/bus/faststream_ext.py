@@ -27,8 +27,7 @@ What is extended, and why:
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from faststream.message import StreamMessage, encode_message
 from faststream.redis import RedisBroker, StreamSub
@@ -55,8 +54,11 @@ stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS = READ_RETRY_S  # type: ignore[a
 BODY = DATA_KEY.encode()  # the field of a stream entry FastStream publishes a message in
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(NamedTuple):
+    """One stream entry as a handler gets it: its stream, id and fields. A named tuple, not
+    a frozen dataclass: one is made per entry read, and a frozen dataclass sets each field
+    through ``object.__setattr__``."""
+
     stream: str
     id: str
     fields: dict[bytes, bytes]
@@ -149,7 +151,7 @@ class SharedRead(stream_subscriber.StreamBatchSubscriber):
             block=sub.polling_interval,
         )
         # A stream dropped while the read was under way is skipped: left pending, reclaimed.
-        await _hand_on(self, response, sub.streams)
+        await _hand_on(self, sub, response, sub.streams)
 
 
 class SharedFollow(stream_subscriber.StreamBatchSubscriber):
@@ -169,7 +171,7 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
         response: Any = await self._client.xread(
             streams=reading, count=sub.max_records, block=sub.polling_interval
         )
-        await _hand_on(self, response, positions, positions=True)
+        await _hand_on(self, sub, response, positions, positions=True)
 
 
 def make_shared(subscriber: Any, kind: type[SharedRead] | type[SharedFollow]) -> Any:
@@ -184,12 +186,14 @@ def make_shared(subscriber: Any, kind: type[SharedRead] | type[SharedFollow]) ->
 
 
 async def _hand_on(
-    subscriber: Any, response: Any, reading: dict[str, Any], positions: bool = False
+    subscriber: Any, sub: Any, response: Any, reading: dict[str, Any], positions: bool = False
 ) -> None:
     """The entries of a read of several streams, to ``subscriber``'s handler as one batch,
     named for the streams' channel (partition ``{p}``) in metrics, traces and logs. Only
     the streams still in ``reading`` count; with ``positions``, it maps each stream to the
-    entry it is read after, moved to the stream's last entry here."""
+    entry it is read after, moved to the stream's last entry here. ``sub`` is the
+    subscriber's ``stream_sub``, fetched once per read (FastStream's property composes the
+    broker's prefix on every access)."""
     streams: list[str] = []
     ids: list[bytes] = []
     data: list[dict[bytes, bytes]] = []
@@ -204,9 +208,8 @@ async def _hand_on(
             ids.append(entry_id)
             data.append(fields)
     if ids:
-        name = subscriber.stream_sub.name
         batch = BatchStreamMessage(
-            type="bstream", channel=channel(name), data=data, message_ids=ids
+            type="bstream", channel=channel(sub.name), data=data, message_ids=ids
         )
         batch["streams"] = streams  # type: ignore[typeddict-unknown-key]
         await subscriber.consume_one(batch)
@@ -214,10 +217,12 @@ async def _hand_on(
 
 async def parse_batch(raw: Any) -> StreamMessage[Any]:
     """A batch as it came: no JSON round trip of every entry (the handler parses the
-    fields it needs, once)."""
+    fields it needs, once). Its first entry's id is its correlation id too: FastStream
+    draws a ``uuid4`` for a message without one (6% of a batch's dispatch)."""
     ids = raw["message_ids"]
+    first = text(ids[0]) if ids else ""
     return StreamMessage(
-        raw_message=raw, body=b"", headers={}, message_id=text(ids[0]) if ids else ""
+        raw_message=raw, body=b"", headers={}, message_id=first, correlation_id=first or None
     )
 
 

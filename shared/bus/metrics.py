@@ -17,6 +17,7 @@ to its handler, ``caravel_bus_reclaimed_total``, and the ones it dead-lettered,
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from faststream.message import StreamMessage
@@ -46,8 +47,10 @@ DEAD_LETTERED = Counter(
 )
 
 
+@lru_cache(maxsize=4096)
 def channel(stream: str) -> str:
-    """A partition stream's channel: its name with the partition as ``{p}``."""
+    """A partition stream's channel: its name with the partition as ``{p}`` (remembered:
+    every batch a subscriber hands on is named so)."""
     return _PARTITION.sub("{p}", stream, count=1)
 
 

@@ -7,6 +7,7 @@ Old events keep loading through upcasters registered per (type, schema version).
 
 from __future__ import annotations
 
+from .codec import dump_json, json_bytes, key_json, load_json, readable_json
 from .envelopes import (
     SCHEMA_VERSION,
     CommandEnvelope,
@@ -18,16 +19,19 @@ from .envelopes import (
     Made,
     Rejection,
     command_key,
-    dump_json,
+    decision_game,
     encode_event,
     load_event,
+    name_json,
     new_event_id,
     new_id,
     read_event,
+    string_json,
 )
-from .records import Notification, Seats
+from .records import IMPORTED, Notification, Seats
 
 __all__ = [
+    "IMPORTED",
     "SCHEMA_VERSION",
     "CommandEnvelope",
     "CommandResult",
@@ -40,10 +44,17 @@ __all__ = [
     "Rejection",
     "Seats",
     "command_key",
+    "decision_game",
     "dump_json",
     "encode_event",
+    "json_bytes",
+    "key_json",
     "load_event",
+    "load_json",
+    "name_json",
     "new_event_id",
     "new_id",
     "read_event",
+    "readable_json",
+    "string_json",
 ]

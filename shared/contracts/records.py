@@ -33,6 +33,9 @@ class Notification(NamedTuple):
         return events
 
 
+IMPORTED = "imported"  # the seats hash's field marking an imported game
+
+
 @dataclass
 class Seats:
     """Who plays each seat of a game (``human``, ``bot:<level>`` or ``left``) and the table's
@@ -41,11 +44,14 @@ class Seats:
 
     players: dict[int, str] = field(default_factory=dict)
     deadline_s: float | None = None
+    imported: bool = False  # loaded by `caravel games import`, not played here
 
     def to_mapping(self) -> dict[str, str | float]:
         out: dict[str, str | float] = {str(seat): who for seat, who in self.players.items()}
         if self.deadline_s is not None:
             out["deadline_s"] = self.deadline_s
+        if self.imported:
+            out[IMPORTED] = "1"
         return out
 
     @classmethod
@@ -56,6 +62,8 @@ class Seats:
             text = value.decode() if isinstance(value, bytes) else value
             if name == "deadline_s":
                 seats.deadline_s = float(text)
+            elif name == IMPORTED:
+                seats.imported = text == "1"
             elif name.isdigit():
                 seats.players[int(name)] = text
         return seats

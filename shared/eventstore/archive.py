@@ -17,7 +17,6 @@ The event store reads archived games from here (``EventStore(archive=...)``).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from sqlalchemy import Column, DateTime, Engine, LargeBinary, Table, select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, SQLModel
 
-from shared.contracts import EventEnvelope
+from shared.contracts import EventEnvelope, key_json, load_json
 from shared.sql import create_tables
 
 from . import logfile
@@ -94,7 +93,7 @@ class Archive:
             game=finished.events[0].data.get("game", ""),
             version=finished.version,
             final_hash=finished.final_hash,
-            seats=json.dumps(finished.seats, sort_keys=True),
+            seats=key_json(finished.seats),
             log=logfile.compress(finished.events),
         )
         table = self._table()
@@ -133,7 +132,7 @@ class Archive:
         table = self._table()
         with self.db.connect() as conn:
             query = select(table.c.game_id, table.c.seats).where(table.c.game_id.in_(game_ids))
-            return {game_id: json.loads(seats) for game_id, seats in conn.execute(query)}
+            return {game_id: load_json(seats) for game_id, seats in conn.execute(query)}
 
 
 def verify(row: ArchivedGame, version: int, final_hash: str) -> list[EventEnvelope]:

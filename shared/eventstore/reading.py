@@ -9,13 +9,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from pydantic_core import from_json
 from redis.asyncio import Redis
 
 from shared.bus.keys import Keys
 from shared.contracts import (
     EventEnvelope,
     Seats,
+    load_json,
     read_event,
 )
 from shared.redis_replies import text as _text
@@ -238,7 +238,7 @@ class EventReader:
         )
         out: dict[str, Loaded[S]] = {}
         for game_id, snap, seen, version in zip(game_ids, snaps, seens, starts, strict=True):
-            state = codec.restore(from_json(snap[b"s"])) if snap else None
+            state = codec.restore(load_json(snap[b"s"])) if snap else None
             event_id = None
             for event in logs[game_id]:
                 if event.version != version + 1:

@@ -1,6 +1,7 @@
 """The event store's Lua scripts, loaded as one Redis Function library: appending a
 command's events, recording a command that appends nothing, marking a game finished,
-forgetting an archived game's log and storing snapshots (see :mod:`.store`)."""
+forgetting an archived game's log and storing snapshots (see :mod:`.store`); and the
+engines' leases on the partitions (:data:`LEASES`), which decide who may append to them."""
 
 from __future__ import annotations
 
@@ -174,3 +175,17 @@ SCRIPTS = Library(
         "snapshot": _SNAPSHOT,
     },
 )
+
+# The engines' leases (``services.engine.leases``): a lease is renewed or released only by
+# the engine that holds it (its id in the key), atomically.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+LEASES = Library("leases", {"renew": _RENEW, "release": _RELEASE})

@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from itertools import chain
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 
@@ -44,6 +45,7 @@ from shared.contracts import (
     EventEnvelope,
     command_key,
     dump_json,
+    string_json,
 )
 from shared.redis_replies import text as _text
 
@@ -82,8 +84,9 @@ class Append:
         return self.expected + len(self.events)
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """An append's outcome (a named tuple: one is made per command appended)."""
+
     # "ok", "duplicate", "conflict", "archived" (the id is an archived game's), or "failed":
     # its shard refused it for now (``shared.bus.faults``), nothing written: try again later
     status: str
@@ -99,7 +102,20 @@ def _result(a: Append, reply: Any, j: int) -> AppendResult:
         if not transient(reply):
             raise reply
         return AppendResult("failed", a.expected, error=reply)
-    return AppendResult(_text(reply[2 * j]), int(reply[2 * j + 1]))
+    return AppendResult(_status(reply[2 * j]), int(reply[2 * j + 1]))
+
+
+_STATUSES: dict[Any, str] = {}
+
+
+def _status(raw: Any) -> str:
+    """A status of the append script's reply as text (a handful of words, decoded once)."""
+    status = _STATUSES.get(raw)
+    if status is None:
+        status = _text(raw)
+        if len(_STATUSES) < 64:
+            _STATUSES[raw] = status
+    return status
 
 
 @dataclass(frozen=True)
@@ -152,44 +168,38 @@ class EventStore(EventReader):
         """The keys and arguments of one script call appending ``appends`` (see the script)."""
         keys: list[str] = []
         args: list[Any] = [len(appends)]
+        k, group, answered_here = self.keys, self.group, not self.replicas
         for a in appends:
-            head, tail = _append_keys(self.keys, a.game_id)
+            head, tail = _append_keys(k, a.game_id)
+            command_id, events, decisions = a.command_id, a.events, a.decisions
             keys += head
-            keys.append(self.keys.result(a.game_id, a.seat, a.command_id or "-"))
+            keys.append(k.result(a.game_id, a.seat, command_id or "-"))
             keys += tail
-            at = len(args)
             args += (
-                0,  # its argument count, set below
+                9 + 2 * len(events) + len(decisions),  # its argument count
                 a.expected,
-                command_key(a.seat, a.command_id) if a.command_id else "",
+                command_key(a.seat, command_id) if command_id else "",
                 a.game_id,
-                self.group,
+                group,
                 a.entry[1] if a.entry else "",
                 RESULT_TTL_S,
-                self._result_json(a) if a.command_id and not self.replicas else "",
+                self._result_json(a) if command_id and answered_here else "",
                 a.snapshot,
-                len(a.events),
+                len(events),
             )
-            for public, secret in a.events:
-                args += (public, secret)
-            args += a.decisions
-            args[at] = len(args) - at - 1
+            args += chain.from_iterable(events)  # (public, secret) pairs
+            args += decisions
         return keys, args
 
     @staticmethod
     def _result_json(a: Append) -> str:
-        """A :class:`CommandResult` "accepted" as its JSON, written without building the
-        model (once per command the engine appends)."""
-        return dump_json(
-            {
-                "command_id": a.command_id,
-                "game_id": a.game_id,
-                "status": "accepted",
-                "seat": a.seat,
-                "version": a.version,
-                "code": None,
-                "reason": None,
-            }
+        """A :class:`CommandResult` "accepted" as its JSON (the model's keys in its order),
+        written without building the model (once per command the engine appends)."""
+        seat = "null" if a.seat is None else a.seat
+        return (
+            f'{{"command_id":{string_json(a.command_id)},"game_id":{string_json(a.game_id)},'
+            f'"status":"accepted","seat":{seat},"version":{a.version},"code":null,'
+            '"reason":null}'
         )
 
     async def append(self, a: Append) -> AppendResult:

@@ -11,11 +11,10 @@ then gets its final hash, replayed from the log.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shared.contracts import EventEnvelope
+from shared.contracts import IMPORTED, EventEnvelope, key_json, load_json
 from shared.games import api
 
 from .codec import GameCodec, to_event
@@ -57,7 +56,8 @@ async def import_log(
     for a log that is not one game's whole log, that its game's rules refuse (each move is
     decided again: an edited event names the first version no legal move leads to), or
     whose final hash is not the one its export's ``header`` carries; and
-    :class:`GameExists` if the id is taken."""
+    :class:`GameExists` if the id is taken. The game's seats hash says it was imported
+    (written before its events, which scoring reads it with: analytics mark it)."""
     game_id = check_log(events)
     if header is not None and header.events != len(events):
         raise ValueError(f"{game_id}: the export has {len(events)} of its {header.events} events")
@@ -76,8 +76,12 @@ async def import_log(
         written = f"written by Caravel {header.caravel_version}"
         message = f"its replay ends with hash {final_hash}, the export says {header.final_hash}"
         raise ValueError(f"{game_id}: {message} ({written}, this is {caravel_version()})")
+    seats = store.keys.seats(game_id)
+    marked = await store.redis.hsetnx(seats, IMPORTED, "1")  # before its events: scoring
     result = await store.append(Append(game_id, 0, [event.encode() for event in events]))
     if result.status != "ok":
+        if marked:  # a game that got the id meanwhile keeps its own seats
+            await store.redis.hdel(seats, IMPORTED)
         raise GameExists(game_id)
     if final_hash is not None:
         await store.record_final_hash(game_id, final_hash, result.version)
@@ -180,4 +184,4 @@ def _moves(game: api.AnyGame, state: Any) -> Iterator[list[api.Event]]:
 
 def _fact(event: api.Event) -> Any:
     """An event as plain JSON data, to compare a logged event with a decided one."""
-    return json.loads(json.dumps(event.to_dict(include_secret=True), sort_keys=True))
+    return load_json(key_json(event.to_dict(include_secret=True)))

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .api import AnyGame
+from .protocol import AnyGame
+from .registry import get
 
 LABEL_SPACES = ("sides", "columns", "facts", "subjects", "options", "values")
 """The namespaces of a game's labels: sides (nations, colours), breakdown columns, fact
@@ -94,8 +95,6 @@ def ruleset_hash(rules: Any) -> str:
 def breakdown_parts(name: str) -> tuple[str, ...]:
     """The parts of the game ``name``'s score breakdown, in its order (read off a new game
     of its default rules)."""
-    from .api import get
-
     game = get(name)
     state, _ = game.new_game(game.rules(game.default_ruleset), game.min_players, 0)
     return tuple(game.results(state)[0].breakdown)

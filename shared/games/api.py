@@ -1,10 +1,12 @@
 """The door services go through to games: the protocol, the registry, the catalog and
 random play, re-exported from the modules that hold them (:mod:`.protocol`, :mod:`.commands`,
-:mod:`.registry`, :mod:`.catalog`, :mod:`.play`). Services import this module (or
-:mod:`.registry`), never a game package; game packages import the modules themselves."""
+:mod:`.registry`, :mod:`.catalog`, :mod:`.play`), and :mod:`.analytics` (what analytics asks of
+any game). Services import this module, never a game package or another module of
+``shared.games``; game packages import the modules themselves."""
 
 from __future__ import annotations
 
+from . import analytics
 from .catalog import CatalogEntry, bot_levels, catalog
 from .commands import Command, command_schema, command_wire_schema, parse_command
 from .events import EventData, check_event, event_schema
@@ -59,6 +61,7 @@ __all__ = [
     "StatePolicy",
     "UnknownGame",
     "Visibility",
+    "analytics",
     "bot_levels",
     "catalog",
     "check_event",

@@ -32,6 +32,7 @@ from .protocol import (
     Observation,
     Policy,
     SearchHints,
+    SeatResult,
     StatePolicy,
     merge_views,
     own_view,
@@ -69,6 +70,14 @@ class EventHandlers(Generic[S]):
             return fn
 
         return register
+
+    def emit(
+        self, s: S, out: list[Event], type_: str, data: dict[str, Any], secret: Any = None
+    ) -> None:
+        """Make a public event: apply it to ``s`` (its handler called directly, as a rules
+        core makes events a few times per decision) and record it in ``out``."""
+        self.table[type_](s, data, secret)
+        out.append(Event(type_, data, secret))
 
     def apply(self, s: S, event: Event) -> None:
         """Apply ``event`` to ``s`` in place."""
@@ -242,6 +251,25 @@ class BaseGame(ABC, Generic[S, R]):
         for event in it:
             apply(state, event)
         return state
+
+    @staticmethod
+    def seat_results(
+        rows: Iterable[Mapping[str, Any]], parts: Iterable[str], sides: Sequence[str]
+    ) -> list[SeatResult]:
+        """``results`` from a game's score rows (each with ``seat``, ``place``, ``total``,
+        ``tiebreak`` and the breakdown ``parts``) and each seat's side."""
+        parts = tuple(parts)
+        return [
+            SeatResult(
+                seat=row["seat"],
+                place=row["place"],
+                total=row["total"],
+                breakdown={k: row[k] for k in parts},
+                tiebreak=tuple(row["tiebreak"]),
+                side=sides[row["seat"]],
+            )
+            for row in rows
+        ]
 
     # --- hidden information ----------------------------------------------------------------
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import pytest
 from redis.asyncio import Redis
 
-from services.lobby.fanout import EventFanout
+from services.lobby.fanout import Decision, EventFanout, Published
 from shared.bus import Keys
-from shared.contracts import DecisionRequest, Notification
+from shared.contracts import DecisionRequest, decision_game
 
 
 @pytest.fixture
@@ -44,17 +44,20 @@ async def test_listeners_get_their_games_entries_from_listening_on_once_each(
         assert got_a1 == got_a2
         assert {n.game_id for n in got_a1} == {"g-a"} and {n.game_id for n in got_b} == {"g-b"}
         assert a1.empty() and a2.empty() and b.empty()
-        follower = fanout._follower  # every event and decision stream while anyone listens
-        assert follower is not None
-        assert len(follower.streams) == 2 * keys.partitions
-    assert fanout._follower is None and not follower.streams  # nobody listens: stopped
+        # The event and decision streams of the listened games' partitions, no other.
+        listened = {keys.partition("g-a"), keys.partition("g-b")}
+        assert sorted(fanout.streams) == sorted(
+            s for p in listened for s in (keys.events(p), keys.decisions(p))
+        )
+    assert not fanout.streams  # nobody listens: stopped
 
     await _append(redis, keys, "g-a", 4)
     async with fanout.listen("g-a") as again:
         await _append(redis, keys, "g-a", 5)
-        notification = await asyncio.wait_for(again.get(), 10)
-        assert isinstance(notification, Notification)
-        assert (notification.version, notification.events()[0]["version"]) == (5, 5)
+        published = await asyncio.wait_for(again.get(), 10)
+        assert isinstance(published, Published)
+        assert (published.version, published.events[0].version) == (5, 5)
+        assert json.loads(published.events[0].frame) == {"version": 5, "type": "x"}
         assert again.empty()
 
 
@@ -75,6 +78,54 @@ async def test_listeners_get_their_games_decision_requests_after_their_events(
             await redis.xadd(stream, {"r": request.model_dump_json()})
         first = await asyncio.wait_for(a.get(), 10)
         second = await asyncio.wait_for(a.get(), 10)
-        assert isinstance(first, Notification) and first.version == 3
-        assert second == request  # g-a's, whole (g-b's went to nobody)
+        assert isinstance(first, Published) and first.version == 3
+        assert isinstance(second, Decision)
+        assert second.request == request  # g-a's, whole (g-b's went to nobody)
+        assert json.loads(second.frame(spectator=False))["legal_commands"] == [{"type": "pass"}]
+        assert json.loads(second.frame(spectator=True))["legal_commands"] == []
         assert a.empty()
+
+
+async def test_a_partition_is_read_only_while_one_of_its_games_is_listened_to(
+    redis: Redis, keys: Keys
+) -> None:
+    """Lobby processes beside each other read only their own sockets' partitions: a
+    partition nobody here listens to is not read, and one listened to again is read from
+    then on (nothing written before that is delivered, nothing after it is missed)."""
+    fanout = EventFanout(redis, keys, block_ms=50)
+    a = "g-a"
+    b = next(f"g-{i}" for i in range(1000) if keys.partition(f"g-{i}") != keys.partition(a))
+    async with fanout.listen(a) as queue_a:
+        assert sorted(fanout.streams) == sorted(
+            [keys.events(keys.partition(a)), keys.decisions(keys.partition(a))]
+        )
+        await _append(redis, keys, b, 1)  # nobody listens to b's partition: not read
+        async with fanout.listen(b) as queue_b:
+            assert len(fanout.streams) == 4
+            await _append(redis, keys, b, 2)
+            await _append(redis, keys, a, 1)
+            got_b = await asyncio.wait_for(queue_b.get(), 10)
+            got_a = await asyncio.wait_for(queue_a.get(), 10)
+            assert isinstance(got_b, Published) and got_b.version == 2
+            assert isinstance(got_a, Published) and got_a.version == 1
+        assert len(fanout.streams) == 2  # b's partition: dropped with its last listener
+        await _append(redis, keys, a, 2)
+        got = await asyncio.wait_for(queue_a.get(), 10)
+        assert isinstance(got, Published) and (got.game_id, got.version) == (a, 2)
+        assert queue_a.empty() and queue_b.empty()
+    assert not fanout.streams
+    await fanout.close()
+
+
+def test_a_decision_requests_game_is_read_without_parsing_it() -> None:
+    """The fan-out skips other games' requests by the first ``game_id`` field; one it cannot
+    read plainly (escapes in it) is parsed instead."""
+    request = DecisionRequest(
+        game_id="g-a", version=3, seat=1, kind="place",
+        deadline=datetime.now(UTC), legal_commands=[{"type": "x", "game_id": "g-b"}],
+    )  # fmt: skip
+    assert decision_game(request.model_dump_json().encode()) == "g-a"
+    engine_written = b'{"request_id":"g-a:3:1","game_id":"g-a","legal_commands":[]}'
+    assert decision_game(engine_written) == "g-a"
+    assert decision_game(b'{"game_id":"g-\\"a","legal_commands":[]}') is None
+    assert decision_game(b'{"legal_commands":[]}') is None

@@ -5,7 +5,6 @@ by the lobby's reconciler; one the engine refuses reopens the table with the rea
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,7 @@ from .helpers import running_lobby
 def _table(db: Engine, table_id: str, ruleset: str = "standard") -> None:
     """A full table of two bots, open, as the lobby makes one."""
     with Session(db) as session:
-        table = LobbyTable(
-            id=table_id, ruleset=ruleset, options=json.dumps({}), seats=2, deadline_s=60
-        )
+        table = LobbyTable(id=table_id, ruleset=ruleset, options={}, seats=2, deadline_s=60)
         session.add(table)
         session.flush()
         for seat in (0, 1):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,10 @@ from redis.asyncio import Redis
 from sqlalchemy import Engine, func, select
 
 from services.lab import LabError, LabRun, run_lab
-from services.scoring import flat
+from services.scoring import cells, export, flat, stats
 from services.scoring.service import ScoringService
 from shared.bus import Keys
+from shared.eventstore import EventStore, export_log, import_log
 from shared.games import analytics, api
 
 from ..backbone.helpers import RULES
@@ -111,6 +113,32 @@ def test_a_lab_run_that_stops_is_marked_incomplete(database: Engine) -> None:
     rows = results(database, experiment="cut")
     assert len(rows) == 150 and {r["seat_kind"] for r in rows} == {"bot:greedy", "bot:random"}
     assert {r["players"] for r in rows} == {3}
+    assert seats_in_cells(database, "cut") == 150  # its figures: what it recorded
+
+
+def seats_in_cells(db: Engine, experiment: str) -> int:
+    c = cells.CELLS.c
+    query = select(func.coalesce(func.sum(c.n), 0)).where(
+        c.experiment == experiment, c.dim == "players"
+    )
+    with db.connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def test_a_running_experiment_shows_its_games_as_they_are_recorded(database: Engine) -> None:
+    """The cells (what the page draws) count a run's games while it plays, not only at
+    its end; the experiment says it is running until then."""
+    seen: list[tuple[str, int]] = []
+
+    def look(count: int) -> None:
+        with database.connect() as conn:
+            status = conn.execute(select(flat.EXPERIMENTS.c.status)).scalar_one()
+        seen.append((status, seats_in_cells(database, "live")))
+
+    run = LabRun(AOD, ("greedy",) * 3, 120, "live", workers=1)
+    report = run_lab(run, database, progress=look, refresh_s=0)
+    assert seen == [("running", 150), ("running", 300), ("running", 360)]
+    assert report.status == "complete" and seats_in_cells(database, "live") == 360
 
 
 def check_rate(figure: dict[str, Any]) -> None:
@@ -180,6 +208,7 @@ async def test_the_analytics_api_filters_intervals_comparisons_and_exports(
             ({"game": AOD, "experiment": "nope"}, "experiment", "f30"),
             ({"game": AOD, "players": 9}, "players", 5),
             ({"game": AOD, "ruleset": "deluxe"}, "ruleset", "standard"),
+            ({"game": AOD, "imported": "maybe"}, "imported", "only"),
         ):
             bad = await client.get("/analytics/figures", params=params)
             assert bad.status_code == 422, params
@@ -194,8 +223,13 @@ async def test_the_analytics_api_filters_intervals_comparisons_and_exports(
         compared = ab.json()
         assert compared["games"] == [6, 4]
         assert [row["value"] for row in compared["turn_position"]] == [0, 1, 2, 3]
-        for row in [*compared["turn_position"], *compared["means"].values()]:
+        family = [*compared["turn_position"], *compared["means"].values()]
+        for row in family:
             assert row["low"] <= row["diff"] <= row["high"]
+            assert row["p_value"] <= row["p_adjusted"] <= 1
+            assert row["significant"] == (row["p_adjusted"] < 0.05)
+        assert compared["correction"]["method"] == "holm"
+        assert compared["correction"]["tests"] >= len(family)
         refused = await client.get("/analytics/compare", params={"a": "colour=red", "b": ""})
         assert refused.status_code == 422 and refused.json()["details"]["field"] == "a"
 
@@ -242,3 +276,133 @@ def test_the_ruleset_hash_follows_the_content_not_the_name(tmp_path: Path) -> No
     edited.write_text(standard.read_text().replace("training_cost = 5", "training_cost = 6"))
     assert analytics.ruleset_hash(game.rules(str(edited))) != named
     assert analytics.labels(game)["subjects"]["indentured_servitude"] == "Indentured Servitude"
+
+
+def test_holm_marks_fewer_differences_than_each_at_five_percent() -> None:
+    """Four differences each under 5%: after Holm-Bonferroni only the two smallest stay
+    significant (p 0.005 x 4 = 0.02, 0.01 x 3 = 0.03; 0.03 x 2 = 0.06 and then 0.06)."""
+    rows: list[dict[str, Any]] = [{"p_value": p} for p in (0.01, 0.04, 0.03, 0.005)]
+    stats.holm(rows)
+    assert [round(r["p_adjusted"], 6) for r in rows] == [0.03, 0.06, 0.06, 0.02]
+    assert [r["significant"] for r in rows] == [True, False, False, True]
+
+
+def test_the_parquet_export_holds_every_value_as_stored(database: Engine, tmp_path: Path) -> None:
+    """Every column of every row comes out of a Parquet export as the database holds it:
+    texts with commas, quotes and a line break, empty texts, NULLs, floats to the last
+    digit, booleans and UTC times; rows outside the filters stay out."""
+    lab(database, "values", 3)
+    lab(database, "other", 1)
+    tricky = 'Ana, "the Navigator"\nof Lisbon'
+    with database.begin() as conn:
+        conn.execute(
+            flat.RESULTS.update()
+            .where(flat.RESULTS.c.seat == 0, flat.RESULTS.c.experiment == "values")
+            .values(player=tricky, side="", duration_s=0.1 + 0.2, score_workers=None)
+        )
+    out = tmp_path / "export"
+    counts = export.write_parquet(database, export.Scope(AOD, experiment="values"), out, 1)
+    assert (counts["results"], counts["facts"]) == (12, len(facts(database, "values")))
+    read = duckdb.sql(
+        f"SELECT * EXCLUDE (month) FROM read_parquet('{out}/results/*/*/*.parquet', "
+        "hive_partitioning = true) ORDER BY game_id, seat"
+    )
+    exported = [dict(zip(read.columns, row, strict=True)) for row in read.fetchall()]
+    stored = results(database, experiment="values")
+    for row in stored:
+        row["finished_at"] = utc(row["finished_at"])
+    for row in exported:
+        row["finished_at"] = utc(row["finished_at"])
+    assert exported == stored
+    assert exported[0]["player"] == tricky and exported[0]["duration_s"] == 0.1 + 0.2
+    read = duckdb.sql(
+        f"SELECT game_id, seat, kind, subject, count, value FROM read_parquet("
+        f"'{out}/facts/*/*/*.parquet', hive_partitioning = true) ORDER BY ALL"
+    )
+    assert read.fetchall() == facts(database, "values")
+    empty = export.write_parquet(database, export.Scope(AOD, experiment="none"), tmp_path / "e")
+    assert (empty["results"], empty["facts"]) == (0, 0)
+
+
+def facts(db: Engine, experiment: str) -> list[tuple[Any, ...]]:
+    f = flat.SEAT_FACTS.c
+    query = select(f.game_id, f.seat, f.kind, f.subject, f.count, f.value).order_by(
+        f.game_id, f.seat, f.kind, f.subject
+    )
+    with db.connect() as conn:
+        return [tuple(r) for r in conn.execute(query.where(f.experiment == experiment))]
+
+
+def utc(moment: datetime) -> datetime:
+    """A time as UTC (SQLite gives it back without its zone)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def summed(rows: stats.Sums) -> dict[tuple[Any, ...], list[int]]:
+    out: dict[tuple[Any, ...], list[int]] = {}
+    for players, dim, value, *numbers in rows:
+        held = out.setdefault((players, dim, value), [0, 0, 0, 0])
+        for i, number in enumerate(numbers):
+            held[i] += int(number)
+    return out
+
+
+def test_a_period_off_the_hour_sums_as_the_flat_table_does(database: Engine) -> None:
+    """A period with minutes (whole hours from the cells, its ends from the flat table)
+    gives the sums the flat table alone gives, for periods across hours, open at one
+    end, within one hour, and on the hour."""
+    lab(database, "spread", 8)
+    start = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+    ids = sorted({r["game_id"] for r in results(database, experiment="spread")})
+    with database.begin() as conn:
+        for k, game_id in enumerate(ids):
+            moment = start + timedelta(minutes=25 * k)
+            values = {"finished_at": moment, "finished_hour": moment.strftime(flat.HOUR)}
+            for table in (flat.RESULTS, flat.SEAT_FACTS):
+                conn.execute(table.update().where(table.c.game_id == game_id).values(values))
+        conn.execute(cells.CELLS.delete().where(cells.CELLS.c.experiment == "spread"))
+        cells.refresh_all(conn, "spread")
+    at = lambda h, m: start.replace(hour=h, minute=m)  # noqa: E731
+    periods = [
+        (at(10, 10), at(12, 50)),
+        (at(10, 10), None),
+        (None, at(11, 30)),
+        (at(10, 5), at(10, 40)),
+        (at(11, 0), at(12, 0)),
+    ]
+    with database.connect() as conn:
+        for since, until in periods:
+            f = stats.Filter(AOD, experiment="spread", since=since, until=until)
+            expected = summed(stats._flat_sums(conn, f))
+            assert summed(stats.sums(conn, f)) == expected, (since, until)
+            games = sum(n for (_, dim, _), (n, *_) in expected.items() if dim == "position") // 4
+            inside = [k for k in range(8) if (since or start) <= start + timedelta(minutes=25 * k)]
+            inside = [
+                k for k in inside if until is None or start + timedelta(minutes=25 * k) < until
+            ]
+            assert games == len(inside) > 0
+
+
+async def test_an_imported_game_is_marked_and_left_out_unless_asked_for(
+    redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """A game loaded by `caravel games import` (its log exported and imported under
+    another id) is projected with ``imported`` set; the figures leave it out by default,
+    count it with ``include`` and alone with ``only``; an unknown choice is refused."""
+    played, imported = game_ids(keys, 2, "g-imp")
+    await play_games(redis, keys, [(played, 4, 5, None)])
+    store = EventStore(redis, keys)
+    log = await export_log(store, played)
+    copied = [e.model_copy(update={"game_id": imported}) for e in log]
+    assert await import_log(store, copied) == len(log)
+    await drain(ScoringService(redis, keys, database))
+    marked = {r["game_id"]: r["imported"] for r in results(database)}
+    assert marked == {played: False, imported: True}
+    with database.connect() as conn:
+        for choice, games in (("exclude", 1), ("include", 2), ("only", 1)):
+            f = stats.check(conn, stats.Filter(AOD, imported=choice))
+            assert stats.figures(conn, f)["games"] == games, choice
+        only = stats.figures(conn, stats.Filter(AOD, imported="only"))
+        assert only["overall"]["n"] == 4
+        with pytest.raises(stats.BadFilter, match="imported"):
+            stats.check(conn, stats.Filter(AOD, imported="maybe"))

@@ -74,6 +74,19 @@ async def test_the_analytics_page_filters_draws_whiskers_and_compares(
             "() => document.getElementById('summary').textContent.startsWith('0 finished')"
         )
         await page.select_option('[data-testid="filter-option:factory_income"]', "")
+        await page.wait_for_function(
+            "() => document.getElementById('summary').textContent.startsWith('4 finished')"
+        )
+        imported = page.locator("[data-testid=filter-imported]")
+        assert await imported.input_value() == "exclude"  # imported games left out at first
+        await page.select_option("[data-testid=filter-imported]", "only")  # none imported
+        await page.wait_for_function(
+            "() => document.getElementById('summary').textContent.startsWith('0 finished')"
+        )
+        await page.select_option("[data-testid=filter-imported]", "include")
+        await page.wait_for_function(
+            "() => document.getElementById('summary').textContent.startsWith('4 finished')"
+        )
         # The figures of experiment low alone, asked for before the comparison, are answered
         # after it: the page draws the last choice, not the last answer (it drew that one).
         asked, release = asyncio.Event(), asyncio.Event()
@@ -95,6 +108,7 @@ async def test_the_analytics_page_filters_draws_whiskers_and_compares(
         await (await answered.value).finished()
         await page.evaluate("() => new Promise((done) => setTimeout(done))")  # it was read
         await expect(page.locator("#summary")).to_contain_text("B: experiment high")
+        await expect(page.locator("#summary")).to_contain_text("Holm-Bonferroni")
         compared = await rows.first.inner_text()
         assert "A " in compared and "B " in compared and "(n=6)" in compared
         assert "(n=4)" in compared and "95% interval" in compared

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..checks import command_seat
 from ..commands import Command
 from ..protocol import Decision, RuleViolation
 from .commands import SPECIALIST_SPACES, BuyBuilding, Expedition, Place, War
@@ -14,14 +15,7 @@ from .state import GameState
 
 
 def _check(s: GameState, command: Command) -> Decision:
-    if not isinstance(command, Command):
-        raise RuleViolation("malformed", "not a command")
-    if s.phase == "over":
-        raise RuleViolation("game_over", "the game is over")
-    seat = command.seat
-    if not isinstance(seat, int) or not 0 <= seat < s.n:
-        named = "the command names no seat" if seat is None else f"there is no seat {seat!r}"
-        raise RuleViolation("unknown_seat", f"{named}: this game has seats 0 to {s.n - 1}")
+    seat = command_seat(command, s.phase == "over", s.n)
     decisions = pending(s)
     decision = next((d for d in decisions if d.seat == seat), None)
     if decision is None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..checks import seat_names
 from ..commands import Command
-from ..protocol import Decision, Event, RuleViolation
+from ..protocol import Decision, Event
 from ..ruleset_files import CARRIED
 from . import rng
 from .checks import _check
@@ -41,12 +42,8 @@ def new_game(
 ) -> tuple[GameState, list[Event]]:
     """Deal a new game: the initial state and the setup events that produce it."""
     rules = ruleset if isinstance(ruleset, Rules) else compile_rules(ruleset, options)
-    names = [f"seat {i}" for i in range(players)] if isinstance(players, int) else list(players)
     r = rules.ruleset
-    if not r.min_players <= len(names) <= r.max_players:
-        raise RuleViolation(
-            "bad_player_count", f"{r.title} takes {r.min_players} to {r.max_players} players"
-        )
+    names = seat_names(players, r)
     s = blank_state(rules, len(names))
     out: list[Event] = []
     _emit(

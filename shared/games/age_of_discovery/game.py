@@ -79,18 +79,8 @@ class AgeOfDiscovery(BaseGame[GameState, Rules]):
         return state.phase == "over"
 
     def results(self, state: GameState) -> list[SeatResult]:
-        nations = state.rules.ruleset.nations
-        return [
-            SeatResult(
-                seat=row["seat"],
-                place=row["place"],
-                total=row["total"],
-                breakdown={k: row[k] for k in BREAKDOWN},
-                tiebreak=tuple(row["tiebreak"]),
-                side=nations[row["seat"]].name,
-            )
-            for row in score(state)
-        ]
+        sides = [nation.name for nation in state.rules.ruleset.nations]
+        return self.seat_results(score(state), BREAKDOWN, sides)
 
     # --- hidden information ---------------------------------------------------------------
 

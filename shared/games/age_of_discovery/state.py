@@ -6,11 +6,9 @@ states hundreds of thousands of times. Public functions never mutate a state the
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-from ..ruleset_files import CARRIED
+from ..state_fields import canonical_hash, copy_fields, restore_fields, snapshot_of
 from .income import set_income
 from .ruleset import Rules
 
@@ -76,6 +74,8 @@ _SCALAR = (
     "rng",
     "version",
 )
+_FIELDS = (*_SCALAR, *_FLAT, *_NESTED)
+"""What a snapshot holds, in order."""
 
 
 class GameState:
@@ -143,11 +143,7 @@ class GameState:
 
     def copy(self) -> GameState:
         new = GameState.__new__(GameState)
-        new.rules = self.rules
-        for name in _SCALAR:
-            setattr(new, name, getattr(self, name))
-        for name in _FLAT:
-            setattr(new, name, getattr(self, name)[:])
+        copy_fields(self, new, _SCALAR, _FLAT)
         for name in _NESTED:
             setattr(new, name, [x[:] if isinstance(x, list) else x for x in getattr(self, name)])
         new.choices = dict(self.choices)
@@ -155,12 +151,8 @@ class GameState:
 
     def to_snapshot(self) -> dict[str, Any]:
         """Every field, hidden ones included: for snapshots and state hashes (server only)."""
-        out: dict[str, Any] = {name: getattr(self, name) for name in (*_SCALAR, *_FLAT, *_NESTED)}
+        out = snapshot_of(self, _FIELDS, self.rules.options)
         out["choices"] = {str(k): v for k, v in sorted(self.choices.items())}
-        out["options"] = self.rules.options
-        out["ruleset"] = self.rules.ruleset.name
-        if self.rules.file is not None:
-            out[CARRIED] = self.rules.file
         return out
 
     @classmethod
@@ -168,9 +160,7 @@ class GameState:
         """Rebuild a state from :meth:`to_snapshot` output (after a JSON round trip too)."""
         s = cls.__new__(cls)
         s.rules = rules
-        for name in (*_SCALAR, *_FLAT, *_NESTED):
-            if name in snapshot:
-                setattr(s, name, json.loads(json.dumps(snapshot[name])))
+        restore_fields(s, _FIELDS, snapshot)
         if "income_sets" not in snapshot:  # a snapshot from before it was kept
             s.income_sets = [
                 income_from_sets(rules, goods, ships)
@@ -186,9 +176,7 @@ class GameState:
         return s
 
     def state_hash(self) -> str:
-        """A digest of the whole state: equal states, equal hashes (replay checks)."""
-        text = json.dumps(self.to_snapshot(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return canonical_hash(self.to_snapshot())
 
 
 def income_from_sets(rules: Rules, goods: list[int], ships: int) -> int:

@@ -17,10 +17,10 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import ConfigDict, Field, TypeAdapter, WithJsonSchema, with_config
+from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from ..commands import command_wire_schema
+from ..view_schema import ViewRules, legal_command_schema, seat_or_spectator
 from .commands import COMMAND_TYPES
 
 _STRICT = ConfigDict(extra="forbid")
@@ -224,13 +224,10 @@ class Score(TypedDict):
     place: int
 
 
-class _Common(TypedDict):
-    """What every view holds (not a schema of its own: see the two below)."""
+class _Common(ViewRules):
+    """What every view of the game holds (not a schema of its own: see the two below)."""
 
     game: Literal["age_of_discovery"]
-    ruleset: str
-    options: dict[str, str | int]
-    ruleset_file: NotRequired[str]  # a ruleset given as a file: the file's text
     turn: int
     age: int
     phase: Phase
@@ -251,12 +248,7 @@ class _Common(TypedDict):
     auction: NotRequired[Auction]
 
 
-def _legal_command_schema() -> dict[str, Any]:
-    """One of the game's commands, as ``to_dict`` writes it."""
-    return {"oneOf": [command_wire_schema(c) for c in COMMAND_TYPES.values()]}
-
-
-LegalCommand = Annotated[dict[str, Any], WithJsonSchema(_legal_command_schema())]
+LegalCommand = Annotated[dict[str, Any], WithJsonSchema(legal_command_schema(COMMAND_TYPES))]
 
 
 @with_config(_STRICT)
@@ -281,8 +273,4 @@ class SeatView(_Common):
 def view_schema() -> dict[str, Any]:
     """The JSON schema of a view, a seat's or a spectator's (``$defs`` referenced locally).
     Cached: it never changes, and callers must not modify it (copy it first)."""
-    schema = TypeAdapter(SeatView | SpectatorView).json_schema()
-    # The two differ in ``seat`` (an integer or null): exactly one matches.
-    schema["oneOf"] = schema.pop("anyOf")
-    schema["title"] = "age_of_discovery view"
-    return schema
+    return seat_or_spectator(SeatView, SpectatorView, "age_of_discovery view")

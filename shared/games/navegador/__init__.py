@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from ..registry import register
 from .engine import decide, decide_into, legal_commands, new_game, pending
-from .evolve import apply, evolve
 from .game import Navegador
-from .ruleset import Rules, Ruleset, compile_rules, load_ruleset, parse_ruleset
+from .ruleset import Rules, compile_rules, load_ruleset
 from .scoring import score
 from .state import State
-from .views import determinize, private_view, public_view, view
+from .views import determinize, view
 
 GAME = register(Navegador(), State)
 
@@ -28,21 +27,15 @@ __all__ = [
     "GAME",
     "Navegador",
     "Rules",
-    "Ruleset",
     "State",
-    "apply",
     "compile_rules",
     "decide",
     "decide_into",
     "determinize",
-    "evolve",
     "legal_commands",
     "load_ruleset",
     "new_game",
-    "parse_ruleset",
     "pending",
-    "private_view",
-    "public_view",
     "score",
     "view",
 ]

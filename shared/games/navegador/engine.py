@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..checks import command_seat, seat_names
 from ..commands import Command
 from ..protocol import Event, RuleViolation
 from ..ruleset_files import CARRIED
@@ -31,7 +32,7 @@ from .commands import (
     TakePrivilege,
     UseCard,
 )
-from .evolve import HANDLERS
+from .evolve import handles
 from .legal import (
     LEGAL,
     _buildable,
@@ -67,17 +68,7 @@ ANSWERS: dict[str, tuple[type[Command], ...]] = {
 }
 
 
-def _emit(
-    s: State,
-    out: list[Event],
-    type_: str,
-    data: dict[str, Any],
-    secret: dict[str, Any] | None = None,
-) -> None:
-    """Apply an event to the private state and record it (the handler called directly:
-    this runs a few times per decision)."""
-    HANDLERS[type_](s, data, secret)
-    out.append(Event(type_, data, secret))
+_emit = handles.emit
 
 
 # --- new game --------------------------------------------------------------------------------
@@ -85,12 +76,8 @@ def _emit(
 
 def new_game(rules: Rules, players: Sequence[str] | int, seed: int) -> tuple[State, list[Event]]:
     """Deal a new game: the initial state and the setup events that produce it."""
-    names = [f"seat {i}" for i in range(players)] if isinstance(players, int) else list(players)
     r = rules.ruleset
-    if not r.min_players <= len(names) <= r.max_players:
-        raise RuleViolation(
-            "bad_player_count", f"{r.title} takes {r.min_players} to {r.max_players} players"
-        )
+    names = seat_names(players, r)
     s = blank_state(rules, len(names))
     out: list[Event] = []
     created: dict[str, Any] = {"game": NAME, "ruleset": r.name, "options": {}, "players": names}
@@ -150,13 +137,7 @@ def _perform(s: State, command: Command) -> list[Event]:
 
 
 def _check(s: State, command: Command) -> None:
-    if not isinstance(command, Command):
-        raise RuleViolation("malformed", "not a command")
-    if s.stage == "over":
-        raise RuleViolation("game_over", "the game is over")
-    seat = command.seat
-    if type(seat) is not int or not 0 <= seat < s.n:
-        raise RuleViolation("unknown_seat", f"there is no seat {seat!r}: seats 0 to {s.n - 1}")
+    seat = command_seat(command, s.stage == "over", s.n)
     if seat != s.current:
         raise RuleViolation(
             "out_of_turn", f"seat {seat} has nothing to decide; waiting for seat {s.current}"

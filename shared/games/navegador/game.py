@@ -81,17 +81,7 @@ class Navegador(BaseGame[State, Rules]):
         return state.stage == "over"
 
     def results(self, state: State) -> list[SeatResult]:
-        return [
-            SeatResult(
-                seat=row["seat"],
-                place=row["place"],
-                total=row["total"],
-                breakdown={k: row[k] for k in BREAKDOWN},
-                tiebreak=tuple(row["tiebreak"]),
-                side=state.names[row["seat"]],
-            )
-            for row in score(state)
-        ]
+        return self.seat_results(score(state), BREAKDOWN, state.names)
 
     # --- plug-ins -------------------------------------------------------------------------
 

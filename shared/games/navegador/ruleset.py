@@ -208,9 +208,7 @@ FILES = RulesetFiles(__package__, Ruleset)
 
 # The loaders the game's modules and tests call by name.
 parse_ruleset = FILES.parse
-available_rulesets = FILES.available
 load_ruleset = FILES.load
-loads_ruleset = FILES.loads
 
 
 # --- compiled form ---------------------------------------------------------------------------

@@ -7,11 +7,9 @@ unexplored regions and ``removed``; everything else is public (see :mod:`.views`
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-from ..ruleset_files import CARRIED
+from ..state_fields import canonical_hash, copy_fields, restore_fields, snapshot_of
 from .ruleset import COLUMNS, Rules
 
 _SCALAR = (
@@ -51,12 +49,14 @@ _FLAT = (
     "traded",
 )
 _NESTED = ("ships", "stacks", "removed", "colonies", "factories", "privileges")
+_FIELDS = (*_SCALAR, *_FLAT, *_NESTED)
+"""What a snapshot holds, in order."""
 
 
 class State:
     """Everything about one game, public and hidden."""
 
-    __slots__ = ("rules", *_SCALAR, *_FLAT, *_NESTED)
+    __slots__ = ("rules", *_FIELDS)
 
     rules: Rules
     n: int
@@ -102,11 +102,7 @@ class State:
 
     def copy(self) -> State:
         new = State.__new__(State)
-        new.rules = self.rules
-        for name in _SCALAR:
-            setattr(new, name, getattr(self, name))
-        for name in _FLAT:
-            setattr(new, name, getattr(self, name)[:])
+        copy_fields(self, new, _SCALAR, _FLAT)
         new.ships = [row[:] for row in self.ships]
         new.stacks = [row[:] for row in self.stacks]
         new.removed = [row[:] for row in self.removed]
@@ -117,24 +113,17 @@ class State:
 
     def to_snapshot(self) -> dict[str, Any]:
         """Every field, hidden ones included (server only)."""
-        out: dict[str, Any] = {name: getattr(self, name) for name in (*_SCALAR, *_FLAT, *_NESTED)}
-        out["ruleset"] = self.rules.ruleset.name
-        out["options"] = {}
-        if self.rules.file is not None:
-            out[CARRIED] = self.rules.file
-        return out
+        return snapshot_of(self, _FIELDS, {})
 
     @classmethod
     def from_snapshot(cls, rules: Rules, snapshot: dict[str, Any]) -> State:
         s = cls.__new__(cls)
         s.rules = rules
-        for name in (*_SCALAR, *_FLAT, *_NESTED):
-            setattr(s, name, json.loads(json.dumps(snapshot[name])))
+        restore_fields(s, _FIELDS, snapshot)
         return s
 
     def state_hash(self) -> str:
-        text = json.dumps(self.to_snapshot(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return canonical_hash(self.to_snapshot())
 
     # Small derived facts the engine, the views and the scoring share.
 

@@ -10,12 +10,12 @@ tests/games/test_view_schema.py validates real views against the schema.
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
+from pydantic import ConfigDict, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from ..commands import command_wire_schema
+from ..view_schema import ViewRules, legal_command_schema, seat_or_spectator
 from .commands import COMMAND_TYPES
 
 _STRICT = ConfigDict(extra="forbid")
@@ -167,13 +167,10 @@ class Score(TypedDict):
     place: int
 
 
-class _Common(TypedDict):
-    """What every view holds (not a schema of its own: see the two below)."""
+class _Common(ViewRules):
+    """What every view of the game holds (not a schema of its own: see the two below)."""
 
     game: Literal["navegador"]
-    ruleset: str
-    options: dict[str, str | int]
-    ruleset_file: NotRequired[str]  # a ruleset given as a file: the file's text
     turn: int
     phase: int
     next_phase: int | None
@@ -197,12 +194,7 @@ class _Common(TypedDict):
     scores: list[Score]
 
 
-def _legal_command_schema() -> dict[str, Any]:
-    """One of the game's commands, as ``to_dict`` writes it."""
-    return {"oneOf": [command_wire_schema(c) for c in COMMAND_TYPES.values()]}
-
-
-LegalCommand = Annotated[dict[str, Any], WithJsonSchema(_legal_command_schema())]
+LegalCommand = Annotated[dict[str, Any], WithJsonSchema(legal_command_schema(COMMAND_TYPES))]
 
 
 @with_config(_STRICT)
@@ -224,7 +216,4 @@ class SeatView(_Common):
 def view_schema() -> dict[str, Any]:
     """The JSON schema of a view, a seat's or a spectator's (``$defs`` referenced locally).
     Cached: callers must not modify it (copy it first)."""
-    schema = TypeAdapter(SeatView | SpectatorView).json_schema()
-    schema["oneOf"] = schema.pop("anyOf")
-    schema["title"] = "navegador view"
-    return schema
+    return seat_or_spectator(SeatView, SpectatorView, "navegador view")

@@ -57,6 +57,8 @@ function buildForm(game) {
       ...choices.seat_kinds.map((k) => [k, kindLabel(k)])], keep("seat_kind")),
     select("seats", "Games of", [...any("Anyone"), ["humans", "Humans only"],
       ["bots", "Bots only"]], keep("seats")),
+    select("imported", "Imported games", [["exclude", "Left out (played elsewhere)"],
+      ["include", "Counted too"], ["only", "Only imported"]], keep("imported") || "exclude"),
     h("label", {}, "Finished from", h("input", { type: "date", name: "since", value: keep("since") })),
     h("label", {}, "Finished before", h("input", { type: "date", name: "until", value: keep("until") })),
     select("experiment", "Experiment", [...any("Every game"),
@@ -195,7 +197,8 @@ function drawFigures(f) {
 
 function drawComparison(c, a, b) {
   summary.textContent = `A: experiment ${a} (${c.games[0]} games) · B: experiment ${b} ` +
-    `(${c.games[1]} games). Each row shows A above B.`;
+    `(${c.games[1]} games). Each row shows A above B. "Significant": after a ` +
+    `Holm-Bonferroni correction over all ${c.correction.tests} differences (5% in all).`;
   const legend = [h("span", { class: "key-a" }), `A: ${a} `, h("span", { class: "key-b" }), `B: ${b}`];
   clear(figuresBox,
     chart("Win rate by turn position", legend, compareRows(c.turn_position, positionLabel)),

@@ -1,0 +1,35 @@
+"""Where streams end: the id of each one's newest entry, read in one round trip. What a
+reader compares its checkpoints with to know it has caught up, and where a rebuild takes
+its positions from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+
+from shared.redis_replies import text
+
+EMPTY = "0-0"
+"""The id before any entry: the tail of an empty or missing stream."""
+
+
+async def newest_ids(redis: Redis, streams: Sequence[str]) -> dict[str, str]:
+    """Each of ``streams``' newest entry id (:data:`EMPTY` for one with none), by stream,
+    from one pipeline (not a transaction: a cluster takes it across slots)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for stream in streams:
+            pipe.xrevrange(stream, count=1)
+        tails: list[Any] = await pipe.execute()
+    return {s: (text(t[0][0]) if t else EMPTY) for s, t in zip(streams, tails, strict=True)}
+
+
+Entry = tuple[bytes, dict[bytes, bytes]]
+
+
+async def newest_first(redis: Redis, stream: str, count: int) -> list[Entry]:
+    """The stream's ``count`` newest entries, newest first (a look back over a stream
+    outside any consumer: a socket's decision request due when it opens)."""
+    entries: Any = await redis.xrevrange(stream, count=count)
+    return [(entry_id, fields) for entry_id, fields in entries]

@@ -1,0 +1,90 @@
+"""The hand-written JSON the engine sends reads back as its contracts: strings quoted without
+the encoder only where that is the encoder's output, and decision requests, events and
+accepted results equal to the models' own documents, whatever the ids hold."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from services.engine.decision_requests import _decision_json
+from shared.contracts import (
+    DecisionRequest,
+    EventEnvelope,
+    Made,
+    dump_json,
+    load_json,
+    name_json,
+    string_json,
+)
+from shared.eventstore import Append
+from shared.eventstore.store import EventStore
+from shared.games import api
+
+ODD = ["g-1", "abc123", "ABC", 'we"ird', "back\\slash", "ñandú", "tab\there", "", "x" * 64]
+
+
+@pytest.mark.parametrize("text", ODD)
+def test_strings_and_names_are_the_encoders_json(text: str) -> None:
+    assert string_json(text) == dump_json(text)
+    assert name_json(text) == dump_json(text)
+    assert json.loads(string_json(text)) == text
+
+
+def test_load_json_refuses_what_is_not_json() -> None:
+    assert load_json(b'{"a":[1,null]}') == {"a": [1, None]}
+    for bad in (b"", b"{", b"\xff", "nope"):
+        with pytest.raises(ValueError):
+            load_json(bad)
+
+
+@pytest.mark.parametrize("game_id", ["g-1", "abc123", 'we"ird', "ñ"])
+def test_decision_requests_read_back_as_the_model(game_id: str) -> None:
+    game = api.get()
+    state, _ = game.new_game(game.rules(game.default_ruleset), 4, 7)
+    chooser = random.Random(7)
+    deadline = "2026-11-27T19:00:00.123456+00:00"
+    for version in range(1, 40):
+        decisions = game.pending(state)
+        for d in decisions:
+            legal = game.legal_commands(state, d.seat)
+            text = _decision_json(string_json(game_id), version, d, dump_json(deadline), legal)
+            request = DecisionRequest.model_validate_json(text)
+            assert json.loads(text) == {
+                "request_id": f"{game_id}:{version}:{d.seat}",
+                "game_id": game_id,
+                "version": version,
+                "seat": d.seat,
+                "kind": d.kind,
+                "deadline": deadline,
+                "correlation_id": None,
+                "legal_commands": [c.to_dict() for c in legal],
+            }
+            assert (request.game_id, request.version, request.seat) == (game_id, version, d.seat)
+        d = chooser.choice(decisions)
+        game.decide_into(state, chooser.choice(game.legal_commands(state, d.seat)))
+
+
+@pytest.mark.parametrize("game_id", ["g-1", 'x"y'])
+def test_events_and_results_read_back_as_the_models(game_id: str) -> None:
+    game = api.get()
+    _, events = game.new_game(game.rules(game.default_ruleset), 4, 3)
+    ids = [f"{i:032x}" if i % 2 else f'id"{i}' for i in range(len(events))]
+    made = Made(game_id, "c1", "c1", "bot", "2026-11-27T19:00:00+00:00")
+    for encoded, event, event_id in zip(made.encode(events, 1, ids), events, ids, strict=True):
+        envelope = EventEnvelope.model_validate_json(encoded.public)
+        assert (envelope.event_id, envelope.game_id) == (event_id, game_id)
+        assert (envelope.type, envelope.data) == (event.type, event.data)
+    for seat in (None, 2):
+        result = EventStore._result_json(Append(game_id, 4, [("{}", "")], 'c"1', seat=seat))
+        assert json.loads(result) == {
+            "command_id": 'c"1',
+            "game_id": game_id,
+            "status": "accepted",
+            "seat": seat,
+            "version": 5,
+            "code": None,
+            "reason": None,
+        }
