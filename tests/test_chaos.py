@@ -1,7 +1,6 @@
 """The chaos benchmark's short run (``python -m benchmarks.chaos``): services and Redis
-killed with ``kill -9`` at random for 24 seconds on one Redis and on a 3+3 Redis
-Cluster (with durability), under players over HTTP and tables of bots; then nothing
-acknowledged is lost or twice in a log, no move was refused wrongly, no game or table is
+killed with ``kill -9`` at random for 24 seconds on one Redis, under players over HTTP and
+tables of bots; then nothing acknowledged is lost or twice in a log, no move was refused wrongly, no game or table is
 stuck, no HTTP 5xx but 503, and the logs and scoring agree with their replays.
 
 Each run starts its own ``redis-server`` processes on free ports (the shared Redis is never
@@ -16,17 +15,11 @@ from tests.cluster import redis_server
 
 from .conftest import missing_program
 
-# Open (benchmarks/README.md, "Chaos (issue 25)"): on the cluster with durability, a loaded
-# machine's runs saw no shard progress while Redis faults kept coming, and tables left
-# running without a game after a 503'd start; it passed on a quieter machine. Not strict:
-# it reports XPASS once that holds.
-CLUSTER_OPEN = pytest.mark.xfail(
-    reason="cluster + durability under repeated faults: shards stall, starts stranded",
-    strict=False,
-)
 
-
-@pytest.mark.parametrize("mode", ["single", pytest.param("cluster", marks=CLUSTER_OPEN)])
+# One Redis only: the cluster with durability is an open finding of issue 25 (see
+# benchmarks/README.md, "Chaos (issue 25)": under repeated master and replica kills the
+# shards stalled), measured by `python -m benchmarks.chaos --redis cluster`, not asserted.
+@pytest.mark.parametrize("mode", ["single"])
 async def test_nothing_is_lost_duplicated_refused_or_stuck_under_kills(mode: str) -> None:
     if redis_server() is None:
         missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
