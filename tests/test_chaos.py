@@ -1,7 +1,8 @@
 """The chaos benchmark's short run (``python -m benchmarks.chaos``): services and Redis
 killed with ``kill -9`` at random for 24 seconds on one Redis, under players over HTTP and
 tables of bots; then nothing acknowledged is lost or twice in a log, no move was refused
-wrongly, no game or table is stuck, no HTTP 5xx but 503, and the logs and scoring agree with their replays.
+wrongly, no game or table is stuck, no HTTP 5xx but 503, and the logs and scoring agree
+with their replays.
 
 Each run starts its own ``redis-server`` processes on free ports (the shared Redis is never
 touched) and stops every process it started, also when it fails."""
