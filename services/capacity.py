@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 import websockets
 
-from services.usage import server_rss_bytes
+from services.usage import server_rss_bytes, usage
 from shared.contracts import dump_json, load_json
 
 ANSWER_S = 10.0  # a move with no answer in this long is lost
@@ -217,7 +217,9 @@ async def live_tables(
     base: str, pid: int, tables: int, seconds: float, plan: Plan, seed: int = 1
 ) -> dict[str, Any]:
     """Play ``tables`` tables of ``plan`` for ``seconds`` once all are set up: move
-    latency percentiles, refused and lost moves, and memory per table and per socket."""
+    latency percentiles, refused and lost moves, the server's CPU (its embedded Redis
+    included; per move and Redis commands per move where every seat is timed), and memory
+    per table and per socket."""
     rng = random.Random(seed)
     tally, stop = Tally(), asyncio.Event()
     ws_base = base.replace("http://", "ws://")
@@ -245,10 +247,10 @@ async def live_tables(
         await asyncio.sleep(plan.think[1])  # every table past its first move
         rss_tables = server_rss_bytes(pid)
         tally.measuring = True
-        started = time.perf_counter()
+        started, used = time.perf_counter(), usage(pid)
         await asyncio.sleep(seconds)
         tally.measuring = False
-        elapsed = time.perf_counter() - started
+        elapsed, cost = time.perf_counter() - started, usage(pid).per(used, tally.moves)
         spectators = [
             await sockets.enter_async_context(websockets.connect(f"{ws_base}/games/{table}/ws"))
             for table, _ in made
@@ -274,6 +276,10 @@ async def live_tables(
         "refused": tally.refused,
         "lost": tally.lost,
         "latency_ms": {"p50": pct(0.5), "p99": pct(0.99)} if ordered else None,
+        "server_cores_busy": round(
+            cost["server_cpu_ms_per_move"] * tally.moves / 1000 / elapsed, 2
+        ),
+        **(cost if plan.humans == plan.seats else {}),  # with bots, not all moves are timed
         "memory_per_table_kb": round((rss_tables - rss_before) / tables / 1024, 1),
         "memory_per_socket_kb": round((rss_sockets - rss_tables) / tables / 1024, 1),
     }
