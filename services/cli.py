@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import Progress
 from rich.table import Table
 
 from shared.contracts import dump_json, readable_json
 from shared.games import api
 from shared.observability import configure_logging
 from shared.settings import Settings
+
+from .cli_lab import analytics_app, lab
+from .cli_support import (
+    GAME_HELP,
+    check_players,
+    console,
+    err_console,
+    game_named,
+    parse_options,
+    progress_bar,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -34,56 +42,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
-err_console = Console(stderr=True)
 
 
 @app.callback()
 def main() -> None:
     """Caravel: host board games (see ``caravel games``), with bots, over Redis Streams."""
-
-
-def parse_options(pairs: list[str]) -> dict[str, str]:
-    """``KEY=VALUE`` pairs into a dict; the game's rules check keys and values."""
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
-        options[key.strip()] = value.strip()
-    return options
-
-
-def _progress(console_: Console) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console_,
-        transient=True,
-    )
-
-
-def game_named(name: str) -> api.AnyGame:
-    """The registered game called ``name``, or a usage error listing the known ones."""
-    try:
-        return api.get(name)
-    except api.UnknownGame as e:
-        raise typer.BadParameter(str(e), param_hint="--game") from None
-
-
-def check_players(game: api.AnyGame, players: int) -> None:
-    """A usage error unless ``game`` takes ``players`` seats."""
-    if not game.min_players <= players <= game.max_players:
-        raise typer.BadParameter(
-            f"{game.title} takes {game.min_players} to {game.max_players} players",
-            param_hint="--players",
-        )
-
-
-GAME_HELP = "A registered game (see `caravel games`)."
-DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
 
 
 @app.command()
@@ -117,7 +80,7 @@ def simulate(
     results: list[list[api.SeatResult]] = []
     decisions = 0
     started = time.perf_counter()
-    with _progress(err_console if as_json else console) as progress:
+    with progress_bar(err_console if as_json else console) as progress:
         task = progress.add_task("simulating", total=games)
         for i in range(games):
             played = api.play_random_game(game, rules, players, seed + i, keep_log=False)
@@ -458,7 +421,7 @@ def arena_command(
         game.rules(ruleset or game.default_ruleset, options)
     except api.RulesetError as e:
         raise typer.BadParameter(str(e)) from None
-    with _progress(err_console if as_json else console) as progress:
+    with progress_bar(err_console if as_json else console) as progress:
         task = progress.add_task("arena", total=games)
         result = arena(
             levels,
@@ -589,7 +552,7 @@ def projections_rebuild(
             task = progress.add_task(f"rebuilding {name}", total=total)
             return await scorer.rebuild(lambda games: progress.advance(task, games))
 
-    with _progress(err_console if as_json else console) as progress:
+    with progress_bar(err_console if as_json else console) as progress:
         report = asyncio.run(run(progress))
     result = {
         "projection": name,
@@ -660,190 +623,8 @@ def db_current(
         db.dispose()
 
 
-lab = typer.Typer(help="A balance lab: bot games recorded under an experiment's name.")
 app.add_typer(lab, name="lab")
-
-
-def _analytics_db() -> Engine:
-    from services.lobby.db import make_engine
-
-    return make_engine(Settings().sql_url())
-
-
-@lab.command("run")
-def lab_run(
-    game_name: Annotated[str, typer.Option("--game", help=GAME_HELP)] = api.DEFAULT_GAME,
-    seats: Annotated[
-        str, typer.Option(help="Bot level per seat, comma-separated (random, greedy, mcts).")
-    ] = "greedy,greedy,greedy,greedy",
-    games: Annotated[int, typer.Option(min=1)] = 1000,
-    ruleset: Annotated[
-        str | None,
-        typer.Option(help="A shipped ruleset name or a .toml path (default: the game's)."),
-    ] = None,
-    option: Annotated[list[str] | None, typer.Option("--option", help="KEY=VALUE")] = None,
-    experiment: Annotated[str, typer.Option(help="The name the games are recorded under.")] = "",
-    workers: Annotated[int, typer.Option(min=0, help="Processes (0: every core).")] = 0,
-    seed: Annotated[int, typer.Option()] = 1,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
-) -> None:
-    """Play bot games with the real rules on every core and record them in the analytics
-    store (CARAVEL_DATABASE_URL) under ``--experiment``: whole, or marked incomplete."""
-    from services.lab import LabError, LabRun, run_lab
-
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # marked incomplete, as Ctrl-C
-    levels = tuple(s.strip() for s in seats.split(",") if s.strip())
-    spec = LabRun(
-        game_name, levels, games, experiment, ruleset, parse_options(option or []), seed, workers
-    )
-    db = _analytics_db()
-    try:
-        with _progress(err_console if as_json else console) as progress:
-            task = progress.add_task(f"lab {experiment}", total=games)
-            report = run_lab(spec, db, lambda n: progress.advance(task, n))
-    except LabError as e:
-        raise typer.BadParameter(str(e)) from None
-    finally:
-        db.dispose()
-    result = {
-        "experiment": report.experiment,
-        "games": report.games,
-        "status": report.status,
-        "workers": report.workers,
-        "seconds": round(report.seconds, 2),
-        "cpu_seconds": round(report.cpu_seconds, 2),
-        "games_per_second": round(report.games_per_second, 1),
-        "games_per_cpu_second": round(report.games_per_cpu_second, 1),
-    }
-    if as_json:
-        print(dump_json(result))
-        return
-    console.print(
-        f"{report.experiment}: {report.games} games ({report.status}) in {report.seconds:.1f} s "
-        f"on {report.workers} workers: {report.games_per_second:.1f} games/s, "
-        f"{report.games_per_cpu_second:.1f} games per CPU second"
-    )
-
-
-@lab.command("compare")
-def lab_compare(
-    a: Annotated[str, typer.Argument(help="Experiment A.")],
-    b: Annotated[str, typer.Argument(help="Experiment B.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-) -> None:
-    """Every difference between two experiments (turn positions, sides, seat kinds,
-    breakdown means, fact owners' win rates) with its 95% interval and p-value; * marks
-    the significant ones after a Holm-Bonferroni correction over all the differences."""
-    from services.scoring import stats
-
-    db = _analytics_db()
-    try:
-        with db.connect() as conn:
-            found = {e["name"]: e for e in stats.experiments(conn)}
-            for name in (a, b):
-                if name not in found:
-                    known = ", ".join(sorted(found)) or "none"
-                    raise typer.BadParameter(f"no experiment {name!r}; known: {known}")
-            figures = [
-                stats.figures(conn, stats.check(conn, stats.Filter(found[n]["game"], experiment=n)))
-                for n in (a, b)
-            ]
-    finally:
-        db.dispose()
-    result = stats.compare(*figures)
-    if as_json:
-        print(dump_json(result, fallback=str))
-        return
-    _print_comparison(a, b, result)
-
-
-def _print_comparison(a: str, b: str, result: dict[str, Any]) -> None:
-    console.print(f"A = {a} ({result['games'][0]} games), B = {b} ({result['games'][1]} games)")
-    tests = result["correction"]["tests"]
-    table = Table(
-        title=f"A - B (95% interval); * significant at 5% after Holm-Bonferroni over {tests}"
-        " differences (p: Holm-adjusted)"
-    )
-    for column in ("figure", "A", "B", "A - B", "95% interval", "p", ""):
-        table.add_column(column, justify="right" if column else "left")
-
-    def rate_row(name: str, row: dict[str, Any]) -> None:
-        table.add_row(
-            name,
-            f"{row['a']['rate']:.1%} (n={row['a']['n']})",
-            f"{row['b']['rate']:.1%} (n={row['b']['n']})",
-            f"{row['diff']:+.1%}",
-            f"{row['low']:+.1%} to {row['high']:+.1%}",
-            f"{row['p_adjusted']:.3g}",
-            "*" if row["significant"] else "",
-        )
-
-    for part, title in (
-        ("turn_position", "win rate, turn position"),
-        ("side", "win rate, side"),
-        ("seat_kind", "win rate, seat kind"),
-    ):
-        for row in result[part]:
-            rate_row(f"{title} {row['value']}", row)
-    for name, row in result["means"].items():
-        table.add_row(
-            f"mean {name}",
-            f"{row['a']['mean']:.2f} (n={row['a']['n']})",
-            f"{row['b']['mean']:.2f} (n={row['b']['n']})",
-            f"{row['diff']:+.2f}",
-            f"{row['low']:+.2f} to {row['high']:+.2f}",
-            f"{row['p_adjusted']:.3g}",
-            "*" if row["significant"] else "",
-        )
-    for row in result["facts"]:
-        rate_row(f"win rate of owners, {row['kind']} {row['subject']}", row)
-    console.print(table)
-
-
-analytics_app = typer.Typer(help="The analytics store: exports.", no_args_is_help=True)
 app.add_typer(analytics_app, name="analytics")
-
-
-@analytics_app.command("export")
-def analytics_export(
-    output: Annotated[Path, typer.Option("-o", "--output", help="A directory to write.")],
-    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = "parquet",
-    game_name: Annotated[str | None, typer.Option("--game", help=GAME_HELP)] = None,
-    since: Annotated[
-        datetime | None, typer.Option(help="Finished at or after.", formats=DATE_FORMATS)
-    ] = None,
-    until: Annotated[
-        datetime | None, typer.Option(help="Finished before.", formats=DATE_FORMATS)
-    ] = None,
-    experiment: Annotated[str | None, typer.Option(help="Only this lab experiment.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
-) -> None:
-    """Write the flat results table and the seat facts: Parquet datasets partitioned by
-    game and month (``OUTPUT/results/game=…/month=…/``), or ``results.csv`` and
-    ``facts.csv``. Results and facts only: never a secret."""
-    from services.scoring.export import FORMATS, Scope, write_csv, write_parquet
-
-    if fmt not in FORMATS:
-        raise typer.BadParameter(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    if game_name is not None:
-        game_named(game_name)
-    utc = [t if t is None or t.tzinfo else t.replace(tzinfo=UTC) for t in (since, until)]
-    scope = Scope(game_name, utc[0], utc[1], experiment)
-    db = _analytics_db()
-    started = time.perf_counter()
-    try:
-        counts = (write_parquet if fmt == "parquet" else write_csv)(db, scope, output)
-    finally:
-        db.dispose()
-    result = {"format": fmt, "output": str(output), **{k: round(v, 2) for k, v in counts.items()}}
-    result["seconds"] = round(time.perf_counter() - started, 2)
-    if as_json:
-        print(dump_json(result))
-        return
-    console.print(
-        f"{counts['results']} result rows and {counts['facts']} fact rows to {output} "
-        f"({fmt}) in {result['seconds']} s"
-    )
 
 
 if __name__ == "__main__":

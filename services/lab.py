@@ -223,24 +223,16 @@ def _insert(db: Engine, results: Sequence[dict[str, Any]], facts: Sequence[dict[
                 conn.execute(insert(table), list(rows[i : i + 500]))
 
 
-def _mark(db: Engine, name: str, **values: Any) -> None:
+def mark(db: Engine, name: str, **values: Any) -> None:
+    """Update the experiment's row (how many games, its status)."""
     with db.begin() as conn:
         conn.execute(
             update(flat.EXPERIMENTS).where(flat.EXPERIMENTS.c.name == name).values(**values)
         )
 
 
-def run_lab(
-    run: LabRun,
-    db: Engine,
-    progress: Callable[[int], None] | None = None,
-    refresh_s: float = REFRESH_S,
-) -> LabReport:
-    """Play and record a run; refused (:class:`LabError`, nothing written) if its game,
-    levels, rules or name cannot be used, or the experiment exists. The experiment's
-    cells are summed again while it plays (:class:`_Refresher`, every ``refresh_s`` at
-    least), so the page shows it growing, and once more at the end."""
-    game, rules = check(run)
+def start_experiment(db: Engine, run: LabRun, game: api.AnyGame, rules: Any) -> None:
+    """Write the experiment's row (``running``); :class:`LabError` if the name is taken."""
     create_tables(db)
     created = {
         "name": run.experiment,
@@ -263,6 +255,20 @@ def run_lab(
         if exists is not None:
             raise LabError(f"experiment {run.experiment!r} exists: name another")
         conn.execute(insert(flat.EXPERIMENTS), [created])
+
+
+def run_lab(
+    run: LabRun,
+    db: Engine,
+    progress: Callable[[int], None] | None = None,
+    refresh_s: float = REFRESH_S,
+) -> LabReport:
+    """Play and record a run; refused (:class:`LabError`, nothing written) if its game,
+    levels, rules or name cannot be used, or the experiment exists. The experiment's
+    cells are summed again while it plays (:class:`_Refresher`, every ``refresh_s`` at
+    least), so the page shows it growing, and once more at the end."""
+    game, rules = check(run)
+    start_experiment(db, run, game, rules)
     workers = run.workers or os.cpu_count() or 1
     started, cpu = time.perf_counter(), time.process_time()
     recorded, status, played_cpu = 0, "incomplete", 0.0
@@ -274,7 +280,7 @@ def run_lab(
                 played_cpu += chunk_cpu
                 _insert(db, results, facts)
                 recorded += count
-                _mark(db, run.experiment, games_recorded=recorded)
+                mark(db, run.experiment, games_recorded=recorded)
                 refresher.wrote(results)
                 if progress is not None:
                     progress(count)
@@ -282,7 +288,7 @@ def run_lab(
     finally:
         with db.begin() as conn:  # the experiment's figures: its cells, summed once
             refresh_all(conn, run.experiment)
-        _mark(db, run.experiment, status=status, finished_at=datetime.now(UTC))
+        mark(db, run.experiment, status=status, finished_at=datetime.now(UTC))
     seconds = time.perf_counter() - started
     return LabReport(
         run.experiment, recorded, status, seconds, time.process_time() - cpu + played_cpu, workers

@@ -77,6 +77,7 @@ class LocalCluster:
     folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="caravel-rc-")))
     ports: list[int] = field(default_factory=list)
     processes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    options: tuple[str, ...] = ()  # more redis-server options, e.g. min-replicas-to-write
 
     @property
     def url(self) -> str:
@@ -114,6 +115,7 @@ class LocalCluster:
             "--save", "",
             "--appendonly", "no",
             "--logfile", str(folder / "redis.log"),
+            *self.options,
         ]  # fmt: skip
         self.processes[port] = subprocess.Popen(args, stdout=subprocess.DEVNULL)
 

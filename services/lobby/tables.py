@@ -238,7 +238,11 @@ def _get(db: Engine, table_id: str) -> TableOut:
 async def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
     """Take a seat (a given one, or the first free): the answer carries the seat token."""
     seat, holder = await run_in_threadpool(_join, lobby.db, table_id, body)
-    await lobby.set_holder(table_id, seat, holder)
+    try:
+        await lobby.set_holder(table_id, seat, holder)
+    except Exception:  # the seat is given back, so the client's retry (of a 503) gets it
+        await run_in_threadpool(_unjoin, lobby.db, table_id, seat, holder)
+        raise
     return JoinOut(table_id=table_id, seat=seat, token=lobby.token(table_id, seat, holder))
 
 
@@ -265,6 +269,16 @@ def _join(db: Engine, table_id: str, body: JoinTable) -> tuple[int, str]:
                 continue
         return seat, holder
     raise ApiError(409, "table_busy", "too many players are joining at once; try again")
+
+
+def _unjoin(db: Engine, table_id: str, seat: int, holder: str) -> None:
+    """Give back a seat just taken whose join failed after all (its holder not cached: a
+    NOREPLICAS; the seat stayed taken, and the retry was refused ``name_taken``)."""
+    with Session(db) as session:
+        taken = session.get(LobbySeat, (table_id, seat))
+        if taken is not None and taken.holder == holder:
+            session.delete(taken)
+            session.commit()
 
 
 @router.post(

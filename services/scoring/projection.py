@@ -97,6 +97,7 @@ class GameProgress:
     ruleset_hash: str = ""  # the compiled rules' content hash (shared.games.api.analytics)
     seat_facts: flat.SeatFacts = field(default_factory=dict)  # every fact so far, per seat
     imported: bool = False  # loaded by `caravel games import` (its seats hash says so)
+    experiment: str | None = None  # a `caravel lab run --live` game's (its seats hash's)
 
 
 @dataclass
@@ -142,6 +143,7 @@ def start(codec: GameCodec, first: EventEnvelope, seats: Seats) -> GameProgress:
         created_at=first.recorded_at,
         ruleset_hash=analytics.ruleset_hash(game.rules_named(data)),
         imported=seats.imported,
+        experiment=seats.experiment,
     )
 
 
@@ -246,7 +248,8 @@ def _finish(p: GameProgress, rows: Rows) -> None:
 
 
 def _flat(p: GameProgress, results: Sequence[api.SeatResult], rows: Rows) -> None:
-    """The game's rows of the flat results table and its seat facts (no experiment)."""
+    """The game's rows of the flat results table and its seat facts (under its experiment
+    if `caravel lab run --live` played it)."""
     assert p.finished_at is not None
     flat_rows = flat.result_rows(
         game=p.game,
@@ -261,7 +264,7 @@ def _flat(p: GameProgress, results: Sequence[api.SeatResult], rows: Rows) -> Non
         decisions=p.decisions,
         duration_s=(p.finished_at - p.created_at).total_seconds(),
         finished_at=_utc(p.finished_at),
-        experiment=None,
+        experiment=p.experiment,
         imported=p.imported,
     )
     rows.flat_results += flat_rows

@@ -43,7 +43,7 @@ from shared.bus.retention import mark_read
 from shared.contracts import EventEnvelope, Notification, Seats
 from shared.eventstore import Archive, EventStore, GameCodec, Held
 
-from .cells import refresh_all
+from .cells import NO_EXPERIMENT, Group, groups_of, refresh, refresh_all
 from .db import (
     CheckpointMoved,
     ScoredGame,
@@ -323,6 +323,7 @@ class ScoringService:
         await mark_read(self.redis, MARK_GROUP, positions)
         self.games.clear()
         finished: list[FinishedGame] = []
+        live: set[Group] = set()  # the groups of `caravel lab run --live` games: kept rows
         writing: asyncio.Future[None] | None = None
         events = 0
         for i in range(0, len(game_ids), REBUILD_CHUNK):
@@ -335,6 +336,7 @@ class ScoringService:
                     self._apply(progress, logs[game_id], 0, rows)
                     del self.games[game_id]
             finished += rows.finished
+            live |= {g for g in groups_of(rows.flat_results) if g[1] != NO_EXPERIMENT}
             events += rows.events
             if writing is not None:  # one chunk is written while the next is projected
                 await writing
@@ -343,7 +345,7 @@ class ScoringService:
                 on_game(len(chunk))
         if writing is not None:
             await writing
-        await asyncio.to_thread(self._rate, finished)
+        await asyncio.to_thread(self._rate, finished, live)
         return RebuildReport(len(game_ids), events, time.perf_counter() - started)
 
     def _set_checkpoints(self, positions: Mapping[str, str]) -> None:
@@ -355,10 +357,11 @@ class ScoringService:
         with self.db.begin() as conn:
             write(conn, rows)
 
-    def _rate(self, finished: Sequence[FinishedGame]) -> None:
+    def _rate(self, finished: Sequence[FinishedGame], live: Iterable[Group]) -> None:
         with self.db.begin() as conn:
             rate(conn, finished)
             refresh_all(conn)  # the analytics cells of every projected game
+            refresh(conn, live)  # and of the games played live under an experiment
 
 
 def _from(events: Sequence[EventEnvelope], version: int) -> list[EventEnvelope]:

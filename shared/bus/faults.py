@@ -24,6 +24,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 # ``min-replicas-to-write``).
 TRANSIENT_REPLIES = ("NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING", "READONLY")
 
+PIPELINE_ERROR = " of pipeline caused error: "
+
 _TRANSIENT_TYPES = (
     RedisConnectionError,  # refused, reset, closed; BusyLoadingError (LOADING) too
     RedisTimeoutError,
@@ -40,8 +42,16 @@ def transient(error: BaseException) -> bool:
     if isinstance(error, _TRANSIENT_TYPES):
         return True
     if isinstance(error, ResponseError):
-        return str(error).startswith(TRANSIENT_REPLIES)
+        return _reply(error).startswith(TRANSIENT_REPLIES)
     return isinstance(error, AttributeError) and _closed_connection(error)
+
+
+def _reply(error: ResponseError) -> str:
+    """The server's error reply: a pipeline's error names its command first
+    (``Command # 1 (HSET k f v) of pipeline caused error: ('NOREPLICAS ...',)``), so a
+    NOREPLICAS met in a pipeline was taken for a mistake, and answered 500."""
+    head, found, reply = str(error).rpartition(PIPELINE_ERROR)
+    return reply.lstrip("('\"") if found and head.startswith("Command # ") else str(error)
 
 
 def _closed_connection(error: AttributeError) -> bool:

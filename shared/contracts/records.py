@@ -34,6 +34,7 @@ class Notification(NamedTuple):
 
 
 IMPORTED = "imported"  # the seats hash's field marking an imported game
+EXPERIMENT = "experiment"  # the seats hash's field naming a `caravel lab run --live` experiment
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Seats:
     players: dict[int, str] = field(default_factory=dict)
     deadline_s: float | None = None
     imported: bool = False  # loaded by `caravel games import`, not played here
+    experiment: str | None = None  # played for `caravel lab run --live` under this name
 
     def to_mapping(self) -> dict[str, str | float]:
         out: dict[str, str | float] = {str(seat): who for seat, who in self.players.items()}
@@ -52,6 +54,8 @@ class Seats:
             out["deadline_s"] = self.deadline_s
         if self.imported:
             out[IMPORTED] = "1"
+        if self.experiment is not None:
+            out[EXPERIMENT] = self.experiment
         return out
 
     @classmethod
@@ -64,6 +68,8 @@ class Seats:
                 seats.deadline_s = float(text)
             elif name == IMPORTED:
                 seats.imported = text == "1"
+            elif name == EXPERIMENT:
+                seats.experiment = text
             elif name.isdigit():
                 seats.players[int(name)] = text
         return seats

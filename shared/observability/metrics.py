@@ -167,6 +167,8 @@ class RedisSampler:
             CONSUMER_PENDING.labels(*labels).set(value)
         for labels, value in lags.items():
             CONSUMER_LAG.labels(*labels).set(value)
+        if any(isinstance(n, Exception) for n in [*counts, *dead]):
+            return  # a shard away: the gauges keep their last whole count
         GAMES_RUNNING.set(sum(counts[0::2]) - sum(counts[1::2]))
         DEAD_LETTERS.set(sum(dead))
 

@@ -50,6 +50,22 @@ async def test_the_replies_of_a_store_away_are_transient_and_mistakes_are_not(
     assert not transient(AttributeError("'NoneType' object has no attribute 'writelines'"))
 
 
+async def test_the_replies_of_a_store_away_are_transient_in_a_pipeline_too(
+    any_redis: Redis,
+) -> None:
+    """A pipeline's error names its command before the reply (found by the chaos
+    benchmark: a NOREPLICAS in the lobby's pipelined seat write was a 500)."""
+    for reply, expected in [(r, True) for r in AWAY] + [(r, False) for r in MISTAKES]:
+        async with any_redis.pipeline(transaction=False) as pipe:
+            pipe.eval("return redis.error_reply(ARGV[1])", 0, reply)  # type: ignore[misc]
+            try:
+                await pipe.execute()
+            except Exception as e:
+                assert transient(e) is expected, (reply, e)
+            else:
+                raise AssertionError(f"{reply!r} was not an error")
+
+
 async def test_connections_closed_under_a_cluster_clients_feet_are_transient(
     redis_cluster_url: str, keys: Keys
 ) -> None:

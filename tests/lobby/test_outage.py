@@ -164,6 +164,28 @@ async def test_writes_refused_for_want_of_replicas_are_503s_then_the_starts_fini
         assert ready.status_code == 503 and int(ready.headers["Retry-After"]) >= 1
 
 
+async def test_a_join_refused_for_want_of_replicas_gives_the_seat_back(
+    redis_server: RedisServer, database_url: str, tmp_path: Path
+) -> None:
+    """A join whose seat is taken in SQL but whose holder Redis refuses to cache
+    (NOREPLICAS) answers 503, and gives the seat back: the client's retry gets it (found by
+    the chaos benchmark: a 500, then 409 ``name_taken`` for good)."""
+    keys = Keys("joinreplicas", partitions=2)
+    async with running_lobby(redis_server.url, keys, database_url, tmp_path) as client:
+        table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        join = f"/tables/{table['id']}/join"
+        admin = connect(redis_server.url)
+        try:
+            await admin.config_set("min-replicas-to-write", 1)
+            assert_unavailable(await client.post(join, json={"name": "Ana"}), "redis_unavailable")
+        finally:
+            await admin.config_set("min-replicas-to-write", 0)
+            await admin.aclose()
+        again = await client.post(join, json={"name": "Ana"})
+        assert again.status_code == 201, again.text
+        assert again.json()["seat"] == 0
+
+
 async def test_a_service_started_before_redis_and_sql_waits_for_them(
     tmp_path: Path, database_url: str
 ) -> None:

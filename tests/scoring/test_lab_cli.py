@@ -68,3 +68,12 @@ def test_two_lab_runs_compared_and_exported(database_url: str, tmp_path: Path) -
     assert as_csv.returncode == 0, as_csv.stderr
     with (tmp_path / "c" / "results.csv").open() as f:
         assert len(list(csv.DictReader(f))) == 36
+
+
+def test_compare_on_a_fresh_database_names_what_is_known(database_url: str) -> None:
+    """A designer's first `lab compare`, before any run: a one-line answer that no
+    experiment is known, not a SQL traceback about missing tables."""
+    env = {**os.environ, "CARAVEL_DATABASE_URL": database_url}
+    compared = caravel("lab", "compare", "one", "two", env=env)
+    assert compared.returncode != 0
+    assert "known: none" in compared.stderr and "Traceback" not in compared.stderr

@@ -1,0 +1,466 @@
+"""Chaos benchmark: human-like clients and bot tables play while services and Redis are
+killed at random; then every log, answer and projection is checked.
+
+    python -m benchmarks.chaos --redis single|cluster \\
+        --kill engine,redis,master,replica,lobby,ai,scoring --minutes M [--interval S]
+        [--humans 6] [--bot-tables 6] [--no-durability] [--database-url URL] [--json FILE]
+        [--logs DIR]
+
+Starts its own Redis from the machine's ``redis-server`` 7 (one server with AOF on a free
+port, killed with ``kill -9`` and started again on its files; or the local 3+3 cluster of
+``tests/cluster.py``, a master or a replica killed, failed over and started again; on the
+cluster durability is on unless ``--no-durability``: ``min-replicas-to-write 1`` and
+``CARAVEL_DURABILITY_REPLICAS=1``), and the services as processes of their own: two engines,
+two lobbies on one port, two bot players and scoring, on a SQLite file (or a PostgreSQL schema
+of their own with ``--database-url``). Every ``--interval`` seconds (on average) it
+``kill -9``s one of the ``--kill`` kinds (the kind killed least so far), starting it again a
+moment later (a service kind is killed again only ``--recover`` seconds after its new
+process serves: on a loaded machine a service takes many seconds to start, and killed at a
+fixed pace it never served). After
+``--minutes`` the kills stop, the players finish their games (at most ``--settle`` seconds),
+and it checks:
+
+- every log gap-free, replaying to its recorded final hash, each command's events decided
+  again by the rules; event ids unique; no command's events twice in a log;
+- every command a client had acknowledged (200) once in its log, at the version answered
+  (else *lost*), and every refusal justified (else *wrongly refused*);
+- no game stuck (every one over or still moving at the end) and no table stuck (started but
+  ``open``, or ``running`` without a game); no HTTP 5xx but 503;
+- the scoring tables equal to a rebuild from the logs (``caravel projections rebuild``);
+- on the cluster: the other shards' events/s while a master or replica is down against
+  before, and how soon the hit shard's games move again.
+
+Prints a table (``--json FILE``: the whole report there too, with the cluster's events per
+second shard by shard; ``--logs DIR``: every process's log kept there). Every process it
+started is stopped, also on failure; the shared Redis is never touched.
+``tests/test_chaos.py`` runs it briefly, on one Redis and on the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from services.capacity import free_port, server_env
+from shared.bus import Keys, connect
+from shared.eventstore import EventStore
+from tests.cluster import LocalCluster, redis_server
+
+from .chaos_checks import (
+    Progress,
+    ShardFigures,
+    Verdict,
+    check_logs,
+    median,
+    sample,
+    scoring_caught_up,
+    scoring_equals_rebuild,
+    shard_figures,
+    stuck_games,
+)
+from .chaos_faults import (
+    CLUSTER_KINDS,
+    SERVICE_KINDS,
+    SINGLE_KINDS,
+    Killer,
+    Services,
+    SingleRedis,
+    shard_of_game,
+    shard_ranges,
+)
+from .chaos_load import Http, Tally, bot_tables, human
+from .scratch import postgres_schema
+
+ALL_KINDS = ("engine", "redis", "master", "replica", "lobby", "ai", "scoring")
+
+
+@dataclass
+class Options:
+    redis: str = "single"
+    kill: tuple[str, ...] = ALL_KINDS
+    minutes: float = 1.0
+    interval_s: float = 2.0
+    recover_s: float = 2.0  # a service's kind is not killed again this long after it serves
+    humans: int = 6
+    bot_tables: int = 6
+    think: tuple[float, float] = (0.05, 0.3)
+    settle_s: float = 120.0
+    still_s: float = 20.0  # a game that has not moved this long at the end is stuck
+    durability: bool = True  # cluster only
+    database_url: str | None = None
+    logs: Path | None = None  # where to keep the processes' logs (else deleted)
+
+
+@dataclass
+class Report:
+    options: Options
+    kills: dict[str, int] = field(default_factory=dict)
+    redis_back_s: dict[str, float | None] = field(default_factory=dict)  # median per kind
+    drill_errors: list[str] = field(default_factory=list)
+    exited: list[str] = field(default_factory=list)  # processes that died unkilled
+    acked: int = 0
+    duplicates_answered: int = 0
+    refused: int = 0
+    unanswered: int = 0
+    setup_refused: list[str] = field(default_factory=list)
+    requests: int = 0
+    http_503: int = 0
+    http_5xx: list[str] = field(default_factory=list)
+    scoring_caught_up: bool = False
+    verdict: Verdict = field(default_factory=Verdict)
+    shards: list[ShardFigures] = field(default_factory=list)
+    # The cluster's events per second, shard by shard, from the first event on; and each
+    # Redis kill's second in it, kind and shard (in --json only).
+    timeline: dict[int, list[int]] = field(default_factory=dict)
+    redis_kills: list[tuple[int, str, int | None]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def failures(self) -> dict[str, int]:
+        """What must be zero."""
+        v = self.verdict
+        return {
+            "lost": len(v.lost) + self.unanswered,
+            "duplicated": len(v.duplicated_commands) + v.duplicate_event_ids,
+            "wrongly refused": len(v.wrongly_refused) + len(self.setup_refused),
+            "stuck": len(v.stuck_games) + len(v.stuck_tables),
+            "HTTP 5xx (not 503)": len(self.http_5xx),
+            "gaps": len(v.gaps),
+            "replay mismatches": len(v.replay_mismatches),
+            "scoring differs": len(v.scoring_differs) + (not self.scoring_caught_up),
+            "processes exited": len(self.exited),
+            "failed drills": len(self.drill_errors),
+        }
+
+
+def kinds_for(options: Options) -> list[str]:
+    skip = CLUSTER_KINDS if options.redis == "single" else SINGLE_KINDS
+    return [k for k in options.kill if k not in skip]
+
+
+@contextlib.contextmanager
+def backend(options: Options, server: str) -> Iterator[tuple[str, SingleRedis | None, Any]]:
+    """The run's own Redis: its URL, and the single server or the cluster."""
+    if options.redis == "single":
+        single = SingleRedis(server).start()
+        try:
+            yield single.url, single, None
+        finally:
+            single.stop()
+        return
+    extra = ("--min-replicas-to-write", "1") if options.durability else ()
+    cluster = LocalCluster(server, options=extra)
+    try:
+        cluster.start()
+        yield cluster.url, None, cluster
+    finally:
+        if options.logs is not None:
+            for log in cluster.folder.glob("*/redis.log"):
+                shutil.copy(log, options.logs / f"redis-{log.parent.name}.log")
+        cluster.stop()
+
+
+async def run(options: Options) -> Report:
+    """One chaos run, from the first process started to the last one stopped."""
+    server = redis_server()
+    if server is None:
+        raise RuntimeError("needs redis-server 7 or later (Debian's /usr/bin/redis-server)")
+    started = time.monotonic()
+    if options.logs is not None:
+        options.logs.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="caravel-chaos-"))
+    port = free_port()
+    env = server_env(port, "cvchaos", http_share_port="true", secret="chaos-" + "s" * 32)
+    env["CARAVEL_DATA_DIR"] = str(folder / "data")
+    try:
+        with contextlib.ExitStack() as held:
+            url, single, cluster = held.enter_context(backend(options, server))
+            sql = (
+                held.enter_context(postgres_schema(options.database_url))
+                if options.database_url
+                else f"sqlite:///{folder / 'caravel.db'}"
+            )
+            env.update(CARAVEL_REDIS_URL=url, CARAVEL_DATABASE_URL=sql)
+            if cluster is not None and options.durability:
+                env["CARAVEL_DURABILITY_REPLICAS"] = "1"
+            services = Services(env, folder)
+            report = Report(options)
+            try:
+                services.start_all()
+                keys = Keys(env["CARAVEL_KEY_PREFIX"], 64)
+                kinds = kinds_for(options)
+                pace = (options.interval_s, options.recover_s)
+                killer = Killer(kinds, services, single, cluster, *pace)
+                await _drive(options, port, keys, url, sql, services, killer, report)
+            finally:
+                services.stop()
+    finally:
+        if options.logs is not None:
+            for log in folder.glob("*.log"):
+                shutil.copy(log, options.logs / log.name)
+        shutil.rmtree(folder, ignore_errors=True)
+    report.seconds = round(time.monotonic() - started, 1)
+    return report
+
+
+async def _drive(
+    options: Options,
+    port: int,
+    keys: Keys,
+    url: str,
+    sql: str,
+    services: Services,
+    killer: Killer,
+    report: Report,
+) -> None:
+    redis: Any = connect(url)
+    store = EventStore(redis, keys)
+    tally, progress = Tally(), Progress()
+    starts = shard_ranges(killer.cluster) if killer.cluster else []
+
+    def shard_of(game: str) -> int:
+        return shard_of_game(starts, keys, game) if starts else 0
+
+    stop_new, stop_kills, stop_sampling = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    limits = httpx.Limits(max_connections=4 * (options.humans + options.bot_tables) + 10)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as client:
+            http = Http(client, tally)
+            await _ready(client)
+            players = [
+                asyncio.create_task(human(http, random.Random(i), options.think, stop_new))
+                for i in range(options.humans)
+            ] + [asyncio.create_task(bot_tables(http, stop_new)) for _ in range(options.bot_tables)]
+            sampler = asyncio.create_task(
+                sample(store, tally.games, shard_of, progress, stop_sampling)
+            )
+            killing = asyncio.create_task(killer.run(stop_kills))
+            await asyncio.sleep(options.minutes * 60)
+            stop_kills.set()
+            stop_new.set()
+            await killing
+            report.exited = _restart_exited(services, killer)
+            await asyncio.wait(players, timeout=options.settle_s)
+            over = set(await store.over(tally.games))  # the players still play theirs
+            stuck = stuck_games(progress, over, options.still_s)
+            report.verdict.stuck_games = [await _pending(http, g) for g in stuck]
+            for task in players:
+                task.cancel()
+            await asyncio.gather(*players, return_exceptions=True)
+            report.verdict.stuck_tables = await _stuck_tables(http, store, tally)
+            stop_sampling.set()
+            await sampler
+        services.stop(("lobby", "ai"))
+        report.scoring_caught_up = await _scoring_catches_up(store, sql, tally.games)
+        services.stop(("scoring", "engine"))
+        logs = await check_logs(store, tally, report.verdict)
+        await scoring_equals_rebuild(store, sql, report.verdict)
+    finally:
+        await redis.aclose()
+    _fill(report, killer, tally)
+    if killer.cluster is not None:
+        times: dict[int, list[float]] = {}
+        for game, events in logs.items():
+            times.setdefault(shard_of(game), []).extend(e.recorded_at.timestamp() for e in events)
+        for found in times.values():
+            found.sort()
+        report.shards = shard_figures(times, killer.kills, len(starts))
+        _timeline(report, times, killer)
+
+
+def _timeline(report: Report, times: dict[int, list[float]], killer: Killer) -> None:
+    first = min((t[0] for t in times.values() if t), default=0.0)
+    for shard, found in sorted(times.items()):
+        counts = report.timeline.setdefault(shard, [])
+        for t in found:
+            second = int(t - first)
+            counts.extend([0] * (second + 1 - len(counts)))
+            counts[second] += 1
+    report.redis_kills = [
+        (int(k.at - first), k.kind, k.shard) for k in killer.kills if k.shard is not None
+    ]
+
+
+async def _pending(http: Http, game: str) -> str:
+    """A stuck game, and whose decision it waits for (its spectator's view)."""
+    answer = await http.call("GET", f"/games/{game}/view")
+    if answer is None or answer.status_code != 200:
+        return f"{game}: view {answer and answer.status_code}"
+    view = answer.json()
+    return f"{game} at {view.get('version')}, pending {view.get('pending')}"
+
+
+def _restart_exited(services: Services, killer: Killer) -> list[str]:
+    """Processes that died though not killed (after the kills, every one should run)."""
+    exited = []
+    for (kind, i), process in services.processes.items():
+        if process.poll() is not None:
+            exited.append(f"{kind}-{i} exited {process.returncode}")
+            services.start(kind, i)
+    return exited
+
+
+async def _ready(client: httpx.AsyncClient, timeout_s: float = 120) -> None:
+    give_up = time.monotonic() + timeout_s
+    while time.monotonic() < give_up:
+        with contextlib.suppress(httpx.TransportError):
+            if (await client.get("/readyz")).status_code == 200:
+                return
+        await asyncio.sleep(0.2)
+    raise TimeoutError("the lobby never got ready")
+
+
+async def _stuck_tables(http: Http, store: EventStore, tally: Tally) -> list[str]:
+    """Tables started but still ``open``, or ``running`` without a game."""
+    stuck = []
+    for status in ("open", "running"):
+        answer = await http.call("GET", f"/tables?status={status}")
+        if answer is None or answer.status_code != 200:
+            stuck.append(f"GET /tables?status={status} unanswered")
+            continue
+        for table in answer.json():
+            if status == "open" and table["id"] in tally.started:
+                stuck.append(f"{table['id']} open after its start: {table.get('start_error')}")
+            elif status == "running" and not await store.exists(table["id"]):
+                stuck.append(f"{table['id']} running without a game")
+    return stuck
+
+
+async def _scoring_catches_up(store: EventStore, sql: str, games: list[str]) -> bool:
+    give_up = time.monotonic() + 90
+    while time.monotonic() < give_up:
+        if await scoring_caught_up(store, sql, games):
+            return True
+        await asyncio.sleep(1)
+    return False
+
+
+def _fill(report: Report, killer: Killer, tally: Tally) -> None:
+    report.kills = dict(sorted(killer.counts().items()))
+    report.redis_back_s = {k: median(v) for k, v in killer.recoveries.items()}
+    report.drill_errors = killer.errors
+    report.acked = len(tally.acked)
+    report.duplicates_answered = sum(a.status == "duplicate" for a in tally.acked)
+    report.refused = len(tally.refused)
+    report.unanswered = len(tally.unanswered)
+    report.setup_refused = tally.setup_refused
+    report.requests = tally.requests
+    report.http_503 = tally.unavailable
+    report.http_5xx = tally.server_errors
+
+
+def table(report: Report) -> str:
+    """The report as a Markdown table, and the findings after it."""
+    o, v = report.options, report.verdict
+    durability = "on" if o.redis == "cluster" and o.durability else "off"
+    rows = [
+        ("redis", f"{o.redis} (durability {durability})"),
+        ("minutes of kills / whole run s", f"{o.minutes} / {report.seconds}"),
+        ("kills", ", ".join(f"{k} {n}" for k, n in report.kills.items()) or "none"),
+        ("back after a kill (median s; services: from start)", json.dumps(report.redis_back_s)),
+        ("games / events / finished", f"{v.games} / {v.events} / {v.finished}"),
+        ("HTTP requests / 503s", f"{report.requests} / {report.http_503}"),
+        (
+            "commands acked (of them duplicate answers)",
+            f"{report.acked} ({report.duplicates_answered})",
+        ),
+        ("refusals (all justified unless below)", str(report.refused)),
+    ]
+    rows += [(name, str(n)) for name, n in report.failures().items()]
+    if report.shards:
+        for kind in CLUSTER_KINDS:
+            found = [s for s in report.shards if s.kind == kind]
+            if not found:
+                continue
+            ratios = sorted(s.others_ratio for s in found)
+            back = [s.hit_answers_again_s for s in found if s.hit_answers_again_s is not None]
+            rows.append(
+                (
+                    f"{kind} kills: other shards' events/s vs before",
+                    f"median {median(ratios)}, min {ratios[0]}, "
+                    f">=0.9 in {sum(r >= 0.9 for r in ratios)}/{len(ratios)}",
+                )
+            )
+            rows.append(
+                (
+                    f"{kind} kills: hit shard moves again (s)",
+                    f"median {median(back)}, max {max(back, default=None)}, "
+                    f"never {len(found) - len(back)}",
+                )
+            )
+    lines = ["| figure | value |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows]
+    findings = {
+        "lost": v.lost,
+        "duplicated": v.duplicated_commands,
+        "wrongly refused": v.wrongly_refused + report.setup_refused,
+        "stuck games": v.stuck_games,
+        "stuck tables": v.stuck_tables,
+        "HTTP 5xx": report.http_5xx,
+        "gaps": v.gaps,
+        "replay": v.replay_mismatches,
+        "scoring": v.scoring_differs,
+        "exited": report.exited,
+        "drills": report.drill_errors,
+    }
+    for name, items in findings.items():
+        for item in items[:10]:
+            lines.append(f"- {name}: {item}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--redis", choices=("single", "cluster"), default="single")
+    parser.add_argument("--kill", default=",".join(ALL_KINDS))
+    parser.add_argument("--minutes", type=float, default=1.0)
+    parser.add_argument("--interval", type=float, default=2.0, help="mean seconds between kills")
+    parser.add_argument(
+        "--recover", type=float, default=2.0, help="s from serving to a kind's next kill"
+    )
+    parser.add_argument("--humans", type=int, default=6)
+    parser.add_argument("--bot-tables", type=int, default=6)
+    parser.add_argument("--settle", type=float, default=120.0)
+    parser.add_argument("--no-durability", action="store_true")
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
+    parser.add_argument("--json", type=Path, default=None, help="also write the report here")
+    args = parser.parse_args()
+    kinds = tuple(k for k in args.kill.split(",") if k)
+    unknown = set(kinds) - set(ALL_KINDS)
+    if unknown:
+        parser.error(f"unknown kinds {sorted(unknown)}; known: {','.join(ALL_KINDS)}")
+    options = Options(
+        redis=args.redis,
+        kill=kinds,
+        minutes=args.minutes,
+        interval_s=args.interval,
+        recover_s=args.recover,
+        humans=args.humans,
+        bot_tables=args.bot_tables,
+        settle_s=args.settle,
+        durability=not args.no_durability,
+        database_url=args.database_url,
+        logs=args.logs,
+    )
+    report = asyncio.run(run(options))
+    if args.json is not None:
+        args.json.write_text(json.dumps(asdict(report), indent=1, default=str))
+    print(table(report))
+
+
+assert set(SERVICE_KINDS) | set(SINGLE_KINDS) | set(CLUSTER_KINDS) == set(ALL_KINDS)
+
+if __name__ == "__main__":
+    main()

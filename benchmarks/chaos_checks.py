@@ -1,0 +1,253 @@
+"""The chaos benchmark's checks: what the logs, the scoring tables and the clients' answers
+must agree on after the faults, and the events per second of each cluster shard around
+each Redis kill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.lobby.db import make_engine
+from services.scoring.service import ScoringService
+from shared.contracts import EventEnvelope
+from shared.eventstore import EventStore
+from shared.eventstore.codec import GameCodec
+from shared.eventstore.logfile import check_log
+from shared.eventstore.transfer import decided_again
+from tests.scoring.helpers import dump
+
+from .chaos_faults import Kill
+from .chaos_load import Tally
+
+SAMPLE_S = 0.5
+
+
+@dataclass
+class Progress:
+    """Each game's version, sampled every ``SAMPLE_S`` shard by shard (a shard that did not
+    answer has no entry in that sample)."""
+
+    samples: list[tuple[float, dict[int, dict[str, int]]]] = field(default_factory=list)
+    moved_at: dict[str, float] = field(default_factory=dict)  # game -> when it last moved
+    versions: dict[str, int] = field(default_factory=dict)
+
+
+async def sample(
+    store: EventStore,
+    games: list[str],
+    shard_of: Callable[[str], int],
+    out: Progress,
+    stop: asyncio.Event,
+) -> None:
+    while not stop.is_set():
+        by_shard: dict[int, list[str]] = {}
+        for game in list(games):
+            by_shard.setdefault(shard_of(game), []).append(game)
+        at = time.monotonic()
+        found = await asyncio.gather(*(_versions(store, g) for g in by_shard.values()))
+        sample_: dict[int, dict[str, int]] = {}
+        for shard, versions in zip(by_shard, found, strict=True):
+            if versions is None:
+                continue
+            sample_[shard] = versions
+            for game, version in versions.items():
+                if version != out.versions.get(game):
+                    out.versions[game] = version
+                    out.moved_at[game] = at
+        out.samples.append((at, sample_))
+        await asyncio.sleep(SAMPLE_S)
+
+
+async def _versions(store: EventStore, games: list[str]) -> dict[str, int] | None:
+    try:
+        async with store.redis.pipeline(transaction=False) as pipe:
+            for game in games:
+                pipe.hget(store.keys.meta(game), "version")
+            raw: list[Any] = await asyncio.wait_for(pipe.execute(), 2)
+    except Exception:
+        return None
+    return {g: int(v) if v else 0 for g, v in zip(games, raw, strict=True)}
+
+
+@dataclass(frozen=True)
+class ShardFigures:
+    kind: str
+    others_ratio: float  # the other shards' events/s during the fault / before it
+    hit_answers_again_s: float | None  # the hit shard's first event after the kill
+
+
+def shard_figures(
+    times: dict[int, list[float]], kills: Sequence[Kill], shards: int, window_s: float = 5.0
+) -> list[ShardFigures]:
+    """For each master or replica kill, from the events' ``recorded_at`` (``times``: each
+    shard's, sorted): the other shards' events/s from the kill until the hit shard records
+    an event again (at least 2 s) against the ``window_s`` before it, and that time."""
+    out = []
+    for kill in kills:
+        if kill.shard is None:
+            continue
+        hit = times.get(kill.shard, [])
+        first = bisect.bisect_right(hit, kill.at)
+        back = round(hit[first] - kill.at, 2) if first < len(hit) else None
+        during = max(back if back is not None else window_s, 2.0)
+        others = [times.get(s, []) for s in range(shards) if s != kill.shard]
+        before = sum(_count(t, kill.at - window_s, kill.at) for t in others) / window_s
+        now = sum(_count(t, kill.at, kill.at + during) for t in others) / during
+        out.append(ShardFigures(kill.kind, round(now / before, 3) if before else 0.0, back))
+    return out
+
+
+def _count(times: list[float], start: float, end: float) -> int:
+    return bisect.bisect_left(times, end) - bisect.bisect_left(times, start)
+
+
+@dataclass
+class Verdict:
+    games: int = 0
+    events: int = 0
+    finished: int = 0
+    gaps: list[str] = field(default_factory=list)
+    duplicate_event_ids: int = 0
+    duplicated_commands: list[str] = field(default_factory=list)  # one command, two runs
+    lost: list[str] = field(default_factory=list)
+    wrongly_refused: list[str] = field(default_factory=list)
+    replay_mismatches: list[str] = field(default_factory=list)
+    stuck_games: list[str] = field(default_factory=list)
+    stuck_tables: list[str] = field(default_factory=list)
+    scoring_differs: list[str] = field(default_factory=list)
+
+
+def _runs(events: Sequence[EventEnvelope]) -> list[tuple[str | None, int]]:
+    """Each run of events one command caused: its causation id and its last version."""
+    runs: list[tuple[str | None, int]] = []
+    for event in events:
+        if runs and runs[-1][0] == event.causation_id and event.causation_id is not None:
+            runs[-1] = (event.causation_id, event.version)
+        else:
+            runs.append((event.causation_id, event.version))
+    return runs
+
+
+async def check_logs(
+    store: EventStore, tally: Tally, verdict: Verdict
+) -> dict[str, list[EventEnvelope]]:
+    """Every log gap-free and replayable to its recorded final hash, with each command
+    deciding again as recorded; event ids unique; every command acknowledged to a client
+    once in the log, at the version it was answered; every refusal justified (the game had
+    moved on by another's command when it was refused)."""
+    keys = store.keys
+    games: set[str] = set(tally.games)
+    for p in keys.all_partitions():
+        games |= {g.decode() for g in await store.redis.smembers(keys.games(p))}
+    event_ids: Counter[str] = Counter()
+    placed: dict[str, dict[str, list[int]]] = {}  # game -> command id -> last versions
+    logs: dict[str, list[EventEnvelope]] = {}
+    for game in sorted(games):
+        events = await store.read(game)
+        logs[game] = events
+        if not events:
+            continue
+        verdict.games += 1
+        verdict.events += len(events)
+        event_ids.update(e.event_id for e in events)
+        try:
+            check_log(events)
+        except ValueError as e:
+            verdict.gaps.append(str(e))
+            continue
+        runs = _runs(events)
+        placed[game] = {}
+        for command_id, version in runs:
+            if command_id is not None:
+                placed[game].setdefault(command_id, []).append(version)
+        verdict.duplicated_commands += [
+            f"{game} {c} at {v}" for c, v in placed[game].items() if len(v) > 1
+        ]
+        await _replay(store, game, events, verdict)
+    verdict.duplicate_event_ids = sum(n - 1 for n in event_ids.values() if n > 1)
+    for a in tally.acked:
+        at = placed.get(a.game, {}).get(a.command_id, [])
+        if at != [a.version]:
+            verdict.lost.append(f"{a.game} {a.command_id} acked at {a.version}, log: {at}")
+    for r in tally.refused:
+        if _refused_wrongly(r.legal_version, logs.get(r.game, []), tally.sent.get(r.game, set())):
+            verdict.wrongly_refused.append(f"{r.game} {r.command_id} at {r.legal_version} {r.code}")
+    return logs
+
+
+def _refused_wrongly(version: int, events: list[EventEnvelope], ours: set[str]) -> bool:
+    """A command taken from the legal commands at ``version`` was refused: rightly if the
+    game had moved on by then through another's command (a bot's, or the views were
+    behind); wrongly if the next event was our own next command (nobody else moved: the
+    engine refused a legal move at the version it was legal at)."""
+    following = [e for e in events if e.version == version + 1]
+    return bool(following) and following[0].causation_id in ours
+
+
+async def _replay(
+    store: EventStore, game: str, events: list[EventEnvelope], verdict: Verdict
+) -> None:
+    codec = GameCodec()
+    try:
+        state = decided_again(events)
+    except Exception as e:
+        verdict.replay_mismatches.append(f"{game}: {e}")
+        return
+    recorded = await store.final_hash(game)
+    if recorded is None:
+        return
+    verdict.finished += 1
+    if codec.state_hash(state) != recorded:
+        verdict.replay_mismatches.append(f"{game}: final hash differs from its replay")
+
+
+def stuck_games(progress: Progress, over: set[str], still_s: float) -> list[str]:
+    """Games not over that have not moved for ``still_s`` by the end of the run."""
+    now = time.monotonic()
+    return sorted(g for g, at in progress.moved_at.items() if g not in over and now - at >= still_s)
+
+
+async def scoring_equals_rebuild(store: EventStore, sql_url: str, verdict: Verdict) -> None:
+    """The live scoring tables (its service stopped once caught up) against a rebuild."""
+    db = make_engine(sql_url)
+    try:
+        live = await asyncio.to_thread(dump, db)
+        await ScoringService(store.redis, store.keys, db).rebuild()
+        rebuilt = await asyncio.to_thread(dump, db)
+    finally:
+        db.dispose()
+    verdict.scoring_differs = [
+        f"{name}: {len(live.get(name, []))} rows live, {len(rows)} rebuilt"
+        for name, rows in rebuilt.items()
+        if live.get(name) != rows
+    ]
+
+
+async def scoring_caught_up(store: EventStore, sql_url: str, games: list[str]) -> bool:
+    """Whether the scoring tables hold every game at its log's version."""
+    from sqlalchemy import select
+
+    from services.scoring.db import ScoredGame, table_of
+
+    db = make_engine(sql_url)
+    table = table_of(ScoredGame)
+    try:
+        with db.connect() as conn:
+            scored = dict(conn.execute(select(table.c.game_id, table.c.version)).all())
+    except Exception:
+        return False
+    finally:
+        db.dispose()
+    versions = [await store.version(g) for g in games]
+    return all(scored.get(g) == v for g, v in zip(games, versions, strict=True) if v)
+
+
+def median(values: Sequence[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None

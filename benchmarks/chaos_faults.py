@@ -1,0 +1,333 @@
+"""The chaos benchmark's faults: the Caravel services as processes of their own, a Redis of
+its own (one server with AOF, or the local 3+3 cluster of ``tests/cluster.py``), and the
+killer that ``kill -9``s them at random and starts them again.
+
+Every process is started here and stopped here (:meth:`Services.stop`,
+:meth:`SingleRedis.stop`, ``LocalCluster.stop``), also when the run fails: the shared Redis
+is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from redis.crc import key_slot
+
+from shared.bus import Keys
+from tests.cluster import LocalCluster, _free_ports
+
+# How many processes of each service run; the one HTTP port is shared by the lobbies.
+INSTANCES = {"engine": 2, "lobby": 2, "ai": 2, "scoring": 1}
+SERVICE_KINDS = tuple(INSTANCES)
+SINGLE_KINDS = ("redis",)
+CLUSTER_KINDS = ("master", "replica")
+
+
+@dataclass
+class Services:
+    """The services, each instance a ``caravel <service>`` process with its stderr in the
+    run's folder."""
+
+    env: dict[str, str]
+    folder: Path
+    processes: dict[tuple[str, int], subprocess.Popen[bytes]] = field(default_factory=dict)
+    starts: Counter[str] = field(default_factory=Counter)
+    launched: Counter[tuple[str, int]] = field(default_factory=Counter)
+    ports: dict[tuple[str, int], int] = field(default_factory=dict)  # metrics, not lobbies
+
+    def start_all(self) -> None:
+        for kind, count in INSTANCES.items():
+            for i in range(count):
+                self.start(kind, i)
+
+    def start(self, kind: str, i: int) -> None:
+        env = dict(self.env)
+        if kind != "lobby":
+            port = self.ports.setdefault((kind, i), _free_ports(1)[0])
+            env["CARAVEL_METRICS_PORT"] = str(port)
+        self.starts[kind] += 1
+        self.launched[kind, i] += 1
+        log = (self.folder / f"{kind}-{i}.log").open("ab")
+        command = [sys.executable, "-m", "services.cli", kind]
+        self.processes[kind, i] = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+        log.close()
+
+    def kill(self, kind: str) -> int:
+        """``kill -9`` one instance of ``kind`` (at random); its index."""
+        i = random.randrange(INSTANCES[kind])
+        process = self.processes[kind, i]
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        return i
+
+    async def started(self, kind: str, i: int, timeout_s: float = 180) -> None:
+        """Until the instance serves: its ``/livez`` answers (a lobby, on the port all
+        lobbies share: until its log says it serves)."""
+        give_up = time.monotonic() + timeout_s
+        async with httpx.AsyncClient(timeout=2) as client:
+            while time.monotonic() < give_up:
+                if self.processes[kind, i].poll() is not None:
+                    raise RuntimeError(f"{kind}-{i} exited {self.processes[kind, i].returncode}")
+                if kind == "lobby":
+                    if self._served(kind, i) >= self.launched[kind, i]:
+                        return
+                else:
+                    with contextlib.suppress(httpx.HTTPError):
+                        url = f"http://127.0.0.1:{self.ports[kind, i]}/livez"
+                        if (await client.get(url)).status_code == 200:
+                            return
+                await asyncio.sleep(0.25)
+        raise TimeoutError(f"{kind}-{i} not serving {timeout_s} s after its start")
+
+    def _served(self, kind: str, i: int) -> int:
+        log = self.folder / f"{kind}-{i}.log"
+        return log.read_bytes().count(b"Caravel serves") if log.exists() else 0
+
+    def alive(self) -> bool:
+        return all(p.poll() is None for p in self.processes.values())
+
+    def stop(self, kinds: tuple[str, ...] = SERVICE_KINDS) -> None:
+        """SIGTERM, then SIGKILL after 20 s."""
+        chosen = [p for (k, _), p in self.processes.items() if k in kinds]
+        for process in chosen:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in chosen:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@dataclass
+class SingleRedis:
+    """One ``redis-server`` with AOF (everysec: a write reaches the file, the OS's cache,
+    before its reply, so a ``kill -9`` of the process loses nothing acknowledged)."""
+
+    server: str
+    folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="caravel-chaos-")))
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> SingleRedis:
+        self.port = self.port or _free_ports(1)[0]
+        args = [self.server, "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += ["--dir", str(self.folder), "--save", "", "--appendonly", "yes"]
+        args += ["--appendfsync", "everysec", "--logfile", str(self.folder / "redis.log")]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        return self
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Kill:
+    kind: str
+    at: float  # time.time(), as the events' recorded_at
+    shard: int | None = None  # the cluster shard hit (master and replica kills)
+    note: str = ""
+
+
+def shard_ranges(cluster: LocalCluster) -> list[int]:
+    """The first slot of each shard's range, in order (the shards never reshard here)."""
+    out = cluster._cli(cluster.live_ports()[0], "CLUSTER", "NODES")
+    starts = [int(p.split("-")[0]) for line in out.splitlines() for p in line.split()[8:]]
+    return sorted(starts)
+
+
+def shard_of_slot(starts: list[int], slot: int) -> int:
+    return max(i for i, first in enumerate(starts) if first <= slot)
+
+
+def shard_of_game(starts: list[int], keys: Keys, game: str) -> int:
+    return shard_of_slot(starts, key_slot(keys.meta(game).encode()))
+
+
+def _nodes(cluster: LocalCluster) -> list[list[str]]:
+    out = cluster._cli(cluster.live_ports()[0], "CLUSTER", "NODES")
+    return [line.split() for line in out.splitlines() if line.strip()]
+
+
+def _port(parts: list[str]) -> int:
+    return int(parts[1].split("@")[0].rsplit(":", 1)[1])
+
+
+def pick_node(cluster: LocalCluster, role: str, starts: list[int]) -> tuple[int, int] | None:
+    """A live master (or replica) at random, and the shard it serves."""
+    nodes = _nodes(cluster)
+    by_id = {parts[0]: parts for parts in nodes}
+    live = set(cluster.live_ports())
+    found = []
+    for parts in nodes:
+        if "fail" in parts[2] or _port(parts) not in live:
+            continue
+        owner = parts if role == "master" else by_id.get(parts[3])
+        if role not in parts[2] and not (role == "replica" and "slave" in parts[2]):
+            continue
+        if owner is None or len(owner) <= 8:
+            continue
+        found.append((_port(parts), shard_of_slot(starts, int(owner[8].split("-")[0]))))
+    return random.choice(found) if found else None
+
+
+class Killer:
+    """Kills at random every ``interval_s``: each time the kind killed least so far among
+    those ready (a killed service is started again after a short pause, a Redis node once
+    the one before is back and healthy), so every kind is killed about as often."""
+
+    def __init__(
+        self,
+        kinds: list[str],
+        services: Services,
+        redis: SingleRedis | None,
+        cluster: LocalCluster | None,
+        interval_s: float,
+        recover_s: float = 8.0,
+    ) -> None:
+        self.kinds = kinds
+        self.services = services
+        self.redis = redis
+        self.cluster = cluster
+        self.interval_s = interval_s
+        self.recover_s = recover_s  # a service kind is killed again this long after its start
+        self.kills: list[Kill] = []
+        self.busy: set[str] = set()
+        self.errors: list[str] = []
+        # Redis kinds: kill until healthy again; services: start until serving
+        self.recoveries: dict[str, list[float]] = {}
+        self.starts = shard_ranges(cluster) if cluster else []
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def counts(self) -> Counter[str]:
+        return Counter(k.kind for k in self.kills)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            ready = [k for k in self.kinds if k not in self.busy and not self._redis_busy(k)]
+            if ready:
+                counts = self.counts()
+                fewest = min(counts[k] for k in ready)
+                kind = random.choice([k for k in ready if counts[k] == fewest])
+                self.busy.add(kind)
+                task = asyncio.create_task(self._kill(kind))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.interval_s * random.uniform(0.5, 1.5))
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def _redis_busy(self, kind: str) -> bool:
+        """One Redis fault at a time (a second master killed before the first shard has its
+        replica back would leave a shard with no one to fail over to)."""
+        return kind in (*SINGLE_KINDS, *CLUSTER_KINDS) and bool(
+            self.busy & {*SINGLE_KINDS, *CLUSTER_KINDS}
+        )
+
+    async def _kill(self, kind: str) -> None:
+        try:
+            if kind in SERVICE_KINDS:
+                await self._kill_service(kind)
+            elif kind == "redis":
+                await self._kill_single()
+            else:
+                await self._kill_node(kind)
+        except Exception as e:  # a drill that failed is reported, the run goes on
+            self.errors.append(f"{kind}: {type(e).__name__}: {e}")
+        finally:
+            self.busy.discard(kind)
+
+    async def _kill_service(self, kind: str) -> None:
+        i = self.services.kill(kind)
+        self.kills.append(Kill(kind, time.time()))
+        await asyncio.sleep(random.uniform(0.2, 1.0))
+        self.services.start(kind, i)
+        started = time.monotonic()
+        await self.services.started(kind, i)
+        self.recoveries.setdefault(kind, []).append(time.monotonic() - started)
+        await asyncio.sleep(self.recover_s)  # let it work before this kind is killed again
+
+    async def _kill_single(self) -> None:
+        assert self.redis is not None
+        self.redis.kill()
+        killed = time.monotonic()
+        self.kills.append(Kill("redis", time.time()))
+        await asyncio.sleep(random.uniform(0.2, 1.0))
+        self.redis.start()
+        await _until_ping(self.redis.url)
+        self.recoveries.setdefault("redis", []).append(time.monotonic() - killed)
+
+    async def _kill_node(self, role: str) -> None:
+        cluster = self.cluster
+        assert cluster is not None
+        picked = await asyncio.to_thread(pick_node, cluster, role, self.starts)
+        if picked is None:
+            raise RuntimeError(f"no live {role} to kill")
+        port, shard = picked
+        cluster.kill(port)
+        killed = time.monotonic()
+        self.kills.append(Kill(role, time.time(), shard, str(port)))
+        if role == "master":  # its replica takes over first; then the node comes back
+            await asyncio.to_thread(_wait_failover, cluster, port)
+        else:
+            await asyncio.sleep(random.uniform(0.2, 1.0))
+        cluster.restart(port)
+        await asyncio.to_thread(cluster.wait_healthy)
+        self.recoveries.setdefault(role, []).append(time.monotonic() - killed)
+
+
+def _wait_failover(cluster: LocalCluster, killed: int) -> None:
+    """Until a replica serves the killed master's slots (started again before that, the
+    empty node would take them back)."""
+
+    def taken_over() -> bool:
+        masters = cluster.master_ports()
+        return killed not in masters and len(masters) == cluster.masters
+
+    cluster._wait_for(taken_over, "failover")
+
+
+async def _until_ping(url: str, timeout_s: float = 60) -> None:
+    from shared.bus import connect
+
+    give_up = time.monotonic() + timeout_s
+    while time.monotonic() < give_up:
+        client: Any = connect(url, retry=None)
+        try:
+            await client.ping()
+            return
+        except Exception:
+            await asyncio.sleep(0.05)
+        finally:
+            await client.aclose()
+    raise TimeoutError(f"no Redis at {url} after {timeout_s} s")
