@@ -27,16 +27,15 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import websockets
 
+from services.usage import server_rss_bytes, usage
 from shared.contracts import dump_json, load_json
 
 ANSWER_S = 10.0  # a move with no answer in this long is lost
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 @dataclass
@@ -65,19 +64,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def tree_rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` and its descendants, from /proc (0 where unreadable)."""
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        with contextlib.suppress(OSError):
-            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * PAGE
-        for task in Path(f"/proc/{current}").glob("task/*/children"):
-            with contextlib.suppress(OSError):
-                todo += [int(c) for c in task.read_text().split()]
-    return total
 
 
 def server_env(port: int, prefix: str = "cvbench", **settings: str) -> dict[str, str]:
@@ -231,12 +217,14 @@ async def live_tables(
     base: str, pid: int, tables: int, seconds: float, plan: Plan, seed: int = 1
 ) -> dict[str, Any]:
     """Play ``tables`` tables of ``plan`` for ``seconds`` once all are set up: move
-    latency percentiles, refused and lost moves, and memory per table and per socket."""
+    latency percentiles, refused and lost moves, the server's CPU (its embedded Redis
+    included; per move and Redis commands per move where every seat is timed), and memory
+    per table and per socket."""
     rng = random.Random(seed)
     tally, stop = Tally(), asyncio.Event()
     ws_base = base.replace("http://", "ws://")
     limits = httpx.Limits(max_connections=64)
-    rss_before = tree_rss_bytes(pid)
+    rss_before = server_rss_bytes(pid)
     async with (
         httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client,
         contextlib.AsyncExitStack() as sockets,
@@ -257,18 +245,18 @@ async def live_tables(
             for seated in humans
         ]
         await asyncio.sleep(plan.think[1])  # every table past its first move
-        rss_tables = tree_rss_bytes(pid)
+        rss_tables = server_rss_bytes(pid)
         tally.measuring = True
-        started = time.perf_counter()
+        started, used = time.perf_counter(), usage(pid)
         await asyncio.sleep(seconds)
         tally.measuring = False
-        elapsed = time.perf_counter() - started
+        elapsed, cost = time.perf_counter() - started, usage(pid).per(used, tally.moves)
         spectators = [
             await sockets.enter_async_context(websockets.connect(f"{ws_base}/games/{table}/ws"))
             for table, _ in made
         ]
         await asyncio.sleep(1)
-        rss_sockets = tree_rss_bytes(pid)
+        rss_sockets = server_rss_bytes(pid)
         stop.set()
         await asyncio.gather(*players, return_exceptions=True)
         for task in readers:
@@ -288,6 +276,10 @@ async def live_tables(
         "refused": tally.refused,
         "lost": tally.lost,
         "latency_ms": {"p50": pct(0.5), "p99": pct(0.99)} if ordered else None,
+        "server_cores_busy": round(
+            cost["server_cpu_ms_per_move"] * tally.moves / 1000 / elapsed, 2
+        ),
+        **(cost if plan.humans == plan.seats else {}),  # with bots, not all moves are timed
         "memory_per_table_kb": round((rss_tables - rss_before) / tables / 1024, 1),
         "memory_per_socket_kb": round((rss_sockets - rss_tables) / tables / 1024, 1),
     }

@@ -14,10 +14,8 @@ import tempfile
 import time
 from typing import Any
 
-import psutil
-from caravel_loop import tree_cpu_s
-
 from services.capacity import free_port
+from services.usage import cpu_s, tree_pids
 
 VERSION = "0.50.2"
 
@@ -137,16 +135,15 @@ def run(folder: str, tables: int, seconds: float, warmup_s: float = 3) -> dict[s
     try:
         assert server.stdout is not None
         server.stdout.readline()  # "ready"
-        proc = psutil.Process(server.pid)
         args = [str(port), str(api_port), str(tables), str(warmup_s), str(seconds)]
         client = subprocess.Popen(
             ["node", "client.js", *args], cwd=folder, stdout=subprocess.PIPE, text=True
         )
         assert client.stdout is not None
         client.stdout.readline()  # "measuring"
-        cpu0, started = tree_cpu_s(proc), time.perf_counter()
+        cpu0, started = cpu_s(tree_pids(server.pid)), time.perf_counter()
         line = client.stdout.readline()
-        cpu1, elapsed = tree_cpu_s(proc), time.perf_counter() - started
+        cpu1, elapsed = cpu_s(tree_pids(server.pid)), time.perf_counter() - started
         client.wait(timeout=30)
     finally:
         server.send_signal(signal.SIGTERM)

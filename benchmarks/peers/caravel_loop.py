@@ -30,17 +30,7 @@ import psutil
 import websockets
 
 from services.capacity import Plan, server, start_table
-
-
-def tree_cpu_s(root: psutil.Process) -> float:
-    """CPU seconds (user + system) of ``root`` and its live descendants (an embedded Redis,
-    lobby children)."""
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            times = proc.cpu_times()
-            total += times.user + times.system
-    return total
+from services.usage import usage
 
 
 @contextlib.contextmanager
@@ -191,7 +181,8 @@ async def closed_loop(
     warmup_s: float = 3,
 ) -> dict[str, Any]:
     """Play ``tables`` tables closed loop for ``seconds`` (after ``warmup_s``): moves/s,
-    the server tree's CPU per move, and each move's round trip."""
+    the server's CPU per move (its process tree and its embedded Redis, apart and in all),
+    its Redis commands per move by name, and each move's round trip."""
     tally = Tally()
     stop = asyncio.Event()
     limits = httpx.Limits(max_connections=2 * tables + 10, max_keepalive_connections=2 * tables)
@@ -203,11 +194,11 @@ async def closed_loop(
             players = [ws_table(client, ws_base, game, stop, tally) for _ in range(tables)]
         tasks = [asyncio.create_task(p) for p in players]
         await asyncio.sleep(warmup_s)
-        cpu0, started = tree_cpu_s(server), time.perf_counter()
+        before, started = usage(server.pid), time.perf_counter()
         tally.measuring = True
         await asyncio.sleep(seconds)
         tally.measuring = False
-        cpu1, elapsed = tree_cpu_s(server), time.perf_counter() - started
+        after, elapsed = usage(server.pid), time.perf_counter() - started
         stop.set()
         done, pending = await asyncio.wait(tasks, timeout=10)
         for task in pending:
@@ -223,8 +214,10 @@ async def closed_loop(
         "refused": tally.refused,
         "errors": dict(tally.errors),
         "moves_per_second": round(tally.moves / elapsed, 1),
-        "server_cpu_ms_per_move": round(1000 * (cpu1 - cpu0) / moves, 3),
-        "server_cores_busy": round((cpu1 - cpu0) / elapsed, 2),
+        **after.per(before, moves),
+        "server_cores_busy": round(
+            (after.python_s + after.redis_s - before.python_s - before.redis_s) / elapsed, 2
+        ),
         "round_trip_ms": {
             name: round(1000 * percentile(tally.latencies, q), 2)
             for name, q in (("p50", 0.5), ("p99", 0.99))

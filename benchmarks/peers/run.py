@@ -14,9 +14,11 @@ machine), a closed loop of ``--tables`` two-seat tables, one move in flight per 
 - with ``--old TREE``: ``caravel up`` of another checkout (``git archive REV | tar -x -C
   TREE``) on ``--old-mode``, for before/after figures.
 
-Each prints moves/s, the server's CPU per move (user + system of its whole process tree,
-an embedded Redis and lobby children included, from psutil) and each move's round trip;
-the last line is the ratios to boardgame.io.
+Each prints moves/s, the server's CPU per move (user + system, from /proc: its whole
+process tree, lobby children included, and its embedded Redis, which daemonizes and so is
+no child: ``services/usage.py`` finds it; Python, Redis and total apart), Caravel's Redis
+commands per move by name (``INFO commandstats`` before and after) and each move's round
+trip; the last line is the medians and the ratios to boardgame.io.
 """
 
 from __future__ import annotations
@@ -92,8 +94,14 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for system, runs in by.items():
         rates = sorted(r["moves_per_second"] for r in runs)
-        cpu = sorted(r["server_cpu_ms_per_move"] for r in runs)
-        out[system] = {"moves_per_second": rates, "server_cpu_ms_per_move": cpu}
+        out[system] = {"moves_per_second": rates}
+        for figure in (
+            "server_cpu_ms_per_move",
+            "redis_cpu_ms_per_move",
+            "redis_commands_per_move",
+        ):
+            if figure in runs[0]:
+                out[system][figure] = sorted(r[figure] for r in runs)
     peer = out.get("boardgame.io")
     if peer:
         for system, figures in out.items():

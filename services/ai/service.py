@@ -38,7 +38,7 @@ from redis.asyncio import Redis
 from structlog.contextvars import bound_contextvars
 
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
-from shared.contracts import CommandEnvelope, DecisionRequest, Seats, dump_json, load_json
+from shared.contracts import CommandEnvelope, DecisionRequest, dump_json, load_json
 from shared.contracts.records import HUMAN, LEFT
 from shared.games import api
 from shared.games.api import AnyGame, Observation
@@ -48,6 +48,7 @@ from shared.settings import Settings
 from shared.views import ViewWaiter
 
 from .bots import bot, game_of
+from .seats import SeatBook, bot_level
 
 log = structlog.get_logger("caravel.ai")
 
@@ -56,6 +57,13 @@ BATCH = 200
 SAFETY_S = 0.1  # answer this long before a deadline: time to send, and one last iteration
 VIEW_WAIT_S = 2.0  # a view this late leaves its request pending, to be tried again
 RETRY_S = 1.0  # a request not answered yet is tried again from the deadlines this much later
+
+
+class Unread:
+    """A seat's player not read yet (``None`` is a reading: no lobby seated anyone)."""
+
+
+UNREAD = Unread()
 
 
 class BotPlayer:
@@ -80,6 +88,7 @@ class BotPlayer:
         )
         self.streams = [keys.decisions(p) for p in keys.all_partitions()]
         self.views = ViewWaiter(redis, keys, service="ai")
+        self.seats = SeatBook(redis, keys)
         self.rng = random.Random()
         self.key = settings.signing_key()
 
@@ -126,15 +135,20 @@ class BotPlayer:
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
         """Answer the newest request of each seat; acknowledge the requests of the seats
         answered (a seat's older requests are stale). The others stay pending: another
-        worker (or this one) reclaims them and tries again."""
+        worker (or this one) reclaims them and tries again. The batch's seats are read in
+        one round trip, and its humans' clocks and the requests to try again are written
+        in another, before the acknowledgement."""
         parsed = [(d, DecisionRequest.model_validate_json(d.fields[b"r"])) for d in deliveries]
         latest: dict[tuple[str, int], DecisionRequest] = {}
         for _, request in parsed:
             key = (request.game_id, request.seat)
             if key not in latest or latest[key].version < request.version:
                 latest[key] = request
+        players = await self.seats.players(latest)
+        clocks: dict[str, float] = {}  # humans' deadline members: when their time runs out
         outcomes = await asyncio.gather(
-            *(self.consider(r) for r in latest.values()), return_exceptions=True
+            *(self.consider(r, players[k], clocks) for k, r in latest.items()),
+            return_exceptions=True,
         )
         done: set[tuple[str, int]] = set()
         later: dict[str, float] = {}  # deadline members: when to try again
@@ -146,24 +160,39 @@ class BotPlayer:
                 done.add(key)
             else:  # a bot's (or a leaver's) view lags: try again soon
                 later[_member(request)] = time.time() + RETRY_S
-        if later:
-            await self.remind(later)
+        await self.remind(later, clocks)
         await self.consumer.ack([d for d, r in parsed if (r.game_id, r.seat) in done])
 
-    async def remind(self, due: dict[str, float]) -> None:
+    async def remind(self, due: dict[str, float], clocks: dict[str, float] | None = None) -> None:
         """Put requests not answered yet among the deadlines, each due at the time given
         (unless there already): the deadlines loop plays them then, whatever becomes of
         their stream entries. A request delivered too often is dead-lettered, and a bot
         seat, which has no clock of its own, waited for good (issue 25: 30 bot games stuck
-        after the views projection was away)."""
-        await self.redis.zadd(self.keys.deadlines(), due, nx=True)
+        after the views projection was away). ``clocks``: humans' deadlines, set as given,
+        in the same round trip."""
+        if not due and not clocks:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if due:
+                pipe.zadd(self.keys.deadlines(), due, nx=True)
+            if clocks:
+                pipe.zadd(self.keys.deadlines(), clocks)
+            await pipe.execute()
 
-    async def consider(self, request: DecisionRequest) -> bool:
-        """Answer for a bot seat or a seat whose player left, or start a human's clock;
-        False when the answer has to wait (the seat's view is not there yet)."""
-        seats = Seats.from_hash(await self.redis.hgetall(self.keys.seats(request.game_id)))
-        who = seats.players.get(request.seat)  # None: no lobby seated anyone, no clock runs
-        level = seats.bot_level(request.seat)
+    async def consider(
+        self,
+        request: DecisionRequest,
+        who: str | Unread | None = UNREAD,
+        clocks: dict[str, float] | None = None,
+    ) -> bool:
+        """Answer for a bot seat or a seat whose player left, or start a human's clock (in
+        ``clocks``, for the caller to write; else at once); False when the answer has to
+        wait (the seat's view is not there yet). ``who``: the seat's player, if read."""
+        if isinstance(who, Unread):
+            who = (await self.seats.players([(request.game_id, request.seat)]))[
+                (request.game_id, request.seat)
+            ]
+        level = bot_level(who)  # who None: no lobby seated anyone, no clock runs
         turn = (request.game_id, request.version, request.seat)
         if level is not None:
             deadline = request.deadline.timestamp()
@@ -172,7 +201,10 @@ class BotPlayer:
             return await self.play(*turn, None, "fallback", None, request.legal_commands)
         if who == HUMAN:  # the engine set the deadline: the table's, else the default
             due = {_member(request): request.deadline.timestamp()}
-            await self.redis.zadd(self.keys.deadlines(), due)
+            if clocks is None:
+                await self.redis.zadd(self.keys.deadlines(), due)
+            else:
+                clocks.update(due)
         return True
 
     async def fire_deadlines(self) -> None:
@@ -187,8 +219,8 @@ class BotPlayer:
         for member in due:
             if await self.redis.zrem(self.keys.deadlines(), member):
                 game_id, version, seat = load_json(member)
-                seats = Seats.from_hash(await self.redis.hgetall(self.keys.seats(game_id)))
-                level = seats.bot_level(seat)  # a bot seat's request plays as that bot
+                who = (await self.seats.players([(game_id, seat)]))[(game_id, seat)]
+                level = bot_level(who)  # a bot seat's request plays as that bot
                 actor = "fallback" if level is None else "bot"
                 if not await self.play(game_id, version, seat, level, actor):
                     await self.redis.zadd(self.keys.deadlines(), {member: time.time() + RETRY_S})
