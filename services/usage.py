@@ -10,7 +10,6 @@ and the unix socket), the data folder read from the server's environment.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
+
+from shared.contracts import load_json
 
 HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -52,7 +53,7 @@ def embedded_redis(pid: int) -> EmbeddedRedis | None:
         if env.get("CARAVEL_REDIS_URL") or not env.get("CARAVEL_DATA_DIR"):
             return None
         registry = Path(env["CARAVEL_DATA_DIR"], "redis.db.settings")
-        settings = json.loads(registry.read_text())
+        settings = load_json(registry.read_text())
         return EmbeddedRedis(int(Path(settings["pidfile"]).read_text()), settings["unixsocket"])
     except (OSError, ValueError, KeyError):
         return None

@@ -32,9 +32,10 @@ import structlog
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, GroupConsumer, Keys
-from shared.bus.scripts import Batch, Library
+from shared.bus.scripts import Batch
 from shared.contracts import Notification
 from shared.eventstore import EventStore, GameCodec, Held
+from shared.eventstore.scripts import VIEWS
 from shared.games import api
 from shared.views import view_documents
 
@@ -43,25 +44,6 @@ log = structlog.get_logger("caravel.views")
 GROUP = "views"
 CACHE_GAMES = 20_000
 BATCH = 500
-
-_WRITE = """
--- KEYS: 1 view hash, 2 view updates, 3 the game's log. ARGV: 1 version, 2 game id, 3 the id
--- of the event at that version ('' unknown), then field/value pairs. A view no newer than
--- the stored one is written only if the log went back under the stored one.
-local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if tonumber(ARGV[1]) <= current then
-  local held = redis.call('HGET', KEYS[1], 'event') or ''
-  if tonumber(ARGV[1]) == current and held ~= '' and held == ARGV[3] then return 0 end -- same
-  local entry = redis.call('XRANGE', KEYS[3], current .. '-0', current .. '-0')[1]
-  -- the entry's first field is 'e', the public event (the event store's append script)
-  if entry and (held == '' or cjson.decode(entry[2][2])['event_id'] == held) then return 0 end
-end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'version', ARGV[1], 'event', ARGV[3], unpack(ARGV, 4))
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000, '*', 'g', ARGV[2], 'v', ARGV[1])
-return 1
-"""
-SCRIPTS = Library("views", {"write": _WRITE})
 
 
 @dataclass
@@ -178,6 +160,4 @@ class ViewProjector:
         fields = [value for item in documents.items() for value in item]
         args = [projected.version, game_id, projected.event_id or "", *fields]
         updates = self.keys.view_updates(self.keys.partition(game_id))
-        batch.call(
-            SCRIPTS["write"], [self.keys.view(game_id), updates, self.keys.log(game_id)], args
-        )
+        batch.call(VIEWS["write"], [self.keys.view(game_id), updates, self.keys.log(game_id)], args)

@@ -11,6 +11,8 @@ from redis.asyncio import Redis
 
 from shared.redis_replies import text
 
+from .scripts import Library
+
 EMPTY = "0-0"
 """The id before any entry: the tail of an empty or missing stream."""
 
@@ -33,3 +35,15 @@ async def newest_first(redis: Redis, stream: str, count: int) -> list[Entry]:
     outside any consumer: a socket's decision request due when it opens)."""
     entries: Any = await redis.xrevrange(stream, count=count)
     return [(entry_id, fields) for entry_id, fields in entries]
+
+
+# A stream's entries after an id, counted in Redis (Redis 6.2 reports no group lag).
+COUNTS = Library(
+    "metrics",
+    {
+        # KEYS: 1 stream. ARGV: 1 an entry id, 2 at most this many. The entries after the id.
+        "count_after": (
+            "return #redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])"
+        ),
+    },
+)

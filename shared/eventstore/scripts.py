@@ -189,3 +189,23 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 LEASES = Library("leases", {"renew": _RENEW, "release": _RELEASE})
+
+_VIEW_WRITE = """
+-- KEYS: 1 view hash, 2 view updates, 3 the game's log. ARGV: 1 version, 2 game id, 3 the id
+-- of the event at that version ('' unknown), then field/value pairs. A view no newer than
+-- the stored one is written only if the log went back under the stored one.
+local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if tonumber(ARGV[1]) <= current then
+  local held = redis.call('HGET', KEYS[1], 'event') or ''
+  if tonumber(ARGV[1]) == current and held ~= '' and held == ARGV[3] then return 0 end -- same
+  local entry = redis.call('XRANGE', KEYS[3], current .. '-0', current .. '-0')[1]
+  -- the entry's first field is 'e', the public event (the event store's append script)
+  if entry and (held == '' or cjson.decode(entry[2][2])['event_id'] == held) then return 0 end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'event', ARGV[3], unpack(ARGV, 4))
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000, '*', 'g', ARGV[2], 'v', ARGV[1])
+return 1
+"""
+# The views projector's write: a view and its update notice, never over a newer view.
+VIEWS = Library("views", {"write": _VIEW_WRITE})

@@ -29,7 +29,8 @@ from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from redis.asyncio import Redis
 
 from shared.bus import Keys
-from shared.bus.scripts import Batch, Library
+from shared.bus.scripts import Batch
+from shared.bus.tails import COUNTS
 from shared.loops import keep_running
 from shared.redis_replies import text as _text
 
@@ -97,16 +98,6 @@ DEAD_LETTERS = Gauge("caravel_dead_letters", "Entries in the dead-letter streams
 
 SAMPLE_EVERY_S = 5.0
 LAG_COUNT_MAX = 100_000  # a counted lag stops there (the count runs in Redis, every sample)
-
-SCRIPTS = Library(
-    "metrics",
-    {
-        # KEYS: 1 stream. ARGV: 1 an entry id, 2 at most this many. The entries after the id.
-        "count_after": (
-            "return #redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])"
-        ),
-    },
-)
 
 
 class RedisSampler:
@@ -181,7 +172,7 @@ class RedisSampler:
             return {}
         async with Batch(self.redis) as batch:
             for _, stream, delivered in groups:
-                batch.call(SCRIPTS["count_after"], [stream], [delivered, LAG_COUNT_MAX])
+                batch.call(COUNTS["count_after"], [stream], [delivered, LAG_COUNT_MAX])
             counted = await batch.execute()
         return {labels: int(n) for (labels, _, _), n in zip(groups, counted, strict=True)}
 
