@@ -253,6 +253,11 @@ def difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     se = math.sqrt(
         sum(x["rate"] * (1 - x["rate"]) / x["n"] for x in (a, b) if x["n"]) if ok else 0.0
     )
+    return _difference(d, low, high, se, ok)
+
+
+def _difference(d: float, low: float, high: float, se: float, ok: bool) -> dict[str, Any]:
+    """A difference with its interval and p-value; none is significant without data."""
     return {
         "diff": d,
         "low": low,
@@ -299,14 +304,7 @@ def mean_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any
         (a["sd"] ** 2 / a["n"] if a["n"] else 0.0) + (b["sd"] ** 2 / b["n"] if b["n"] else 0.0)
     )
     ok = a["n"] > 1 and b["n"] > 1
-    low, high = d - Z * se, d + Z * se
-    return {
-        "diff": d,
-        "low": low,
-        "high": high,
-        "p_value": _p(d, se) if ok else 1.0,
-        "significant": ok and (low > 0 or high < 0),
-    }
+    return _difference(d, d - Z * se, d + Z * se, se, ok)
 
 
 def _rates(rows: Sums, dim: str, key: Any = str) -> list[dict[str, Any]]:
