@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import structlog
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -308,12 +308,19 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
     name="start_table",
 )
 async def start(
-    table_id: Id, lobby: LobbyDep, body: StartTable | None = None, authorization: Auth = None
+    table_id: Id,
+    lobby: LobbyDep,
+    request: Request,
+    body: StartTable | None = None,
+    authorization: Auth = None,
 ) -> TableOut | JSONResponse:
     """Start the game once every seat is taken (or filled with bots). It answers once the
-    game can be read (GET /games/{id}/view and /legal), or 202 if that takes too long."""
+    game can be read (GET /games/{id}/view and /legal), or 202 if that takes too long.
+    A start sent with an ``Idempotency-Key`` of a table already running answers the table:
+    it is the repeat of a start whose answer was lost (a 5xx answer is not kept)."""
     await lobby.claim(authorization, table_id)
-    table = await start_table(lobby, table_id, body.fill_with_bots if body else None)
+    repeat = "idempotency-key" in request.headers
+    table = await start_table(lobby, table_id, body.fill_with_bots if body else None, repeat)
     return await _readable(lobby, table)
 
 
@@ -327,14 +334,19 @@ async def _readable(lobby: Lobby, table: TableOut) -> TableOut | JSONResponse:
     return JSONResponse(table.model_dump(mode="json"), 202, headers=headers)
 
 
-async def start_table(lobby: Lobby, table_id: str, fill: str | None) -> TableOut:
+async def start_table(
+    lobby: Lobby, table_id: str, fill: str | None, repeat: bool = False
+) -> TableOut:
     """Mark a table running (filling free seats with bots if asked), then create its game
     (:func:`launch`). Until the game is seen to exist the start is unfinished: a start that
     failed on the way (Redis refused, the engine did not answer, this process died) may be
     sent again by anyone who may start the table, and :func:`reconcile_starts` sends it
     again by itself; the engine applies it once. A start the engine refuses reopens the
-    table, with the reason."""
-    table, seats, filled = await run_in_threadpool(_claim_start, lobby.db, table_id, fill)
+    table, with the reason. A ``repeat`` (a start sent with an Idempotency-Key) of a table
+    whose start is done answers the table as it is."""
+    table, seats, filled = await run_in_threadpool(_claim_start, lobby.db, table_id, fill, repeat)
+    if table.status == "running" and table.starting_since is None:
+        return table_out(table, seats)  # started already: the repeat of a lost answer
     result = await launch(lobby, table, seats)
     if result.status == "rejected" and result.code != "game_exists":  # exists: it started
         reason = f"{result.code}: {result.reason}"
@@ -470,16 +482,16 @@ def _leave(db: Engine, table_id: str, seat_number: int) -> tuple[TableOut, bool]
 
 
 def _claim_start(
-    db: Engine, table_id: str, fill: str | None
+    db: Engine, table_id: str, fill: str | None, repeat: bool = False
 ) -> tuple[LobbyTable, list[LobbySeat], list[int]]:
     """Mark an open, full table as running (once), filling free seats with bots if asked;
     returns it, its seats and the seats filled (a start not yet seen through is returned as
-    it is, to be sent again)."""
+    it is, to be sent again; so is a running table to a ``repeat``)."""
     with Session(db) as session:
         table = _table(session, table_id)
         if fill is not None:
             check_bot_level(api.get(table.game), fill)
-        if table.status == "running" and table.starting_since is not None:
+        if table.status == "running" and (table.starting_since is not None or repeat):
             return table, _seats(session, table_id), []  # an unfinished start, sent again
         if table.status != "open":
             raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
