@@ -144,6 +144,8 @@ class _Seen:
     regions: list[str]
     region_goods: list[str | None]  # None: home
     tokens: list[list[int] | None]  # a region's colony stack, None while face down
+    _market: dict[str, dict[str, Any]] | None
+    _gallery: dict[str, int] | None
     parties: list[int]
     unexplored: list[int]
     mask: int
@@ -155,8 +157,6 @@ class _Seen:
     me: dict[str, Any]  # the seat's part of the view
     phase: int
     reach: int
-    market: dict[str, dict[str, Any]]
-    gallery: dict[str, int]
     stage: str
     _buildings: list[dict[str, Any]] | None
     _state: State | None  # the state read, for what is read late
@@ -179,8 +179,8 @@ class _Seen:
         s.seat, s.phase, s.stage = o["seat"], o["phase"], o["stage"]
         s.me = o["players"][s.seat]
         s.reach = board["sailing_range"][s.phase - 1]
-        s.market = {m["good"]: m for m in o["market"]}
-        s._buildings, s._state, s.gallery = o["buildings"], None, o["gallery"]
+        s._market = {m["good"]: m for m in o["market"]}
+        s._buildings, s._state, s._gallery = o["buildings"], None, o["gallery"]
         s.explored_now, s.sailed = o["action"]["explored"], o["action"]["sailed"]
         s._derive()
         return s
@@ -191,17 +191,17 @@ class _Seen:
         table = _table(state.rules, state.n)
         s.regions, s.region_goods, s.parties = table.regions, table.goods, table.parties
         s.map, s.mask = table.map, state.explored
-        s.tokens = [
-            stack if state.explored >> r & 1 else None for r, stack in enumerate(state.stacks)
-        ]
         board = table.board
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], table.rondel
         s.seat, s.phase, s.stage = seat, state.phase, state.stage
         s.me = views.player(state, seat)
         s.reach = board["sailing_range"][s.phase - 1]
-        s.market = {m["good"]: m for m in views.market(state)}
-        s._buildings, s._state = None, state  # only a Buildings action reads them
-        s.gallery = dict(zip(COLUMNS, state.gallery, strict=True))
+        s.tokens = [
+            stack if state.explored >> r & 1 else None for r, stack in enumerate(state.stacks)
+        ]
+        # the market, the buildings and the gallery: read off the state when first asked
+        # for (most commands read none of them)
+        s._buildings, s._market, s._gallery, s._state = None, None, None, state
         s.explored_now, s.sailed = state.explored_now, state.moved
         s._derive()
         return s
@@ -212,12 +212,31 @@ class _Seen:
         self.money: int = self.me["money"]
         self.workers: int = self.me["workers"]
         self.ships: list[int] = self.me["ships"]
+        self.weight: float = 1.0 / (1.0 + max(0, self.money - RICH) / RICH)  # see money_weight
+        self._achievements: tuple[int, ...] | None = None
         self._target: tuple[int, ...] | None = None
         self._actions: dict[str, float] = {}
         # the share of a whole game's uses still to come: the game ends at Nagasaki, so
         # the unexplored regions tell how far it has gone
         todo = len(self.unexplored) / max(1, len(self.regions) - 1)
         self.future = LATE + (1 - LATE) * todo
+
+    @property
+    def market(self) -> dict[str, dict[str, Any]]:
+        """Each good's market row as the view shows it (read off the state when first
+        asked for: most commands read none)."""
+        if self._market is None:
+            assert self._state is not None
+            self._market = {m["good"]: m for m in views.market(self._state)}
+        return self._market
+
+    @property
+    def gallery(self) -> dict[str, int]:
+        """The privileges left per column (read off the state when first asked for)."""
+        if self._gallery is None:
+            assert self._state is not None
+            self._gallery = dict(zip(COLUMNS, self._state.gallery, strict=True))
+        return self._gallery
 
     @property
     def buildings(self) -> list[dict[str, Any]]:
@@ -286,7 +305,7 @@ class _Seen:
     def money_weight(self) -> float:
         """What a Cruzado is worth to this seat, 1 until it is rich: a rich seat has nothing
         dearer to save for, and money ends as 1 VP per 200 Cr."""
-        return 1.0 / (1.0 + max(0, self.money - RICH) / RICH)
+        return self.weight
 
     def column_vp(self, c: int) -> float:
         """VP one more achievement in column ``c`` brings: base plus privileges held."""
@@ -361,14 +380,16 @@ class _Seen:
         return coin + VP * vp * (count + 0.5) - worker
 
     def achievements(self) -> tuple[int, ...]:
-        me = self.me
-        return (
-            sum(len(v) for v in me["colonies"].values()),
-            sum(me["factories"].values()) + me["wildcard_factories"],
-            me["explorers"],
-            me["shipyards"],
-            me["churches"],
-        )
+        if self._achievements is None:
+            me = self.me
+            self._achievements = (
+                sum(len(v) for v in me["colonies"].values()),
+                sum(me["factories"].values()) + me["wildcard_factories"],
+                me["explorers"],
+                me["shipyards"],
+                me["churches"],
+            )
+        return self._achievements
 
     def hire_worth(self, count: int, facilities: int, uses: list[float]) -> float:
         """Recruiting ``count`` workers or buying ``count`` ships: each a VP and its use
