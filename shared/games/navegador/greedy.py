@@ -76,6 +76,15 @@ class _Map:
         self.targets: dict[tuple[int, tuple[int, ...], tuple[int, ...]], int] = {}
         self.home = home
         self.depth = distances(self.adjacent, (1 << len(regions)) - 1, home)
+        self._unexplored: dict[int, list[int]] = {}
+
+    def unexplored(self, mask: int) -> list[int]:
+        """The regions not in ``mask``, memoised (read, never changed)."""
+        found = self._unexplored.get(mask)
+        if found is None:
+            found = [r for r in range(len(self.depth)) if not mask >> r & 1]
+            self._unexplored[mask] = found
+        return found
 
     def distances(self, mask: int, origin: int) -> tuple[int, ...]:
         key = (mask, origin)
@@ -194,7 +203,7 @@ class _Seen:
         board = table.board
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], table.rondel
         s.seat, s.phase, s.stage = seat, state.phase, state.stage
-        s.me = views.player(state, seat)
+        s.me = _player(state, seat)
         s.reach = board["sailing_range"][s.phase - 1]
         s.tokens = [
             stack if state.explored >> r & 1 else None for r, stack in enumerate(state.stacks)
@@ -208,13 +217,14 @@ class _Seen:
 
     def _derive(self) -> None:
         """The fields both sources share the reading of, and the memos."""
-        self.unexplored = [r for r in range(len(self.regions)) if not self.mask >> r & 1]
+        self.unexplored = self.map.unexplored(self.mask)
         self.money: int = self.me["money"]
         self.workers: int = self.me["workers"]
         self.ships: list[int] = self.me["ships"]
         self.weight: float = 1.0 / (1.0 + max(0, self.money - RICH) / RICH)  # see money_weight
         self._achievements: tuple[int, ...] | None = None
         self._target: tuple[int, ...] | None = None
+        self._to_target: dict[int, int] = {}
         self._actions: dict[str, float] = {}
         # the share of a whole game's uses still to come: the game ends at Nagasaki, so
         # the unexplored regions tell how far it has gone
@@ -289,8 +299,12 @@ class _Seen:
 
     def to_target(self, r: int) -> int:
         """Borders from region ``r`` to the target (0 without one)."""
-        x = self.target()
-        return 0 if x is None else min(self.distances(r)[x], 2 * FAR)
+        found = self._to_target.get(r)
+        if found is None:
+            x = self.target()
+            found = 0 if x is None else min(self.distances(r)[x], 2 * FAR)
+            self._to_target[r] = found
+        return found
 
     def spot(self, r: int, nth: int) -> float:
         """What the ``nth`` ship of this seat in region ``r`` is worth there for founding a
@@ -436,6 +450,28 @@ class _Seen:
         if found is None:
             found = self._actions[action] = _ACTIONS.get(action, _nothing)(self)
         return found
+
+
+def _player(s: State, seat: int) -> dict[str, Any]:
+    """The fields of the seat's part of its view (:func:`views.player`) that the policy
+    reads, the same values read straight off the state: the lists are the state's own, not
+    copies (the policy never changes them), and a view's name is left out."""
+    goods = s.rules.goods
+    stone = s.stone[seat]
+    return {
+        "money": s.money[seat],
+        "workers": s.workers[seat],
+        "stone": stone if stone >= 0 else None,
+        "ships": s.ships[seat],
+        "ships_in_supply": s.in_supply(seat),
+        "colonies": dict(zip(goods, s.colonies[seat], strict=True)),
+        "factories": dict(zip(goods, s.factories[seat], strict=True)),
+        "wildcard_factories": s.rules.ruleset.player.wildcard_factories,
+        "shipyards": s.shipyards[seat],
+        "churches": s.churches[seat],
+        "explorers": s.explorers[seat],
+        "privileges": dict(zip(COLUMNS, s.privileges[seat], strict=True)),
+    }
 
 
 def _nothing(seen: _Seen) -> float:
