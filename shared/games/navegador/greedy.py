@@ -58,6 +58,7 @@ SALES = 2.5  # sales a colony is expected to bring in a whole game
 LATE = 0.3  # what is left of those near the end
 COLONY = COLUMNS.index("colony")
 EXPLORER = COLUMNS.index("explorer")
+COLUMN = {column: c for c, column in enumerate(COLUMNS)}  # a column's index by name
 FAR = 1 << 20  # the distance :func:`distances` gives an unreachable region
 TARGETS_KEPT = 50_000  # targets a map remembers before it forgets them all
 
@@ -223,6 +224,7 @@ class _Seen:
         self.ships: list[int] = self.me["ships"]
         self.weight: float = 1.0 / (1.0 + max(0, self.money - RICH) / RICH)  # see money_weight
         self._achievements: tuple[int, ...] | None = None
+        self._worker: float | None = None  # what a worker paid for a privilege is worth
         self._target: tuple[int, ...] | None = None
         self._to_target: dict[int, int] = {}
         self._actions: dict[str, float] = {}
@@ -370,7 +372,7 @@ class _Seen:
         return VP * self.column_vp(COLONY) + (sales - price * self.money_weight()) / 10
 
     def building_worth(self, b: dict[str, Any]) -> float:
-        c = COLUMNS.index(b["column"])
+        c = COLUMN[b["column"]]
         if b["good"] is not None:
             use = FACTORY_USES * float(self.market[b["good"]]["factory_income"]) / 10
         else:
@@ -381,7 +383,7 @@ class _Seen:
 
     def privilege_worth(self, column: str) -> float:
         """Its coin now, its VP per achievement (a few more to come), less the worker."""
-        c = COLUMNS.index(column)
+        c = COLUMN[column]
         sheet = self.columns[c]
         held: int = self.me["privileges"][column]
         if held >= len(sheet["coins"]) or self.workers <= 2 or not self.gallery[column]:
@@ -389,8 +391,10 @@ class _Seen:
         count = self.achievements()[c]
         coin = float(sheet["coins"][held]) * count * self.money_weight() / 10
         vp = float(sheet["vp"][held])
-        uses = self.worker_uses()
-        worker = VP + (uses[0] if uses else 0.0)
+        if self._worker is None:
+            uses = self.worker_uses()
+            self._worker = VP + (uses[0] if uses else 0.0)
+        worker = self._worker
         return coin + VP * vp * (count + 0.5) - worker
 
     def achievements(self) -> tuple[int, ...]:
