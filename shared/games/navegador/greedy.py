@@ -155,7 +155,7 @@ class _Seen:
     region_goods: list[str | None]  # None: home
     tokens: list[list[int] | None]  # a region's colony stack, None while face down
     _market: dict[str, dict[str, Any]] | None
-    _gallery: dict[str, int] | None
+    gallery: Sequence[int]  # the privileges left per column (by index)
     parties: list[int]
     unexplored: list[int]
     mask: int
@@ -165,6 +165,7 @@ class _Seen:
     rondel: Sequence[str]
     seat: int
     me: dict[str, Any]  # the seat's part of the view
+    privileges: Sequence[int]  # the seat's privileges held per column (by index)
     phase: int
     reach: int
     stage: str
@@ -188,9 +189,11 @@ class _Seen:
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], o["rondel"]
         s.seat, s.phase, s.stage = o["seat"], o["phase"], o["stage"]
         s.me = o["players"][s.seat]
+        s.privileges = [s.me["privileges"][column] for column in COLUMNS]
         s.reach = board["sailing_range"][s.phase - 1]
         s._market = {m["good"]: m for m in o["market"]}
-        s._buildings, s._state, s._gallery = o["buildings"], None, o["gallery"]
+        s._buildings, s._state = o["buildings"], None
+        s.gallery = [o["gallery"][column] for column in COLUMNS]
         s.explored_now, s.sailed = o["action"]["explored"], o["action"]["sailed"]
         s._derive()
         return s
@@ -205,13 +208,15 @@ class _Seen:
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], table.rondel
         s.seat, s.phase, s.stage = seat, state.phase, state.stage
         s.me = _player(state, seat)
+        s.privileges = state.privileges[seat]
         s.reach = board["sailing_range"][s.phase - 1]
         s.tokens = [
             stack if state.explored >> r & 1 else None for r, stack in enumerate(state.stacks)
         ]
-        # the market, the buildings and the gallery: read off the state when first asked
+        # the market and the buildings: read off the state when first asked
         # for (most commands read none of them)
-        s._buildings, s._market, s._gallery, s._state = None, None, None, state
+        s._buildings, s._market, s._state = None, None, state
+        s.gallery = state.gallery
         s.explored_now, s.sailed = state.explored_now, state.moved
         s._derive()
         return s
@@ -241,14 +246,6 @@ class _Seen:
             assert self._state is not None
             self._market = {m["good"]: m for m in views.market(self._state)}
         return self._market
-
-    @property
-    def gallery(self) -> dict[str, int]:
-        """The privileges left per column (read off the state when first asked for)."""
-        if self._gallery is None:
-            assert self._state is not None
-            self._gallery = dict(zip(COLUMNS, self._state.gallery, strict=True))
-        return self._gallery
 
     @property
     def buildings(self) -> list[dict[str, Any]]:
@@ -326,7 +323,7 @@ class _Seen:
     def column_vp(self, c: int) -> float:
         """VP one more achievement in column ``c`` brings: base plus privileges held."""
         column = self.columns[c]
-        return float(column["base_vp"] + sum(column["vp"][: self.me["privileges"][COLUMNS[c]]]))
+        return float(column["base_vp"] + sum(column["vp"][: self.privileges[c]]))
 
     def explore_worth(self, x: int) -> float:
         """Exploring ``x``: the explorer's VP, the bonus, a colony stack opened where the
@@ -385,8 +382,8 @@ class _Seen:
         """Its coin now, its VP per achievement (a few more to come), less the worker."""
         c = COLUMN[column]
         sheet = self.columns[c]
-        held: int = self.me["privileges"][column]
-        if held >= len(sheet["coins"]) or self.workers <= 2 or not self.gallery[column]:
+        held = self.privileges[c]
+        if held >= len(sheet["coins"]) or self.workers <= 2 or not self.gallery[c]:
             return 0.0
         count = self.achievements()[c]
         coin = float(sheet["coins"][held]) * count * self.money_weight() / 10
@@ -459,7 +456,8 @@ class _Seen:
 def _player(s: State, seat: int) -> dict[str, Any]:
     """The fields of the seat's part of its view (:func:`views.player`) that the policy
     reads, the same values read straight off the state: the lists are the state's own, not
-    copies (the policy never changes them), and a view's name is left out."""
+    copies (the policy never changes them); a view's name is left out, and the privileges
+    are read by column index (:attr:`_Seen.privileges`)."""
     goods = s.rules.goods
     stone = s.stone[seat]
     return {
@@ -474,7 +472,6 @@ def _player(s: State, seat: int) -> dict[str, Any]:
         "shipyards": s.shipyards[seat],
         "churches": s.churches[seat],
         "explorers": s.explorers[seat],
-        "privileges": dict(zip(COLUMNS, s.privileges[seat], strict=True)),
     }
 
 
