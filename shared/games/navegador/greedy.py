@@ -119,6 +119,8 @@ class _Table(NamedTuple):
     map: _Map
     board: dict[str, Any]  # as the view shows it
     rondel: list[str]
+    ships: int  # a seat's ships in all
+    wildcard_factories: int
 
 
 _TABLES: list[tuple[Rules, int, _Table]] = []
@@ -141,6 +143,8 @@ def _table(rules: Rules, players: int) -> _Table:
         _map(regions, board["borders"], home),
         board,
         list(rules.fields),
+        rules.ruleset.player.ships,
+        rules.ruleset.player.wildcard_factories,
     )
     _TABLES[:] = [*_TABLES[-15:], (rules, players, made)]
     return made
@@ -207,7 +211,7 @@ class _Seen:
         board = table.board
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], table.rondel
         s.seat, s.phase, s.stage = seat, state.phase, state.stage
-        s.me = _player(state, seat)
+        s.me = _player(state, seat, table)
         s.privileges = state.privileges[seat]
         s.reach = board["sailing_range"][s.phase - 1]
         s.tokens = [
@@ -453,22 +457,22 @@ class _Seen:
         return found
 
 
-def _player(s: State, seat: int) -> dict[str, Any]:
+def _player(s: State, seat: int, table: _Table) -> dict[str, Any]:
     """The fields of the seat's part of its view (:func:`views.player`) that the policy
     reads, the same values read straight off the state: the lists are the state's own, not
     copies (the policy never changes them); a view's name is left out, and the privileges
     are read by column index (:attr:`_Seen.privileges`)."""
     goods = s.rules.goods
-    stone = s.stone[seat]
+    stone, ships = s.stone[seat], s.ships[seat]
     return {
         "money": s.money[seat],
         "workers": s.workers[seat],
         "stone": stone if stone >= 0 else None,
-        "ships": s.ships[seat],
-        "ships_in_supply": s.in_supply(seat),
+        "ships": ships,
+        "ships_in_supply": table.ships - sum(ships),
         "colonies": dict(zip(goods, s.colonies[seat], strict=True)),
         "factories": dict(zip(goods, s.factories[seat], strict=True)),
-        "wildcard_factories": s.rules.ruleset.player.wildcard_factories,
+        "wildcard_factories": table.wildcard_factories,
         "shipyards": s.shipyards[seat],
         "churches": s.churches[seat],
         "explorers": s.explorers[seat],
