@@ -58,6 +58,7 @@ SALES = 2.5  # sales a colony is expected to bring in a whole game
 LATE = 0.3  # what is left of those near the end
 COLONY = COLUMNS.index("colony")
 EXPLORER = COLUMNS.index("explorer")
+COLUMN = {column: c for c, column in enumerate(COLUMNS)}  # a column's index by name
 FAR = 1 << 20  # the distance :func:`distances` gives an unreachable region
 TARGETS_KEPT = 50_000  # targets a map remembers before it forgets them all
 
@@ -76,6 +77,15 @@ class _Map:
         self.targets: dict[tuple[int, tuple[int, ...], tuple[int, ...]], int] = {}
         self.home = home
         self.depth = distances(self.adjacent, (1 << len(regions)) - 1, home)
+        self._unexplored: dict[int, list[int]] = {}
+
+    def unexplored(self, mask: int) -> list[int]:
+        """The regions not in ``mask``, memoised (read, never changed)."""
+        found = self._unexplored.get(mask)
+        if found is None:
+            found = [r for r in range(len(self.depth)) if not mask >> r & 1]
+            self._unexplored[mask] = found
+        return found
 
     def distances(self, mask: int, origin: int) -> tuple[int, ...]:
         key = (mask, origin)
@@ -109,6 +119,8 @@ class _Table(NamedTuple):
     map: _Map
     board: dict[str, Any]  # as the view shows it
     rondel: list[str]
+    ships: int  # a seat's ships in all
+    wildcard_factories: int
 
 
 _TABLES: list[tuple[Rules, int, _Table]] = []
@@ -131,6 +143,8 @@ def _table(rules: Rules, players: int) -> _Table:
         _map(regions, board["borders"], home),
         board,
         list(rules.fields),
+        rules.ruleset.player.ships,
+        rules.ruleset.player.wildcard_factories,
     )
     _TABLES[:] = [*_TABLES[-15:], (rules, players, made)]
     return made
@@ -144,6 +158,8 @@ class _Seen:
     regions: list[str]
     region_goods: list[str | None]  # None: home
     tokens: list[list[int] | None]  # a region's colony stack, None while face down
+    _market: dict[str, dict[str, Any]] | None
+    gallery: Sequence[int]  # the privileges left per column (by index)
     parties: list[int]
     unexplored: list[int]
     mask: int
@@ -153,10 +169,9 @@ class _Seen:
     rondel: Sequence[str]
     seat: int
     me: dict[str, Any]  # the seat's part of the view
+    privileges: Sequence[int]  # the seat's privileges held per column (by index)
     phase: int
     reach: int
-    market: dict[str, dict[str, Any]]
-    gallery: dict[str, int]
     stage: str
     _buildings: list[dict[str, Any]] | None
     _state: State | None  # the state read, for what is read late
@@ -178,9 +193,11 @@ class _Seen:
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], o["rondel"]
         s.seat, s.phase, s.stage = o["seat"], o["phase"], o["stage"]
         s.me = o["players"][s.seat]
+        s.privileges = [s.me["privileges"][column] for column in COLUMNS]
         s.reach = board["sailing_range"][s.phase - 1]
-        s.market = {m["good"]: m for m in o["market"]}
-        s._buildings, s._state, s.gallery = o["buildings"], None, o["gallery"]
+        s._market = {m["good"]: m for m in o["market"]}
+        s._buildings, s._state = o["buildings"], None
+        s.gallery = [o["gallery"][column] for column in COLUMNS]
         s.explored_now, s.sailed = o["action"]["explored"], o["action"]["sailed"]
         s._derive()
         return s
@@ -191,33 +208,48 @@ class _Seen:
         table = _table(state.rules, state.n)
         s.regions, s.region_goods, s.parties = table.regions, table.goods, table.parties
         s.map, s.mask = table.map, state.explored
-        s.tokens = [
-            stack if state.explored >> r & 1 else None for r, stack in enumerate(state.stacks)
-        ]
         board = table.board
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], table.rondel
         s.seat, s.phase, s.stage = seat, state.phase, state.stage
-        s.me = views.player(state, seat)
+        s.me = _player(state, seat, table)
+        s.privileges = state.privileges[seat]
         s.reach = board["sailing_range"][s.phase - 1]
-        s.market = {m["good"]: m for m in views.market(state)}
-        s._buildings, s._state = None, state  # only a Buildings action reads them
-        s.gallery = dict(zip(COLUMNS, state.gallery, strict=True))
+        s.tokens = [
+            stack if state.explored >> r & 1 else None for r, stack in enumerate(state.stacks)
+        ]
+        # the market and the buildings: read off the state when first asked
+        # for (most commands read none of them)
+        s._buildings, s._market, s._state = None, None, state
+        s.gallery = state.gallery
         s.explored_now, s.sailed = state.explored_now, state.moved
         s._derive()
         return s
 
     def _derive(self) -> None:
         """The fields both sources share the reading of, and the memos."""
-        self.unexplored = [r for r in range(len(self.regions)) if not self.mask >> r & 1]
+        self.unexplored = self.map.unexplored(self.mask)
         self.money: int = self.me["money"]
         self.workers: int = self.me["workers"]
         self.ships: list[int] = self.me["ships"]
+        self.weight: float = 1.0 / (1.0 + max(0, self.money - RICH) / RICH)  # see money_weight
+        self._achievements: tuple[int, ...] | None = None
+        self._worker: float | None = None  # what a worker paid for a privilege is worth
         self._target: tuple[int, ...] | None = None
+        self._to_target: dict[int, int] = {}
         self._actions: dict[str, float] = {}
         # the share of a whole game's uses still to come: the game ends at Nagasaki, so
         # the unexplored regions tell how far it has gone
         todo = len(self.unexplored) / max(1, len(self.regions) - 1)
         self.future = LATE + (1 - LATE) * todo
+
+    @property
+    def market(self) -> dict[str, dict[str, Any]]:
+        """Each good's market row as the view shows it (read off the state when first
+        asked for: most commands read none)."""
+        if self._market is None:
+            assert self._state is not None
+            self._market = {m["good"]: m for m in views.market(self._state)}
+        return self._market
 
     @property
     def buildings(self) -> list[dict[str, Any]]:
@@ -270,8 +302,12 @@ class _Seen:
 
     def to_target(self, r: int) -> int:
         """Borders from region ``r`` to the target (0 without one)."""
-        x = self.target()
-        return 0 if x is None else min(self.distances(r)[x], 2 * FAR)
+        found = self._to_target.get(r)
+        if found is None:
+            x = self.target()
+            found = 0 if x is None else min(self.distances(r)[x], 2 * FAR)
+            self._to_target[r] = found
+        return found
 
     def spot(self, r: int, nth: int) -> float:
         """What the ``nth`` ship of this seat in region ``r`` is worth there for founding a
@@ -286,12 +322,12 @@ class _Seen:
     def money_weight(self) -> float:
         """What a Cruzado is worth to this seat, 1 until it is rich: a rich seat has nothing
         dearer to save for, and money ends as 1 VP per 200 Cr."""
-        return 1.0 / (1.0 + max(0, self.money - RICH) / RICH)
+        return self.weight
 
     def column_vp(self, c: int) -> float:
         """VP one more achievement in column ``c`` brings: base plus privileges held."""
         column = self.columns[c]
-        return float(column["base_vp"] + sum(column["vp"][: self.me["privileges"][COLUMNS[c]]]))
+        return float(column["base_vp"] + sum(column["vp"][: self.privileges[c]]))
 
     def explore_worth(self, x: int) -> float:
         """Exploring ``x``: the explorer's VP, the bonus, a colony stack opened where the
@@ -337,7 +373,7 @@ class _Seen:
         return VP * self.column_vp(COLONY) + (sales - price * self.money_weight()) / 10
 
     def building_worth(self, b: dict[str, Any]) -> float:
-        c = COLUMNS.index(b["column"])
+        c = COLUMN[b["column"]]
         if b["good"] is not None:
             use = FACTORY_USES * float(self.market[b["good"]]["factory_income"]) / 10
         else:
@@ -348,27 +384,31 @@ class _Seen:
 
     def privilege_worth(self, column: str) -> float:
         """Its coin now, its VP per achievement (a few more to come), less the worker."""
-        c = COLUMNS.index(column)
+        c = COLUMN[column]
         sheet = self.columns[c]
-        held: int = self.me["privileges"][column]
-        if held >= len(sheet["coins"]) or self.workers <= 2 or not self.gallery[column]:
+        held = self.privileges[c]
+        if held >= len(sheet["coins"]) or self.workers <= 2 or not self.gallery[c]:
             return 0.0
         count = self.achievements()[c]
         coin = float(sheet["coins"][held]) * count * self.money_weight() / 10
         vp = float(sheet["vp"][held])
-        uses = self.worker_uses()
-        worker = VP + (uses[0] if uses else 0.0)
+        if self._worker is None:
+            uses = self.worker_uses()
+            self._worker = VP + (uses[0] if uses else 0.0)
+        worker = self._worker
         return coin + VP * vp * (count + 0.5) - worker
 
     def achievements(self) -> tuple[int, ...]:
-        me = self.me
-        return (
-            sum(len(v) for v in me["colonies"].values()),
-            sum(me["factories"].values()) + me["wildcard_factories"],
-            me["explorers"],
-            me["shipyards"],
-            me["churches"],
-        )
+        if self._achievements is None:
+            me = self.me
+            self._achievements = (
+                sum(len(v) for v in me["colonies"].values()),
+                sum(me["factories"].values()) + me["wildcard_factories"],
+                me["explorers"],
+                me["shipyards"],
+                me["churches"],
+            )
+        return self._achievements
 
     def hire_worth(self, count: int, facilities: int, uses: list[float]) -> float:
         """Recruiting ``count`` workers or buying ``count`` ships: each a VP and its use
@@ -415,6 +455,28 @@ class _Seen:
         if found is None:
             found = self._actions[action] = _ACTIONS.get(action, _nothing)(self)
         return found
+
+
+def _player(s: State, seat: int, table: _Table) -> dict[str, Any]:
+    """The fields of the seat's part of its view (:func:`views.player`) that the policy
+    reads, the same values read straight off the state: the lists are the state's own, not
+    copies (the policy never changes them); a view's name is left out, and the privileges
+    are read by column index (:attr:`_Seen.privileges`)."""
+    goods = s.rules.goods
+    stone, ships = s.stone[seat], s.ships[seat]
+    return {
+        "money": s.money[seat],
+        "workers": s.workers[seat],
+        "stone": stone if stone >= 0 else None,
+        "ships": ships,
+        "ships_in_supply": table.ships - sum(ships),
+        "colonies": dict(zip(goods, s.colonies[seat], strict=True)),
+        "factories": dict(zip(goods, s.factories[seat], strict=True)),
+        "wildcard_factories": table.wildcard_factories,
+        "shipyards": s.shipyards[seat],
+        "churches": s.churches[seat],
+        "explorers": s.explorers[seat],
+    }
 
 
 def _nothing(seen: _Seen) -> float:
