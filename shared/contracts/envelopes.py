@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import secrets
@@ -237,18 +238,11 @@ def string_json(text: str) -> str:
     return dump_json(text)
 
 
-_NAMES: dict[str, str] = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def name_json(name: str) -> str:
     """An event type's or a decision kind's JSON string: a few dozen names, each encoded
-    once (up to a bound, so names from elsewhere cannot grow it without end)."""
-    encoded = _NAMES.get(name)
-    if encoded is None:
-        encoded = dump_json(name)
-        if len(_NAMES) < 4096:
-            _NAMES[name] = encoded
-    return encoded
+    once (bounded, so names from elsewhere cannot grow the cache without end)."""
+    return dump_json(name)
 
 
 class Rejection(_Envelope):

@@ -27,6 +27,7 @@ game under an archived id is refused.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -105,17 +106,10 @@ def _result(a: Append, reply: Any, j: int) -> AppendResult:
     return AppendResult(_status(reply[2 * j]), int(reply[2 * j + 1]))
 
 
-_STATUSES: dict[Any, str] = {}
-
-
+@functools.lru_cache(maxsize=64)
 def _status(raw: Any) -> str:
     """A status of the append script's reply as text (a handful of words, decoded once)."""
-    status = _STATUSES.get(raw)
-    if status is None:
-        status = _text(raw)
-        if len(_STATUSES) < 64:
-            _STATUSES[raw] = status
-    return status
+    return _text(raw)
 
 
 @dataclass(frozen=True)
