@@ -141,6 +141,7 @@ def _conf(text: str) -> dict[str, str]:
 def _is_cluster_node_conf(conf: dict[str, str]) -> None:
     assert conf["cluster-enabled"] == "yes" and conf["appendonly"] == "yes"
     assert int(conf["min-replicas-to-write"]) >= 1  # pairs with CARAVEL_DURABILITY_REPLICAS
+    assert conf["cluster-require-full-coverage"] == "no"  # a shard away stops only its own
 
 
 def _cluster_nodes(url: str) -> list[str]:
