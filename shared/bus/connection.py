@@ -241,6 +241,16 @@ class _StreamKeysParser(AsyncCommandsParser):
     command whose keys move (XREAD, XREADGROUP, FCALL): every blocking read of a stream
     would cost a round trip to that node before it goes to the stream's own."""
 
+    async def initialize(self, node: Any = None) -> None:
+        """Read the command table once, from the first node that gives it. redis-py reads it
+        again at every re-read of the slot map, from the first master listed: while that
+        master was away (killed, its shard not failed over), every command of the client
+        failed with it, on every shard."""
+        if node is not None:
+            self.node = node
+        if not self.commands:
+            await super().initialize()
+
     async def get_keys(self, *args: Any) -> Any:
         name = _text(args[0]).upper() if args else ""
         if name in ("FCALL", "FCALL_RO") and len(args) >= 3:
