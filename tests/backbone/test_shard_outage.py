@@ -109,9 +109,9 @@ async def _play_through_the_outage(
             ours = [games[p] for p in healthy]
             await _advanced(store, {g: 0 for g in ours}, ADVANCE)  # playing, before the fault
 
+            at_kill = {g: await store.version(g) for g in ours}
             cluster.kill(_replica_of(cluster, victim.port))
             cluster.kill(victim.port)  # the shard is away: no replica left to take over
-            at_kill = {g: await store.version(g) for g in ours}
             await _advanced(store, at_kill, ADVANCE)
     finally:
         await client.aclose()
