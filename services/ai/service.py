@@ -248,18 +248,24 @@ class BotPlayer:
 
     async def _fire(self, key: str) -> None:
         """Play the due entries of one partition's deadlines (see :meth:`fire_deadlines`).
-        Each due entry is taken by one worker; one that cannot be answered yet is due again
-        ``RETRY_S`` later. The entry names the request's game, version and seat; the view
-        at that version carries its legal commands."""
+        An entry is first made due ``RETRY_S`` later (which other workers see: they leave
+        it), and removed once played: one not answered yet, or whose command or removal
+        failed (its shard refusing writes), is played again then. (Removed first, it was
+        lost when the command was refused: issue 25, games stuck after a replica's kill.)
+        Two workers playing one entry send one command id: it counts once. The entry names
+        the request's game, version and seat; the view at that version carries its legal
+        commands."""
         due: Any = await self.redis.zrangebyscore(key, "-inf", time.time(), 0, DUE_PER_ROUND)
         for member in due:
-            if await self.redis.zrem(key, member):
-                game_id, version, seat = load_json(member)
-                who = (await self.seats.players([(game_id, seat)]))[(game_id, seat)]
-                level = bot_level(who)  # a bot seat's request plays as that bot
-                actor = "fallback" if level is None else "bot"
-                if not await self.play(game_id, version, seat, level, actor):
-                    await self.redis.zadd(key, {member: time.time() + RETRY_S})
+            later = {member: time.time() + RETRY_S}
+            if not await self.redis.zadd(key, later, xx=True, gt=True, ch=True):
+                continue  # gone meanwhile: another worker played it
+            game_id, version, seat = load_json(member)
+            who = (await self.seats.players([(game_id, seat)]))[(game_id, seat)]
+            level = bot_level(who)  # a bot seat's request plays as that bot
+            actor = "fallback" if level is None else "bot"
+            if await self.play(game_id, version, seat, level, actor):
+                await self.redis.zrem(key, member)
 
     def _fired(self, key: str, task: asyncio.Task[None]) -> None:
         """A partition's due deadlines played (:meth:`_fire`): its next ones may start."""
