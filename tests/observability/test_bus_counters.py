@@ -60,7 +60,8 @@ async def test_a_consumed_batch_and_a_publication_are_counted_by_channel(
     """FastStream's series, kept by the bus's own middleware (``BusMetrics``): a batch is
     counted by its entries and their size under its channel, handled without an error as
     ``acked``, a batch whose handler raises as ``error`` with the exception's type; nothing
-    stays in process; a publication is counted under its destination's channel."""
+    stays in process; a publication is counted under its destination's channel; a status
+    never counted has no series."""
     stream = keys.commands(0)
     service = keys.prefix  # this test's own series
     broker = Broker(redis, readers=1, service=service)
@@ -108,3 +109,7 @@ async def test_a_consumed_batch_and_a_publication_are_counted_by_channel(
         "status": "success",
     }
     assert REGISTRY.get_sample_value("caravel_bus_published_messages_total", published) == 1
+    # A status never counted has no series (FastStream's middleware made none either).
+    assert value("received_processed_messages_total", status="nacked") is None
+    failed = {**published, "status": "error"}
+    assert REGISTRY.get_sample_value("caravel_bus_published_messages_total", failed) is None
