@@ -114,9 +114,14 @@ class Engine:
 
     async def start(self) -> None:
         """Create the command streams' consumer group (from id 0) for every partition, and
-        connect the broker (its subscribers come with the leases)."""
+        connect the broker (its subscribers come with the leases). A stream whose shard
+        fails now gets its group when its partition is followed (:meth:`follow`): raising
+        here stopped the engine for good, started while one shard was in a fault."""
         for stream in self._streams:
-            await ensure_group(self.redis, stream, GROUP)
+            try:
+                await ensure_group(self.redis, stream, GROUP)
+            except Exception:
+                log.warning("group not made yet", stream=stream, exc_info=True)
         await self.broker.start()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -194,6 +199,7 @@ class Engine:
                 self.fresh.discard(p)
                 continue
             async with self._alone(p):
+                await ensure_group(self.redis, stream, GROUP)  # missing if made in a fault
                 await self.consumer.reclaim(stream, 0, self._holds(p), self._settled(p))
                 if p in self.held:
                     await self.consumer.subscribe(stream)
