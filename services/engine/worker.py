@@ -115,13 +115,18 @@ class Engine:
     async def start(self) -> None:
         """Create the command streams' consumer group (from id 0) for every partition, and
         connect the broker (its subscribers come with the leases). A stream whose shard
-        fails now gets its group when its partition is followed (:meth:`follow`): raising
-        here stopped the engine for good, started while one shard was in a fault."""
+        fails now gets its group when its partition is followed (:meth:`follow`): one
+        shard's fault at the start stopped the engine. Every stream failing (Redis away)
+        raises: the engine's task ends, and its liveness says so."""
+        failures = []
         for stream in self._streams:
             try:
                 await ensure_group(self.redis, stream, GROUP)
-            except Exception:
-                log.warning("group not made yet", stream=stream, exc_info=True)
+            except Exception as e:
+                log.warning("group not made yet", stream=stream, error=repr(e))
+                failures.append(e)
+        if failures and len(failures) == len(self._streams):
+            raise failures[0]
         await self.broker.start()
 
     async def run(self, stop: asyncio.Event) -> None:

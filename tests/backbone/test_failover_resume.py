@@ -74,6 +74,9 @@ async def _play_through_the_faults(cluster: LocalCluster, client: Any, keys: Key
         victim = client.get_node_from_key(keys.commands(0)).port
         cluster.kill(victim)  # its replica takes over; until then its partitions wait
         await asyncio.to_thread(_wait_failover, cluster, victim)
+        # Every live node knows the new master: restarted empty before, the old one could
+        # take its slots back (and lose their data).
+        await asyncio.to_thread(cluster.wait_healthy)
         cluster.restart(victim)  # back, as the new master's replica
         await asyncio.to_thread(cluster.wait_healthy)
         replica = _replica_of(cluster, cluster.master_ports()[1])
