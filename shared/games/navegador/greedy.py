@@ -59,6 +59,7 @@ LATE = 0.3  # what is left of those near the end
 COLONY = COLUMNS.index("colony")
 EXPLORER = COLUMNS.index("explorer")
 COLUMN = {column: c for c, column in enumerate(COLUMNS)}  # a column's index by name
+USE_OF = [USE.get(column, 0.0) for column in COLUMNS]  # USE by column index
 FAR = 1 << 20  # the distance :func:`distances` gives an unreachable region
 TARGETS_KEPT = 50_000  # targets a map remembers before it forgets them all
 
@@ -115,15 +116,34 @@ class _Table(NamedTuple):
 
     regions: list[str]
     goods: list[str | None]  # per region, None: home
-    parties: list[int]
+    parties: tuple[int, ...]  # per region, a tuple: part of the targets' memo key
     map: _Map
     board: dict[str, Any]  # as the view shows it
     rondel: list[str]
     ships: int  # a seat's ships in all
     wildcard_factories: int
+    tracks: list[tuple[str, int, str | None, int, tuple[int, ...], int]]  # see _tracks
+    column_vps: list[list[float]]  # see _column_vps
 
 
 _TABLES: list[tuple[Rules, int, _Table]] = []
+
+Building = tuple[str, int, str | None, int, int]
+"""A building on sale as the policy reads it: its track's id, column index, good (None: a
+shipyard or a church), workers and price now."""
+
+
+def _column_vps(columns: list[dict[str, Any]]) -> list[list[float]]:
+    """Per column of the player sheet, the VP one more achievement brings with each number
+    of its privileges held (base plus those privileges' VP): worked out once per board, not
+    at every valuation."""
+    return [
+        [
+            float(column["base_vp"] + sum(column["vp"][:held]))
+            for held in range(len(column["vp"]) + 1)
+        ]
+        for column in columns
+    ]
 
 
 def _table(rules: Rules, players: int) -> _Table:
@@ -132,19 +152,32 @@ def _table(rules: Rules, players: int) -> _Table:
     for known, n, found in _TABLES:
         if known is rules and n == players:
             return found
-    goods = [rules.goods[g] if g >= 0 else None for g in rules.region_good]
+    goods_names = rules.goods
+    goods = [goods_names[g] if g >= 0 else None for g in rules.region_good]
     board = views.board(rules)
     regions = list(rules.regions)
     home = next((r for r, good in enumerate(goods) if good is None), 0)
     made = _Table(
         regions,
         goods,
-        [3 if views.double_loss(rules, players, r) else 2 for r in range(len(regions))],
+        tuple(3 if views.double_loss(rules, players, r) else 2 for r in range(len(regions))),
         _map(regions, board["borders"], home),
         board,
         list(rules.fields),
         rules.ruleset.player.ships,
         rules.ruleset.player.wildcard_factories,
+        [
+            (
+                t.id,
+                t.column,
+                goods_names[t.good] if t.good >= 0 else None,
+                t.workers,
+                t.prices,
+                t.on_board(players),
+            )
+            for t in rules.tracks
+        ],
+        _column_vps(board["columns"]),
     )
     _TABLES[:] = [*_TABLES[-15:], (rules, players, made)]
     return made
@@ -157,24 +190,40 @@ class _Seen:
 
     regions: list[str]
     region_goods: list[str | None]  # None: home
-    tokens: list[list[int] | None]  # a region's colony stack, None while face down
+    _tokens: list[list[int] | None] | None  # see tokens
     _market: dict[str, dict[str, Any]] | None
     gallery: Sequence[int]  # the privileges left per column (by index)
-    parties: list[int]
+    parties: tuple[int, ...]  # per region, a tuple: part of the targets' memo key
     unexplored: list[int]
     mask: int
     map: _Map
     free_steps: int
     columns: list[dict[str, Any]]  # the player sheet, as the view's board shows it
+    column_vps: list[list[float]]  # see _column_vps
     rondel: Sequence[str]
     seat: int
-    me: dict[str, Any]  # the seat's part of the view
+    _me: dict[str, Any] | None  # see me
+    money: int
+    workers: int
+    ships: list[int]  # per region
+    fleet: int  # the seat's ships in all, on the board and in its supply
+    stone: int | None  # its rondel field, None before its first move
+    shipyards: int
+    churches: int
+    explorers: int
+    wildcards: int  # the seat's wildcard factories
+    _holdings: list[tuple[int, int]] | None  # see holdings
     privileges: Sequence[int]  # the seat's privileges held per column (by index)
     phase: int
     reach: int
     stage: str
-    _buildings: list[dict[str, Any]] | None
+    _buildings: list[Building] | None
     _state: State | None  # the state read, for what is read late
+    _table: _Table | None
+    # memos, set on an instance when first worked out
+    _achievements: tuple[int, ...] | None = None
+    _worker: float | None = None  # what a worker paid for a privilege is worth
+    _target: tuple[int, ...] | None = None
     explored_now: bool  # this Sailing action has explored
     sailed: list[int]  # per region: ships that sailed there this action
 
@@ -185,18 +234,29 @@ class _Seen:
         regions = o["regions"]
         s.regions = [region["id"] for region in regions]
         s.region_goods = [region["good"] for region in regions]
-        s.tokens = [region["tokens"] for region in regions]
-        s.parties = [3 if region["double_loss"] else 2 for region in regions]
+        s._tokens = [region["tokens"] for region in regions]
+        s.parties = tuple(3 if region["double_loss"] else 2 for region in regions)
         s.mask = sum(1 << r for r, region in enumerate(regions) if region["explored"])
         home = next((r for r, good in enumerate(s.region_goods) if good is None), 0)
         s.map = _map(s.regions, board["borders"], home)
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], o["rondel"]
+        s.column_vps = _column_vps(s.columns)
         s.seat, s.phase, s.stage = o["seat"], o["phase"], o["stage"]
-        s.me = o["players"][s.seat]
-        s.privileges = [s.me["privileges"][column] for column in COLUMNS]
+        me = s._me = o["players"][s.seat]
+        s.money, s.workers, s.ships, s.stone = me["money"], me["workers"], me["ships"], me["stone"]
+        s.shipyards, s.churches = me["shipyards"], me["churches"]
+        s.explorers, s.wildcards = me["explorers"], me["wildcard_factories"]
+        s.fleet = me["ships_in_supply"] + sum(s.ships)
+        s.privileges = [me["privileges"][column] for column in COLUMNS]
         s.reach = board["sailing_range"][s.phase - 1]
         s._market = {m["good"]: m for m in o["market"]}
-        s._buildings, s._state = o["buildings"], None
+        s._holdings = [(len(me["colonies"][g]), me["factories"][g]) for g in s._market]
+        s._buildings = [
+            (b["id"], COLUMN[b["column"]], b["good"], b["workers"], b["price"])
+            for b in o["buildings"]
+            if b["price"] is not None
+        ]
+        s._state, s._table = None, None
         s.gallery = [o["gallery"][column] for column in COLUMNS]
         s.explored_now, s.sailed = o["action"]["explored"], o["action"]["sailed"]
         s._derive()
@@ -210,16 +270,19 @@ class _Seen:
         s.map, s.mask = table.map, state.explored
         board = table.board
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], table.rondel
+        s.column_vps = table.column_vps
         s.seat, s.phase, s.stage = seat, state.phase, state.stage
-        s.me = _player(state, seat, table)
+        s.money, s.workers, s.ships = state.money[seat], state.workers[seat], state.ships[seat]
+        stone = state.stone[seat]
+        s.stone = stone if stone >= 0 else None
+        s.shipyards, s.churches, s.fleet = state.shipyards[seat], state.churches[seat], table.ships
+        s.explorers, s.wildcards = state.explorers[seat], table.wildcard_factories
         s.privileges = state.privileges[seat]
         s.reach = board["sailing_range"][s.phase - 1]
-        s.tokens = [
-            stack if state.explored >> r & 1 else None for r, stack in enumerate(state.stacks)
-        ]
-        # the market and the buildings: read off the state when first asked
-        # for (most commands read none of them)
-        s._buildings, s._market, s._state = None, None, state
+        # the colony stacks, the seat's whole part of its view, the market and the
+        # buildings: read off the state when first asked for (most commands read none)
+        s._tokens, s._me, s._buildings, s._market, s._holdings = None, None, None, None, None
+        s._state, s._table = state, table
         s.gallery = state.gallery
         s.explored_now, s.sailed = state.explored_now, state.moved
         s._derive()
@@ -228,19 +291,47 @@ class _Seen:
     def _derive(self) -> None:
         """The fields both sources share the reading of, and the memos."""
         self.unexplored = self.map.unexplored(self.mask)
-        self.money: int = self.me["money"]
-        self.workers: int = self.me["workers"]
-        self.ships: list[int] = self.me["ships"]
         self.weight: float = 1.0 / (1.0 + max(0, self.money - RICH) / RICH)  # see money_weight
-        self._achievements: tuple[int, ...] | None = None
-        self._worker: float | None = None  # what a worker paid for a privilege is worth
-        self._target: tuple[int, ...] | None = None
         self._to_target: dict[int, int] = {}
         self._actions: dict[str, float] = {}
         # the share of a whole game's uses still to come: the game ends at Nagasaki, so
         # the unexplored regions tell how far it has gone
         todo = len(self.unexplored) / max(1, len(self.regions) - 1)
         self.future = LATE + (1 - LATE) * todo
+
+    @property
+    def tokens(self) -> list[list[int] | None]:
+        """Each region's colony stack, None while face down (read off the state when first
+        asked for)."""
+        if self._tokens is None:
+            assert self._state is not None
+            explored = self.mask
+            self._tokens = [
+                stack if explored >> r & 1 else None for r, stack in enumerate(self._state.stacks)
+            ]
+        return self._tokens
+
+    def holdings(self) -> list[tuple[int, int]]:
+        """Per good, in the market's order: the seat's colonies and its factories (read off
+        the state when first asked for)."""
+        if self._holdings is None:
+            assert self._state is not None
+            seat = self.seat
+            self._holdings = [
+                (len(colonies), factories)
+                for colonies, factories in zip(
+                    self._state.colonies[seat], self._state.factories[seat], strict=True
+                )
+            ]
+        return self._holdings
+
+    @property
+    def me(self) -> dict[str, Any]:
+        """The seat's part of its view (read off the state when first asked for)."""
+        if self._me is None:
+            assert self._state is not None and self._table is not None
+            self._me = _player(self._state, self.seat, self._table)
+        return self._me
 
     @property
     def market(self) -> dict[str, dict[str, Any]]:
@@ -252,12 +343,17 @@ class _Seen:
         return self._market
 
     @property
-    def buildings(self) -> list[dict[str, Any]]:
-        """The building tracks as the view shows them (read off the state when first asked
-        for)."""
+    def buildings(self) -> list[Building]:
+        """The buildings on sale, in the view's order of tracks (read off the state when
+        first asked for, as :func:`views.buildings` reads them)."""
         if self._buildings is None:
-            assert self._state is not None
-            self._buildings = views.buildings(self._state)
+            assert self._state is not None and self._table is not None
+            left = self._state.left
+            self._buildings = [
+                (track, c, good, workers, prices[on_board - left[i]])
+                for i, (track, c, good, workers, prices, on_board) in enumerate(self._table.tracks)
+                if left[i]
+            ]
         return self._buildings
 
     # --- the map ------------------------------------------------------------------------
@@ -275,7 +371,7 @@ class _Seen:
         ships nearest to it; missing ones come from home), the deeper one on a tie."""
         if self._target is None:
             memo = self.map.targets
-            key = (self.mask, tuple(self.ships), tuple(self.parties))
+            key = (self.mask, tuple(self.ships), self.parties)
             found = memo.get(key)
             if found is None:
                 if len(memo) >= TARGETS_KEPT:
@@ -326,8 +422,8 @@ class _Seen:
 
     def column_vp(self, c: int) -> float:
         """VP one more achievement in column ``c`` brings: base plus privileges held."""
-        column = self.columns[c]
-        return float(column["base_vp"] + sum(column["vp"][: self.privileges[c]]))
+        vps = self.column_vps[c]
+        return vps[min(self.privileges[c], len(vps) - 1)]
 
     def explore_worth(self, x: int) -> float:
         """Exploring ``x``: the explorer's VP, the bonus, a colony stack opened where the
@@ -372,15 +468,14 @@ class _Seen:
         sales = SALES * self.future * float(self.market[good]["price"])
         return VP * self.column_vp(COLONY) + (sales - price * self.money_weight()) / 10
 
-    def building_worth(self, b: dict[str, Any]) -> float:
-        c = COLUMN[b["column"]]
-        if b["good"] is not None:
-            use = FACTORY_USES * float(self.market[b["good"]]["factory_income"]) / 10
+    def building_worth(self, b: Building) -> float:
+        _, c, good, _, price = b
+        if good is not None:
+            use = FACTORY_USES * float(self.market[good]["factory_income"]) / 10
         else:
-            use = USE.get(b["column"], 0.0)
+            use = USE_OF[c]
         use *= self.future
-        price = float(b["price"])
-        return VP * self.column_vp(c) + use - price * self.money_weight() / 10
+        return VP * self.column_vp(c) + use - float(price) * self.weight / 10
 
     def privilege_worth(self, column: str) -> float:
         """Its coin now, its VP per achievement (a few more to come), less the worker."""
@@ -400,13 +495,13 @@ class _Seen:
 
     def achievements(self) -> tuple[int, ...]:
         if self._achievements is None:
-            me = self.me
+            holdings = self.holdings()
             self._achievements = (
-                sum(len(v) for v in me["colonies"].values()),
-                sum(me["factories"].values()) + me["wildcard_factories"],
-                me["explorers"],
-                me["shipyards"],
-                me["churches"],
+                sum(colonies for colonies, _ in holdings),
+                sum(factories for _, factories in holdings) + self.wildcards,
+                self.explorers,
+                self.shipyards,
+                self.churches,
             )
         return self._achievements
 
@@ -504,30 +599,28 @@ def _buildings_value(seen: _Seen) -> float:
     """The buildings worth buying now, best first, while money and workers allow."""
     money, workers, total = seen.money, seen.workers, 0.0
     ranked = sorted(
-        ((seen.building_worth(b), b) for b in seen.buildings if b["price"] is not None),
-        key=lambda pair: -pair[0],
+        ((seen.building_worth(b), b) for b in seen.buildings), key=lambda pair: -pair[0]
     )
-    for worth, b in ranked:
+    for worth, (_, _, _, needed, price) in ranked:
         if worth <= 0:
             break
-        if b["price"] <= money and b["workers"] <= workers:
-            money -= b["price"]
-            workers -= b["workers"]
+        if price <= money and needed <= workers:
+            money -= price
+            workers -= needed
             total += worth
     return total
 
 
 def _market_value(seen: _Seen) -> float:
     """Per good the better of selling and processing; the orange factory on the best."""
-    me, weight = seen.me, seen.money_weight()
+    weight = seen.money_weight()
     total, wild = 0.0, 0.0
-    for good, m in seen.market.items():
-        sell = len(me["colonies"][good]) * m["price"]
-        own = me["factories"][good]
+    for m, (colonies, own) in zip(seen.market.values(), seen.holdings(), strict=True):
+        sell = colonies * m["price"]
         process = own * m["factory_income"]
         total += max(sell, process)
         wild = max(wild, (own + 1) * m["factory_income"] - max(sell, process))
-    wild = wild if me["wildcard_factories"] else 0.0
+    wild = wild if seen.wildcards else 0.0
     return (total + wild) * weight / 10
 
 
@@ -537,14 +630,14 @@ def _privilege_value(seen: _Seen) -> float:
 
 def _workers_value(seen: _Seen) -> float:
     room = MAX_WORKERS - seen.workers
-    return seen.best_hire(seen.me["churches"], seen.worker_uses(), room)
+    return seen.best_hire(seen.churches, seen.worker_uses(), room)
 
 
 def _ships_value(seen: _Seen) -> float:
-    me = seen.me
-    if not me["ships_in_supply"]:
+    in_supply = seen.fleet - sum(seen.ships)
+    if not in_supply:
         return 0.0
-    return seen.best_hire(me["shipyards"], seen.ship_uses(), me["ships_in_supply"])
+    return seen.best_hire(seen.shipyards, seen.ship_uses(), in_supply)
 
 
 _ACTIONS = {
@@ -562,7 +655,7 @@ _ACTIONS = {
 
 
 def _rondel(seen: _Seen, c: Command) -> float:
-    here = seen.me["stone"]
+    here = seen.stone
     fields = len(seen.rondel)
     steps = fields if here is None else (c.field - here) % fields or fields
     cost = 0 if here is None else max(0, steps - seen.free_steps)
@@ -603,7 +696,7 @@ def _found(seen: _Seen, c: Command) -> float:
 
 
 def _build(seen: _Seen, c: Command) -> float:
-    b = next(b for b in seen.buildings if b["id"] == c.building)
+    b = next(b for b in seen.buildings if b[0] == c.building)
     return seen.building_worth(b)
 
 
@@ -620,12 +713,11 @@ def _process(seen: _Seen, c: Command) -> float:
 
 
 def _recruit(seen: _Seen, c: Command) -> float:
-    return seen.hire_worth(c.count, seen.me["churches"], seen.worker_uses())
+    return seen.hire_worth(c.count, seen.churches, seen.worker_uses())
 
 
 def _buy_ships(seen: _Seen, c: Command) -> float:
-    me = seen.me
-    return seen.hire_worth(c.count, me["shipyards"], seen.ship_uses())
+    return seen.hire_worth(c.count, seen.shipyards, seen.ship_uses())
 
 
 def _privilege(seen: _Seen, c: Command) -> float:
