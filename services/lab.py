@@ -131,13 +131,13 @@ def play(run: LabRun, index: int, rules: Any) -> tuple[list[dict[str, Any]], lis
     decisions = 0
     for event in events:
         flat.count_facts(facts, game.facts(state, event))
+    trusted = [level in ("random", "greedy") for level in run.seats]
     while pending := game.pending(state):
         seat = pending[0].seat
         command = choosers[seat](state, seat, rng)
-        for event in game.decide_into(
-            state, command, trusted=run.seats[seat] in ("random", "greedy")
-        ):
-            flat.count_facts(facts, game.facts(state, event))
+        for event in game.decide_into(state, command, trusted=trusted[seat]):
+            if found := game.facts(state, event):  # most events have none
+                flat.count_facts(facts, found)
         decisions += 1
     game_id = f"lab-{run.experiment}-{index:07d}"
     kinds = [f"bot:{level}" for level in run.seats]

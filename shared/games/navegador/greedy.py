@@ -115,6 +115,7 @@ class _Table(NamedTuple):
     reads the policy off whole states thousands of times a second."""
 
     regions: list[str]
+    region_index: dict[str, int]  # a region's index by id
     goods: list[str | None]  # per region, None: home
     parties: tuple[int, ...]  # per region, a tuple: part of the targets' memo key
     map: _Map
@@ -159,6 +160,7 @@ def _table(rules: Rules, players: int) -> _Table:
     home = next((r for r, good in enumerate(goods) if good is None), 0)
     made = _Table(
         regions,
+        {region: r for r, region in enumerate(regions)},
         goods,
         tuple(3 if views.double_loss(rules, players, r) else 2 for r in range(len(regions))),
         _map(regions, board["borders"], home),
@@ -191,7 +193,8 @@ class _Seen:
     regions: list[str]
     region_goods: list[str | None]  # None: home
     _tokens: list[list[int] | None] | None  # see tokens
-    _market: dict[str, dict[str, Any]] | None
+    _market: dict[str, tuple[int, int]] | None  # see market
+    index: dict[str, int]  # a region's index by id
     gallery: Sequence[int]  # the privileges left per column (by index)
     parties: tuple[int, ...]  # per region, a tuple: part of the targets' memo key
     unexplored: list[int]
@@ -249,7 +252,8 @@ class _Seen:
         s.fleet = me["ships_in_supply"] + sum(s.ships)
         s.privileges = [me["privileges"][column] for column in COLUMNS]
         s.reach = board["sailing_range"][s.phase - 1]
-        s._market = {m["good"]: m for m in o["market"]}
+        s._market = {m["good"]: (m["price"], m["factory_income"]) for m in o["market"]}
+        s.index = {region: r for r, region in enumerate(s.regions)}
         s._holdings = [(len(me["colonies"][g]), me["factories"][g]) for g in s._market]
         s._buildings = [
             (b["id"], COLUMN[b["column"]], b["good"], b["workers"], b["price"])
@@ -267,6 +271,7 @@ class _Seen:
         s = cls()
         table = _table(state.rules, state.n)
         s.regions, s.region_goods, s.parties = table.regions, table.goods, table.parties
+        s.index = table.region_index
         s.map, s.mask = table.map, state.explored
         board = table.board
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], table.rondel
@@ -334,13 +339,27 @@ class _Seen:
         return self._me
 
     @property
-    def market(self) -> dict[str, dict[str, Any]]:
-        """Each good's market row as the view shows it (read off the state when first
-        asked for: most commands read none)."""
+    def market(self) -> dict[str, tuple[int, int]]:
+        """Each good's price and factory income, in the view's order of goods (read off the
+        state when first asked for, as :func:`views.market` reads them: most commands read
+        none)."""
         if self._market is None:
             assert self._state is not None
-            self._market = {m["good"]: m for m in views.market(self._state)}
+            rules = self._state.rules
+            prices, income = rules.prices, rules.factory_income
+            self._market = {
+                good: (prices[row][g], income[row])
+                for g, (good, row) in enumerate(zip(rules.goods, self._state.market, strict=True))
+            }
         return self._market
+
+    def stack(self, r: int) -> list[int] | None:
+        """Region ``r``'s colony stack, None while face down (:attr:`tokens`' item, read
+        alone)."""
+        if self._tokens is not None:
+            return self._tokens[r]
+        assert self._state is not None
+        return self._state.stacks[r] if self.mask >> r & 1 else None
 
     @property
     def buildings(self) -> list[Building]:
@@ -408,7 +427,7 @@ class _Seen:
     def spot(self, r: int, nth: int) -> float:
         """What the ``nth`` ship of this seat in region ``r`` is worth there for founding a
         colony: some while the region has a token for it, more if the seat can afford it."""
-        tokens = self.tokens[r] or []
+        tokens = self.stack(r) or []
         if nth > len(tokens) or self.workers < 2:
             return 0.0
         return 3.0 if tokens[0] <= self.money else 1.0
@@ -465,15 +484,12 @@ class _Seen:
     def colony_worth(self, r: int, price: int) -> float:
         good = self.region_goods[r]
         assert good is not None  # a colony's region
-        sales = SALES * self.future * float(self.market[good]["price"])
+        sales = SALES * self.future * float(self.market[good][0])
         return VP * self.column_vp(COLONY) + (sales - price * self.money_weight()) / 10
 
     def building_worth(self, b: Building) -> float:
         _, c, good, _, price = b
-        if good is not None:
-            use = FACTORY_USES * float(self.market[good]["factory_income"]) / 10
-        else:
-            use = USE_OF[c]
+        use = USE_OF[c] if good is None else FACTORY_USES * float(self.market[good][1]) / 10
         use *= self.future
         return VP * self.column_vp(c) + use - float(price) * self.weight / 10
 
@@ -615,11 +631,11 @@ def _market_value(seen: _Seen) -> float:
     """Per good the better of selling and processing; the orange factory on the best."""
     weight = seen.money_weight()
     total, wild = 0.0, 0.0
-    for m, (colonies, own) in zip(seen.market.values(), seen.holdings(), strict=True):
-        sell = colonies * m["price"]
-        process = own * m["factory_income"]
+    for (price, income), (colonies, own) in zip(seen.market.values(), seen.holdings(), strict=True):
+        sell = colonies * price
+        process = own * income
         total += max(sell, process)
-        wild = max(wild, (own + 1) * m["factory_income"] - max(sell, process))
+        wild = max(wild, (own + 1) * income - max(sell, process))
     wild = wild if seen.wildcards else 0.0
     return (total + wild) * weight / 10
 
@@ -669,29 +685,29 @@ def _use_card(seen: _Seen, c: Command) -> float:
 
 def _pay_ship(seen: _Seen, c: Command) -> float:
     """Pay with a ship far from the target and off a colony's region."""
-    r = seen.regions.index(c.region)
+    r = seen.index[c.region]
     near = 3.0 if seen.to_target(r) <= seen.reach else 0.0
     return 0.1 * seen.ships[r] - near - seen.spot(r, seen.ships[r])
 
 
 def _sail(seen: _Seen, c: Command) -> float:
-    origin = seen.regions.index(c.origin)
-    destination = seen.regions.index(c.destination)
+    origin = seen.index[c.origin]
+    destination = seen.index[c.destination]
     gain = seen.to_target(origin) - seen.to_target(destination)
     arrive = seen.spot(destination, seen.ships[destination] + 1)
     return 2.0 * gain + arrive - seen.spot(origin, seen.ships[origin])
 
 
 def _explore(seen: _Seen, c: Command) -> float:
-    x = seen.regions.index(c.region)
-    origins = [seen.regions.index(o) for o in c.origins]
+    x = seen.index[c.region]
+    origins = [seen.index[o] for o in c.origins]
     left = sum(seen.spot(r, seen.ships[r]) for r in set(origins))
     return 50.0 + seen.explore_worth(x) + (2.0 if x == seen.target() else 0.0) - 0.1 * left
 
 
 def _found(seen: _Seen, c: Command) -> float:
-    r = seen.regions.index(c.region)
-    tokens = seen.tokens[r] or [0]
+    r = seen.index[c.region]
+    tokens = seen.stack(r) or [0]
     return seen.colony_worth(r, tokens[0])
 
 
@@ -701,15 +717,15 @@ def _build(seen: _Seen, c: Command) -> float:
 
 
 def _sell(seen: _Seen, c: Command) -> float:
-    m = seen.market[c.good]
-    return float(c.count * m["price"]) * seen.money_weight() / 10
+    price, _ = seen.market[c.good]
+    return float(c.count * price) * seen.money_weight() / 10
 
 
 def _process(seen: _Seen, c: Command) -> float:
-    m = seen.market[c.good]
+    _, income = seen.market[c.good]
     count: int = c.count
     spare = 0.1 if count > seen.me["factories"][c.good] else 0.0  # the orange one kept
-    return float(count * m["factory_income"]) * seen.money_weight() / 10 - spare
+    return float(count * income) * seen.money_weight() / 10 - spare
 
 
 def _recruit(seen: _Seen, c: Command) -> float:
