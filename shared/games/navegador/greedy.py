@@ -64,6 +64,11 @@ FAR = 1 << 20  # the distance :func:`distances` gives an unreachable region
 TARGETS_KEPT = 50_000  # targets a map remembers before it forgets them all
 
 
+Target = tuple[int, tuple[int, ...]]
+"""A seat's target region (-1: none) and the distances to it of the party's ships nearest
+to it, nearest first (those the seat has: missing ones come from home)."""
+
+
 class _Map:
     """A board's borders as the policy needs them: adjacency, each region's depth from home
     (borders on the whole map) and distances through explored regions, memoised (a board
@@ -75,7 +80,8 @@ class _Map:
         self.adjacent = adjacency(regions, borders)
         self._distances: dict[tuple[int, int], tuple[int, ...]] = {}
         # a seat's target by (explored mask, its ships, the parties), capped in size
-        self.targets: dict[tuple[int, tuple[int, ...], tuple[int, ...]], int] = {}
+        # (the target, -1: none, and its party's distances to it: see _Seen.target)
+        self.targets: dict[tuple[int, tuple[int, ...], tuple[int, ...]], Target] = {}
         self.home = home
         self.depth = distances(self.adjacent, (1 << len(regions)) - 1, home)
         self._unexplored: dict[int, list[int]] = {}
@@ -226,7 +232,7 @@ class _Seen:
     # memos, set on an instance when first worked out
     _achievements: tuple[int, ...] | None = None
     _worker: float | None = None  # what a worker paid for a privilege is worth
-    _target: tuple[int, ...] | None = None
+    _target: Target | None = None
     explored_now: bool  # this Sailing action has explored
     sailed: list[int]  # per region: ships that sailed there this action
 
@@ -396,14 +402,16 @@ class _Seen:
                 if len(memo) >= TARGETS_KEPT:
                     memo.clear()
                 found = memo[key] = self._find_target()
-            self._target = (found,)
-        found = self._target[0]
-        return None if found < 0 else found
+            self._target = found
+        x = self._target[0]
+        return None if x < 0 else x
 
-    def _find_target(self) -> int:
-        """:meth:`target` worked out (-1: none), for the map's memo: the search asks for it
-        at every playout step, mostly of the same ships on the same map."""
+    def _find_target(self) -> Target:
+        """:meth:`target` worked out (-1: none) with its party's distances, for the map's
+        memo: the search asks for it at every playout step, mostly of the same ships on the
+        same map."""
         best, least = -1, float("inf")
+        party_of_best: tuple[int, ...] = ()
         rows = [self.distances(r) for r, count in enumerate(self.ships) for _ in range(count)]
         home = self.distances(self.map.home)
         for x in self.unexplored:
@@ -412,8 +420,8 @@ class _Seen:
             effort = sum(near) + home[x] * (party - len(near))
             k = effort - 0.3 * self.map.depth[x]
             if effort < FAR and k < least:
-                best, least = x, k
-        return best
+                best, least, party_of_best = x, k, tuple(near)
+        return best, party_of_best
 
     def to_target(self, r: int) -> int:
         """Borders from region ``r`` to the target (0 without one)."""
@@ -475,8 +483,8 @@ class _Seen:
         x = self.target()
         if x is None:
             return 0.0
-        far = sorted(self.distances(r)[x] for r, n in enumerate(self.ships) for _ in range(n))
-        party = far[: self.party(x)]
+        assert self._target is not None
+        party = self._target[1]  # the ships' distances to x, nearest first: the party's
         if len(party) == self.party(x) and party[-1] <= 2 * self.reach:
             return STAGE * self.explore_worth(x)
         return 1.5 * sum(min(self.reach, max(0, d - 1)) for d in party if d < FAR)
