@@ -82,6 +82,9 @@ class _Map:
         # a seat's target by (explored mask, its ships, the parties), capped in size
         # (the target, -1: none, and its party's distances to it: see _Seen.target)
         self.targets: dict[tuple[int, tuple[int, ...], tuple[int, ...]], Target] = {}
+        # the regions a seat's free ships can explore now, by (explored mask, its ships,
+        # those sailed this action, the range, the parties), capped in size
+        self.explorable: dict[tuple[Any, ...], tuple[int, ...]] = {}
         self.home = home
         self.depth = distances(self.adjacent, (1 << len(regions)) - 1, home)
         self._unexplored: dict[int, list[int]] = {}
@@ -464,18 +467,32 @@ class _Seen:
         sailing = self.stage == "sailing"
         if sailing and self.explored_now:
             return 0.0
+        memo = self.map.explorable
+        sailed = tuple(self.sailed) if sailing else None
+        key = (self.mask, tuple(self.ships), sailed, self.reach, self.parties)
+        found = memo.get(key)
+        if found is None:
+            if len(memo) >= TARGETS_KEPT:
+                memo.clear()
+            found = memo[key] = self._explorable(sailing)
+        best = 0.0
+        for x in found:
+            best = max(best, self.explore_worth(x))
+        return best
+
+    def _explorable(self, sailing: bool) -> tuple[int, ...]:
+        """The regions :meth:`explorable` weighs, for the map's memo."""
         sailed = self.sailed if sailing else [0] * len(self.ships)
         free = [
             (self.distances(r), count - sailed[r])
             for r, count in enumerate(self.ships)
             if count > sailed[r]
         ]
-        best = 0.0
-        for x in self.unexplored:
-            near = sum(n for row, n in free if row[x] <= self.reach)
-            if near >= self.parties[x]:
-                best = max(best, self.explore_worth(x))
-        return best
+        return tuple(
+            x
+            for x in self.unexplored
+            if sum(n for row, n in free if row[x] <= self.reach) >= self.parties[x]
+        )
 
     def staging(self) -> float:
         """A Sailing that brings a party within reach of the target for the next one; else
