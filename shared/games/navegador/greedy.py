@@ -88,6 +88,7 @@ class _Map:
         self.home = home
         self.depth = distances(self.adjacent, (1 << len(regions)) - 1, home)
         self._unexplored: dict[int, list[int]] = {}
+        self._towards: dict[tuple[int, int], tuple[int, ...]] = {}
 
     def unexplored(self, mask: int) -> list[int]:
         """The regions not in ``mask``, memoised (read, never changed)."""
@@ -95,6 +96,16 @@ class _Map:
         if found is None:
             found = [r for r in range(len(self.depth)) if not mask >> r & 1]
             self._unexplored[mask] = found
+        return found
+
+    def towards(self, mask: int, x: int) -> tuple[int, ...]:
+        """Per region, the borders from it to ``x`` through the regions of ``mask`` (capped
+        at twice :data:`FAR`), memoised: a seat's ships sail towards their target."""
+        key = (mask, x)
+        found = self._towards.get(key)
+        if found is None:
+            found = tuple(min(self.distances(mask, r)[x], 2 * FAR) for r in range(len(self.depth)))
+            self._towards[key] = found
         return found
 
     def distances(self, mask: int, origin: int) -> tuple[int, ...]:
@@ -236,6 +247,7 @@ class _Seen:
     _achievements: tuple[int, ...] | None = None
     _worker: float | None = None  # what a worker paid for a privilege is worth
     _target: Target | None = None
+    _towards: tuple[int, ...] | None = None  # per region, the borders to the target
     explored_now: bool  # this Sailing action has explored
     sailed: list[int]  # per region: ships that sailed there this action
 
@@ -306,7 +318,6 @@ class _Seen:
         """The fields both sources share the reading of, and the memos."""
         self.unexplored = self.map.unexplored(self.mask)
         self.weight: float = 1.0 / (1.0 + max(0, self.money - RICH) / RICH)  # see money_weight
-        self._to_target: dict[int, int] = {}
         self._actions: dict[str, float] = {}
         # the share of a whole game's uses still to come: the game ends at Nagasaki, so
         # the unexplored regions tell how far it has gone
@@ -428,12 +439,13 @@ class _Seen:
 
     def to_target(self, r: int) -> int:
         """Borders from region ``r`` to the target (0 without one)."""
-        found = self._to_target.get(r)
-        if found is None:
+        towards = self._towards
+        if towards is None:
             x = self.target()
-            found = 0 if x is None else min(self.distances(r)[x], 2 * FAR)
-            self._to_target[r] = found
-        return found
+            towards = self._towards = (
+                (0,) * len(self.regions) if x is None else self.map.towards(self.mask, x)
+            )
+        return towards[r]
 
     def spot(self, r: int, nth: int) -> float:
         """What the ``nth`` ship of this seat in region ``r`` is worth there for founding a
