@@ -75,6 +75,7 @@ from .chaos_faults import (
     CLUSTER_KINDS,
     SERVICE_KINDS,
     SINGLE_KINDS,
+    START_S,
     Killer,
     Services,
     SingleRedis,
@@ -313,7 +314,7 @@ def _restart_exited(services: Services, killer: Killer) -> list[str]:
     return exited
 
 
-async def _ready(client: httpx.AsyncClient, timeout_s: float = 120) -> None:
+async def _ready(client: httpx.AsyncClient, timeout_s: float = START_S) -> None:
     give_up = time.monotonic() + timeout_s
     while time.monotonic() < give_up:
         with contextlib.suppress(httpx.TransportError):

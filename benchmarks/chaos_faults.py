@@ -35,6 +35,9 @@ SERVICE_KINDS = tuple(INSTANCES)
 SINGLE_KINDS = ("redis",)
 CLUSTER_KINDS = ("master", "replica")
 WAIT_READY_S = 0.2  # how often the killer looks again for the kind whose turn it is
+# A process not serving this long after its start failed its drill: generous, as 7 processes
+# of 2 CPU seconds each start at once on a machine other work may load 15 times over.
+START_S = 300.0
 PORT_TAKEN = b"metrics port taken"  # services/server.py's warning: no probes on that port
 
 
@@ -80,7 +83,7 @@ class Services:
         process.wait()
         return i
 
-    async def started(self, kind: str, i: int, timeout_s: float = 180) -> None:
+    async def started(self, kind: str, i: int, timeout_s: float = START_S) -> None:
         """Until the instance serves: its ``/livez`` answers (a lobby, on the port all
         lobbies share: until its log says it serves)."""
         give_up = time.monotonic() + timeout_s

@@ -1,5 +1,5 @@
 """The chaos benchmark's short run (``python -m benchmarks.chaos``): services and Redis
-killed with ``kill -9`` round-robin for 30 seconds on one Redis, under players over HTTP and
+killed with ``kill -9`` round-robin for 24 seconds on one Redis, under players over HTTP and
 tables of bots; then nothing acknowledged is lost or twice in a log, no move was refused
 wrongly, no game or table is stuck, no HTTP 5xx but 503, and the logs and scoring agree
 with their replays.
@@ -72,7 +72,7 @@ async def test_nothing_is_lost_duplicated_refused_or_stuck_under_kills() -> None
     if redis_server() is None:
         missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
     options = Options(
-        redis="single", minutes=0.5, interval_s=1.5, humans=2, bot_tables=2, settle_s=60
+        redis="single", minutes=0.4, interval_s=1.5, humans=2, bot_tables=2, settle_s=60
     )
     report = await run(options)
     shown = table(report)
