@@ -159,6 +159,8 @@ def backend(options: Options, server: str) -> Iterator[tuple[str, SingleRedis | 
         try:
             yield single.url, single, None
         finally:
+            if options.logs is not None and (single.folder / "redis.log").exists():
+                shutil.copy(single.folder / "redis.log", options.logs / "redis.log")
             single.stop()
         return
     extra = ("--min-replicas-to-write", "1") if options.durability else ()
