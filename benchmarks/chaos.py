@@ -34,7 +34,7 @@ their games (at most ``--settle`` seconds), and it checks:
 Prints a table (``--json FILE``: the whole report there too, with the cluster's events per
 second shard by shard; ``--logs DIR``: every process's log kept there). Every process it
 started is stopped, also on failure; the shared Redis is never touched.
-``tests/test_chaos.py`` runs it briefly, on one Redis and on the cluster.
+``tests/test_chaos.py`` runs it briefly on one Redis, in the default test run.
 """
 
 from __future__ import annotations
