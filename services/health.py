@@ -7,7 +7,7 @@ With the HTTP API they are on the HTTP port; a service run alone serves them on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -23,15 +23,22 @@ CHECK_TIMEOUT_S = 2.0
 
 
 class Health:
-    """Readiness of a process: Redis answers, SQL answers (if the process uses it) and every
-    service loop it runs is running (a loop that died makes the process unready)."""
+    """Readiness of a process: Redis answers, SQL answers (if the process uses it), every
+    service loop it runs is running (a loop that died makes the process unready) and, in a
+    `caravel up` of several processes, ``children`` (what keeps them from serving) is
+    empty."""
 
     def __init__(
-        self, redis: Redis, db: Engine | None = None, tasks: Sequence[asyncio.Task[Any]] = ()
+        self,
+        redis: Redis,
+        db: Engine | None = None,
+        tasks: Sequence[asyncio.Task[Any]] = (),
+        children: Callable[[], list[str]] | None = None,
     ) -> None:
         self.redis = redis
         self.db = db
         self.tasks = tasks
+        self.children = children
 
     async def problems(self) -> list[str]:
         """What keeps the process from being ready; empty when it is."""
@@ -48,6 +55,8 @@ class Health:
         stopped = sum(task.done() for task in self.tasks)
         if stopped:
             problems.append(f"{stopped} of {len(self.tasks)} service loops stopped")
+        if self.children is not None:
+            problems += self.children()
         return problems
 
     def dead(self) -> list[str]:
