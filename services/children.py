@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import httpx
 import structlog
 
 from shared.loops import Backoff, wait_or_stop
@@ -27,6 +28,7 @@ from shared.settings import Settings
 CHILD_STOP_S = 10  # a child given this long to stop before it is killed
 WATCH_S = 0.2  # how often the children are looked at
 STEADY_S = 10.0  # a child that ran this long before dying is started again at once
+SCRAPE_TIMEOUT_S = 2.0  # a child's /metrics waited for this long by the parent's
 PR_SET_PDEATHSIG = 1  # prctl(2): a signal the kernel sends when the parent dies
 
 
@@ -40,6 +42,7 @@ class Child:
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
     ready: bool = False
+    metrics_port: int | None = None  # its operations routes, on 127.0.0.1
     starts: int = 0
     started_at: float = 0.0
     _pipe: int | None = None
@@ -58,7 +61,7 @@ class Child:
         finally:
             os.close(write)
         self._close_pipe()
-        self._pipe, self.ready = read, False
+        self._pipe, self.ready, self.metrics_port = read, False, None
         self.starts += 1
         self.started_at = time.monotonic()
 
@@ -66,7 +69,9 @@ class Child:
         """Note whether the child said it serves; False once its process has exited."""
         if self._pipe is not None and not self.ready:
             with contextlib.suppress(BlockingIOError):  # nothing said yet
-                self.ready = bool(os.read(self._pipe, 16))
+                said = os.read(self._pipe, 16)
+                self.ready = bool(said)
+                self.metrics_port = int(said) if said.strip().isdigit() else None
         return self.process is not None and self.process.poll() is None
 
     def _close_pipe(self) -> None:
@@ -100,6 +105,21 @@ class Children:
     def problems(self) -> list[str]:
         """What keeps the children from serving, for the parent's ``/readyz``."""
         return [f"child {c.name} not ready" for c in self.children if not c.ready]
+
+    async def metrics(self) -> dict[str, str]:
+        """The Prometheus text of each child that serves, by name (those that do not answer
+        within ``SCRAPE_TIMEOUT_S`` left out)."""
+        ports = {c.name: c.metrics_port for c in self.children if c.ready and c.metrics_port}
+        async with httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S) as client:
+            answers = await asyncio.gather(
+                *(client.get(f"http://127.0.0.1:{port}/metrics") for port in ports.values()),
+                return_exceptions=True,
+            )
+        return {
+            name: answer.text
+            for name, answer in zip(ports, answers, strict=True)
+            if isinstance(answer, httpx.Response) and answer.status_code == 200
+        }
 
     async def watch(self, stop: asyncio.Event) -> None:
         """Start every child, then start again each one that exits, until ``stop``: at once
@@ -169,6 +189,7 @@ async def running_children(
         "CARAVEL_DATA_DIR": str(settings.data_dir.resolve()),
         "CARAVEL_HTTP_PORT": str(settings.http_port),
         "CARAVEL_HTTP_SHARE_PORT": "true",
+        "CARAVEL_METRICS_PORT": "0",  # their metrics: through the parent's /metrics
         "CARAVEL_PROCESSES": "1",
     }
     children = Children([Child(name, services, env) for name, services in chosen])
@@ -181,12 +202,13 @@ async def running_children(
         await children.stop()
 
 
-def tell_parent(settings: Settings) -> None:
-    """In a child of `caravel up`: say it serves (the parent's readiness waits for it)."""
+def tell_parent(settings: Settings, metrics_port: int) -> None:
+    """In a child of `caravel up`: say it serves, and the port of its operations routes on
+    127.0.0.1 (the parent's readiness waits for it; its /metrics includes the child's)."""
     if settings.child_ready_fd is None:
         return
     with contextlib.suppress(OSError):
-        os.write(settings.child_ready_fd, b"1")
+        os.write(settings.child_ready_fd, f"{metrics_port}\n".encode())
         os.close(settings.child_ready_fd)
 
 

@@ -168,8 +168,7 @@ async def _serve(
             make = lambda: asyncio.to_thread(_sql, url, tables)  # noqa: E731
             db = await wait_for("sql", make, stop, early.note)
         async with running_children(settings, pools.url, stop, spread) as children:
-            await early.close()  # the services' own probes take the port from here
-            await _run(settings, keys, stop, services, share, pools, db, children)
+            await _run(settings, keys, stop, services, share, pools, db, children, early)
 
 
 async def _run(
@@ -181,8 +180,10 @@ async def _run(
     pools: RedisPools,
     db: SQLEngine | None,
     children: Children | None,
+    early: _Starting,
 ) -> None:
-    """The services' loops and the HTTP server of this process, until ``stop``."""
+    """The services' loops and the HTTP server of this process, until ``stop``; the early
+    probes keep the port until the app is made (no moment with nothing listening)."""
     tasks = _loops(settings, keys, stop, services, pools, db)
     if services.lobby:
         assert db is not None
@@ -196,16 +197,20 @@ async def _run(
         )
         matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
         tasks.append(asyncio.create_task(matchmaker.run(stop), name="matchmaker"))
+        await early.close()  # the services' own probes take the port from here
         sockets = _listen(settings.http_host, settings.http_port, share=share)
         if settings.child_ready_fd is None:
             _announce(settings)
     else:  # metrics and health only, on a port of their own (0: none)
         app = FastAPI(title="Caravel operations")
+        await early.close()
         sockets = _listen(settings.http_host, settings.metrics_port, required=False)
+    if settings.child_ready_fd is not None:  # a child: its parent scrapes it here
+        sockets = [*sockets, _listen("127.0.0.1", 0, any_port=True)[0]]
     redis = pools.client()  # metrics and health
     if settings.child_ready_fd is None:  # Redis' figures: one sampler per `caravel up`
         tasks.append(asyncio.create_task(RedisSampler(redis, keys).run(stop), name="sampler"))
-    health = Health(redis, db, tasks, children.problems if children else None)
+    health = Health(redis, db, tasks, children)
     app.include_router(operations_routes(health))
     server = None
     if sockets:
@@ -215,7 +220,7 @@ async def _run(
     if server is not None:
         while not server.started and not tasks[-1].done() and not stop.is_set():
             await asyncio.sleep(0.01)  # until it serves its port: then a child says it serves
-    tell_parent(settings)
+    tell_parent(settings, sockets[-1].getsockname()[1] if sockets else 0)
     await stop.wait()
     if server is not None:
         server.should_exit = True
@@ -295,12 +300,13 @@ def _announce(settings: Settings) -> None:
 
 
 def _listen(
-    host: str, port: int, required: bool = True, share: bool = False
+    host: str, port: int, required: bool = True, share: bool = False, any_port: bool = False
 ) -> list[socket.socket]:
-    """A socket bound to ``host``:``port`` (port 0: none). Only the HTTP API must have its
-    port: a second engine on one host finds the metrics port taken, says so, and runs
-    without it. ``share``: every process binding the port so shares it (``SO_REUSEPORT``)."""
-    if not port:
+    """A socket bound to ``host``:``port`` (port 0: none, or any free one with
+    ``any_port``). Only the HTTP API must have its port: a second engine on one host finds
+    the metrics port taken, says so, and runs without it. ``share``: every process binding
+    the port so shares it (``SO_REUSEPORT``)."""
+    if not port and not any_port:
         return []
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
