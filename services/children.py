@@ -172,6 +172,14 @@ def layout(processes: int) -> list[tuple[str, str]]:
 PIPELINE = "engine,ai,scoring,views"  # a pipeline child's services
 
 
+def describe(processes: int) -> str:
+    """The layout of a `caravel up` of ``processes`` processes, for a person."""
+    if processes < 2:
+        return "1 (every service in this one)"
+    lobbies = f" + {processes - 2} lobby children on its port" if processes > 2 else ""
+    return f"{processes} (HTTP API in this one{lobbies}; engine, bots, scoring, views in a child)"
+
+
 @contextlib.asynccontextmanager
 async def running_children(
     settings: Settings, redis_url: str, stop: asyncio.Event, spread: bool

@@ -456,8 +456,9 @@ def arena_command(
 
 @app.command()
 def up() -> None:
-    """Run every service in one process: the engine, the views and the HTTP API on
-    127.0.0.1:CARAVEL_HTTP_PORT (an embedded Redis unless CARAVEL_REDIS_URL is set)."""
+    """Run every service: the engine, the bots, scoring, the views and the HTTP API on
+    127.0.0.1:CARAVEL_HTTP_PORT (an embedded Redis unless CARAVEL_REDIS_URL is set), over
+    CARAVEL_PROCESSES processes (default: one per core)."""
     from services.server import serve
 
     settings = Settings()

@@ -18,7 +18,13 @@ from sqlalchemy import Engine as SQLEngine
 
 from services.ai.service import BotPlayer
 from services.asyncapi import document as asyncapi_document
-from services.children import Children, die_with_parent, running_children, tell_parent
+from services.children import (
+    Children,
+    describe,
+    die_with_parent,
+    running_children,
+    tell_parent,
+)
 from services.engine import Engine
 from services.engine.janitor import Janitor
 from services.health import Health, operations_routes
@@ -290,13 +296,14 @@ class _Server(uvicorn.Server):
 
 def _announce(settings: Settings) -> None:
     """Say where the API is, once its port is bound: the JSON logs on stderr are for
-    machines; these four lines on stdout are what a person starting Caravel looks for."""
+    machines; these five lines on stdout are what a person starting Caravel looks for."""
     any_address = settings.http_host in ("0.0.0.0", "::", "")
     url = f"http://{'127.0.0.1' if any_address else settings.http_host}:{settings.http_port}"
     print(f"Caravel serves  {url}", flush=True)
     print(f"Play at         {url}/  (open it in a browser)", flush=True)
     print(f"API docs at     {url}/docs", flush=True)
     print(f"Data folder     {settings.data_dir.resolve()}", flush=True)
+    print(f"Processes       {describe(settings.process_count())}", flush=True)
 
 
 def _listen(
