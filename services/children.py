@@ -28,7 +28,7 @@ from shared.settings import Settings
 CHILD_STOP_S = 10  # a child given this long to stop before it is killed
 WATCH_S = 0.2  # how often the children are looked at
 STEADY_S = 10.0  # a child that ran this long before dying is started again at once
-SCRAPE_TIMEOUT_S = 2.0  # a child's /metrics waited for this long by the parent's
+SCRAPE_TIMEOUT_S = 5.0  # a child's /metrics waited for this long by the parent's
 PR_SET_PDEATHSIG = 1  # prctl(2): a signal the kernel sends when the parent dies
 
 

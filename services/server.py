@@ -205,6 +205,8 @@ async def _run(
         tasks.append(asyncio.create_task(matchmaker.run(stop), name="matchmaker"))
         await early.close()  # the services' own probes take the port from here
         sockets = _listen(settings.http_host, settings.http_port, share=share)
+        if share and children is not None:  # the port is shared: the whole picture here
+            sockets += _listen(settings.http_host, settings.metrics_port, required=False)
         if settings.child_ready_fd is None:
             _announce(settings)
     else:  # metrics and health only, on a port of their own (0: none)

@@ -72,7 +72,7 @@ async def _play(ws: ClientConnection, kill_after: int, kill: Any) -> list[dict[s
 async def test_caravel_up_on_three_processes_survives_a_killed_child_and_stops_whole(
     redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:
-    port = free_port()
+    port, own_port = free_port(), free_port()
     env = caravel_env(
         redis_url,
         keys,
@@ -82,6 +82,7 @@ async def test_caravel_up_on_three_processes_survives_a_killed_child_and_stops_w
         lease_ttl_ms="1000",
         claim_idle_ms="1000",
         processes="3",
+        metrics_port=str(own_port),  # `caravel up`'s own, its HTTP port being shared
     )
     up = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "up"],
@@ -92,7 +93,8 @@ async def test_caravel_up_on_three_processes_survives_a_killed_child_and_stops_w
     seen: list[psutil.Process] = []
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            await _ready(client, up)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{own_port}") as own:
+                await _ready(own, up)  # the children too
             first = _children(up.pid)
             seen += first.values()
             assert set(first) == {PIPELINE, "lobby"}
@@ -105,10 +107,11 @@ async def test_caravel_up_on_three_processes_survives_a_killed_child_and_stops_w
             url = f"ws://127.0.0.1:{port}/games/{game}/ws?token={me['token']}"
             async with websockets.connect(url) as ws:
                 frames = await asyncio.wait_for(_play(ws, 5, first[PIPELINE].kill), 600)
-            await _ready(client, up)  # the pipeline child is back and said so
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{own_port}") as own:
+                await _ready(own, up)  # the pipeline child is back and said so
             again = _children(up.pid)
             seen += again.values()
-            metrics = (await client.get("/metrics")).text
+            metrics = httpx.get(f"http://127.0.0.1:{own_port}/metrics", timeout=30).text
             status = (await client.get(f"/tables/{game}")).json()["status"]
     finally:
         up.send_signal(signal.SIGTERM)
