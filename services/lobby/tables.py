@@ -297,7 +297,8 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
         view = await read_view(lobby.redis, lobby.keys, table_id, claim.seat)
         if view is not None and view["legal_commands"]:  # its decision is due now
             member = key_json([table_id, view["version"], claim.seat])
-            await lobby.redis.zadd(lobby.keys.deadlines(), {member: 0})
+            deadlines = lobby.keys.deadlines(lobby.keys.partition(table_id))
+            await lobby.redis.zadd(deadlines, {member: 0})
     return table
 
 
