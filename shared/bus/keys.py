@@ -120,6 +120,11 @@ class Keys:
         """Pending human decisions by deadline (a sorted set)."""
         return f"{self.prefix}:deadlines"
 
+    def view_wants(self) -> str:
+        """The games whose views someone reads (``g``: the game, ``k``: for how many seconds
+        from the entry's time): the views projection projects those games only."""
+        return f"{self.prefix}:viewwants"
+
     def all_partitions(self) -> range:
         return range(self.partitions)
 
