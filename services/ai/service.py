@@ -95,6 +95,7 @@ class BotPlayer:
     async def start(self) -> None:
         """Subscribe to every partition's decision stream (groups made from their start)."""
         await self.broker.start()
+        await self.seats.follow(self.broker)
         for stream in self.streams:
             await self.consumer.subscribe(stream)
 
@@ -117,6 +118,7 @@ class BotPlayer:
         """Stop reading (the decision requests and the view updates)."""
         try:
             await self.views.close()
+            await self.seats.close()
         finally:
             await self.broker.stop()
 

@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from shared.bus.seat_changes import seat_changed
 from shared.contracts import CommandEnvelope, CommandResult, Seats, key_json
 from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
 from shared.games import api
@@ -291,8 +292,11 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
     table, running = await run_in_threadpool(_leave, lobby.db, table_id, claim.seat)
     await lobby.set_holder(table_id, claim.seat, None)
     if running:
-        left = Seats(players={claim.seat: LEFT}).to_mapping()
-        await lobby.redis.hset(lobby.keys.seats(table_id), mapping=left)  # type: ignore[arg-type]
+        left: Any = Seats(players={claim.seat: LEFT}).to_mapping()
+        async with lobby.redis.pipeline(transaction=False) as pipe:  # the bot players' books
+            pipe.hset(lobby.keys.seats(table_id), mapping=left)  # read the seat again
+            seat_changed(pipe, lobby.keys.seat_changes(), table_id, claim.seat)
+            await pipe.execute()
         view = await lobby.views.read(table_id, claim.seat, VIEW_WAIT_S)
         if view is not None and view["legal_commands"]:  # its decision is due now
             member = key_json([table_id, view["version"], claim.seat])
