@@ -53,6 +53,7 @@ log = structlog.get_logger("caravel.views")
 GROUP = "views"
 CACHE_GAMES = 20_000
 BATCH = 500
+FORGET_S = 60.0
 
 
 @dataclass
@@ -98,6 +99,7 @@ class ViewProjector:
         self.wanted: dict[str, float] = {}  # game → until when (Unix time) it is read
         self._wants = Follower(self.broker, self._wanted, batch=BATCH)
         self._projecting = asyncio.Lock()  # one projection at a time: wants and events
+        self._forgotten = 0.0  # when the wants that ran out were last dropped
         self._streams = [keys.events(p) for p in keys.all_partitions()]
 
     async def start(self) -> None:
@@ -143,10 +145,13 @@ class ViewProjector:
 
     async def _want(self, wants: Sequence[tuple[str, float]]) -> None:
         """Keep each game wanted until the latest time asked (forgetting the wants that
-        ran out), and project the games now, up to the newest version of their logs."""
+        ran out, once a minute: a look at every wanted game), and project the games now, up
+        to the newest version of their logs."""
         now = time.time()
-        for game_id in [g for g, until in self.wanted.items() if until <= now]:
-            del self.wanted[game_id]
+        if now - self._forgotten > FORGET_S:
+            self._forgotten = now
+            for game_id in [g for g, until in self.wanted.items() if until <= now]:
+                del self.wanted[game_id]
         for game_id, until in wants:
             if until > self.wanted.get(game_id, 0):
                 self.wanted[game_id] = until
