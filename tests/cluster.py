@@ -112,6 +112,7 @@ class LocalCluster:
             "--cluster-enabled", "yes",
             "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+            "--cluster-require-full-coverage", "no",  # as deploy/redis-cluster.conf
             "--save", "",
             "--appendonly", "no",
             "--logfile", str(folder / "redis.log"),

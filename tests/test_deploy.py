@@ -141,6 +141,7 @@ def _conf(text: str) -> dict[str, str]:
 def _is_cluster_node_conf(conf: dict[str, str]) -> None:
     assert conf["cluster-enabled"] == "yes" and conf["appendonly"] == "yes"
     assert int(conf["min-replicas-to-write"]) >= 1  # pairs with CARAVEL_DURABILITY_REPLICAS
+    assert conf["cluster-require-full-coverage"] == "no"  # a shard away stops only its own
 
 
 def _cluster_nodes(url: str) -> list[str]:
@@ -160,7 +161,13 @@ def test_the_compose_cluster_is_three_masters_with_a_replica_each() -> None:
         assert mounted[1] == services[name]["command"][1]  # the config file it is started with
         _is_cluster_node_conf(_conf((DEPLOY / mounted[0]).read_text()))
     create = " ".join(services["redis-cluster-create"]["command"])
-    assert "--cluster-replicas 1" in create and all(n in create for n in nodes)
+    assert "--cluster-replicas 1" in create and all(f"{n}:6379" in create for n in nodes)
+    assert "getent" not in create  # made by the nodes' names, not their IPs (issue 25)
+    for name in nodes:  # each announces its name, and clients are sent names
+        command = services[name]["command"]
+        assert command[command.index("--cluster-announce-hostname") + 1] == name
+    conf = _conf((DEPLOY / "redis-cluster.conf").read_text())
+    assert conf["cluster-preferred-endpoint-type"] == "hostname"
     for name, service in services.items():
         if service.get("image") == "caravel":
             env = service["environment"]

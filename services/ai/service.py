@@ -25,6 +25,7 @@ by then. Searches run in threads, so one worker keeps serving other games meanwh
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import random
@@ -44,6 +45,7 @@ from shared.games import api
 from shared.games.api import AnyGame, Observation
 from shared.loops import keep_running
 from shared.observability import metrics
+from shared.redis_replies import text as _text
 from shared.settings import Settings
 from shared.views import ViewWaiter
 
@@ -57,6 +59,8 @@ BATCH = 200
 SAFETY_S = 0.1  # answer this long before a deadline: time to send, and one last iteration
 VIEW_WAIT_S = 2.0  # a view this late leaves its request pending, to be tried again
 RETRY_S = 1.0  # a request not answered yet is tried again from the deadlines this much later
+WAIT_MS = 100  # the deadlines are read again at least this often (a leaver's seat is due now)
+DUE_PER_ROUND = 100  # due deadlines played per partition and round
 
 
 class Unread:
@@ -91,6 +95,8 @@ class BotPlayer:
         self.seats = SeatBook(redis, keys)
         self.rng = random.Random()
         self.key = settings.signing_key()
+        self._failing: set[str] = set()  # the deadlines whose shard failed last round
+        self._firing: dict[str, asyncio.Task[None]] = {}  # deadlines being played, by key
 
     async def start(self) -> None:
         """Subscribe to every partition's decision stream (groups made from their start)."""
@@ -115,7 +121,10 @@ class BotPlayer:
             await self.close()
 
     async def close(self) -> None:
-        """Stop reading (the decision requests and the view updates)."""
+        """Stop playing deadlines, and reading (the decision requests and view updates)."""
+        for task in list(self._firing.values()):
+            task.cancel()
+        await asyncio.gather(*self._firing.values(), return_exceptions=True)
         try:
             await self.views.close()
             await self.seats.close()
@@ -124,15 +133,7 @@ class BotPlayer:
 
     async def serve_round(self) -> None:
         """Play for the humans whose time ran out, then wait for the next deadline."""
-        await self.fire_deadlines()
-        await asyncio.sleep(await self._wait_ms() / 1000)
-
-    async def _wait_ms(self) -> int:
-        """How long to wait for requests: until the next deadline, 100 ms at most."""
-        nearest: Any = await self.redis.zrange(self.keys.deadlines(), 0, 0, withscores=True)
-        if not nearest:
-            return 100
-        return int(min(100, max(1, (nearest[0][1] - time.time()) * 1000)))
+        await asyncio.sleep(await self.fire_deadlines() / 1000)
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
         """Answer the newest request of each seat; acknowledge the requests of the seats
@@ -166,20 +167,28 @@ class BotPlayer:
         await self.consumer.ack([d for d, r in parsed if (r.game_id, r.seat) in done])
 
     async def remind(self, due: dict[str, float], clocks: dict[str, float] | None = None) -> None:
-        """Put requests not answered yet among the deadlines, each due at the time given
-        (unless there already): the deadlines loop plays them then, whatever becomes of
-        their stream entries. A request delivered too often is dead-lettered, and a bot
-        seat, which has no clock of its own, waited for good (issue 25: 30 bot games stuck
-        after the views projection was away). ``clocks``: humans' deadlines, set as given,
-        in the same round trip."""
+        """Put requests not answered yet among their partition's deadlines, each due at the
+        time given (unless there already): the deadlines loop plays them then, whatever
+        becomes of their stream entries. A request delivered too often is dead-lettered,
+        and a bot seat, which has no clock of its own, waited for good (issue 25: 30 bot
+        games stuck after the views projection was away). ``clocks``: humans' deadlines,
+        set as given, in the same round trip."""
         if not due and not clocks:
             return
         async with self.redis.pipeline(transaction=False) as pipe:
-            if due:
-                pipe.zadd(self.keys.deadlines(), due, nx=True)
-            if clocks:
-                pipe.zadd(self.keys.deadlines(), clocks)
+            for key, members in self._by_partition(due).items():
+                pipe.zadd(key, members, nx=True)
+            for key, members in self._by_partition(clocks or {}).items():
+                pipe.zadd(key, members)
             await pipe.execute()
+
+    def _by_partition(self, members: dict[str, float]) -> dict[str, dict[str, float]]:
+        """Deadline members (``[game, version, seat]``) by their partition's deadlines."""
+        out: dict[str, dict[str, float]] = {}
+        for member, due in members.items():
+            key = self.keys.deadlines(self.keys.partition(load_json(member)[0]))
+            out.setdefault(key, {})[member] = due
+        return out
 
     async def consider(
         self,
@@ -204,28 +213,79 @@ class BotPlayer:
         if who == HUMAN:  # the engine set the deadline: the table's, else the default
             due = {_member(request): request.deadline.timestamp()}
             if clocks is None:
-                await self.redis.zadd(self.keys.deadlines(), due)
+                await self.remind({}, due)
             else:
                 clocks.update(due)
         return True
 
-    async def fire_deadlines(self) -> None:
+    async def fire_deadlines(self) -> int:
         """Play for humans whose time ran out, and for bot seats whose request could not be
-        answered when it came (:meth:`remind`). Each due entry is taken by one worker; one
-        that cannot be answered yet is due again ``RETRY_S`` later. The entry names the
-        request's game, version and seat; the view at that version carries its legal
+        answered when it came (:meth:`remind`); returns how long to wait (ms) for the next
+        deadline, ``WAIT_MS`` at most. Each partition's deadlines are read in one round
+        trip for all (a pipeline per shard), and its due ones played by a task of their own
+        (the next round skips a partition whose task still runs): a shard away, refusing
+        writes, or whose views lag holds up its own partitions only."""
+        keys = [self.keys.deadlines(p) for p in self.keys.all_partitions()]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.zrange(key, 0, 0, withscores=True)
+            pipe.zrange(self.keys.legacy_deadlines(), 0, DUE_PER_ROUND - 1, withscores=True)
+            heads: list[Any] = await pipe.execute(raise_on_error=False)
+        *heads, legacy = heads
+        await self._move_legacy(legacy)
+        now = time.time()
+        failing = {key for key, head in zip(keys, heads, strict=True) if _failed(head)}
+        if failing != self._failing:
+            log.warning("deadlines not read", partitions=len(failing), keys=sorted(failing)[:8])
+            self._failing = failing
+        nearest = {k: h[0][1] for k, h in zip(keys, heads, strict=True) if h and not _failed(h)}
+        for key, at in nearest.items():
+            if at <= now and key not in self._firing:
+                self._firing[key] = task = asyncio.create_task(self._fire(key))
+                task.add_done_callback(functools.partial(self._fired, key))
+        later = [at for at in nearest.values() if at > now]
+        if not later:
+            return WAIT_MS
+        return int(min(WAIT_MS, max(1, (min(later) - time.time()) * 1000)))
+
+    async def _fire(self, key: str) -> None:
+        """Play the due entries of one partition's deadlines (see :meth:`fire_deadlines`).
+        An entry is first made due ``RETRY_S`` later (which other workers see: they leave
+        it), and removed once played: one not answered yet, or whose command or removal
+        failed (its shard refusing writes), is played again then. (Removed first, it was
+        lost when the command was refused: issue 25, games stuck after a replica's kill.)
+        Two workers playing one entry send one command id: it counts once. The entry names
+        the request's game, version and seat; the view at that version carries its legal
         commands."""
-        due: Any = await self.redis.zrangebyscore(
-            self.keys.deadlines(), "-inf", time.time(), 0, 100
-        )
+        due: Any = await self.redis.zrangebyscore(key, "-inf", time.time(), 0, DUE_PER_ROUND)
         for member in due:
-            if await self.redis.zrem(self.keys.deadlines(), member):
-                game_id, version, seat = load_json(member)
-                who = (await self.seats.players([(game_id, seat)]))[(game_id, seat)]
-                level = bot_level(who)  # a bot seat's request plays as that bot
-                actor = "fallback" if level is None else "bot"
-                if not await self.play(game_id, version, seat, level, actor):
-                    await self.redis.zadd(self.keys.deadlines(), {member: time.time() + RETRY_S})
+            later = {member: time.time() + RETRY_S}
+            if not await self.redis.zadd(key, later, xx=True, gt=True, ch=True):
+                continue  # gone meanwhile: another worker played it
+            game_id, version, seat = load_json(member)
+            who = (await self.seats.players([(game_id, seat)]))[(game_id, seat)]
+            level = bot_level(who)  # a bot seat's request plays as that bot
+            actor = "fallback" if level is None else "bot"
+            if await self.play(game_id, version, seat, level, actor):
+                await self.redis.zrem(key, member)
+
+    def _fired(self, key: str, task: asyncio.Task[None]) -> None:
+        """A partition's due deadlines played (:meth:`_fire`): its next ones may start."""
+        self._firing.pop(key, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("deadlines not played", key=key, error=repr(task.exception()))
+
+    async def _move_legacy(self, entries: Any) -> None:
+        """Move entries of the deadlines kept before they were per partition
+        (:meth:`Keys.legacy_deadlines`) to their partitions' (a fault there is logged: the
+        partitions' own deadlines were read all the same)."""
+        if _failed(entries) or not entries:
+            return
+        try:
+            await self.remind({_text(m): score for m, score in entries})
+            await self.redis.zrem(self.keys.legacy_deadlines(), *(m for m, _ in entries))
+        except Exception as e:
+            log.warning("legacy deadlines not moved", error=repr(e))
 
     async def play(
         self,
@@ -282,6 +342,11 @@ class BotPlayer:
             log.warning("view lagging", game=game_id, version=version)
             return None
         return view
+
+
+def _failed(reply: Any) -> bool:
+    """A reply of a pipeline run without raising that is its shard's fault."""
+    return isinstance(reply, Exception)
 
 
 def _member(request: DecisionRequest) -> str:

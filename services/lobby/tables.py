@@ -300,7 +300,8 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
         view = await lobby.views.read(table_id, claim.seat, VIEW_WAIT_S)
         if view is not None and view["legal_commands"]:  # its decision is due now
             member = key_json([table_id, view["version"], claim.seat])
-            await lobby.redis.zadd(lobby.keys.deadlines(), {member: 0})
+            deadlines = lobby.keys.deadlines(lobby.keys.partition(table_id))
+            await lobby.redis.zadd(deadlines, {member: 0})
     return table
 
 

@@ -9,18 +9,29 @@ already packs with hiredis; these connection classes do the same for asyncio.
 services then get a ``RedisCluster``, typed as the plain client: its commands are the same,
 and what a cluster refuses (one read across slots, a transaction across slots) the key
 layout and the readers avoid.
+
+On a cluster, one node's fault stays with the commands sent to it (issue 25): redis-py's
+client closes the connections of every node when one command meets a node away or a
+cluster down (commands on the healthy nodes fail under their feet), and a pipeline spanning
+several nodes fails as a whole, and is sent again as a whole, when one of them is away.
+:class:`ShardedCluster` re-reads the slot map instead, and sends each node's part of a
+pipeline on its own: a node's fault is the reply of its commands only.
 """
 
 from __future__ import annotations
 
+import asyncio
+from contextvars import ContextVar
 from typing import Any, TypeGuard, cast
 from urllib.parse import unquote, urlsplit
 
 import hiredis
 from redis._parsers.commands import AsyncCommandsParser
 from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.asyncio.connection import Connection, UnixDomainSocketConnection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import DataError
 
 from shared.redis_replies import text as _text
@@ -55,6 +66,13 @@ CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 # 1 s slices today) and the bot's wait for a view (an XREAD of up to 2 s). A node that
 # stops answering is given up after this long.
 CLUSTER_SOCKET_TIMEOUT_S = 15.0
+# A node that does not accept a connection this soon is taken for away: a failover is under
+# way, and waiting on it would hold the callers' other shards too.
+CLUSTER_CONNECT_TIMEOUT_S = 2.0
+# redis-py sends a command (or a whole pipeline) again after a node's fault this many times,
+# the slot map read again in between (a pipeline 0.25 s later): once finds the new master
+# after a failover; more only makes a caller wait on a node that is away.
+CLUSTER_RETRIES = 1
 
 
 def is_cluster_url(url: str) -> bool:
@@ -108,7 +126,12 @@ def _cluster(url: str, **options: Any) -> RedisCluster:
             raise ValueError(f"a cluster node is host:port, not {node!r} (in {url})")
         nodes.append(ClusterNode(host, int(port)))
     options.setdefault("socket_timeout", CLUSTER_SOCKET_TIMEOUT_S)
-    client = RedisCluster(
+    options.setdefault("socket_connect_timeout", CLUSTER_CONNECT_TIMEOUT_S)
+    options.setdefault("retry", Retry(NoBackoff(), CLUSTER_RETRIES))
+    # A slot without a master (a shard away for good) fails its own commands only: with
+    # full coverage required, the client refuses to read the slot map, so every command.
+    options.setdefault("require_full_coverage", False)
+    client = ShardedCluster(
         startup_nodes=nodes,
         username=unquote(user) or None,
         password=unquote(password) or None,
@@ -124,11 +147,109 @@ def _cluster(url: str, **options: Any) -> RedisCluster:
     return client
 
 
+# Set while a command or a pipeline of a :class:`ShardedCluster` runs (in its task).
+_IN_COMMAND: ContextVar[bool] = ContextVar("caravel_cluster_command", default=False)
+
+
+class ShardedCluster(RedisCluster):
+    """redis-py's cluster client, with one node's fault kept to that node's commands (see
+    the module's docstring)."""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        token = _IN_COMMAND.set(True)
+        try:
+            return await super().execute_command(*args, **kwargs)
+        finally:
+            _IN_COMMAND.reset(token)
+
+    async def aclose(self) -> None:
+        """Close every connection; but called by redis-py itself on a node's fault, under a
+        command (a CLUSTERDOWN, a node away under a pipeline), only have the slot map read
+        again before the next command: the commands on the other nodes go on."""
+        if _IN_COMMAND.get():
+            self._initialize = True
+            return
+        await super().aclose()
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
+        if shard_hint or transaction:  # one slot's transaction, or redis-py's refusal
+            return super().pipeline(transaction, shard_hint)
+        return NodePipeline(self)  # type: ignore[abstract]  # redis-py's own makes one so
+
+
+class NodePipeline(ClusterPipeline):
+    """A pipeline whose part for each node is sent as a pipeline of its own, all at once:
+    a node away (refused, timed out, failing over) is the reply of each of its commands,
+    the others' replies are the nodes' own. (redis-py's raises the first node's fault for
+    all, after sending the whole pipeline again.)"""
+
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> Any:
+        token = _IN_COMMAND.set(True)
+        try:
+            queue = list(self._execution_strategy._command_queue)  # type: ignore[attr-defined]
+            groups = await self._by_node(queue)
+            if len(groups) <= 1:
+                return await super().execute(raise_on_error, allow_redirections)
+            await self.reset()  # type: ignore[no-untyped-call]
+            parts = []
+            for commands in groups:
+                part = ClusterPipeline(self.cluster_client)  # type: ignore[abstract]
+                for command in commands:
+                    part.execute_command(*command.args, **command.kwargs)
+                parts.append(part.execute(False, allow_redirections))
+            replies: list[Any] = [None] * len(queue)
+            done: list[Any] = await asyncio.gather(*parts, return_exceptions=True)
+            for commands, reply in zip(groups, done, strict=True):
+                for i, command in enumerate(commands):
+                    replies[command.position] = reply if isinstance(reply, Exception) else reply[i]
+            if raise_on_error:
+                for reply in replies:
+                    if isinstance(reply, Exception):
+                        raise reply
+            for reply in done:  # a cancellation, say: not a node's fault
+                if isinstance(reply, BaseException) and not isinstance(reply, Exception):
+                    raise reply
+            return replies
+        finally:
+            _IN_COMMAND.reset(token)
+
+    async def _by_node(self, queue: list[Any]) -> list[list[Any]]:
+        """The queued commands by the node they go to, each group in order (those whose
+        node is not known for now form a group of their own: redis-py routes them)."""
+        client: Any = self.cluster_client
+        if client._initialize:
+            await client.initialize()
+        groups: dict[str, list[Any]] = {}
+        for command in queue:
+            target = command.kwargs.get("target_nodes")
+            name = ""
+            if isinstance(target, ClusterNode):
+                name = target.name
+            elif target is None:
+                try:
+                    slot = await client._determine_slot(*command.args)
+                    name = client.nodes_manager.get_node_from_slot(slot).name
+                except Exception:  # redis-py finds it (or fails it) on sending
+                    name = ""
+            groups.setdefault(name, []).append(command)
+        return list(groups.values())
+
+
 class _StreamKeysParser(AsyncCommandsParser):
     """Finds the keys of the bus's reads and script calls in the command itself. redis-py
     asks a server (``COMMAND GETKEYS``, one round trip to one node) for the keys of every
     command whose keys move (XREAD, XREADGROUP, FCALL): every blocking read of a stream
     would cost a round trip to that node before it goes to the stream's own."""
+
+    async def initialize(self, node: Any = None) -> None:
+        """Read the command table once, from the first node that gives it. redis-py reads it
+        again at every re-read of the slot map, from the first master listed: while that
+        master was away (killed, its shard not failed over), every command of the client
+        failed with it, on every shard."""
+        if node is not None:
+            self.node = node
+        if not self.commands:
+            await super().initialize()
 
     async def get_keys(self, *args: Any) -> Any:
         name = _text(args[0]).upper() if args else ""

@@ -100,6 +100,13 @@ class Keys:
     def lease(self, p: int) -> str:
         return f"{self._p(p)}:lease"
 
+    def deadlines(self, p: int) -> str:
+        """The partition's pending decisions by deadline (a sorted set of ``[game, version,
+        seat]``): humans' clocks, and requests to try again. Per partition, so a shard away
+        or refusing writes holds up only its own games' deadlines (issue 25: one global set
+        on one shard stalled every bot player's loop while that shard was away)."""
+        return f"{self._p(p)}:deadlines"
+
     def dead_letters(self, p: int) -> str:
         """Entries of the partition's streams that kept failing: in the partition's slot, so
         moving one there and acknowledging it is one transaction on a cluster too."""
@@ -116,8 +123,10 @@ class Keys:
     def engines(self) -> str:
         return f"{self.prefix}:engines"
 
-    def deadlines(self) -> str:
-        """Pending human decisions by deadline (a sorted set)."""
+    def legacy_deadlines(self) -> str:
+        """Where the pending decisions of every partition were kept before
+        :meth:`deadlines`: the bot player moves what it finds there to their partitions'
+        (for one version: a lobby or bot player not yet upgraded still writes here)."""
         return f"{self.prefix}:deadlines"
 
     def seat_changes(self) -> str:

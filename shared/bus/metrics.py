@@ -1,6 +1,7 @@
-"""FastStream's Prometheus middleware on every broker: the messages each service consumed,
-published and failed, and how long it took, per channel, in the registry of the other
-metrics (``shared.observability.metrics``), so one ``/metrics`` carries them all.
+"""FastStream's Prometheus series on every broker (kept by a middleware of ours,
+:class:`BusMetrics`): the messages each service consumed, published and failed, and how long
+it took, per channel, in the registry of the other metrics (``shared.observability.metrics``),
+so one ``/metrics`` carries them all.
 
 A channel is a stream kind with the partition as ``{p}`` (``cv:{p}:commands``), the address
 of its channel in the AsyncAPI document: 64 partitions are not 64 series of each histogram.
@@ -17,16 +18,23 @@ to its handler, ``caravel_bus_reclaimed_total``, and the ones it dead-lettered,
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Awaitable, Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, Self
 
-from faststream.message import StreamMessage
-from faststream.prometheus import ConsumeAttrs
-from faststream.prometheus.middleware import PrometheusMiddleware
-from faststream.redis.prometheus.provider import BaseRedisMetricsSettingsProvider
+from faststream import BaseMiddleware
+from faststream.exceptions import IgnoredException
+from faststream.message import SourceType, StreamMessage
+from faststream.prometheus.consts import (
+    PROCESSING_STATUS_BY_ACK_STATUS,
+    PROCESSING_STATUS_BY_HANDLER_EXCEPTION_MAP,
+)
+from faststream.prometheus.container import MetricsContainer
+from faststream.prometheus.types import ProcessingStatus, PublishingStatus
 from faststream.redis.response import RedisPublishCommand
+from faststream.response import PublishType
 from prometheus_client import REGISTRY, Counter
-from prometheus_client.metrics import MetricWrapperBase
 
 PREFIX = "caravel_bus"
 _PARTITION = re.compile(r"\{\d+\}")
@@ -54,66 +62,160 @@ def channel(stream: str) -> str:
     return _PARTITION.sub("{p}", stream, count=1)
 
 
-class _Channels(BaseRedisMetricsSettingsProvider):
-    """FastStream's Redis labels, by channel rather than by stream."""
-
-    __slots__ = ()
-
-    def get_consume_attrs_from_message(self, msg: StreamMessage[dict[str, Any]]) -> ConsumeAttrs:
-        raw = msg.raw_message
-        stream = raw.get("channel") or raw.get("stream") or ""
-        if str(raw.get("type", "")).startswith("b"):  # a batch: its entries' fields
-            entries = raw["data"]
-            size = sum(len(value) for fields in entries for value in fields.values())
-            return {
-                "destination_name": channel(stream),
-                "message_size": size,
-                "messages_count": len(entries),
-            }
-        return {
-            "destination_name": channel(stream),
-            "message_size": len(msg.body),
-            "messages_count": 1,
-        }
-
-    def get_publish_destination_name_from_cmd(self, cmd: RedisPublishCommand) -> str:
-        return channel(cmd.destination)
+def _consumed(msg: StreamMessage[Any]) -> tuple[str, int, int]:
+    """A consumed message's channel, size and count of entries (a batch: its entries'
+    fields, the subscribers' parser leaving the body empty)."""
+    raw = msg.raw_message
+    stream = raw.get("channel") or raw.get("stream") or ""
+    if str(raw.get("type", "")).startswith("b"):
+        entries = raw["data"]
+        size = sum(len(value) for fields in entries for value in fields.values())
+        return channel(stream), size, len(entries)
+    return channel(stream), len(msg.body), 1
 
 
-def _channels(msg: dict[str, Any] | None) -> _Channels:
-    return _Channels()
+class _ByStatus(dict[str, Any]):
+    """A counter's children by status, each made when first counted (as FastStream's
+    middleware did: no series for a status never seen)."""
 
+    def __init__(self, counter: Any, labels: dict[str, str]) -> None:
+        super().__init__()
+        self.counter, self.labels = counter, labels
 
-def bus_metrics(service: str) -> PrometheusMiddleware[Any, Any]:
-    """The middleware of one service's broker (its ``app_name`` label), its series' children
-    kept (:class:`_Children`)."""
-    middleware: PrometheusMiddleware[Any, Any] = PrometheusMiddleware(
-        settings_provider_factory=_channels,
-        registry=REGISTRY,
-        app_name=service,
-        metrics_prefix=PREFIX,
-    )
-    container = middleware._metrics_container
-    for name in container.__slots__:
-        metric = getattr(container, name, None)
-        if isinstance(metric, MetricWrapperBase):
-            setattr(container, name, _Children(metric))
-    return middleware
-
-
-class _Children:
-    """A metric that keeps its labelled children: FastStream's middleware asks ``labels()``
-    six times per batch, and prometheus-client checks the labels and takes a lock each time
-    (4% of the engine's CPU in a py-spy profile, with a batch of one or two commands per
-    partition subscriber). Only ``labels`` is what FastStream's metrics manager calls."""
-
-    def __init__(self, metric: MetricWrapperBase) -> None:
-        self._metric = metric
-        self._children: dict[tuple[tuple[str, str], ...], Any] = {}
-
-    def labels(self, **labels: str) -> Any:
-        key = tuple(labels.items())
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = self._metric.labels(**labels)
+    def __missing__(self, status: str) -> Any:
+        child = self[status] = self.counter.labels(**self.labels, status=status)
         return child
+
+
+class _Received:
+    """One channel's consumer series (its labelled children, looked up once)."""
+
+    __slots__ = ("duration", "exceptions", "in_process", "processed", "received", "size")
+
+    def __init__(self, container: MetricsContainer, labels: dict[str, str]) -> None:
+        self.received = container.received_messages_total.labels(**labels)
+        self.size = container.received_messages_size_bytes.labels(**labels)
+        self.in_process = container.received_messages_in_process.labels(**labels)
+        self.duration = container.received_processed_messages_duration_seconds.labels(**labels)
+        self.processed = _ByStatus(container.received_processed_messages_total, labels)
+        self.exceptions = container.received_processed_messages_exceptions_total
+
+
+class _Published:
+    """One channel's publisher series (its labelled children, looked up once)."""
+
+    __slots__ = ("duration", "exceptions", "published")
+
+    def __init__(self, container: MetricsContainer, labels: dict[str, str]) -> None:
+        self.duration = container.published_messages_duration_seconds.labels(**labels)
+        self.published = _ByStatus(container.published_messages_total, labels)
+        self.exceptions = container.published_messages_exceptions_total
+
+
+class BusMetrics:
+    """FastStream's Prometheus series of one service's broker (``app_name``), kept by a
+    middleware of ours: FastStream's (``PrometheusMiddleware``) builds a settings provider
+    and a middleware of several layers per message and asks ``labels()`` six times per batch,
+    each checking the labels under a lock: a quarter of the instructions of a batch's
+    dispatch with one entry, which every consumer of a move pays. The series, their labels
+    and what they count are the same (FastStream's container makes them, shared by the
+    process' brokers); the children of each channel are found once."""
+
+    def __init__(self, service: str) -> None:
+        self.container = MetricsContainer(REGISTRY, metrics_prefix=PREFIX, custom_label_names=())
+        self.labels = {"app_name": service, "broker": "redis"}
+        self._received: dict[str, _Received] = {}
+        self._published: dict[str, _Published] = {}
+
+    def __call__(self, msg: Any, /, *, context: Any) -> _Measured:
+        """The middleware of one message or publication (FastStream makes one per each)."""
+        return _Measured(self, msg, context=context)
+
+    def received(self, handler: str) -> _Received:
+        series = self._received.get(handler)
+        if series is None:
+            series = self._received[handler] = _Received(
+                self.container, {**self.labels, "handler": handler}
+            )
+        return series
+
+    def published(self, destination: str) -> _Published:
+        series = self._published.get(destination)
+        if series is None:
+            series = self._published[destination] = _Published(
+                self.container, {**self.labels, "destination": destination}
+            )
+        return series
+
+
+class _Measured(BaseMiddleware[RedisPublishCommand, Any]):
+    """Counts one consumed message or one publication in its service's series, as
+    FastStream's ``BasePrometheusMiddleware`` does (its statuses, its exceptions)."""
+
+    __slots__ = ("metrics",)
+
+    def __init__(self, metrics: BusMetrics, msg: Any, /, *, context: Any) -> None:
+        self.metrics, self.msg, self.context = metrics, msg, context
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool:
+        return False
+
+    async def consume_scope(
+        self, call_next: Callable[[Any], Awaitable[Any]], msg: StreamMessage[Any]
+    ) -> Any:
+        if msg.source_type is SourceType.RESPONSE:
+            return await call_next(msg)
+        handler, size, count = _consumed(msg)
+        series = self.metrics.received(handler)
+        series.received.inc(count)
+        series.size.observe(size)
+        series.in_process.inc(count)
+        error: Exception | None = None
+        started = time.perf_counter()
+        try:
+            return await call_next(msg)
+        except Exception as e:
+            error = e
+            if not isinstance(e, IgnoredException):
+                labels = {**self.metrics.labels, "handler": handler}
+                series.exceptions.labels(**labels, exception_type=type(e).__name__).inc()
+            raise
+        finally:
+            series.duration.observe(time.perf_counter() - started)
+            series.in_process.dec(count)
+            status = ProcessingStatus.acked
+            if msg.committed or error:
+                status = (
+                    PROCESSING_STATUS_BY_ACK_STATUS.get(msg.committed)  # type: ignore[arg-type]
+                    or PROCESSING_STATUS_BY_HANDLER_EXCEPTION_MAP.get(type(error))
+                    or ProcessingStatus.error
+                )
+            series.processed[status.value].inc(count)
+
+    async def publish_scope(
+        self, call_next: Callable[[Any], Awaitable[Any]], cmd: RedisPublishCommand
+    ) -> Any:
+        if cmd.publish_type is PublishType.REPLY:
+            return await call_next(cmd)
+        destination = channel(cmd.destination)
+        series = self.metrics.published(destination)
+        status = PublishingStatus.success
+        started = time.perf_counter()
+        try:
+            return await call_next(cmd)
+        except Exception as e:
+            status = PublishingStatus.error
+            labels = {**self.metrics.labels, "destination": destination}
+            series.exceptions.labels(**labels, exception_type=type(e).__name__).inc()
+            raise
+        finally:
+            series.duration.observe(time.perf_counter() - started)
+            series.published[status.value].inc(len(cmd.batch_bodies))
+
+
+def bus_metrics(service: str) -> BusMetrics:
+    """The metrics middleware of one service's broker (its ``app_name`` label)."""
+    return BusMetrics(service)

@@ -202,15 +202,12 @@ class Made(NamedTuple):
         """``events`` as :class:`EventEnvelope` JSON (the model's keys in its order), at
         versions from ``first_version`` on, named by ``event_ids``: each event's own
         fields in one string with the shared rest, one JSON encoding of its data."""
-        tail = dump_json(
-            {
-                "causation_id": self.causation_id,
-                "correlation_id": self.correlation_id,
-                "actor": self.actor,
-                "recorded_at": self.recorded_at,
-                "schema_version": SCHEMA_VERSION,
-            }
-        )[1:]
+        tail = (
+            f'"causation_id":{_optional_json(self.causation_id)},'
+            f'"correlation_id":{_optional_json(self.correlation_id)},'
+            f'"actor":{_optional_json(self.actor)},"recorded_at":{string_json(self.recorded_at)},'
+            f'"schema_version":{SCHEMA_VERSION}}}'
+        )
         game = string_json(self.game_id)
         return [
             EncodedEvent(
@@ -230,12 +227,16 @@ def _visibility_json(visibility: Visibility) -> str:
 
 
 def string_json(text: str) -> str:
-    """``text`` as a JSON string. Ids and names of letters and digits alone (event ids,
-    most game and command ids) need no escaping: quoted as they are, without the encoder
-    (the engine writes several per command)."""
-    if text.isascii() and text.isalnum():
+    """``text`` as a JSON string. Printable ASCII without a quote or a backslash (ids such
+    as ``t-3f2a…``, times, names) is its own JSON: quoted as it is, without the encoder (the
+    engine writes several per command); anything else is encoded."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
         return f'"{text}"'
     return dump_json(text)
+
+
+def _optional_json(text: str | None) -> str:
+    return "null" if text is None else string_json(text)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -11,6 +11,7 @@ import pytest
 
 from services.engine.decision_requests import _decision_json
 from shared.contracts import (
+    SCHEMA_VERSION,
     DecisionRequest,
     EventEnvelope,
     Made,
@@ -24,6 +25,7 @@ from shared.eventstore.store import EventStore
 from shared.games import api
 
 ODD = ["g-1", "abc123", "ABC", 'we"ird', "back\\slash", "ñandú", "tab\there", "", "x" * 64]
+ODD += ["2026-11-27T19:00:00.123456+00:00", " a/b <c> & 'd' ", "del\x7f", "nl\n", "t-3f2a9c"]
 
 
 @pytest.mark.parametrize("text", ODD)
@@ -65,6 +67,23 @@ def test_decision_requests_read_back_as_the_model(game_id: str) -> None:
             assert (request.game_id, request.version, request.seat) == (game_id, version, d.seat)
         d = chooser.choice(decisions)
         game.decide_into(state, chooser.choice(game.legal_commands(state, d.seat)))
+
+
+@pytest.mark.parametrize("text", ODD)
+def test_an_events_shared_fields_are_the_encoders_json(text: str) -> None:
+    """What a command's events share, written by hand, is the encoder's JSON of those
+    fields byte for byte, whatever the ids, the actor and the time hold."""
+    for optional in (text, None):
+        made = Made("g-1", optional, optional, optional, text)
+        public = made.encode([api.Event("moved", {"n": 1})], 3, ["e1"])[0].public
+        shared = {
+            "causation_id": optional,
+            "correlation_id": optional,
+            "actor": optional,
+            "recorded_at": text,
+            "schema_version": SCHEMA_VERSION,
+        }
+        assert public.endswith("," + dump_json(shared)[1:])
 
 
 @pytest.mark.parametrize("game_id", ["g-1", 'x"y'])
