@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import tempfile
 import time
@@ -63,7 +64,8 @@ async def fill(redis: Redis, keys: Keys, games: int, seed: int) -> list[str]:
         await redis.hset(keys.seats(game_id), mapping=seats)  # type: ignore[arg-type]
         await store.record_final_hash(game_id, codec.state_hash(state), len(events))
         ids.append(game_id)
-    projector = ViewProjector(redis, keys)
+    projector = ViewProjector(redis, keys)  # the games read by someone: their views are kept
+    projector.wanted.update(dict.fromkeys(ids, math.inf))
     stop = asyncio.Event()
     projecting = asyncio.create_task(projector.run(stop))
     while not projector.consumer.streams or not await projector.consumer.caught_up():

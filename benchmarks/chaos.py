@@ -13,12 +13,13 @@ cluster durability is on unless ``--no-durability``: ``min-replicas-to-write 1``
 ``CARAVEL_DURABILITY_REPLICAS=1``), and the services as processes of their own: two engines,
 two lobbies on one port, two bot players and scoring, on a SQLite file (or a PostgreSQL schema
 of their own with ``--database-url``). Every ``--interval`` seconds (on average) it
-``kill -9``s one of the ``--kill`` kinds (the kind killed least so far), starting it again a
-moment later (a service kind is killed again only ``--recover`` seconds after its new
-process serves: on a loaded machine a service takes many seconds to start, and killed at a
-fixed pace it never served). After
-``--minutes`` the kills stop, the players finish their games (at most ``--settle`` seconds),
-and it checks:
+``kill -9``s one of the ``--kill`` kinds, round-robin (a kind killed least so far, waited
+for until it is ready: every kind is killed as often), starting it again a moment later (a
+service kind is killed again only ``--recover`` seconds after its new process serves: on a
+loaded machine a service takes many seconds to start, and killed at a fixed pace it never
+served). Every port it gives a process is below the kernel's ephemeral range, so a process
+started again finds its port free. After ``--minutes`` the kills stop, the players finish
+their games (at most ``--settle`` seconds), and it checks:
 
 - every log gap-free, replaying to its recorded final hash, each command's events decided
   again by the rules; event ids unique; no command's events twice in a log;
@@ -33,7 +34,7 @@ and it checks:
 Prints a table (``--json FILE``: the whole report there too, with the cluster's events per
 second shard by shard; ``--logs DIR``: every process's log kept there). Every process it
 started is stopped, also on failure; the shared Redis is never touched.
-``tests/test_chaos.py`` runs it briefly, on one Redis and on the cluster.
+``tests/test_chaos.py`` runs it briefly on one Redis, in the default test run.
 """
 
 from __future__ import annotations
@@ -53,10 +54,10 @@ from typing import Any
 
 import httpx
 
-from services.capacity import free_port, server_env
+from services.capacity import server_env
 from shared.bus import Keys, connect
 from shared.eventstore import EventStore
-from tests.cluster import LocalCluster, redis_server
+from tests.cluster import LocalCluster, _free_ports, redis_server
 
 from .chaos_checks import (
     Progress,
@@ -74,6 +75,7 @@ from .chaos_faults import (
     CLUSTER_KINDS,
     SERVICE_KINDS,
     SINGLE_KINDS,
+    START_S,
     Killer,
     Services,
     SingleRedis,
@@ -157,6 +159,8 @@ def backend(options: Options, server: str) -> Iterator[tuple[str, SingleRedis | 
         try:
             yield single.url, single, None
         finally:
+            if options.logs is not None and (single.folder / "redis.log").exists():
+                shutil.copy(single.folder / "redis.log", options.logs / "redis.log")
             single.stop()
         return
     extra = ("--min-replicas-to-write", "1") if options.durability else ()
@@ -180,7 +184,7 @@ async def run(options: Options) -> Report:
     if options.logs is not None:
         options.logs.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="caravel-chaos-"))
-    port = free_port()
+    port = _free_ports(1)[0]  # as every port it hands out: one a restart finds free
     env = server_env(port, "cvchaos", http_share_port="true", secret="chaos-" + "s" * 32)
     env["CARAVEL_DATA_DIR"] = str(folder / "data")
     try:
@@ -312,7 +316,7 @@ def _restart_exited(services: Services, killer: Killer) -> list[str]:
     return exited
 
 
-async def _ready(client: httpx.AsyncClient, timeout_s: float = 120) -> None:
+async def _ready(client: httpx.AsyncClient, timeout_s: float = START_S) -> None:
     give_up = time.monotonic() + timeout_s
     while time.monotonic() < give_up:
         with contextlib.suppress(httpx.TransportError):

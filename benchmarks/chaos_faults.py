@@ -34,6 +34,11 @@ INSTANCES = {"engine": 2, "lobby": 2, "ai": 2, "scoring": 1}
 SERVICE_KINDS = tuple(INSTANCES)
 SINGLE_KINDS = ("redis",)
 CLUSTER_KINDS = ("master", "replica")
+WAIT_READY_S = 0.2  # how often the killer looks again for the kind whose turn it is
+# A process not serving this long after its start failed its drill: generous, as 7 processes
+# of 2 CPU seconds each start at once on a machine other work may load 15 times over.
+START_S = 300.0
+PORT_TAKEN = b"metrics port taken"  # services/server.py's warning: no probes on that port
 
 
 @dataclass
@@ -47,6 +52,7 @@ class Services:
     starts: Counter[str] = field(default_factory=Counter)
     launched: Counter[tuple[str, int]] = field(default_factory=Counter)
     ports: dict[tuple[str, int], int] = field(default_factory=dict)  # metrics, not lobbies
+    log_at: dict[tuple[str, int], int] = field(default_factory=dict)  # its log's size at start
 
     def start_all(self) -> None:
         for kind, count in INSTANCES.items():
@@ -56,14 +62,18 @@ class Services:
     def start(self, kind: str, i: int) -> None:
         env = dict(self.env)
         if kind != "lobby":
-            port = self.ports.setdefault((kind, i), _free_ports(1)[0])
-            env["CARAVEL_METRICS_PORT"] = str(port)
+            env["CARAVEL_METRICS_PORT"] = str(self.port(kind, i))
         self.starts[kind] += 1
         self.launched[kind, i] += 1
         log = (self.folder / f"{kind}-{i}.log").open("ab")
+        self.log_at[kind, i] = log.tell()
         command = [sys.executable, "-m", "services.cli", kind]
         self.processes[kind, i] = subprocess.Popen(command, env=env, stdout=log, stderr=log)
         log.close()
+
+    def port(self, kind: str, i: int) -> int:
+        """The instance's metrics and probe port, the same for each of its processes."""
+        return self.ports.setdefault((kind, i), _free_ports(1)[0])
 
     def kill(self, kind: str) -> int:
         """``kill -9`` one instance of ``kind`` (at random); its index."""
@@ -73,7 +83,7 @@ class Services:
         process.wait()
         return i
 
-    async def started(self, kind: str, i: int, timeout_s: float = 180) -> None:
+    async def started(self, kind: str, i: int, timeout_s: float = START_S) -> None:
         """Until the instance serves: its ``/livez`` answers (a lobby, on the port all
         lobbies share: until its log says it serves)."""
         give_up = time.monotonic() + timeout_s
@@ -81,6 +91,10 @@ class Services:
             while time.monotonic() < give_up:
                 if self.processes[kind, i].poll() is not None:
                     raise RuntimeError(f"{kind}-{i} exited {self.processes[kind, i].returncode}")
+                if PORT_TAKEN in self._log_since_start(kind, i):  # it will never serve there
+                    raise RuntimeError(
+                        f"{kind}-{i} found its port {self.ports.get((kind, i))} taken"
+                    )
                 if kind == "lobby":
                     if self._served(kind, i) >= self.launched[kind, i]:
                         return
@@ -95,6 +109,12 @@ class Services:
     def _served(self, kind: str, i: int) -> int:
         log = self.folder / f"{kind}-{i}.log"
         return log.read_bytes().count(b"Caravel serves") if log.exists() else 0
+
+    def _log_since_start(self, kind: str, i: int) -> bytes:
+        """What the instance's current process has logged."""
+        with (self.folder / f"{kind}-{i}.log").open("rb") as log:
+            log.seek(self.log_at[kind, i])
+            return log.read()
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.processes.values())
@@ -202,9 +222,10 @@ def pick_node(cluster: LocalCluster, role: str, starts: list[int]) -> tuple[int,
 
 
 class Killer:
-    """Kills at random every ``interval_s``: each time the kind killed least so far among
-    those ready (a killed service is started again after a short pause, a Redis node once
-    the one before is back and healthy), so every kind is killed about as often."""
+    """Kills at random every ``interval_s`` (on average): each time a kind killed least so
+    far, waiting for one of them to be ready (a killed service is started again after a
+    short pause and killed again once it serves, a Redis node once the one before is back
+    and healthy), so every kind is killed as often, give or take one."""
 
     def __init__(
         self,
@@ -234,18 +255,30 @@ class Killer:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            ready = [k for k in self.kinds if k not in self.busy and not self._redis_busy(k)]
-            if ready:
-                counts = self.counts()
-                fewest = min(counts[k] for k in ready)
-                kind = random.choice([k for k in ready if counts[k] == fewest])
+            kind = self._next()
+            pause = self.interval_s * random.uniform(0.5, 1.5) if kind else WAIT_READY_S
+            if kind is not None:
                 self.busy.add(kind)
                 task = asyncio.create_task(self._kill(kind))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval_s * random.uniform(0.5, 1.5))
+                await asyncio.wait_for(stop.wait(), pause)
         await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def _next(self) -> str | None:
+        """A kind killed least so far, at random among them, once one of them is ready (None:
+        wait). Round-robin rather than any ready kind: a Redis is back in a second, a service
+        on a loaded machine in tens, and picking whatever is ready killed Redis ten times as
+        often as each service."""
+        counts = self.counts()
+        fewest = min(counts[k] for k in self.kinds)
+        ready = [
+            k
+            for k in self.kinds
+            if counts[k] == fewest and k not in self.busy and not self._redis_busy(k)
+        ]
+        return random.choice(ready) if ready else None
 
     def _redis_busy(self, kind: str) -> bool:
         """One Redis fault at a time (a second master killed before the first shard has its
@@ -284,7 +317,7 @@ class Killer:
         self.kills.append(Kill("redis", time.time()))
         await asyncio.sleep(random.uniform(0.2, 1.0))
         self.redis.start()
-        await _until_ping(self.redis.url)
+        await until_ping(self.redis.url)
         self.recoveries.setdefault("redis", []).append(time.monotonic() - killed)
 
     async def _kill_node(self, role: str) -> None:
@@ -317,7 +350,7 @@ def _wait_failover(cluster: LocalCluster, killed: int) -> None:
     cluster._wait_for(taken_over, "failover")
 
 
-async def _until_ping(url: str, timeout_s: float = 60) -> None:
+async def until_ping(url: str, timeout_s: float = 60) -> None:
     from shared.bus import connect
 
     give_up = time.monotonic() + timeout_s

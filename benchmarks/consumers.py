@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import random
 import tempfile
 import time
@@ -179,7 +180,8 @@ async def measure(
         figures["engine"] = _figure(sent, seconds)
         appended, requested = await _entries(redis, events), await _entries(redis, decisions)
 
-        projector = ViewProjector(redis, keys)
+        projector = ViewProjector(redis, keys)  # every game read by someone: each event projected
+        projector.wanted.update(dict.fromkeys((c[0].game_id for c in played), math.inf))
         seconds = await _timed(projector.run, lambda: _group_drained(redis, events, "views"))
         figures["views"] = _figure(appended, seconds)
 

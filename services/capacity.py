@@ -89,12 +89,14 @@ def server_env(port: int, prefix: str = "cvbench", **settings: str) -> dict[str,
 
 @contextlib.contextmanager
 def server(
-    lobbies: int = 1, tree: str | None = None, python: str = sys.executable
+    processes: int | None = None, tree: str | None = None, python: str = sys.executable
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A ``caravel up`` (of the checkout at ``tree``, else this one) on a free port, with
-    ``lobbies`` HTTP processes: its base URL and process."""
+    """A ``caravel up`` (of the checkout at ``tree``, else this one) on a free port, of
+    ``processes`` processes (``CARAVEL_PROCESSES``; None: its default): its base URL and
+    process (the parent of the others: ``services.usage`` counts them all)."""
     port = free_port()
-    env = server_env(port, "cvcap", lobbies=str(lobbies), metrics_port="0")
+    chosen = {} if processes is None else {"processes": str(processes)}
+    env = server_env(port, "cvcap", metrics_port="0", **chosen)
     if tree is not None:
         env["PYTHONPATH"] = tree
     process = subprocess.Popen(
@@ -286,13 +288,17 @@ async def live_tables(
 
 
 def capacity(
-    levels: list[int], seconds: float, lobbies: int = 1, p99_ms: float = 100.0, seed: int = 1
+    levels: list[int],
+    seconds: float,
+    processes: int | None = None,
+    p99_ms: float = 100.0,
+    seed: int = 1,
 ) -> dict[str, Any]:
     """Each number of tables in ``levels`` on a fresh server; the largest whose p99 stays
     within ``p99_ms`` with no refused or lost move."""
     runs = []
     for tables in levels:
-        with server(lobbies) as (base, process):
+        with server(processes) as (base, process):
             asyncio.run(wait_ready(base))
             run = asyncio.run(live_tables(base, process.pid, tables, seconds, Plan(), seed))
         run["ok"] = bool(
@@ -305,4 +311,4 @@ def capacity(
         print(dump_json(run), file=sys.stderr, flush=True)
     passed = [r["tables"] for r in runs if r["ok"]]
     largest = max(passed, default=0)
-    return {"lobbies": lobbies, "p99_limit_ms": p99_ms, "largest_ok": largest, "runs": runs}
+    return {"processes": processes, "p99_limit_ms": p99_ms, "largest_ok": largest, "runs": runs}

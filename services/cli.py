@@ -360,7 +360,9 @@ def bench_capacity(
         str, typer.Option(help="Numbers of concurrent tables to try, comma-separated.")
     ] = "50,100,200",
     seconds: Annotated[float, typer.Option(min=1, help="Measured time at each number.")] = 30,
-    lobbies: Annotated[int, typer.Option(min=1, help="CARAVEL_LOBBIES of the server.")] = 1,
+    processes: Annotated[
+        int | None, typer.Option(min=1, help="CARAVEL_PROCESSES of the server (unset: default).")
+    ] = None,
     p99_ms: Annotated[float, typer.Option(help="The p99 move -> WebSocket allowed.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
 ) -> None:
@@ -371,7 +373,7 @@ def bench_capacity(
     from services.capacity import capacity
 
     levels = [int(n) for n in tables.split(",") if n.strip()]
-    result = capacity(levels, seconds, lobbies, p99_ms)
+    result = capacity(levels, seconds, processes, p99_ms)
     if as_json:
         print(dump_json(result))
         return
@@ -454,8 +456,9 @@ def arena_command(
 
 @app.command()
 def up() -> None:
-    """Run every service in one process: the engine, the views and the HTTP API on
-    127.0.0.1:CARAVEL_HTTP_PORT (an embedded Redis unless CARAVEL_REDIS_URL is set)."""
+    """Run every service: the engine, the bots, scoring, the views and the HTTP API on
+    127.0.0.1:CARAVEL_HTTP_PORT (an embedded Redis unless CARAVEL_REDIS_URL is set), over
+    CARAVEL_PROCESSES processes (default: one per core)."""
     from services.server import serve
 
     settings = Settings()
@@ -464,7 +467,11 @@ def up() -> None:
 
 
 def _serve_alone(
-    engine: bool = False, lobby: bool = False, ai: bool = False, scoring: bool = False
+    engine: bool = False,
+    lobby: bool = False,
+    ai: bool = False,
+    scoring: bool = False,
+    views: bool | None = None,
 ) -> None:
     """Run some services against the Redis that every process shares."""
     from services.server import serve
@@ -475,7 +482,24 @@ def _serve_alone(
             "set CARAVEL_REDIS_URL to the Redis the services share (caravel up logs its own)"
         )
     configure_logging(settings.log_level)
-    asyncio.run(serve(settings, engine=engine, lobby=lobby, ai=ai, scoring=scoring))
+    if settings.process_name:  # a child of `caravel up`: its lines told apart in the merge
+        import structlog
+
+        structlog.contextvars.bind_contextvars(process=settings.process_name)
+    asyncio.run(serve(settings, engine=engine, lobby=lobby, ai=ai, scoring=scoring, views=views))
+
+
+PARTS = ("engine", "lobby", "ai", "scoring", "views")
+
+
+@app.command(hidden=True)
+def part(services: str) -> None:
+    """Run the services named (comma-separated: engine, lobby, ai, scoring, views) against
+    CARAVEL_REDIS_URL: what `caravel up` starts in each of its child processes."""
+    names = set(services.split(","))
+    if not names <= set(PARTS):
+        raise typer.BadParameter(f"services are some of {', '.join(PARTS)}")
+    _serve_alone(**{name: name in names for name in PARTS})
 
 
 @app.command()

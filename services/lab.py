@@ -14,6 +14,7 @@ from the seat's view.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import random
@@ -34,6 +35,7 @@ from shared.games.api import analytics
 CHUNK = 50  # games per task: few enough to spread, many enough to amortise a process hop
 MAX_NAME = 40
 REFRESH_S = 5.0  # seconds between two refreshes of a running experiment's cells, at least
+REFRESH_SHARE = 0.025  # of the parent's time, at most, spent refreshing them while it plays
 
 
 class LabError(ValueError):
@@ -109,7 +111,7 @@ def _chooser(game: api.AnyGame, level: str) -> Callable[[Any, int, random.Random
         def greedy(state: Any, seat: int, rng: random.Random) -> api.Command:
             legal = game.legal_commands(state, seat)
             values = policy(state, seat, legal, rng)
-            return legal[max(range(len(legal)), key=values.__getitem__)]
+            return legal[values.index(max(values))]  # the first best, as max(key=) finds
 
         return greedy
     from services.ai.bots import bot
@@ -130,13 +132,13 @@ def play(run: LabRun, index: int, rules: Any) -> tuple[list[dict[str, Any]], lis
     decisions = 0
     for event in events:
         flat.count_facts(facts, game.facts(state, event))
+    trusted = [level in ("random", "greedy") for level in run.seats]
     while pending := game.pending(state):
         seat = pending[0].seat
         command = choosers[seat](state, seat, rng)
-        for event in game.decide_into(
-            state, command, trusted=run.seats[seat] in ("random", "greedy")
-        ):
-            flat.count_facts(facts, game.facts(state, event))
+        for event in game.decide_into(state, command, trusted=trusted[seat]):
+            if found := game.facts(state, event):  # most events have none
+                flat.count_facts(facts, found)
         decisions += 1
     game_id = f"lab-{run.experiment}-{index:07d}"
     kinds = [f"bot:{level}" for level in run.seats]
@@ -162,8 +164,12 @@ _RUN: tuple[LabRun, Any] | None = None  # a worker's run and rules, set once per
 
 
 def _init(run: LabRun) -> None:
+    """Set the worker's run and rules, then freeze what is allocated so far (the modules,
+    the compiled rules): the collector's older generations would scan them again and
+    again while the worker plays, about 2% of a Navegador game's CPU."""
     global _RUN
     _RUN = (run, check(run)[1])
+    gc.freeze()
 
 
 def _chunk(
@@ -192,9 +198,10 @@ def _chunks(games: int) -> Iterator[tuple[int, int]]:
 
 class _Refresher:
     """Sums the cells of the groups (game, experiment, hour) a run wrote to since the last
-    time, every ``every`` seconds at least and never more than a tenth of the time (0:
-    after every chunk): a group is summed whole again, so refreshing after every chunk
-    of a long run would cost the square of its length."""
+    time, every ``every`` seconds at least and never more than :data:`REFRESH_SHARE` of the
+    time (0: after every chunk): a group is summed whole again, so refreshing after every
+    chunk of a long run would cost the square of its length, and the parent's CPU is taken
+    from the workers (a tenth of its time was about 5% of a 10,000-game run's CPU)."""
 
     def __init__(self, db: Engine, every: float) -> None:
         self._db = db
@@ -206,7 +213,7 @@ class _Refresher:
     def wrote(self, results: Sequence[dict[str, Any]]) -> None:
         self._groups |= groups_of(results)
         waited = time.perf_counter() - self._last
-        if self._every and waited < max(self._every, 9 * self._took):
+        if self._every and waited < max(self._every, self._took / REFRESH_SHARE - self._took):
             return
         started = time.perf_counter()
         with self._db.begin() as conn:

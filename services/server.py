@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import socket
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import structlog
 import uvicorn
@@ -21,6 +18,13 @@ from sqlalchemy import Engine as SQLEngine
 
 from services.ai.service import BotPlayer
 from services.asyncapi import document as asyncapi_document
+from services.children import (
+    Children,
+    describe,
+    die_with_parent,
+    running_children,
+    tell_parent,
+)
 from services.engine import Engine
 from services.engine.janitor import Janitor
 from services.health import Health, operations_routes
@@ -28,7 +32,14 @@ from services.lobby.app import create_app
 from services.lobby.db import make_engine
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
-from services.runtime import Stopped, redis_for, stop_on_signals, tune_collector, wait_for
+from services.runtime import (
+    RedisPools,
+    Stopped,
+    redis_for,
+    stop_on_signals,
+    tune_collector,
+    wait_for,
+)
 from services.scoring.db import create_tables as migrate_scoring
 from services.scoring.http import router as scoring_routes
 from services.scoring.service import ScoringService
@@ -39,7 +50,6 @@ from shared.observability.metrics import RedisSampler
 from shared.settings import Settings
 
 KEEP_ALIVE_S = 75  # an idle HTTP connection is closed after this (as nginx does)
-CHILD_STOP_S = 10  # a lobby child given this long to stop before it is killed
 
 
 async def serve(
@@ -48,21 +58,42 @@ async def serve(
     lobby: bool = True,
     ai: bool = True,
     scoring: bool = True,
+    views: bool | None = None,
 ) -> None:
-    """Serve until SIGINT or SIGTERM; ``engine``, ``lobby``, ``ai`` and ``scoring`` choose
-    what runs."""
+    """Serve until SIGINT or SIGTERM; ``engine``, ``lobby``, ``ai``, ``scoring`` and
+    ``views`` (the views projection: with the lobby unless said) choose what runs. `caravel
+    up` (all of them) spreads them over ``settings.process_count()`` processes: see
+    :func:`services.children.layout`."""
     keys = Keys(settings.key_prefix, settings.partitions)
-    children = settings.lobbies - 1 if engine and lobby else 0  # `caravel up` only
-    share = settings.http_share_port or children > 0
+    chosen = Services(engine, lobby, ai, scoring, lobby if views is None else views)
+    spread = chosen == ALL and settings.process_count() > 1
+    if spread:  # the pipeline runs in a child: the HTTP API here
+        chosen = Services(engine=False, lobby=True, ai=False, scoring=False, views=False)
+    share = settings.http_share_port or (spread and settings.process_count() > 2)
+    die_with_parent(settings)
     stop = stop_on_signals()
     early = _Starting(settings, lobby, share)
     await early.open()
     try:
-        await _serve(settings, keys, stop, (engine, lobby, ai, scoring), children, early)
+        await _serve(settings, keys, stop, chosen, spread, share, early)
     except Stopped:
         return  # stopped before Redis or the database answered: nothing was started
     finally:
         await early.close()
+
+
+@dataclass(frozen=True)
+class Services:
+    """The services one process runs."""
+
+    engine: bool
+    lobby: bool
+    ai: bool
+    scoring: bool
+    views: bool
+
+
+ALL = Services(engine=True, lobby=True, ai=True, scoring=True, views=True)
 
 
 class _Starting:
@@ -127,114 +158,133 @@ async def _serve(
     settings: Settings,
     keys: Keys,
     stop: asyncio.Event,
-    services: tuple[bool, bool, bool, bool],
-    children: int,
+    services: Services,
+    spread: bool,
+    share: bool,
     early: _Starting,
 ) -> None:
-    """The services chosen (engine, lobby, ai, scoring), once Redis and SQL answer."""
-    engine, lobby, ai, scoring = services
-    share = settings.http_share_port or children > 0
-    redis_ready = redis_for(settings, stop, early.note)
-    async with redis_ready as pools, _lobby_children(settings, pools.url, children):
-        tasks = []
+    """The services chosen, once Redis and SQL answer; with ``spread``, the children of
+    `caravel up` too, started once this process has migrated the database."""
+    async with redis_for(settings, stop, early.note) as pools:
         # One pool for all: the lobby's and scoring's tables, and the engine's archive.
         db = None
-        if scoring or lobby or engine:
+        if services.scoring or services.lobby or services.engine:
             url = settings.sql_url()
-            make = lambda: asyncio.to_thread(_sql, url, scoring or lobby)  # noqa: E731
+            tables = services.scoring or services.lobby
+            make = lambda: asyncio.to_thread(_sql, url, tables)  # noqa: E731
             db = await wait_for("sql", make, stop, early.note)
+        async with running_children(settings, pools.url, stop, spread) as children:
+            await _run(settings, keys, stop, services, share, pools, db, children, early)
+
+
+async def _run(
+    settings: Settings,
+    keys: Keys,
+    stop: asyncio.Event,
+    services: Services,
+    share: bool,
+    pools: RedisPools,
+    db: SQLEngine | None,
+    children: Children | None,
+    early: _Starting,
+) -> None:
+    """The services' loops and the HTTP server of this process, until ``stop``; the early
+    probes keep the port until the app is made (no moment with nothing listening)."""
+    tasks = _loops(settings, keys, stop, services, pools, db)
+    if services.lobby:
+        assert db is not None
+        app = create_app(
+            pools.client(),
+            keys,
+            db,
+            settings,
+            routers=[scoring_routes],
+            asyncapi=asyncapi_document(keys),
+        )
+        matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
+        tasks.append(asyncio.create_task(matchmaker.run(stop), name="matchmaker"))
         await early.close()  # the services' own probes take the port from here
-        if engine:
-            assert db is not None
-            archive = Archive(db)
-            engine_service = Engine(pools.client(), settings, keys, archive=archive)
-            tasks.append(asyncio.create_task(engine_service.run(stop), name="engine"))
-            # Trims and archives the partitions this engine holds the lease of.
-            janitor = Janitor(pools.client(), keys, settings, archive, lambda: engine_service.held)
-            tasks.append(asyncio.create_task(janitor.run(stop), name="janitor"))
-        if ai:
-            bots = BotPlayer(pools.client(), keys, settings)
-            tasks.append(asyncio.create_task(bots.run(stop), name="ai"))
-        if scoring:
-            assert db is not None
-            scorer = ScoringService(
-                pools.client(), keys, db, settings.batch_size, settings.scoring_commit_ms / 1000
-            )
-            tasks.append(asyncio.create_task(scorer.run(stop), name="scoring"))
-        if lobby:
-            projector = ViewProjector(pools.client(), keys, claim_idle_ms=settings.claim_idle_ms)
-            tasks.append(asyncio.create_task(projector.run(stop), name="views"))
-            assert db is not None
-            app = create_app(
-                pools.client(),
-                keys,
-                db,
-                settings,
-                routers=[scoring_routes],
-                asyncapi=asyncapi_document(keys),
-            )
-            matchmaker = Matchmaker(app.state.lobby, settings.match_wait_s)
-            tasks.append(asyncio.create_task(matchmaker.run(stop), name="matchmaker"))
-            sockets = _listen(settings.http_host, settings.http_port, share=share)
+        sockets = _listen(settings.http_host, settings.http_port, share=share)
+        if share and children is not None:  # the port is shared: the whole picture here
+            sockets += _listen(settings.http_host, settings.metrics_port, required=False)
+        if settings.child_ready_fd is None:
             _announce(settings)
-        else:  # metrics and health only, on a port of their own (0: none)
-            app = FastAPI(title="Caravel operations")
-            sockets = _listen(settings.http_host, settings.metrics_port, required=False)
-        redis = pools.client()  # metrics and health
+    else:  # metrics and health only, on a port of their own (0: none)
+        app = FastAPI(title="Caravel operations")
+        await early.close()
+        sockets = _listen(settings.http_host, settings.metrics_port, required=False)
+    if settings.child_ready_fd is not None:  # a child: its parent scrapes it here
+        sockets = [*sockets, _listen("127.0.0.1", 0, any_port=True)[0]]
+    redis = pools.client()  # metrics and health
+    if settings.child_ready_fd is None:  # Redis' figures: one sampler per `caravel up`
         tasks.append(asyncio.create_task(RedisSampler(redis, keys).run(stop), name="sampler"))
-        health = Health(redis, db, tasks)
-        app.include_router(operations_routes(health))
-        server = None
-        if sockets:
-            config = uvicorn.Config(
-                app,
-                log_level="warning",
-                log_config=None,  # its lines go through configure_logging: JSON
-                timeout_graceful_shutdown=3,  # open WebSockets do not hold a stop up
-                # Longer than clients keep an idle connection (httpx: 5 s, uvicorn's own
-                # default): a client never reuses a connection the server is just closing
-                # (a request lost to that race is a ReadError on the client).
-                timeout_keep_alive=KEEP_ALIVE_S,
-                ws_max_size=settings.max_body_bytes,  # a larger frame closes the socket (1009)
-                # Frames are small JSON documents sent to many sockets: compressing each one
-                # per socket cost more CPU (~3% of a loaded server) than it saves bytes.
-                ws_per_message_deflate=False,
-            )
-            server = _Server(config)
-            tasks.append(asyncio.create_task(server.serve(sockets), name="http"))
-        tune_collector()
-        await stop.wait()
-        if server is not None:
-            server.should_exit = True
-        await asyncio.gather(*tasks)
+    health = Health(redis, db, tasks, children)
+    app.include_router(operations_routes(health))
+    server = None
+    if sockets:
+        server = _Server(_http_config(app, settings))
+        tasks.append(asyncio.create_task(server.serve(sockets), name="http"))
+    tune_collector()
+    if server is not None:
+        while not server.started and not tasks[-1].done() and not stop.is_set():
+            await asyncio.sleep(0.01)  # until it serves its port: then a child says it serves
+    tell_parent(settings, sockets[-1].getsockname()[1] if sockets else 0)
+    await stop.wait()
+    if server is not None:
+        server.should_exit = True
+    await asyncio.gather(*tasks)
 
 
-@contextlib.asynccontextmanager
-async def _lobby_children(settings: Settings, redis_url: str, count: int) -> AsyncIterator[None]:
-    """``count`` `caravel lobby` processes beside this one, on its Redis (the embedded one
-    too), data folder (its SQLite file and signing key) and HTTP port; stopped (SIGTERM, then
-    waited for) before the Redis they use goes away."""
-    env = {
-        **os.environ,
-        "CARAVEL_REDIS_URL": redis_url,
-        "CARAVEL_DATA_DIR": str(settings.data_dir.resolve()),
-        "CARAVEL_HTTP_PORT": str(settings.http_port),
-        "CARAVEL_HTTP_SHARE_PORT": "true",
-        "CARAVEL_METRICS_PORT": "0",
-        "CARAVEL_LOBBIES": "1",
-    }
-    command = [sys.executable, "-m", "services.cli", "lobby"]
-    children = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for child in children:
-            child.send_signal(signal.SIGTERM)
-        for child in children:
-            try:
-                await asyncio.to_thread(child.wait, CHILD_STOP_S)
-            except subprocess.TimeoutExpired:
-                child.kill()
+def _loops(
+    settings: Settings,
+    keys: Keys,
+    stop: asyncio.Event,
+    services: Services,
+    pools: RedisPools,
+    db: SQLEngine | None,
+) -> list[asyncio.Task[None]]:
+    """The loops of the services chosen (the lobby's own are started with its app)."""
+    tasks = []
+    if services.engine:
+        assert db is not None
+        archive = Archive(db)
+        engine_service = Engine(pools.client(), settings, keys, archive=archive)
+        tasks.append(asyncio.create_task(engine_service.run(stop), name="engine"))
+        # Trims and archives the partitions this engine holds the lease of.
+        janitor = Janitor(pools.client(), keys, settings, archive, lambda: engine_service.held)
+        tasks.append(asyncio.create_task(janitor.run(stop), name="janitor"))
+    if services.ai:
+        bots = BotPlayer(pools.client(), keys, settings)
+        tasks.append(asyncio.create_task(bots.run(stop), name="ai"))
+    if services.scoring:
+        assert db is not None
+        scorer = ScoringService(
+            pools.client(), keys, db, settings.batch_size, settings.scoring_commit_ms / 1000
+        )
+        tasks.append(asyncio.create_task(scorer.run(stop), name="scoring"))
+    if services.views:
+        projector = ViewProjector(pools.client(), keys, claim_idle_ms=settings.claim_idle_ms)
+        tasks.append(asyncio.create_task(projector.run(stop), name="views"))
+    return tasks
+
+
+def _http_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
+    """uvicorn's settings for the HTTP API (or the metrics and health of a process
+    without it)."""
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        log_config=None,  # its lines go through configure_logging: JSON
+        timeout_graceful_shutdown=3,  # open WebSockets do not hold a stop up
+        # Longer than clients keep an idle connection (httpx: 5 s, uvicorn's own
+        # default): a client never reuses a connection the server is just closing
+        # (a request lost to that race is a ReadError on the client).
+        timeout_keep_alive=KEEP_ALIVE_S,
+        ws_max_size=settings.max_body_bytes,  # a larger frame closes the socket (1009)
+        # Frames are small JSON documents sent to many sockets: compressing each one
+        # per socket cost more CPU (~3% of a loaded server) than it saves bytes.
+        ws_per_message_deflate=False,
+    )
 
 
 class _Server(uvicorn.Server):
@@ -248,22 +298,24 @@ class _Server(uvicorn.Server):
 
 def _announce(settings: Settings) -> None:
     """Say where the API is, once its port is bound: the JSON logs on stderr are for
-    machines; these four lines on stdout are what a person starting Caravel looks for."""
+    machines; these five lines on stdout are what a person starting Caravel looks for."""
     any_address = settings.http_host in ("0.0.0.0", "::", "")
     url = f"http://{'127.0.0.1' if any_address else settings.http_host}:{settings.http_port}"
     print(f"Caravel serves  {url}", flush=True)
     print(f"Play at         {url}/  (open it in a browser)", flush=True)
     print(f"API docs at     {url}/docs", flush=True)
     print(f"Data folder     {settings.data_dir.resolve()}", flush=True)
+    print(f"Processes       {describe(settings.process_count())}", flush=True)
 
 
 def _listen(
-    host: str, port: int, required: bool = True, share: bool = False
+    host: str, port: int, required: bool = True, share: bool = False, any_port: bool = False
 ) -> list[socket.socket]:
-    """A socket bound to ``host``:``port`` (port 0: none). Only the HTTP API must have its
-    port: a second engine on one host finds the metrics port taken, says so, and runs
-    without it. ``share``: every process binding the port so shares it (``SO_REUSEPORT``)."""
-    if not port:
+    """A socket bound to ``host``:``port`` (port 0: none, or any free one with
+    ``any_port``). Only the HTTP API must have its port: a second engine on one host finds
+    the metrics port taken, says so, and runs without it. ``share``: every process binding
+    the port so shares it (``SO_REUSEPORT``)."""
+    if not port and not any_port:
         return []
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -14,6 +14,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+AUTO_PROCESSES_MAX = 8  # `caravel up`'s processes when unset: one per core, up to this
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CARAVEL_", extra="ignore")
@@ -37,15 +39,28 @@ class Settings(BaseSettings):
         "host serve it together (the kernel spreads the connections); off, a second process "
         "finds the port taken.",
     )
-    lobbies: int = Field(
-        default=1,
+    processes: int | None = Field(
+        default=None,
         ge=1,
         le=64,
-        description="`caravel up` only: HTTP API processes on its port. Beyond the first (in "
-        "the process with the engine, bots and scoring), each is a `caravel lobby` child on "
-        "the same Redis, data folder and port (SO_REUSEPORT): one per core spreads the move "
-        "path over every core.",
+        description="`caravel up` only: the processes it spreads its services over, on one "
+        "Redis (the embedded one too), data folder and HTTP port. 1: every service in one "
+        "process; from 2: the engine, bot player, scoring and views projection in a child "
+        "process of their own and the HTTP API in the others (the first in `caravel up` "
+        "itself, the rest `caravel lobby` children sharing its port with SO_REUSEPORT); "
+        "children that die are started again. Unset: one per core, at most "
+        f"{AUTO_PROCESSES_MAX}.",
     )
+    child_ready_fd: int | None = Field(
+        default=None,
+        description="Set by `caravel up` for its children, not by hand: the pipe a child "
+        "writes to once it serves (and that closes when it dies).",
+    )
+    process_name: str | None = Field(
+        default=None,
+        description="Set by `caravel up` for its children: their name on each log line.",
+    )
+
     metrics_port: int = Field(
         default=9464,
         ge=0,
@@ -127,6 +142,14 @@ class Settings(BaseSettings):
         default=5.0, gt=0, description="WebSocket connections per second per client."
     )
     socket_burst: int = Field(default=50, ge=1, description="WebSockets a client may open at once.")
+
+    def process_count(self) -> int:
+        """How many processes `caravel up` runs: as set, else one per core this process may
+        use, at most ``AUTO_PROCESSES_MAX``."""
+        if self.processes is not None:
+            return self.processes
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return max(1, min(cores or 1, AUTO_PROCESSES_MAX))
 
     def signing_key(self) -> bytes:
         """The configured secret, or one made once and kept in the data folder."""

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from typing import Any
 
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, Follower, Keys, newest_ids
+from shared.bus.wants import KEPT_S, want
 from shared.contracts import json_bytes, load_json
 from shared.games import api
 
 UPDATES_BATCH = 500
+ASK_AGAIN_S = KEPT_S / 3  # a process reading a game's views asks for them again this often
 
 
 def view_documents(game: api.AnyGame, state: Any, seats: int) -> dict[str, bytes]:
@@ -78,7 +81,13 @@ class ViewWaiter:
     (``Keys.view_updates``) with every view it writes. A :class:`~shared.bus.Follower` reads
     a partition's updates from the first wait on one of its games on, from the stream's tail
     without a group, and wakes the waiters of the games they name: a process waiting on many
-    games reads each update once, and no wait polls."""
+    games reads each update once, and no wait polls.
+
+    The projection projects only the games someone reads: every read asks for its game's
+    views (``shared.bus.wants``) unless this process asked within :data:`ASK_AGAIN_S`
+    (the projection keeps a game wanted :data:`~shared.bus.wants.KEPT_S`), and a read that
+    asked waits for the version the game's log had then: a game no one read before, or
+    lately, is read as eagerly projected views were (read-your-writes)."""
 
     def __init__(self, redis: Redis, keys: Keys, service: str) -> None:
         self.redis = redis
@@ -87,14 +96,25 @@ class ViewWaiter:
         self._waiting: dict[str, set[asyncio.Future[None]]] = {}
         self._follower = Follower(self.broker, self._seen, batch=UPDATES_BATCH)
         self._starting = asyncio.Lock()
+        self._asked: OrderedDict[str, float] = OrderedDict()  # game → when asked (monotonic)
+
+    async def read(self, game_id: str, seat: int | None, wait_s: float) -> dict[str, Any] | None:
+        """A game's view as the projection has it (None: no game), once it has reached the
+        log's version if this read asked for the game's views (waiting ``wait_s`` at most)."""
+        return await self.read_at(game_id, seat, 0, wait_s)
 
     async def read_at(
-        self, game_id: str, seat: int | None, version: int, wait_s: float
+        self, game_id: str, seat: int | None, version: int, wait_s: float, keep: bool = True
     ) -> dict[str, Any] | None:
-        """A game's view once the projection has reached ``version``, waiting up to
-        ``wait_s``; after that, the newest view there is (older than ``version``, or None)."""
+        """A game's view once the projection has reached ``version`` (and the log's version,
+        if this read asked for its views), waiting up to ``wait_s``; after that, the newest
+        view there is (older, or None). ``keep`` False: the game's views are wanted only
+        for this read (projected once; the caller reads no more of them)."""
+        logged = await self._ask(game_id, keep)
+        if logged is not None:
+            version = max(version, logged)
         view = await read_view(self.redis, self.keys, game_id, seat)
-        if _reached(view, version) or wait_s <= 0:
+        if _reached(view, version) or wait_s <= 0 or version == 0:
             return view
         await self._follow(self.keys.partition(game_id))
         give_up = time.monotonic() + wait_s
@@ -111,6 +131,23 @@ class ViewWaiter:
             finally:
                 self._forget(game_id, woken)
         return view
+
+    async def _ask(self, game_id: str, keep: bool) -> int | None:
+        """Ask the projection for the game's views, unless this process asked within
+        :data:`ASK_AGAIN_S`: the version of the game's log then (0: no log), else None."""
+        now = time.monotonic()
+        if keep and now - self._asked.get(game_id, -ASK_AGAIN_S) < ASK_AGAIN_S:
+            return None
+        async with self.redis.pipeline(transaction=False) as pipe:
+            want(pipe, self.keys.view_wants(), game_id, KEPT_S if keep else 0)
+            pipe.hget(self.keys.meta(game_id), "version")
+            replies: Any = await pipe.execute()
+        if keep:
+            self._asked[game_id] = now
+            self._asked.move_to_end(game_id)
+            while next(iter(self._asked.values())) < now - ASK_AGAIN_S:
+                self._asked.popitem(last=False)
+        return int(replies[1] or 0)
 
     async def close(self) -> None:
         """Stop the subscribers (at shutdown, before the Redis client goes away)."""

@@ -12,7 +12,9 @@ appends (the failover test asserts on it, ``benchmarks/cluster_appends.py`` time
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import random
 import re
 import shutil
 import signal
@@ -50,22 +52,42 @@ def _version(binary: str) -> tuple[int, int]:
     return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
+BUS_OFFSET = 10000  # a cluster node's bus port is its port + this
+LOWEST_PORT = 10000  # the ports below are left to the machine's own servers
+
+
 def _free_ports(count: int) -> list[int]:
-    """Ports free now whose cluster bus port (+10000) is free too."""
-    ports: list[int] = []
-    while len(ports) < count:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + 10000 > 65535 or port in ports:
-            continue
-        with socket.socket() as bus:
-            try:
-                bus.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-        ports.append(port)
+    """Ports free now whose cluster bus port (+10000) is free too, all below the kernel's
+    range of ephemeral ports. A node (or a service, in the chaos benchmark) killed and started
+    again binds its port again; a port of that range may meanwhile be an outgoing
+    connection's local port (and after it closes, held 60 s in TIME_WAIT), and the bind then
+    fails (seen: a bot process restarted without its probe port, never serving)."""
+    first = ephemeral_ports()[0] - BUS_OFFSET
+    candidates = random.sample(range(LOWEST_PORT, first), max(first - LOWEST_PORT, 0))
+    free = (p for p in candidates if _bindable(p) and _bindable(p + BUS_OFFSET))
+    ports = list(itertools.islice(free, count))
+    if len(ports) < count:
+        raise RuntimeError(f"not {count} free ports below {first}")
     return ports
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections (Linux's default if it
+    does not say)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    except OSError:
+        return 32768, 60999
+    return int(low), int(high)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The chaos benchmark's short run (``python -m benchmarks.chaos``): services and Redis
-killed with ``kill -9`` at random for 24 seconds on one Redis, under players over HTTP and
+killed with ``kill -9`` round-robin for 24 seconds on one Redis, under players over HTTP and
 tables of bots; then nothing acknowledged is lost or twice in a log, no move was refused
 wrongly, no game or table is stuck, no HTTP 5xx but 503, and the logs and scoring agree
 with their replays.
@@ -9,29 +9,79 @@ touched) and stops every process it started, also when it fails."""
 
 from __future__ import annotations
 
-import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from benchmarks.chaos import Options, kinds_for, run, table
-from tests.cluster import redis_server
+from benchmarks.chaos_faults import Services, SingleRedis, until_ping
+from services.capacity import free_port, server_env
+from tests.cluster import ephemeral_ports, redis_server
 
 from .conftest import missing_program
+
+
+@pytest.fixture
+def single_redis() -> Iterator[SingleRedis]:
+    """A ``redis-server`` of the test's own, as the benchmark starts it."""
+    server = redis_server()
+    if server is None:
+        missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
+    redis = SingleRedis(server).start()
+    try:
+        yield redis
+    finally:
+        redis.stop()
+
+
+async def test_a_service_started_again_finds_its_port_free(
+    single_redis: SingleRedis, tmp_path: Path
+) -> None:
+    """The failed drill CI saw once ("ai-0 not serving 180 s after its start"): the benchmark
+    gave the bot process a port of the kernel's ephemeral range, and while the process was
+    down (killed, then 20 s importing on a loaded machine) one of the many outgoing
+    connections of the run got that port as its own (or still held it in TIME_WAIT, 60 s
+    after it closed). The new process found its port taken: no probes, never serving. The
+    kernel may give any port of that range to an outgoing connection, so this test takes the
+    port as one would whenever the kernel could have; the benchmark's ports are outside the
+    range, and the process serves."""
+    env = server_env(free_port(), "cvchaos", secret="chaos-" + "s" * 32)  # a port it leaves
+    env.update(CARAVEL_REDIS_URL=single_redis.url, CARAVEL_DATABASE_URL="sqlite://")
+    services = Services(env, tmp_path)
+    port = services.port("ai", 0)
+    low, high = ephemeral_ports()
+    held = socket.socket()
+    try:
+        if low <= port <= high:  # an outgoing connection's, to Redis
+            await until_ping(single_redis.url)
+            held.bind(("127.0.0.1", port))
+            held.connect(("127.0.0.1", single_redis.port))
+        services.start("ai", 0)
+        await services.started("ai", 0)
+    finally:
+        services.stop()
+        held.close()
 
 
 # One Redis only: the cluster with durability is an open finding of issue 25 (see
 # benchmarks/README.md, "Chaos (issue 25)": under repeated master and replica kills the
 # shards stalled), measured by `python -m benchmarks.chaos --redis cluster`, not asserted.
-@pytest.mark.skipif(
-    os.environ.get("CARAVEL_CHAOS") != "1",
-    reason="set CARAVEL_CHAOS=1: out of the default run while a failed drill is open "
-    "(a bot process not serving 180 s after its restart, seen once in CI; issue 25)",
-)
-@pytest.mark.parametrize("mode", ["single"])
-async def test_nothing_is_lost_duplicated_refused_or_stuck_under_kills(mode: str) -> None:
+async def test_nothing_is_lost_duplicated_refused_or_stuck_under_kills() -> None:
     if redis_server() is None:
         missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
-    options = Options(redis=mode, minutes=0.4, interval_s=1.5, humans=2, bot_tables=2, settle_s=60)
+    # The settle and stillness are ceilings: on a quiet machine the players finish their
+    # games well within them; on one loaded 15 times over (a restart: 60-80 s) they did not.
+    options = Options(
+        redis="single",
+        minutes=0.4,
+        interval_s=1.5,
+        humans=2,
+        bot_tables=2,
+        settle_s=150,
+        still_s=60,
+    )
     report = await run(options)
     shown = table(report)
     assert set(report.kills) == set(kinds_for(options)), shown  # every kind was killed

@@ -34,9 +34,12 @@ from services.usage import usage
 
 
 @contextlib.contextmanager
-def caravel_up(python: str, tree: str, lobbies: int = 1) -> Iterator[tuple[str, psutil.Process]]:
-    """``caravel up`` of the checkout at ``tree`` on a free port: its base URL and process."""
-    with server(lobbies, tree, python) as (base, process):
+def caravel_up(
+    python: str, tree: str, processes: int | None = None
+) -> Iterator[tuple[str, psutil.Process]]:
+    """``caravel up`` of the checkout at ``tree`` on a free port, of ``processes``
+    processes (None: its default): its base URL and process."""
+    with server(processes, tree, python) as (base, process):
         yield base, psutil.Process(process.pid)
 
 

@@ -1,6 +1,6 @@
 """Benchmark: a move -> the other seat's WebSocket message, at a rate offered over many tables.
 
-    python benchmarks/peers/latency.py --tables 200 --rate 100 --seconds 30 [--lobbies N]
+    python benchmarks/peers/latency.py --tables 200 --rate 100 --seconds 30 [--processes N]
         [--game age_of_discovery] [--json]
 
 A fresh ``caravel up`` (this checkout) and ``--tables`` two-seat tables, both seats human,
@@ -25,17 +25,17 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=200)
     parser.add_argument("--rate", type=float, default=100)
     parser.add_argument("--seconds", type=float, default=30)
-    parser.add_argument("--lobbies", type=int, default=1)
+    parser.add_argument("--processes", type=int, default=None, help="CARAVEL_PROCESSES")
     parser.add_argument("--game", default="age_of_discovery")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     mean = args.tables / args.rate
     plan = Plan(game=args.game, seats=2, humans=2, think=(0.0, 2 * mean), watch_other=True)
-    with server(args.lobbies) as (base, process):
+    with server(args.processes) as (base, process):
         asyncio.run(wait_ready(base))
         result = asyncio.run(live_tables(base, process.pid, args.tables, args.seconds, plan))
     result["offered_per_second"] = args.rate
-    result["lobbies"] = args.lobbies
+    result["processes"] = args.processes
     print(json.dumps(result) if args.json else result)
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/peers/run.py --tables 20 --seconds 20 --rounds 2 [--mode ws|http]
         [--game age_of_discovery] [--old /tmp/caravel-base --old-mode http] [--no-bgio]
-        [--lobbies N] [--old-lobbies N] [--json]
+        [--processes N] [--old-processes N] [--json]
 
 Each round runs, one after the other (alternating, so both meet the same load on a shared
 machine), a closed loop of ``--tables`` two-seat tables, one move in flight per table:
@@ -42,16 +42,16 @@ TREE = os.path.dirname(os.path.dirname(HERE))
 
 
 def caravel_round(
-    tree: str, mode: str, args: argparse.Namespace, label: str, lobbies: int = 0
+    tree: str, mode: str, args: argparse.Namespace, label: str, processes: int | None = None
 ) -> dict[str, Any]:
-    with caravel_loop.caravel_up(sys.executable, tree, lobbies or 1) as (base, server):
+    with caravel_loop.caravel_up(sys.executable, tree, processes) as (base, server):
         asyncio.run(wait_ready(base))
         result = asyncio.run(
             caravel_loop.closed_loop(
                 base, server, mode, args.tables, args.seconds, args.game, args.warmup
             )
         )
-    result["system"] = f"{label} ({mode}{f', {lobbies} lobbies' if lobbies else ''})"
+    result["system"] = f"{label} ({mode}{f', {processes} processes' if processes else ''})"
     return result
 
 
@@ -66,8 +66,8 @@ def main() -> None:
     parser.add_argument("--old", default=None, help="another checkout to alternate with")
     parser.add_argument("--old-mode", choices=("ws", "http"), default="http")
     parser.add_argument("--no-bgio", action="store_true", help="leave boardgame.io out")
-    parser.add_argument("--lobbies", type=int, default=0, help="CARAVEL_LOBBIES (0: unset)")
-    parser.add_argument("--old-lobbies", type=int, default=0, help="the --old one's")
+    parser.add_argument("--processes", type=int, default=None, help="CARAVEL_PROCESSES (unset)")
+    parser.add_argument("--old-processes", type=int, default=None, help="the --old one's")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     results: list[dict[str, Any]] = []
@@ -76,11 +76,11 @@ def main() -> None:
         if peer is not None:
             results.append(boardgameio.run(peer, args.tables, args.seconds, args.warmup))
             print(json.dumps(results[-1]), flush=True)
-        results.append(caravel_round(TREE, args.mode, args, "caravel", args.lobbies))
+        results.append(caravel_round(TREE, args.mode, args, "caravel", args.processes))
         print(json.dumps(results[-1]), flush=True)
         if args.old:
             results.append(
-                caravel_round(args.old, args.old_mode, args, "caravel old", args.old_lobbies)
+                caravel_round(args.old, args.old_mode, args, "caravel old", args.old_processes)
             )
             print(json.dumps(results[-1]), flush=True)
     print(json.dumps(summary(results)) if args.json else summary(results))

@@ -1,10 +1,13 @@
 """Who plays each seat, as the bot player needs it for every decision request.
 
 A running table takes no joins, so a seat's player changes once at most: a human may leave
-(the lobby writes ``left``). A bot seat stays that bot and a left seat stays left, so those
-are kept per game and not read again; a human seat, which may leave at any moment, is read
-again for each request (so a leaver's next decision goes to the fallback at once). Requests
-of one batch are read in one round trip.
+(the lobby writes ``left`` and names the seat on the seat changes' stream,
+``shared.bus.seat_changes``). A book that follows that stream (:meth:`SeatBook.follow`: the
+bot player's) keeps every seat it read, humans too, and reads a seat again once it is named
+there: no read per human decision (issue 24). A book that does not follow it keeps only the
+seats that can no longer change (a bot, a leaver) and reads a human seat for each request.
+Either way a leaver's next decision goes to the fallback at once. Requests of one batch are
+read in one round trip.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import Keys
+from shared.bus import Broker, Delivery, Follower, Keys, newest_ids
+from shared.bus.seat_changes import changed_seat
 from shared.contracts import Seats
 from shared.contracts.records import BOT_PREFIX, LEFT
 
-KEPT_GAMES = 10_000  # games whose final seats are kept, least recently used dropped first
+KEPT_GAMES = 10_000  # games whose seats are kept, least recently used dropped first
+CHANGES_BATCH = 500
 
 
 def final(who: str) -> bool:
@@ -28,15 +33,31 @@ def final(who: str) -> bool:
 
 
 class SeatBook:
-    """The seats of the games a bot player answers for, read once where they are final."""
+    """The seats of the games a bot player answers for, read once (humans' too while the
+    book follows the seat changes)."""
 
     def __init__(self, redis: Redis, keys: Keys, kept: int = KEPT_GAMES) -> None:
         self.redis, self.keys, self.kept = redis, keys, kept
         self.known: OrderedDict[str, dict[int, str]] = OrderedDict()
+        self._changes: Follower | None = None
+        self._changed = 0  # changes seen: a read that a change overtook keeps no human
+
+    async def follow(self, broker: Broker) -> None:
+        """Follow the seat changes from now on (before any request is answered): from then
+        on human seats are kept too, and read again when one is named there."""
+        stream = self.keys.seat_changes()
+        tail = (await newest_ids(self.redis, [stream]))[stream]
+        self._changes = Follower(broker, self._seen, batch=CHANGES_BATCH)
+        await self._changes.add(stream, tail)
+
+    async def close(self) -> None:
+        """Stop following the seat changes."""
+        if self._changes is not None:
+            await self._changes.close()
 
     async def players(self, wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
         """Each (game, seat)'s player (``human``, ``bot:<level>``, ``left``; None: no lobby
-        seated anyone), the games with a seat not known final read in one pipeline."""
+        seated anyone), the games with a seat not known read in one pipeline."""
         wanted = list(wanted)
         found: dict[tuple[str, int], str | None] = {}
         for game_id, seat in wanted:
@@ -46,26 +67,37 @@ class SeatBook:
                 found[(game_id, seat)] = seats[seat]
         games = sorted({g for g, s in wanted if (g, s) not in found})
         if games:
+            changed = self._changed
             async with self.redis.pipeline(transaction=False) as pipe:
                 for game_id in games:
                     pipe.hgetall(self.keys.seats(game_id))
                 raws: list[Any] = await pipe.execute()
             read = {g: Seats.from_hash(raw).players for g, raw in zip(games, raws, strict=True)}
+            humans = self._changes is not None and changed == self._changed
             for game_id, players in read.items():
-                self._keep(game_id, players)
+                self._keep(game_id, players, humans)
             for game_id, seat in wanted:
                 if (game_id, seat) not in found:
                     found[(game_id, seat)] = read[game_id].get(seat)
         return found
 
-    def _keep(self, game_id: str, players: dict[int, str]) -> None:
-        kept = {seat: who for seat, who in players.items() if final(who)}
+    def _keep(self, game_id: str, players: dict[int, str], humans: bool) -> None:
+        kept = {seat: who for seat, who in players.items() if humans or final(who)}
         if not kept:
             return
         self.known.setdefault(game_id, {}).update(kept)
         self.known.move_to_end(game_id)
         while len(self.known) > self.kept:
             self.known.popitem(last=False)
+
+    async def _seen(self, deliveries: list[Delivery]) -> None:
+        """Forget the seats named: their next request reads them again."""
+        self._changed += 1
+        for delivery in deliveries:
+            game_id, seat = changed_seat(delivery.fields)
+            seats = self.known.get(game_id)
+            if seats is not None:
+                seats.pop(seat, None)
 
 
 def bot_level(who: str | None) -> str | None:

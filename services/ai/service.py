@@ -101,6 +101,7 @@ class BotPlayer:
     async def start(self) -> None:
         """Subscribe to every partition's decision stream (groups made from their start)."""
         await self.broker.start()
+        await self.seats.follow(self.broker)
         for stream in self.streams:
             await self.consumer.subscribe(stream)
 
@@ -126,6 +127,7 @@ class BotPlayer:
         await asyncio.gather(*self._firing.values(), return_exceptions=True)
         try:
             await self.views.close()
+            await self.seats.close()
         finally:
             await self.broker.stop()
 

@@ -490,8 +490,13 @@ async def _view(
     """The seat's projected view, at version ``after`` or later if given: the projection
     follows the log a little behind, so a client that was just told a version waits for it
     (``VIEW_WAIT_S`` at most: then a 503 to retry). 404 for a game that does not exist,
-    409 ``version_ahead`` for a version the game has not reached."""
-    view = await read_view(lobby.redis, lobby.keys, game_id, seat)
+    409 ``version_ahead`` for a version the game has not reached. Without ``after``, a game
+    this process has not read lately is read at the version its log has now (the projection
+    projects the games that are read: asking for one waits for its views)."""
+    if after is None:
+        view = await lobby.views.read(game_id, seat, VIEW_WAIT_S)
+    else:
+        view = await read_view(lobby.redis, lobby.keys, game_id, seat)
     if after is None or (view is not None and view["version"] >= after):
         if view is None:
             raise ApiError(404, "unknown_game", f"there is no game {game_id} (yet)")

@@ -16,11 +16,11 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from shared.bus.seat_changes import seat_changed
 from shared.contracts import CommandEnvelope, CommandResult, Seats, key_json
 from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
-from shared.views import read_view
 
 from .catalog import (
     bot_level_schema,
@@ -292,9 +292,12 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
     table, running = await run_in_threadpool(_leave, lobby.db, table_id, claim.seat)
     await lobby.set_holder(table_id, claim.seat, None)
     if running:
-        left = Seats(players={claim.seat: LEFT}).to_mapping()
-        await lobby.redis.hset(lobby.keys.seats(table_id), mapping=left)  # type: ignore[arg-type]
-        view = await read_view(lobby.redis, lobby.keys, table_id, claim.seat)
+        left: Any = Seats(players={claim.seat: LEFT}).to_mapping()
+        async with lobby.redis.pipeline(transaction=False) as pipe:  # the bot players' books
+            pipe.hset(lobby.keys.seats(table_id), mapping=left)  # read the seat again
+            seat_changed(pipe, lobby.keys.seat_changes(), table_id, claim.seat)
+            await pipe.execute()
+        view = await lobby.views.read(table_id, claim.seat, VIEW_WAIT_S)
         if view is not None and view["legal_commands"]:  # its decision is due now
             member = key_json([table_id, view["version"], claim.seat])
             deadlines = lobby.keys.deadlines(lobby.keys.partition(table_id))
@@ -328,8 +331,9 @@ async def start(
 async def _readable(lobby: Lobby, table: TableOut) -> TableOut | JSONResponse:
     """``table`` once its game's first view is written (the engine has created the game,
     the views projection follows a little later); after ``VIEW_WAIT_S``, a 202 saying
-    where to wait and when to come back."""
-    if await lobby.views.read_at(table.id, None, 1, VIEW_WAIT_S) is not None:
+    where to wait and when to come back. The views are asked for this once: a table whose
+    players follow it on their sockets is not projected at every move."""
+    if await lobby.views.read_at(table.id, None, 1, VIEW_WAIT_S, keep=False) is not None:
         return table  # the route's status: 200 (started) or 201 (a table of bots)
     headers = {"Location": f"/games/{table.id}/view", "Retry-After": "1"}
     return JSONResponse(table.model_dump(mode="json"), 202, headers=headers)

@@ -17,11 +17,19 @@ no newer than the stored one replaces it when the log has no event, or another e
 stored version. So a game loaded afresh (a projector started again, a game out of its
 cache) replaces a view of a lost log too, and a view of the log as it is now is never
 replaced by an older one.
+
+It projects only the games someone reads (issue 24: no one reads the views of a table of
+humans on their sockets, which get events, not views). A reader names the games it reads on
+the wanted views' stream (``shared.bus.wants``; :class:`shared.views.ViewWaiter` does, and
+waits for the log's version then); every projector follows that stream from its start (and
+the wants of the last minutes before it), projects a game when it is wanted and, while it
+stays wanted, at each of its events. The events of other games are acknowledged unread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -31,8 +39,9 @@ from typing import Any
 import structlog
 from redis.asyncio import Redis
 
-from shared.bus import Broker, Delivery, GroupConsumer, Keys
+from shared.bus import Broker, Delivery, Follower, GroupConsumer, Keys
 from shared.bus.scripts import Batch
+from shared.bus.wants import recent_wants, wanted_until
 from shared.contracts import Notification
 from shared.eventstore import EventStore, GameCodec, Held
 from shared.eventstore.scripts import VIEWS
@@ -44,6 +53,7 @@ log = structlog.get_logger("caravel.views")
 GROUP = "views"
 CACHE_GAMES = 20_000
 BATCH = 500
+FORGET_S = 60.0
 
 
 @dataclass
@@ -86,11 +96,22 @@ class ViewProjector:
             claim_idle_ms=claim_idle_ms,
         )
         self.games: OrderedDict[str, Projected] = OrderedDict()
+        self.wanted: dict[str, float] = {}  # game → until when (Unix time) it is read
+        self._wants = Follower(self.broker, self._wanted, batch=BATCH)
+        self._projecting = asyncio.Lock()  # one projection at a time: wants and events
+        self._forgotten = 0.0  # when the wants that ran out were last dropped
         self._streams = [keys.events(p) for p in keys.all_partitions()]
 
     async def start(self) -> None:
-        """Subscribe to every partition's event stream (groups made from their start)."""
+        """Follow the wanted views (projecting the games wanted lately: some may have been
+        wanted while no projector ran), then subscribe to every partition's event stream
+        (groups made from their start)."""
         await self.broker.start()
+        stream = self.keys.view_wants()
+        tail, recent = await recent_wants(self.redis, stream)
+        now = time.time()
+        await self._want([(game_id, until) for game_id, until in recent if until > now])
+        await self._wants.add(stream, tail)
         for stream in self._streams:
             await self.consumer.subscribe(stream)
 
@@ -101,17 +122,49 @@ class ViewProjector:
         try:
             await self.consumer.run(stop)
         finally:
-            await self.broker.stop()
+            try:
+                await self._wants.close()
+            finally:
+                await self.broker.stop()
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
-        """Project the games the entries name, then acknowledge the entries."""
-        changed = {Notification.from_fields(d.fields).game_id for d in deliveries}
+        """Project the wanted games the entries name, then acknowledge the entries."""
+        now = time.time()
+        changed = {
+            game_id
+            for d in deliveries
+            if self.wanted.get(game_id := Notification.from_fields(d.fields).game_id, 0) > now
+        }
         if changed:
             await self.project(sorted(changed))
         await self.consumer.ack(deliveries)
 
+    async def _wanted(self, deliveries: list[Delivery]) -> None:
+        """Wants read from the stream: project their games now."""
+        await self._want([wanted_until(d.id, d.fields) for d in deliveries])
+
+    async def _want(self, wants: Sequence[tuple[str, float]]) -> None:
+        """Keep each game wanted until the latest time asked (forgetting the wants that
+        ran out, once a minute: a look at every wanted game), and project the games now, up
+        to the newest version of their logs."""
+        now = time.time()
+        if now - self._forgotten > FORGET_S:
+            self._forgotten = now
+            for game_id in [g for g, until in self.wanted.items() if until <= now]:
+                del self.wanted[game_id]
+        for game_id, until in wants:
+            if until > self.wanted.get(game_id, 0):
+                self.wanted[game_id] = until
+        games = sorted({game_id for game_id, _ in wants})
+        for start in range(0, len(games), BATCH):
+            await self.project(games[start : start + BATCH])
+
     async def project(self, game_ids: Sequence[str]) -> None:
         """Bring each game's view up to the newest version of its log."""
+        async with self._projecting:
+            await self._project(game_ids)
+
+    async def _project(self, game_ids: Sequence[str]) -> None:
         missing = [g for g in game_ids if g not in self.games]
         behind = [g for g in game_ids if g in self.games]
         await self._load(missing)

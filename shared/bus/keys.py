@@ -129,6 +129,16 @@ class Keys:
         (for one version: a lobby or bot player not yet upgraded still writes here)."""
         return f"{self.prefix}:deadlines"
 
+    def seat_changes(self) -> str:
+        """The seats of running games whose player changed (``g``, ``s``: a human left),
+        for the bot players' books of who plays each seat."""
+        return f"{self.prefix}:seatchanges"
+
+    def view_wants(self) -> str:
+        """The games whose views someone reads (``g``: the game, ``k``: for how many seconds
+        from the entry's time): the views projection projects those games only."""
+        return f"{self.prefix}:viewwants"
+
     def all_partitions(self) -> range:
         return range(self.partitions)
 

@@ -1,4 +1,5 @@
-"""The bot player's seat book: final seats (bots, leavers) read once, humans every time."""
+"""The bot player's seat book: final seats (bots, leavers) read once; humans every time, or
+once while the book follows the seat changes."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from typing import Any
 from redis.asyncio import Redis
 
 from services.ai.seats import SeatBook, bot_level
-from shared.bus import Keys
+from shared.bus import Broker, Keys
+from shared.bus.seat_changes import seat_changed
 from shared.contracts import Seats
 from shared.contracts.records import HUMAN, LEFT
+
+from ..backbone.helpers import wait_for
 
 
 async def _seat(redis: Redis, keys: Keys, game_id: str, players: dict[int, str]) -> None:
@@ -41,3 +45,30 @@ async def test_the_book_keeps_a_bounded_number_of_games(redis: Redis, keys: Keys
         await _seat(redis, keys, game, {0: "bot:random"})
         await book.players([(game, 0)])
     assert list(book.known) == ["g-2", "g-3"]
+
+
+async def test_a_following_book_reads_a_human_seat_once_and_again_once_it_is_named(
+    redis: Redis, keys: Keys
+) -> None:
+    """The bot player's book follows the seat changes: a human seat is read once (a hash
+    rewritten behind its back is not seen), and read again once the lobby's leave names it
+    on the seat changes' stream."""
+    await _seat(redis, keys, "g-follow", {0: HUMAN, 1: HUMAN})
+    broker = Broker(redis, readers=keys.partitions, service="test")
+    await broker.start()
+    book = SeatBook(redis, keys)
+    await book.follow(broker)
+    both = [("g-follow", 0), ("g-follow", 1)]
+    try:
+        assert await book.players(both) == {("g-follow", 0): HUMAN, ("g-follow", 1): HUMAN}
+        await _seat(redis, keys, "g-follow", {0: LEFT, 1: LEFT})
+        assert await book.players(both) == {("g-follow", 0): HUMAN, ("g-follow", 1): HUMAN}
+        await seat_changed(redis, keys.seat_changes(), "g-follow", 1)
+
+        async def seen() -> bool:
+            return (await book.players([("g-follow", 1)]))[("g-follow", 1)] == LEFT
+
+        await wait_for(seen)
+    finally:
+        await book.close()
+        await broker.stop()

@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from services.engine import Engine
 from services.lobby.views import ViewProjector
 from shared.bus import CommandSender, Delivery, Keys
+from shared.bus.wants import KEPT_S, want
 from shared.contracts import CommandEnvelope, EventEnvelope
 from shared.games import age_of_discovery as aod
 from shared.settings import Settings
@@ -108,6 +109,12 @@ async def running_projector(
     finally:
         stop.set()
         await task
+
+
+async def want_views(redis: Redis, keys: Keys, *game_ids: str) -> None:
+    """Have the views projection project these games (as a reader of their views does)."""
+    for game_id in game_ids:
+        await want(redis, keys.view_wants(), game_id, KEPT_S)
 
 
 async def _subscribed(projector: ViewProjector, keys: Keys) -> bool:

@@ -43,7 +43,15 @@ from shared.games import age_of_discovery as aod
 from shared.views import read_view
 
 from ..scoring.helpers import dump
-from .helpers import RULES, play_locally, running_engine, running_projector, stored, wait_for
+from .helpers import (
+    RULES,
+    play_locally,
+    running_engine,
+    running_projector,
+    stored,
+    wait_for,
+    want_views,
+)
 
 GAME = "g-rollback"
 
@@ -105,6 +113,7 @@ async def test_views_and_scoring_project_again_a_game_whose_log_went_back(
 
     scorer = ScoringService(any_redis, keys, database, batch_size=5)
     await scorer.start()
+    await want_views(any_redis, keys, GAME)
     try:
         async with running_projector(any_redis, keys) as projector:
 
@@ -145,6 +154,7 @@ async def test_views_started_again_replace_the_view_of_a_log_that_went_back(
     kept = commands_events(branch, len(setup), seed=10, count=2)
     assert kept[-1][-1].version < lost[-1][-1].version
     await _append(store, [setup, *lost])
+    await want_views(redis, keys, GAME)  # the restarted projector reads the want again
     async with running_projector(redis, keys):
         await wait_for(lambda: _viewed(redis, keys, lost[-1][-1].version))
     await _roll_back(redis, keys, len(setup))

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 import httpx
 
 from shared.bus import Keys
+
+READY_WITHIN_S = 120  # a loaded machine starts a `caravel up` of several processes slowly
 
 
 def free_port() -> int:
@@ -66,7 +69,8 @@ async def running_lobby(
     )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            for _ in range(300):
+            deadline = time.monotonic() + READY_WITHIN_S
+            while time.monotonic() < deadline:
                 try:
                     if (await client.get("/readyz")).status_code == 200:
                         break

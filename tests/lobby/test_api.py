@@ -217,3 +217,35 @@ async def test_a_deadline_that_passes_makes_the_fallback_bot_move(
         assert final["turn"] == 8
     events = await EventStore(redis, keys).read(table["id"])
     assert {e.actor for e in events} == {"system", "fallback"}
+
+
+async def test_a_player_who_leaves_after_the_bots_read_their_seat_is_played_at_once(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """The bot player keeps a human seat it read (no read per decision); a player who
+    leaves mid-game after it did is still played by the fallback at once, not at the
+    deadline (an hour here): the game reaches its end while the other human plays on.
+    (Without the lobby naming the leaver's seat to the bots, this game stalls.)"""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table = (await client.post("/tables", json={"seats": 2, "deadline_s": 3600})).json()
+        a = (await client.post(f"/tables/{table['id']}/join", json={"name": "A"})).json()
+        b = (await client.post(f"/tables/{table['id']}/join", json={"name": "B"})).json()
+        await client.post(f"/tables/{table['id']}/start", headers=bearer(a["token"]))
+        bot, rng, version = GreedyBot(), random.Random(1), 1
+        for _ in range(6):  # both humans play a few moves: the bots have read both seats
+            for token in (a["token"], b["token"]):
+                view = await wait_for_view(client, table["id"], token, version)
+                if view["legal_commands"]:
+                    move = bot.choose(view, rng)
+                    answer = await client.post(
+                        f"/games/{table['id']}/commands", json=move, headers=bearer(token)
+                    )
+                    assert answer.status_code == 200, answer.json()
+                    version = answer.json()["version"]
+        left = await client.post(f"/tables/{table['id']}/leave", headers=bearer(b["token"]))
+        assert left.status_code == 200
+        playing = _play_until_over(client, table["id"], a["token"], 0, act=True)
+        final = await asyncio.wait_for(playing, 600)  # far below the seat's deadlines
+        assert final["turn"] == 8
+    events = await EventStore(redis, keys).read(table["id"])
+    assert {"player", "fallback"} <= {e.actor for e in events}

@@ -105,10 +105,10 @@ async def test_two_lobbies_share_a_port_and_either_one_serves_it_alone(
 async def test_caravel_up_with_two_lobbies_serves_its_port_from_two_processes(
     redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:
-    """``CARAVEL_LOBBIES=2``: `caravel up` starts a `caravel lobby` child on its port (two
-    sockets listen on it), both answer, and stopping `caravel up` stops the child too (it
-    waits for it: nothing listens on the port once it has exited)."""
-    async with running_lobby(redis_url, keys, database_url, tmp_path, lobbies="2") as client:
+    """``CARAVEL_PROCESSES=3``: `caravel up` starts a lobby child on its port beside its
+    pipeline child (two sockets listen on it), both answer, and stopping `caravel up` stops
+    the child too (it waits for it: nothing listens on the port once it has exited)."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path, processes="3") as client:
         port = client.base_url.port
         assert port is not None
         for _ in range(600):  # until the child binds the port beside it

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from typing import Any
 
 from redis.asyncio import Redis
 
 from services.lobby.views import GROUP, Projected, ViewProjector
 from shared.bus import CommandSender, Keys, ensure_group
 from shared.bus.scripts import Batch
-from shared.eventstore import Append, EventStore
+from shared.eventstore import Append, EventStore, GameCodec
 from shared.games import age_of_discovery as aod
-from shared.views import read_view, seat_part
+from shared.views import ViewWaiter, read_view, seat_part
 
 from ..backbone.helpers import (
     RULES,
@@ -22,6 +24,7 @@ from ..backbone.helpers import (
     running_engine,
     running_projector,
     wait_for,
+    want_views,
 )
 from ..backbone.test_eventstore import encoded, game_events
 
@@ -38,6 +41,7 @@ async def test_projected_views_equal_the_rules_views_for_every_seat(
     what ``view`` / ``seat_view`` of the engine's state gives: no more, no less."""
     commands, _ = play_locally("g-view", players=3, seed=6, limit=60)
     sender = CommandSender(redis, keys)
+    await want_views(redis, keys, "g-view")
     async with running_engine(redis, keys), running_projector(redis, keys) as projector:
         state, _ = aod.new_game(RULES, None, 3, 6)
         for i, command in enumerate(commands):
@@ -63,6 +67,7 @@ async def test_a_new_projector_catches_up_and_views_only_move_forward(
     async with running_engine(redis, keys):
         for command in commands:
             await sender.execute(command)
+    await want_views(redis, keys, "g-late-view")
     async with running_projector(redis, keys, consumer="first") as first:
         await _drain(first)
     stored = await read_view(redis, keys, "g-late-view", None)
@@ -82,6 +87,7 @@ async def test_views_never_carry_hidden_values(redis: Redis, keys: Keys) -> None
     are identical for the engine's state and for a resampled twin."""
     commands, final = play_locally("g-hidden", players=4, seed=11, limit=40)
     sender = CommandSender(redis, keys)
+    await want_views(redis, keys, "g-hidden")
     async with running_engine(redis, keys):
         for command in commands:
             await sender.execute(command)
@@ -105,7 +111,9 @@ async def test_what_a_dead_projector_left_pending_is_projected_by_a_live_one(
     await ensure_group(redis, stream, GROUP)
     assert len(await read_as(redis, GROUP, "dead-projector", stream, 10)) == 1  # never projected
     stop = asyncio.Event()
-    projecting = asyncio.create_task(ViewProjector(redis, keys, claim_idle_ms=200).run(stop))
+    live = ViewProjector(redis, keys, claim_idle_ms=200)
+    live.wanted["g-lost"] = time.time() + 60  # wanted, though never asked on the stream:
+    projecting = asyncio.create_task(live.run(stop))  # only the reclaimed entry projects it
 
     async def projected() -> bool:
         return await read_view(redis, keys, "g-lost", None) is not None
@@ -155,3 +163,58 @@ async def test_the_view_script_writes_only_newer_views_on_one_redis_and_the_clus
     assert await read_view(any_redis, keys, "g-script-0", None) == aod.view(
         games["g-script-0"][1], None
     )
+
+
+async def test_a_game_no_one_reads_is_not_projected_and_a_first_read_waits_for_its_log(
+    redis: Redis, keys: Keys
+) -> None:
+    """The projection writes no view of a game whose views no one asked for (a table of
+    humans on their sockets); the first read asks, and gets the view at the version the log
+    had then (read-your-writes); from then on each event is projected."""
+    commands, _ = play_locally("g-unread", players=2, seed=4, limit=30)
+    sender = CommandSender(redis, keys)
+    waiter = ViewWaiter(redis, keys, service="test")
+    try:
+        async with running_engine(redis, keys), running_projector(redis, keys) as projector:
+            for command in commands[:20]:
+                assert (await sender.execute(command)).status == "accepted"
+            await _drain(projector)
+            assert not await redis.exists(keys.view("g-unread"))
+            state = await _logged_state(redis, keys, "g-unread")
+            assert await waiter.read("g-unread", 1, 5) == aod.view(state, 1)
+            for command in commands[20:]:
+                assert (await sender.execute(command)).status == "accepted"
+            await _drain(projector)
+            state = await _logged_state(redis, keys, "g-unread")
+            assert await read_view(redis, keys, "g-unread", 0) == aod.view(state, 0)
+            assert await read_view(redis, keys, "g-unread", None) == aod.view(state, None)
+    finally:
+        await waiter.close()
+
+
+async def test_a_view_wanted_for_one_read_is_projected_once(redis: Redis, keys: Keys) -> None:
+    """A table's start waits for its first view and reads no more of it: that want makes
+    one projection, not one per later event; a later read asks again, for good."""
+    commands, _ = play_locally("g-once", players=2, seed=5, limit=12)
+    sender = CommandSender(redis, keys)
+    waiter = ViewWaiter(redis, keys, service="test")
+    try:
+        async with running_engine(redis, keys), running_projector(redis, keys) as projector:
+            assert (await sender.execute(commands[0])).status == "accepted"
+            first = await waiter.read_at("g-once", None, 1, 5, keep=False)
+            assert first is not None and first["version"] >= 1
+            for command in commands[1:]:
+                assert (await sender.execute(command)).status == "accepted"
+            await _drain(projector)
+            assert await read_view(redis, keys, "g-once", None) == first
+            state = await _logged_state(redis, keys, "g-once")
+            assert await waiter.read("g-once", None, 5) == aod.view(state, None)
+    finally:
+        await waiter.close()
+
+
+async def _logged_state(redis: Redis, keys: Keys, game_id: str) -> Any:
+    """The game's state as its log has it now."""
+    loaded = (await EventStore(redis, keys).load_many([game_id], GameCodec()))[game_id]
+    assert loaded.state is not None
+    return loaded.state

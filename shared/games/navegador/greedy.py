@@ -59,8 +59,14 @@ LATE = 0.3  # what is left of those near the end
 COLONY = COLUMNS.index("colony")
 EXPLORER = COLUMNS.index("explorer")
 COLUMN = {column: c for c, column in enumerate(COLUMNS)}  # a column's index by name
+USE_OF = [USE.get(column, 0.0) for column in COLUMNS]  # USE by column index
 FAR = 1 << 20  # the distance :func:`distances` gives an unreachable region
 TARGETS_KEPT = 50_000  # targets a map remembers before it forgets them all
+
+
+Target = tuple[int, tuple[int, ...]]
+"""A seat's target region (-1: none) and the distances to it of the party's ships nearest
+to it, nearest first (those the seat has: missing ones come from home)."""
 
 
 class _Map:
@@ -74,10 +80,15 @@ class _Map:
         self.adjacent = adjacency(regions, borders)
         self._distances: dict[tuple[int, int], tuple[int, ...]] = {}
         # a seat's target by (explored mask, its ships, the parties), capped in size
-        self.targets: dict[tuple[int, tuple[int, ...], tuple[int, ...]], int] = {}
+        # (the target, -1: none, and its party's distances to it: see _Seen.target)
+        self.targets: dict[tuple[int, tuple[int, ...], tuple[int, ...]], Target] = {}
+        # the regions a seat's free ships can explore now, by (explored mask, its ships,
+        # those sailed this action, the range, the parties), capped in size
+        self.explorable: dict[tuple[Any, ...], tuple[int, ...]] = {}
         self.home = home
         self.depth = distances(self.adjacent, (1 << len(regions)) - 1, home)
         self._unexplored: dict[int, list[int]] = {}
+        self._towards: dict[tuple[int, int], tuple[int, ...]] = {}
 
     def unexplored(self, mask: int) -> list[int]:
         """The regions not in ``mask``, memoised (read, never changed)."""
@@ -85,6 +96,16 @@ class _Map:
         if found is None:
             found = [r for r in range(len(self.depth)) if not mask >> r & 1]
             self._unexplored[mask] = found
+        return found
+
+    def towards(self, mask: int, x: int) -> tuple[int, ...]:
+        """Per region, the borders from it to ``x`` through the regions of ``mask`` (capped
+        at twice :data:`FAR`), memoised: a seat's ships sail towards their target."""
+        key = (mask, x)
+        found = self._towards.get(key)
+        if found is None:
+            found = tuple(min(self.distances(mask, r)[x], 2 * FAR) for r in range(len(self.depth)))
+            self._towards[key] = found
         return found
 
     def distances(self, mask: int, origin: int) -> tuple[int, ...]:
@@ -114,16 +135,36 @@ class _Table(NamedTuple):
     reads the policy off whole states thousands of times a second."""
 
     regions: list[str]
+    region_index: dict[str, int]  # a region's index by id
     goods: list[str | None]  # per region, None: home
-    parties: list[int]
+    parties: tuple[int, ...]  # per region, a tuple: part of the targets' memo key
     map: _Map
     board: dict[str, Any]  # as the view shows it
     rondel: list[str]
     ships: int  # a seat's ships in all
     wildcard_factories: int
+    tracks: list[tuple[str, int, str | None, int, tuple[int, ...], int]]  # see _tracks
+    column_vps: list[list[float]]  # see _column_vps
 
 
 _TABLES: list[tuple[Rules, int, _Table]] = []
+
+Building = tuple[str, int, str | None, int, int]
+"""A building on sale as the policy reads it: its track's id, column index, good (None: a
+shipyard or a church), workers and price now."""
+
+
+def _column_vps(columns: list[dict[str, Any]]) -> list[list[float]]:
+    """Per column of the player sheet, the VP one more achievement brings with each number
+    of its privileges held (base plus those privileges' VP): worked out once per board, not
+    at every valuation."""
+    return [
+        [
+            float(column["base_vp"] + sum(column["vp"][:held]))
+            for held in range(len(column["vp"]) + 1)
+        ]
+        for column in columns
+    ]
 
 
 def _table(rules: Rules, players: int) -> _Table:
@@ -132,19 +173,33 @@ def _table(rules: Rules, players: int) -> _Table:
     for known, n, found in _TABLES:
         if known is rules and n == players:
             return found
-    goods = [rules.goods[g] if g >= 0 else None for g in rules.region_good]
+    goods_names = rules.goods
+    goods = [goods_names[g] if g >= 0 else None for g in rules.region_good]
     board = views.board(rules)
     regions = list(rules.regions)
     home = next((r for r, good in enumerate(goods) if good is None), 0)
     made = _Table(
         regions,
+        {region: r for r, region in enumerate(regions)},
         goods,
-        [3 if views.double_loss(rules, players, r) else 2 for r in range(len(regions))],
+        tuple(3 if views.double_loss(rules, players, r) else 2 for r in range(len(regions))),
         _map(regions, board["borders"], home),
         board,
         list(rules.fields),
         rules.ruleset.player.ships,
         rules.ruleset.player.wildcard_factories,
+        [
+            (
+                t.id,
+                t.column,
+                goods_names[t.good] if t.good >= 0 else None,
+                t.workers,
+                t.prices,
+                t.on_board(players),
+            )
+            for t in rules.tracks
+        ],
+        _column_vps(board["columns"]),
     )
     _TABLES[:] = [*_TABLES[-15:], (rules, players, made)]
     return made
@@ -157,24 +212,42 @@ class _Seen:
 
     regions: list[str]
     region_goods: list[str | None]  # None: home
-    tokens: list[list[int] | None]  # a region's colony stack, None while face down
-    _market: dict[str, dict[str, Any]] | None
+    _tokens: list[list[int] | None] | None  # see tokens
+    _market: dict[str, tuple[int, int]] | None  # see market
+    index: dict[str, int]  # a region's index by id
     gallery: Sequence[int]  # the privileges left per column (by index)
-    parties: list[int]
+    parties: tuple[int, ...]  # per region, a tuple: part of the targets' memo key
     unexplored: list[int]
     mask: int
     map: _Map
     free_steps: int
     columns: list[dict[str, Any]]  # the player sheet, as the view's board shows it
+    column_vps: list[list[float]]  # see _column_vps
     rondel: Sequence[str]
     seat: int
-    me: dict[str, Any]  # the seat's part of the view
+    _me: dict[str, Any] | None  # see me
+    money: int
+    workers: int
+    ships: list[int]  # per region
+    fleet: int  # the seat's ships in all, on the board and in its supply
+    stone: int | None  # its rondel field, None before its first move
+    shipyards: int
+    churches: int
+    explorers: int
+    wildcards: int  # the seat's wildcard factories
+    _holdings: list[tuple[int, int]] | None  # see holdings
     privileges: Sequence[int]  # the seat's privileges held per column (by index)
     phase: int
     reach: int
     stage: str
-    _buildings: list[dict[str, Any]] | None
+    _buildings: list[Building] | None
     _state: State | None  # the state read, for what is read late
+    _table: _Table | None
+    # memos, set on an instance when first worked out
+    _achievements: tuple[int, ...] | None = None
+    _worker: float | None = None  # what a worker paid for a privilege is worth
+    _target: Target | None = None
+    _towards: tuple[int, ...] | None = None  # per region, the borders to the target
     explored_now: bool  # this Sailing action has explored
     sailed: list[int]  # per region: ships that sailed there this action
 
@@ -185,18 +258,30 @@ class _Seen:
         regions = o["regions"]
         s.regions = [region["id"] for region in regions]
         s.region_goods = [region["good"] for region in regions]
-        s.tokens = [region["tokens"] for region in regions]
-        s.parties = [3 if region["double_loss"] else 2 for region in regions]
+        s._tokens = [region["tokens"] for region in regions]
+        s.parties = tuple(3 if region["double_loss"] else 2 for region in regions)
         s.mask = sum(1 << r for r, region in enumerate(regions) if region["explored"])
         home = next((r for r, good in enumerate(s.region_goods) if good is None), 0)
         s.map = _map(s.regions, board["borders"], home)
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], o["rondel"]
+        s.column_vps = _column_vps(s.columns)
         s.seat, s.phase, s.stage = o["seat"], o["phase"], o["stage"]
-        s.me = o["players"][s.seat]
-        s.privileges = [s.me["privileges"][column] for column in COLUMNS]
+        me = s._me = o["players"][s.seat]
+        s.money, s.workers, s.ships, s.stone = me["money"], me["workers"], me["ships"], me["stone"]
+        s.shipyards, s.churches = me["shipyards"], me["churches"]
+        s.explorers, s.wildcards = me["explorers"], me["wildcard_factories"]
+        s.fleet = me["ships_in_supply"] + sum(s.ships)
+        s.privileges = [me["privileges"][column] for column in COLUMNS]
         s.reach = board["sailing_range"][s.phase - 1]
-        s._market = {m["good"]: m for m in o["market"]}
-        s._buildings, s._state = o["buildings"], None
+        s._market = {m["good"]: (m["price"], m["factory_income"]) for m in o["market"]}
+        s.index = {region: r for r, region in enumerate(s.regions)}
+        s._holdings = [(len(me["colonies"][g]), me["factories"][g]) for g in s._market]
+        s._buildings = [
+            (b["id"], COLUMN[b["column"]], b["good"], b["workers"], b["price"])
+            for b in o["buildings"]
+            if b["price"] is not None
+        ]
+        s._state, s._table = None, None
         s.gallery = [o["gallery"][column] for column in COLUMNS]
         s.explored_now, s.sailed = o["action"]["explored"], o["action"]["sailed"]
         s._derive()
@@ -207,19 +292,23 @@ class _Seen:
         s = cls()
         table = _table(state.rules, state.n)
         s.regions, s.region_goods, s.parties = table.regions, table.goods, table.parties
+        s.index = table.region_index
         s.map, s.mask = table.map, state.explored
         board = table.board
         s.free_steps, s.columns, s.rondel = board["free_steps"], board["columns"], table.rondel
+        s.column_vps = table.column_vps
         s.seat, s.phase, s.stage = seat, state.phase, state.stage
-        s.me = _player(state, seat, table)
+        s.money, s.workers, s.ships = state.money[seat], state.workers[seat], state.ships[seat]
+        stone = state.stone[seat]
+        s.stone = stone if stone >= 0 else None
+        s.shipyards, s.churches, s.fleet = state.shipyards[seat], state.churches[seat], table.ships
+        s.explorers, s.wildcards = state.explorers[seat], table.wildcard_factories
         s.privileges = state.privileges[seat]
         s.reach = board["sailing_range"][s.phase - 1]
-        s.tokens = [
-            stack if state.explored >> r & 1 else None for r, stack in enumerate(state.stacks)
-        ]
-        # the market and the buildings: read off the state when first asked
-        # for (most commands read none of them)
-        s._buildings, s._market, s._state = None, None, state
+        # the colony stacks, the seat's whole part of its view, the market and the
+        # buildings: read off the state when first asked for (most commands read none)
+        s._tokens, s._me, s._buildings, s._market, s._holdings = None, None, None, None, None
+        s._state, s._table = state, table
         s.gallery = state.gallery
         s.explored_now, s.sailed = state.explored_now, state.moved
         s._derive()
@@ -228,14 +317,7 @@ class _Seen:
     def _derive(self) -> None:
         """The fields both sources share the reading of, and the memos."""
         self.unexplored = self.map.unexplored(self.mask)
-        self.money: int = self.me["money"]
-        self.workers: int = self.me["workers"]
-        self.ships: list[int] = self.me["ships"]
         self.weight: float = 1.0 / (1.0 + max(0, self.money - RICH) / RICH)  # see money_weight
-        self._achievements: tuple[int, ...] | None = None
-        self._worker: float | None = None  # what a worker paid for a privilege is worth
-        self._target: tuple[int, ...] | None = None
-        self._to_target: dict[int, int] = {}
         self._actions: dict[str, float] = {}
         # the share of a whole game's uses still to come: the game ends at Nagasaki, so
         # the unexplored regions tell how far it has gone
@@ -243,21 +325,74 @@ class _Seen:
         self.future = LATE + (1 - LATE) * todo
 
     @property
-    def market(self) -> dict[str, dict[str, Any]]:
-        """Each good's market row as the view shows it (read off the state when first
-        asked for: most commands read none)."""
-        if self._market is None:
+    def tokens(self) -> list[list[int] | None]:
+        """Each region's colony stack, None while face down (read off the state when first
+        asked for)."""
+        if self._tokens is None:
             assert self._state is not None
-            self._market = {m["good"]: m for m in views.market(self._state)}
-        return self._market
+            explored = self.mask
+            self._tokens = [
+                stack if explored >> r & 1 else None for r, stack in enumerate(self._state.stacks)
+            ]
+        return self._tokens
+
+    def holdings(self) -> list[tuple[int, int]]:
+        """Per good, in the market's order: the seat's colonies and its factories (read off
+        the state when first asked for)."""
+        if self._holdings is None:
+            assert self._state is not None
+            seat = self.seat
+            self._holdings = [
+                (len(colonies), factories)
+                for colonies, factories in zip(
+                    self._state.colonies[seat], self._state.factories[seat], strict=True
+                )
+            ]
+        return self._holdings
 
     @property
-    def buildings(self) -> list[dict[str, Any]]:
-        """The building tracks as the view shows them (read off the state when first asked
-        for)."""
-        if self._buildings is None:
+    def me(self) -> dict[str, Any]:
+        """The seat's part of its view (read off the state when first asked for)."""
+        if self._me is None:
+            assert self._state is not None and self._table is not None
+            self._me = _player(self._state, self.seat, self._table)
+        return self._me
+
+    @property
+    def market(self) -> dict[str, tuple[int, int]]:
+        """Each good's price and factory income, in the view's order of goods (read off the
+        state when first asked for, as :func:`views.market` reads them: most commands read
+        none)."""
+        if self._market is None:
             assert self._state is not None
-            self._buildings = views.buildings(self._state)
+            rules = self._state.rules
+            prices, income = rules.prices, rules.factory_income
+            self._market = {
+                good: (prices[row][g], income[row])
+                for g, (good, row) in enumerate(zip(rules.goods, self._state.market, strict=True))
+            }
+        return self._market
+
+    def stack(self, r: int) -> list[int] | None:
+        """Region ``r``'s colony stack, None while face down (:attr:`tokens`' item, read
+        alone)."""
+        if self._tokens is not None:
+            return self._tokens[r]
+        assert self._state is not None
+        return self._state.stacks[r] if self.mask >> r & 1 else None
+
+    @property
+    def buildings(self) -> list[Building]:
+        """The buildings on sale, in the view's order of tracks (read off the state when
+        first asked for, as :func:`views.buildings` reads them)."""
+        if self._buildings is None:
+            assert self._state is not None and self._table is not None
+            left = self._state.left
+            self._buildings = [
+                (track, c, good, workers, prices[on_board - left[i]])
+                for i, (track, c, good, workers, prices, on_board) in enumerate(self._table.tracks)
+                if left[i]
+            ]
         return self._buildings
 
     # --- the map ------------------------------------------------------------------------
@@ -275,20 +410,22 @@ class _Seen:
         ships nearest to it; missing ones come from home), the deeper one on a tie."""
         if self._target is None:
             memo = self.map.targets
-            key = (self.mask, tuple(self.ships), tuple(self.parties))
+            key = (self.mask, tuple(self.ships), self.parties)
             found = memo.get(key)
             if found is None:
                 if len(memo) >= TARGETS_KEPT:
                     memo.clear()
                 found = memo[key] = self._find_target()
-            self._target = (found,)
-        found = self._target[0]
-        return None if found < 0 else found
+            self._target = found
+        x = self._target[0]
+        return None if x < 0 else x
 
-    def _find_target(self) -> int:
-        """:meth:`target` worked out (-1: none), for the map's memo: the search asks for it
-        at every playout step, mostly of the same ships on the same map."""
+    def _find_target(self) -> Target:
+        """:meth:`target` worked out (-1: none) with its party's distances, for the map's
+        memo: the search asks for it at every playout step, mostly of the same ships on the
+        same map."""
         best, least = -1, float("inf")
+        party_of_best: tuple[int, ...] = ()
         rows = [self.distances(r) for r, count in enumerate(self.ships) for _ in range(count)]
         home = self.distances(self.map.home)
         for x in self.unexplored:
@@ -297,22 +434,23 @@ class _Seen:
             effort = sum(near) + home[x] * (party - len(near))
             k = effort - 0.3 * self.map.depth[x]
             if effort < FAR and k < least:
-                best, least = x, k
-        return best
+                best, least, party_of_best = x, k, tuple(near)
+        return best, party_of_best
 
     def to_target(self, r: int) -> int:
         """Borders from region ``r`` to the target (0 without one)."""
-        found = self._to_target.get(r)
-        if found is None:
+        towards = self._towards
+        if towards is None:
             x = self.target()
-            found = 0 if x is None else min(self.distances(r)[x], 2 * FAR)
-            self._to_target[r] = found
-        return found
+            towards = self._towards = (
+                (0,) * len(self.regions) if x is None else self.map.towards(self.mask, x)
+            )
+        return towards[r]
 
     def spot(self, r: int, nth: int) -> float:
         """What the ``nth`` ship of this seat in region ``r`` is worth there for founding a
         colony: some while the region has a token for it, more if the seat can afford it."""
-        tokens = self.tokens[r] or []
+        tokens = self.stack(r) or []
         if nth > len(tokens) or self.workers < 2:
             return 0.0
         return 3.0 if tokens[0] <= self.money else 1.0
@@ -326,8 +464,8 @@ class _Seen:
 
     def column_vp(self, c: int) -> float:
         """VP one more achievement in column ``c`` brings: base plus privileges held."""
-        column = self.columns[c]
-        return float(column["base_vp"] + sum(column["vp"][: self.privileges[c]]))
+        vps = self.column_vps[c]
+        return vps[min(self.privileges[c], len(vps) - 1)]
 
     def explore_worth(self, x: int) -> float:
         """Exploring ``x``: the explorer's VP, the bonus, a colony stack opened where the
@@ -341,18 +479,32 @@ class _Seen:
         sailing = self.stage == "sailing"
         if sailing and self.explored_now:
             return 0.0
+        memo = self.map.explorable
+        sailed = tuple(self.sailed) if sailing else None
+        key = (self.mask, tuple(self.ships), sailed, self.reach, self.parties)
+        found = memo.get(key)
+        if found is None:
+            if len(memo) >= TARGETS_KEPT:
+                memo.clear()
+            found = memo[key] = self._explorable(sailing)
+        best = 0.0
+        for x in found:
+            best = max(best, self.explore_worth(x))
+        return best
+
+    def _explorable(self, sailing: bool) -> tuple[int, ...]:
+        """The regions :meth:`explorable` weighs, for the map's memo."""
         sailed = self.sailed if sailing else [0] * len(self.ships)
         free = [
             (self.distances(r), count - sailed[r])
             for r, count in enumerate(self.ships)
             if count > sailed[r]
         ]
-        best = 0.0
-        for x in self.unexplored:
-            near = sum(n for row, n in free if row[x] <= self.reach)
-            if near >= self.parties[x]:
-                best = max(best, self.explore_worth(x))
-        return best
+        return tuple(
+            x
+            for x in self.unexplored
+            if sum(n for row, n in free if row[x] <= self.reach) >= self.parties[x]
+        )
 
     def staging(self) -> float:
         """A Sailing that brings a party within reach of the target for the next one; else
@@ -360,8 +512,8 @@ class _Seen:
         x = self.target()
         if x is None:
             return 0.0
-        far = sorted(self.distances(r)[x] for r, n in enumerate(self.ships) for _ in range(n))
-        party = far[: self.party(x)]
+        assert self._target is not None
+        party = self._target[1]  # the ships' distances to x, nearest first: the party's
         if len(party) == self.party(x) and party[-1] <= 2 * self.reach:
             return STAGE * self.explore_worth(x)
         return 1.5 * sum(min(self.reach, max(0, d - 1)) for d in party if d < FAR)
@@ -369,18 +521,14 @@ class _Seen:
     def colony_worth(self, r: int, price: int) -> float:
         good = self.region_goods[r]
         assert good is not None  # a colony's region
-        sales = SALES * self.future * float(self.market[good]["price"])
+        sales = SALES * self.future * float(self.market[good][0])
         return VP * self.column_vp(COLONY) + (sales - price * self.money_weight()) / 10
 
-    def building_worth(self, b: dict[str, Any]) -> float:
-        c = COLUMN[b["column"]]
-        if b["good"] is not None:
-            use = FACTORY_USES * float(self.market[b["good"]]["factory_income"]) / 10
-        else:
-            use = USE.get(b["column"], 0.0)
+    def building_worth(self, b: Building) -> float:
+        _, c, good, _, price = b
+        use = USE_OF[c] if good is None else FACTORY_USES * float(self.market[good][1]) / 10
         use *= self.future
-        price = float(b["price"])
-        return VP * self.column_vp(c) + use - price * self.money_weight() / 10
+        return VP * self.column_vp(c) + use - float(price) * self.weight / 10
 
     def privilege_worth(self, column: str) -> float:
         """Its coin now, its VP per achievement (a few more to come), less the worker."""
@@ -400,13 +548,13 @@ class _Seen:
 
     def achievements(self) -> tuple[int, ...]:
         if self._achievements is None:
-            me = self.me
+            holdings = self.holdings()
             self._achievements = (
-                sum(len(v) for v in me["colonies"].values()),
-                sum(me["factories"].values()) + me["wildcard_factories"],
-                me["explorers"],
-                me["shipyards"],
-                me["churches"],
+                sum(colonies for colonies, _ in holdings),
+                sum(factories for _, factories in holdings) + self.wildcards,
+                self.explorers,
+                self.shipyards,
+                self.churches,
             )
         return self._achievements
 
@@ -504,30 +652,28 @@ def _buildings_value(seen: _Seen) -> float:
     """The buildings worth buying now, best first, while money and workers allow."""
     money, workers, total = seen.money, seen.workers, 0.0
     ranked = sorted(
-        ((seen.building_worth(b), b) for b in seen.buildings if b["price"] is not None),
-        key=lambda pair: -pair[0],
+        ((seen.building_worth(b), b) for b in seen.buildings), key=lambda pair: -pair[0]
     )
-    for worth, b in ranked:
+    for worth, (_, _, _, needed, price) in ranked:
         if worth <= 0:
             break
-        if b["price"] <= money and b["workers"] <= workers:
-            money -= b["price"]
-            workers -= b["workers"]
+        if price <= money and needed <= workers:
+            money -= price
+            workers -= needed
             total += worth
     return total
 
 
 def _market_value(seen: _Seen) -> float:
     """Per good the better of selling and processing; the orange factory on the best."""
-    me, weight = seen.me, seen.money_weight()
+    weight = seen.money_weight()
     total, wild = 0.0, 0.0
-    for good, m in seen.market.items():
-        sell = len(me["colonies"][good]) * m["price"]
-        own = me["factories"][good]
-        process = own * m["factory_income"]
+    for (price, income), (colonies, own) in zip(seen.market.values(), seen.holdings(), strict=True):
+        sell = colonies * price
+        process = own * income
         total += max(sell, process)
-        wild = max(wild, (own + 1) * m["factory_income"] - max(sell, process))
-    wild = wild if me["wildcard_factories"] else 0.0
+        wild = max(wild, (own + 1) * income - max(sell, process))
+    wild = wild if seen.wildcards else 0.0
     return (total + wild) * weight / 10
 
 
@@ -537,14 +683,14 @@ def _privilege_value(seen: _Seen) -> float:
 
 def _workers_value(seen: _Seen) -> float:
     room = MAX_WORKERS - seen.workers
-    return seen.best_hire(seen.me["churches"], seen.worker_uses(), room)
+    return seen.best_hire(seen.churches, seen.worker_uses(), room)
 
 
 def _ships_value(seen: _Seen) -> float:
-    me = seen.me
-    if not me["ships_in_supply"]:
+    in_supply = seen.fleet - sum(seen.ships)
+    if not in_supply:
         return 0.0
-    return seen.best_hire(me["shipyards"], seen.ship_uses(), me["ships_in_supply"])
+    return seen.best_hire(seen.shipyards, seen.ship_uses(), in_supply)
 
 
 _ACTIONS = {
@@ -562,7 +708,7 @@ _ACTIONS = {
 
 
 def _rondel(seen: _Seen, c: Command) -> float:
-    here = seen.me["stone"]
+    here = seen.stone
     fields = len(seen.rondel)
     steps = fields if here is None else (c.field - here) % fields or fields
     cost = 0 if here is None else max(0, steps - seen.free_steps)
@@ -576,56 +722,55 @@ def _use_card(seen: _Seen, c: Command) -> float:
 
 def _pay_ship(seen: _Seen, c: Command) -> float:
     """Pay with a ship far from the target and off a colony's region."""
-    r = seen.regions.index(c.region)
+    r = seen.index[c.region]
     near = 3.0 if seen.to_target(r) <= seen.reach else 0.0
     return 0.1 * seen.ships[r] - near - seen.spot(r, seen.ships[r])
 
 
 def _sail(seen: _Seen, c: Command) -> float:
-    origin = seen.regions.index(c.origin)
-    destination = seen.regions.index(c.destination)
+    origin = seen.index[c.origin]
+    destination = seen.index[c.destination]
     gain = seen.to_target(origin) - seen.to_target(destination)
     arrive = seen.spot(destination, seen.ships[destination] + 1)
     return 2.0 * gain + arrive - seen.spot(origin, seen.ships[origin])
 
 
 def _explore(seen: _Seen, c: Command) -> float:
-    x = seen.regions.index(c.region)
-    origins = [seen.regions.index(o) for o in c.origins]
+    x = seen.index[c.region]
+    origins = [seen.index[o] for o in c.origins]
     left = sum(seen.spot(r, seen.ships[r]) for r in set(origins))
     return 50.0 + seen.explore_worth(x) + (2.0 if x == seen.target() else 0.0) - 0.1 * left
 
 
 def _found(seen: _Seen, c: Command) -> float:
-    r = seen.regions.index(c.region)
-    tokens = seen.tokens[r] or [0]
+    r = seen.index[c.region]
+    tokens = seen.stack(r) or [0]
     return seen.colony_worth(r, tokens[0])
 
 
 def _build(seen: _Seen, c: Command) -> float:
-    b = next(b for b in seen.buildings if b["id"] == c.building)
+    b = next(b for b in seen.buildings if b[0] == c.building)
     return seen.building_worth(b)
 
 
 def _sell(seen: _Seen, c: Command) -> float:
-    m = seen.market[c.good]
-    return float(c.count * m["price"]) * seen.money_weight() / 10
+    price, _ = seen.market[c.good]
+    return float(c.count * price) * seen.money_weight() / 10
 
 
 def _process(seen: _Seen, c: Command) -> float:
-    m = seen.market[c.good]
+    _, income = seen.market[c.good]
     count: int = c.count
     spare = 0.1 if count > seen.me["factories"][c.good] else 0.0  # the orange one kept
-    return float(count * m["factory_income"]) * seen.money_weight() / 10 - spare
+    return float(count * income) * seen.money_weight() / 10 - spare
 
 
 def _recruit(seen: _Seen, c: Command) -> float:
-    return seen.hire_worth(c.count, seen.me["churches"], seen.worker_uses())
+    return seen.hire_worth(c.count, seen.churches, seen.worker_uses())
 
 
 def _buy_ships(seen: _Seen, c: Command) -> float:
-    me = seen.me
-    return seen.hire_worth(c.count, me["shipyards"], seen.ship_uses())
+    return seen.hire_worth(c.count, seen.shipyards, seen.ship_uses())
 
 
 def _privilege(seen: _Seen, c: Command) -> float:

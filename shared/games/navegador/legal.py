@@ -64,6 +64,20 @@ def _made(kind: type[C], *args: Any) -> C:
     return kind(*args)
 
 
+@lru_cache(maxsize=8192)
+def _counted(kind: type[Sell | Process], seat: int, good: str, most: int) -> tuple[Command, ...]:
+    """Selling or processing 1 to ``most`` units of ``good``, made once (see :func:`_made`)."""
+    return tuple(kind(seat, good, count) for count in range(1, most + 1))
+
+
+@lru_cache(maxsize=8192)
+def _sails(
+    seat: int, origin: int, destinations: tuple[int, ...], names: tuple[str, ...]
+) -> tuple[Sail, ...]:
+    """Sailing from ``origin`` to each of ``destinations``, made once (see :func:`_made`)."""
+    return tuple(Sail(seat, names[origin], names[d]) for d in destinations)
+
+
 def _card_usable(s: State, seat: int) -> bool:
     """The holder may sail first, once their stone is on the rondel (never in the first
     round)."""
@@ -101,9 +115,7 @@ def _legal_sailing(s: State, seat: int) -> list[Command]:
     out: list[Command] = []
     free = [(r, ships[r] - moved[r]) for r in range(len(names)) if ships[r] > moved[r]]
     for r, _ in free:
-        out += [
-            _made(Sail, seat, names[r], names[d]) for d in rules.sail_targets(explored, r, reach)
-        ]
+        out += _sails(seat, r, rules.sail_targets(explored, r, reach), names)
     if not s.explored_now:
         for x in range(len(names)):
             if explored >> x & 1:
@@ -181,8 +193,8 @@ def _legal_market(s: State, seat: int) -> list[Command]:
     out: list[Command] = []
     for g, good in enumerate(s.rules.goods):
         sell, process = _trade_limits(s, seat, g)
-        out += [_made(Sell, seat, good, c) for c in range(1, sell + 1)]
-        out += [_made(Process, seat, good, c) for c in range(1, process + 1)]
+        out += _counted(Sell, seat, good, sell)
+        out += _counted(Process, seat, good, process)
     out.append(_made(Pass, seat))
     return out
 
