@@ -37,8 +37,9 @@ async def want(broker: Broker, pipe: Any, stream: str, game_id: str, keep_s: flo
 
 
 async def trim_wants(redis: Redis, stream: str) -> None:
-    """Drop the wants older than :data:`KEPT_S` (none of them lasts any more)."""
-    await redis.xtrim(stream, minid=_oldest(), approximate=True)
+    """Drop the wants older than :data:`KEPT_S` (none of them lasts any more): exactly, as
+    it runs once a minute only (an approximate trim keeps whole nodes of 100 entries)."""
+    await redis.xtrim(stream, minid=_oldest(), approximate=False)
 
 
 def wanted_until(entry_id: str, fields: dict[bytes, bytes]) -> tuple[str, float]:
