@@ -29,7 +29,11 @@ def test_each_stream_kind_is_one_channel_template_with_its_writers_and_readers()
         by_address.setdefault(channel["address"], {})[name] = redis.get(
             "groupName", redis["method"]
         )
-        assert channel["parameters"] == {"p": {"description": "The partition: 0 to 63 by default."}}
+        if "{p}" in channel["address"]:
+            partition = {"p": {"description": "The partition: 0 to 63 by default."}}
+            assert channel["parameters"] == partition
+        else:
+            assert "parameters" not in channel
         assert doc["operations"][name]["action"] == (
             "send" if redis["method"] == "xadd" else "receive"
         )
@@ -47,12 +51,26 @@ def test_each_stream_kind_is_one_channel_template_with_its_writers_and_readers()
         "decisions",
         "rejections",
         "deadletters",
+        "viewwants",
+        "seatchanges",
+    }
+    assert by_address[keys.view_wants()] == {
+        "lobby:viewwants": "xadd",
+        "ai:viewwants": "xadd",
+        "views:viewwants": "xread",
+    }
+    assert by_address[keys.seat_changes()] == {
+        "lobby:seatchanges": "xadd",
+        "ai:seatchanges": "xread",
     }
     messages = doc["components"]["messages"]
     engine_reads = messages["engine:commands:SubscribeMessage"]["payload"]["$ref"]
     assert engine_reads == "#/components/schemas/CommandEnvelope"
     envelope = doc["components"]["schemas"]["CommandEnvelope"]
     assert {"game_id", "type"} <= set(envelope["required"])
+    for name, model in {"ai:seatchanges": "SeatChange", "views:viewwants": "ViewWant"}.items():
+        read = messages[f"{name}:SubscribeMessage"]["payload"]["$ref"]
+        assert read == f"#/components/schemas/{model}"
 
 
 def test_the_document_carries_each_games_event_payloads() -> None:

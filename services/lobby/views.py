@@ -41,7 +41,7 @@ from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, Follower, GroupConsumer, Keys
 from shared.bus.scripts import Batch
-from shared.bus.wants import recent_wants, wanted_until
+from shared.bus.wants import recent_wants, trim_wants, wanted_until
 from shared.contracts import Notification
 from shared.eventstore import EventStore, GameCodec, Held
 from shared.eventstore.scripts import VIEWS
@@ -145,13 +145,15 @@ class ViewProjector:
 
     async def _want(self, wants: Sequence[tuple[str, float]]) -> None:
         """Keep each game wanted until the latest time asked (forgetting the wants that
-        ran out, once a minute: a look at every wanted game), and project the games now, up
-        to the newest version of their logs."""
+        ran out, once a minute: a look at every wanted game, and a trim of the stream's
+        wants that ran out, which FastStream's publish cannot trim by age), and project the
+        games now, up to the newest version of their logs."""
         now = time.time()
         if now - self._forgotten > FORGET_S:
             self._forgotten = now
             for game_id in [g for g, until in self.wanted.items() if until <= now]:
                 del self.wanted[game_id]
+            await trim_wants(self.redis, self.keys.view_wants())
         for game_id, until in wants:
             if until > self.wanted.get(game_id, 0):
                 self.wanted[game_id] = until

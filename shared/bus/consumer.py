@@ -141,16 +141,25 @@ class Broker(GivenClientBroker):
         return self._given
 
     async def publish_in(
-        self, pipe: Any, body: bytes, stream: str, correlation_id: str | None = None
+        self,
+        pipe: Any,
+        body: bytes,
+        stream: str,
+        correlation_id: str | None = None,
+        *,
+        maxlen: int | None = None,
     ) -> None:
         """Publish ``body`` on ``stream`` as one command of ``pipe`` (a pipeline or transaction
         of this broker's client): sent when ``pipe`` executes, its entry id among the results.
         FastStream awaits the call it queues, and awaiting a redis-py cluster pipeline starts
         it over (its queue emptied, the entry lost); the adapter only queues. A command is
         published with its id as the correlation id (in traces; else FastStream draws a
-        ``uuid4`` for each message)."""
+        ``uuid4`` for each message). ``maxlen``: the stream is trimmed to about that many
+        entries."""
         queued: Any = _Queued(pipe)
-        await self.publish(body, stream=stream, pipeline=queued, correlation_id=correlation_id)
+        await self.publish(
+            body, stream=stream, pipeline=queued, correlation_id=correlation_id, maxlen=maxlen
+        )
 
     async def drop_idle_connections(self) -> None:
         """Close the subscribers' idle connections (a pool of their own): after a Redis

@@ -130,13 +130,13 @@ class Keys:
         return f"{self.prefix}:deadlines"
 
     def seat_changes(self) -> str:
-        """The seats of running games whose player changed (``g``, ``s``: a human left),
-        for the bot players' books of who plays each seat."""
+        """The seats of running games whose player changed (a human left: a
+        ``shared.contracts.SeatChange``), for the bot players' books of who plays each seat."""
         return f"{self.prefix}:seatchanges"
 
     def view_wants(self) -> str:
-        """The games whose views someone reads (``g``: the game, ``k``: for how many seconds
-        from the entry's time): the views projection projects those games only."""
+        """The games whose views someone reads (``shared.contracts.ViewWant``: the game, for
+        how many seconds from the entry's time): the views projection projects those only."""
         return f"{self.prefix}:viewwants"
 
     def all_partitions(self) -> range:

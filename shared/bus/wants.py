@@ -1,7 +1,14 @@
 """The stream of wanted views (``Keys.view_wants``): readers of views name the games they
-read, and the views projection projects those games only (``services.lobby.views``). An
-entry's id is its Redis time: the projection keeps a game wanted for ``k`` seconds from it,
-and the stream keeps no entry older than the longest want (:data:`KEPT_S`)."""
+read, and the views projection projects those games only (``services.lobby.views``). A want
+is a :class:`~shared.contracts.ViewWant` published through FastStream (its JSON in the
+entry's body field); the entry's id is its Redis time: the projection keeps a game wanted
+for ``keep_s`` seconds from it.
+
+Trimming: FastStream's publish trims by length only (``maxlen``), not by age (``MINID``).
+The stream keeps no want older than the longest want (:data:`KEPT_S`): the projection
+trims it so (:func:`trim_wants`) once a minute, from the loop where it forgets the wants
+that ran out; the publish's ``maxlen`` (:data:`KEPT`) only bounds the stream while no
+projection runs."""
 
 from __future__ import annotations
 
@@ -10,25 +17,35 @@ from collections.abc import Iterator
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 
+from shared.contracts import ViewWant
+
+from .consumer import Broker
+from .faststream_ext import BODY
 from .tails import newest_ids
 
 KEPT_S = 600.0  # the longest a want lasts: entries older than this are trimmed
+KEPT = 100_000  # entries kept at most: 166 wants a second for KEPT_S (one per read, at most)
 READ = 1_000
 
 
-def want(pipe: Pipeline | Redis, stream: str, game_id: str, keep_s: float) -> Any:
-    """Queue (on a pipeline) or send the want of ``game_id``'s views for ``keep_s`` seconds
-    (0: project it once), trimming the wants older than :data:`KEPT_S`."""
-    oldest = f"{int((time.time() - KEPT_S) * 1000)}-0"
-    fields = {"g": game_id, "k": f"{keep_s:g}"}
-    return pipe.xadd(stream, fields, minid=oldest, approximate=True)  # type: ignore[arg-type]
+async def want(broker: Broker, pipe: Any, stream: str, game_id: str, keep_s: float) -> None:
+    """Queue on ``pipe`` (a pipeline of ``broker``'s client) the want of ``game_id``'s views
+    for ``keep_s`` seconds (0: project it once)."""
+    body = ViewWant(game_id=game_id, keep_s=keep_s).encode()
+    await broker.publish_in(pipe, body, stream, maxlen=KEPT)
+
+
+async def trim_wants(redis: Redis, stream: str) -> None:
+    """Drop the wants older than :data:`KEPT_S` (none of them lasts any more): exactly, as
+    it runs once a minute only (an approximate trim keeps whole nodes of 100 entries)."""
+    await redis.xtrim(stream, minid=_oldest(), approximate=False)
 
 
 def wanted_until(entry_id: str, fields: dict[bytes, bytes]) -> tuple[str, float]:
     """A want's game and until when (a Unix time) it is wanted."""
-    return fields[b"g"].decode(), int(entry_id.partition("-")[0]) / 1000 + float(fields[b"k"])
+    wanted = ViewWant.decode(fields[BODY])
+    return wanted.game_id, int(entry_id.partition("-")[0]) / 1000 + wanted.keep_s
 
 
 async def recent_wants(redis: Redis, stream: str) -> tuple[str, list[tuple[str, float]]]:
@@ -36,7 +53,7 @@ async def recent_wants(redis: Redis, stream: str) -> tuple[str, list[tuple[str, 
     :data:`KEPT_S`): what a projection starting now must honour; it follows the stream
     from the tail on."""
     tail = (await newest_ids(redis, [stream]))[stream]
-    start = f"{int((time.time() - KEPT_S) * 1000)}-0"
+    start = _oldest()
     found: list[tuple[str, float]] = []
     while True:
         entries: Any = await redis.xrange(stream, start, tail, count=READ)
@@ -44,6 +61,11 @@ async def recent_wants(redis: Redis, stream: str) -> tuple[str, list[tuple[str, 
         if len(entries) < READ:
             return tail, found
         start = "(" + entries[-1][0].decode()
+
+
+def _oldest() -> str:
+    """The id of the oldest want that may still last."""
+    return f"{int((time.time() - KEPT_S) * 1000)}-0"
 
 
 def _parsed(entries: Any) -> Iterator[tuple[str, float]]:

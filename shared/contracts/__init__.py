@@ -28,6 +28,7 @@ from .envelopes import (
     read_event,
     string_json,
 )
+from .notices import SeatChange, ViewWant
 from .records import IMPORTED, Notification, Seats
 
 __all__ = [
@@ -42,7 +43,9 @@ __all__ = [
     "Made",
     "Notification",
     "Rejection",
+    "SeatChange",
     "Seats",
+    "ViewWant",
     "command_key",
     "decision_game",
     "dump_json",

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from services.engine import Engine
 from services.lobby.views import ViewProjector
-from shared.bus import CommandSender, Delivery, Keys
+from shared.bus import Broker, CommandSender, Delivery, Keys
 from shared.bus.wants import KEPT_S, want
 from shared.contracts import CommandEnvelope, EventEnvelope
 from shared.games import age_of_discovery as aod
@@ -113,8 +113,11 @@ async def running_projector(
 
 async def want_views(redis: Redis, keys: Keys, *game_ids: str) -> None:
     """Have the views projection project these games (as a reader of their views does)."""
-    for game_id in game_ids:
-        await want(redis, keys.view_wants(), game_id, KEPT_S)
+    broker = Broker(redis, service="test")
+    async with redis.pipeline(transaction=False) as pipe:
+        for game_id in game_ids:
+            await want(broker, pipe, keys.view_wants(), game_id, KEPT_S)
+        await pipe.execute()
 
 
 async def _subscribed(projector: ViewProjector, keys: Keys) -> bool:

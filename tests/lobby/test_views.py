@@ -10,8 +10,10 @@ from typing import Any
 from redis.asyncio import Redis
 
 from services.lobby.views import GROUP, Projected, ViewProjector
-from shared.bus import CommandSender, Keys, ensure_group
+from shared.bus import BODY, CommandSender, Keys, ensure_group
 from shared.bus.scripts import Batch
+from shared.bus.wants import KEPT_S
+from shared.contracts import ViewWant
 from shared.eventstore import Append, EventStore, GameCodec
 from shared.games import age_of_discovery as aod
 from shared.views import ViewWaiter, read_view, seat_part
@@ -218,3 +220,23 @@ async def _logged_state(redis: Redis, keys: Keys, game_id: str) -> Any:
     loaded = (await EventStore(redis, keys).load_many([game_id], GameCodec()))[game_id]
     assert loaded.state is not None
     return loaded.state
+
+
+async def test_a_projector_trims_the_wants_that_ran_out_and_keeps_the_others(
+    redis: Redis, keys: Keys
+) -> None:
+    """Wants are published through FastStream, which trims by length only: the projector
+    drops the wants older than the longest want (``KEPT_S``) itself, and honours the rest."""
+    stream = keys.view_wants()
+    old = f"{int((time.time() - KEPT_S - 60) * 1000)}-0"
+    body = ViewWant(game_id="g-old", keep_s=KEPT_S).encode()
+    await redis.xadd(stream, {BODY: body}, id=old)  # written 11 minutes ago
+    await want_views(redis, keys, "g-recent")
+    async with running_projector(redis, keys) as projector:
+        assert set(projector.wanted) == {"g-recent"}
+
+        async def trimmed() -> bool:
+            entries: Any = await redis.xrange(stream)
+            return [ViewWant.decode(f[BODY]).game_id for _, f in entries] == ["g-recent"]
+
+        await wait_for(trimmed)
