@@ -114,9 +114,19 @@ class Engine:
 
     async def start(self) -> None:
         """Create the command streams' consumer group (from id 0) for every partition, and
-        connect the broker (its subscribers come with the leases)."""
+        connect the broker (its subscribers come with the leases). A stream whose shard
+        fails now gets its group when its partition is followed (:meth:`follow`): one
+        shard's fault at the start stopped the engine. Every stream failing (Redis away)
+        raises: the engine's task ends, and its liveness says so."""
+        failures = []
         for stream in self._streams:
-            await ensure_group(self.redis, stream, GROUP)
+            try:
+                await ensure_group(self.redis, stream, GROUP)
+            except Exception as e:
+                log.warning("group not made yet", stream=stream, error=repr(e))
+                failures.append(e)
+        if failures and len(failures) == len(self._streams):
+            raise failures[0]
         await self.broker.start()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -194,6 +204,7 @@ class Engine:
                 self.fresh.discard(p)
                 continue
             async with self._alone(p):
+                await ensure_group(self.redis, stream, GROUP)  # missing if made in a fault
                 await self.consumer.reclaim(stream, 0, self._holds(p), self._settled(p))
                 if p in self.held:
                     await self.consumer.subscribe(stream)

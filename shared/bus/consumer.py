@@ -381,20 +381,34 @@ class GroupConsumer:
     async def subscribe(self, stream: str) -> None:
         """Read ``stream`` from now on (its group made from the start if missing; its
         subscriber restarted if FastStream stopped it). To handle what is pending first,
-        :meth:`reclaim` it with no idle time before."""
+        :meth:`reclaim` it with no idle time before.
+
+        A stream whose Redis fails now (its shard away or refusing writes: the group cannot
+        be made) is read once it answers: its subscriber is kept, unstarted, and started
+        by the next :meth:`revive`. Raising instead left it out for good: a service that
+        subscribes to every partition in turn at its start (the views projection, the bot
+        player) stopped at the first partition of a shard in a fault and never read the
+        following ones (issue 25)."""
         if stream in self._subscribers:
             await self._revive(stream)
             return
-        await ensure_group(self.redis, stream, self.group)
         self._locks.setdefault(stream, asyncio.Lock())
         if self._one_read:
             subscriber = self._shared or self._make_shared(stream)
-            subscriber.stream_sub.streams[stream] = None
         else:
             subscriber = self._subscriber(stream, BLOCK_MS, self._on_stream_batch(stream))
+        try:
+            await ensure_group(self.redis, stream, self.group)
+        except Exception:  # on one Redis, the shared read finds the group missing: revived
+            slog.warning("subscriber not started yet", stream=stream, exc_info=True)
+        if self._one_read:
+            subscriber.stream_sub.streams[stream] = None
         self._subscribers[stream] = subscriber
         if not subscriber.running:
-            await self._start(subscriber)
+            try:
+                await self._start(subscriber)
+            except Exception:  # its shard fails: :meth:`revive` starts it
+                slog.warning("subscriber not started yet", stream=stream, exc_info=True)
 
     def _subscriber(self, stream: str, block_ms: int, handle: Handler) -> Any:
         subscriber = self.broker.subscriber(

@@ -1,0 +1,161 @@
+"""Issue 25: after a node of a Redis Cluster is killed and comes back (a master: its replica
+takes over and it returns as that one's replica; a replica: its master refuses writes, with
+durability, until it is back), the games of every partition go on: the engine's leases, its
+subscribers, the views projection and the bot player serve every partition again.
+
+A service that starts while a shard refuses writes serves that shard's partitions once it
+takes them again. Before, the views projection (and the bot player) subscribed to the
+partitions in turn at its start and stopped at the first one whose group could not be made:
+the following partitions never had a view written, and their games (the bot player plays
+from the views) stopped for good: the chaos benchmark's cluster runs, "view 404"."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+import structlog
+
+from shared.bus import CommandSender, Keys, connect
+from shared.contracts import Seats
+from shared.contracts.records import BOT_PREFIX, HUMAN
+from shared.eventstore import EventStore
+from tests.cluster import LocalCluster, redis_server
+
+from .helpers import create_game
+from .test_shard_outage import WAIT_S, _advanced, _replica_of, pipeline_running
+
+DEADLINE_S = 0.5  # the human seat's clock: the bot player plays it from its deadlines
+ADVANCE = 6  # events each game must add after the faults
+
+
+@pytest.fixture
+def cluster() -> Any:
+    server = redis_server()
+    if server is None:
+        pytest.skip("no redis-server 7 or later on this machine")
+    local = LocalCluster(server, options=("--min-replicas-to-write", "1")).start()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+async def test_every_partition_goes_on_after_a_master_and_a_replica_come_back(
+    cluster: LocalCluster,
+) -> None:
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    with structlog.testing.capture_logs():
+        try:
+            await _play_through_the_faults(cluster, client, keys)
+        finally:
+            await client.aclose()
+
+
+async def _play_through_the_faults(cluster: LocalCluster, client: Any, keys: Keys) -> None:
+    store = EventStore(client, keys)
+    sender = CommandSender(client, keys)
+    await client.ping()  # the slot map
+    games = {
+        p: next(f"g{p}x{i}" for i in range(100_000) if keys.partition(f"g{p}x{i}") == p)
+        for p in range(keys.partitions)
+    }
+    seats = Seats({0: HUMAN, 1: f"{BOT_PREFIX}random", 2: f"{BOT_PREFIX}random"}, DEADLINE_S)
+    async with pipeline_running(client, keys):
+        for game in games.values():
+            await client.hset(keys.seats(game), mapping=seats.to_mapping())
+            result = await sender.execute(create_game(game), timeout_s=30)
+            assert result.status == "accepted", result
+        await _advanced(store, dict.fromkeys(games.values(), 0), ADVANCE)
+
+        victim = client.get_node_from_key(keys.commands(0)).port
+        cluster.kill(victim)  # its replica takes over; until then its partitions wait
+        await asyncio.to_thread(_wait_failover, cluster, victim)
+        # Every live node knows the new master: restarted empty before, the old one could
+        # take its slots back (and lose their data).
+        await asyncio.to_thread(cluster.wait_healthy)
+        cluster.restart(victim)  # back, as the new master's replica
+        await asyncio.to_thread(cluster.wait_healthy)
+        replica = _replica_of(cluster, cluster.master_ports()[1])
+        cluster.kill(replica)  # its master refuses writes (durability 1) until it is back
+        await asyncio.sleep(3)
+        cluster.restart(replica)
+        await asyncio.to_thread(cluster.wait_healthy)
+
+        at = {g: await _version(store, g) for g in games.values()}
+        await _advanced(store, at, ADVANCE)
+
+
+def _wait_failover(cluster: LocalCluster, killed: int) -> None:
+    """Until another node serves the killed master's slots."""
+    cluster._wait_for(
+        lambda: (
+            len(cluster.master_ports()) == cluster.masters and killed not in cluster.master_ports()
+        ),
+        "failover",
+        timeout_s=60,
+    )
+
+
+async def _version(store: EventStore, game: str) -> int:
+    """The game's version, asked again while the client finds its node."""
+    for _ in range(100):
+        try:
+            return await store.version(game)
+        except Exception:
+            await asyncio.sleep(0.2)
+    return await store.version(game)
+
+
+async def test_the_services_started_during_a_fault_serve_every_partition(
+    cluster: LocalCluster,
+) -> None:
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    with structlog.testing.capture_logs():
+        try:
+            await _start_during_a_fault(cluster, client, keys)
+        finally:
+            await client.aclose()
+
+
+async def _start_during_a_fault(cluster: LocalCluster, client: Any, keys: Keys) -> None:
+    """A replica killed (its master refuses writes: the groups of its partitions cannot be
+    made); the engine, the views projection and the bot player started; the replica back;
+    then games of every partition created: every game gets its view and moves."""
+    store = EventStore(client, keys)
+    sender = CommandSender(client, keys)
+    await client.ping()  # the slot map
+    games = {
+        p: next(f"g{p}y{i}" for i in range(100_000) if keys.partition(f"g{p}y{i}") == p)
+        for p in range(keys.partitions)
+    }
+    seats = Seats({0: HUMAN, 1: f"{BOT_PREFIX}random", 2: f"{BOT_PREFIX}random"}, DEADLINE_S)
+    # The shard of partition 0, first in the order the services subscribe.
+    replica = _replica_of(cluster, client.get_node_from_key(keys.commands(0)).port)
+    cluster.kill(replica)
+    async with pipeline_running(client, keys):
+        await asyncio.sleep(3)  # their start meets the shard refusing writes
+        cluster.restart(replica)
+        await asyncio.to_thread(cluster.wait_healthy)
+        for game in games.values():
+            await client.hset(keys.seats(game), mapping=seats.to_mapping())
+            result = await sender.execute(create_game(game), timeout_s=30)
+            assert result.status == "accepted", result
+        await _advanced(store, dict.fromkeys(games.values(), 1), ADVANCE)
+        await _viewed(client, keys, list(games.values()))
+
+
+async def _viewed(client: Any, keys: Keys, games: list[str]) -> None:
+    """Until every game has a view (``WAIT_S`` at most: then fails, naming the others)."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + WAIT_S
+    missing = list(games)
+    while missing:
+        missing = [g for g in missing if not await client.exists(keys.view(g))]
+        if missing and loop.time() > give_up:
+            raise AssertionError(f"games without a view: {missing}")
+        await asyncio.sleep(0.2)
