@@ -71,14 +71,16 @@ async def running_lobby(
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
             deadline = time.monotonic() + READY_WITHIN_S
             while time.monotonic() < deadline:
-                try:
-                    if (await client.get("/readyz")).status_code == 200:
+                try:  # a connection of its own per poll: see `probe`
+                    if (await probe(port)).status_code == 200:
                         break
                 except httpx.TransportError:
                     pass
                 if process.poll() is not None:
                     raise RuntimeError("caravel up exited")
                 await asyncio.sleep(0.05)
+            else:
+                raise TimeoutError(f"caravel {command} not ready in {READY_WITHIN_S} s")
             yield client
     finally:
         process.send_signal(signal.SIGTERM)
@@ -86,6 +88,14 @@ async def running_lobby(
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+async def probe(port: int) -> httpx.Response:
+    """``/readyz`` over a new connection, as an orchestrator's probe: a poll over a kept
+    connection accepted by the start-up probes could hang once they gave the port up (seen
+    with `caravel lobby` beside `caravel up` on one SQLite file; open on issue 25)."""
+    async with httpx.AsyncClient(timeout=5) as once:
+        return await once.get(f"http://127.0.0.1:{port}/readyz")
 
 
 def bearer(token: str) -> dict[str, str]:
