@@ -15,32 +15,19 @@ import asyncio
 import uuid
 from typing import Any
 
-import pytest
 import structlog
 
 from shared.bus import CommandSender, Keys, connect
 from shared.contracts import Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
-from tests.cluster import LocalCluster, redis_server
+from tests.cluster import LocalCluster
 
 from .helpers import create_game
 from .test_shard_outage import WAIT_S, _advanced, _replica_of, pipeline_running
 
 DEADLINE_S = 0.5  # the human seat's clock: the bot player plays it from its deadlines
 ADVANCE = 6  # events each game must add after the faults
-
-
-@pytest.fixture
-def cluster() -> Any:
-    server = redis_server()
-    if server is None:
-        pytest.skip("no redis-server 7 or later on this machine")
-    local = LocalCluster(server, options=("--min-replicas-to-write", "1")).start()
-    try:
-        yield local
-    finally:
-        local.stop()
 
 
 async def test_every_partition_goes_on_after_a_master_and_a_replica_come_back(

@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import pytest
 import structlog
 
 from services.ai.service import BotPlayer
@@ -24,25 +23,13 @@ from shared.bus import CommandSender, Keys, connect
 from shared.contracts import Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
-from tests.cluster import LocalCluster, redis_server
+from tests.cluster import LocalCluster
 
 from .helpers import create_game, running_engine, settings_for
 
 DEADLINE_S = 0.5  # the human seat's clock: the bot player plays it from its deadlines
 ADVANCE = 6  # events each game on a healthy shard must add while the other shard is away
 WAIT_S = 120.0  # for that progress, on a loaded machine (it never came before the fix)
-
-
-@pytest.fixture
-def cluster() -> Any:
-    server = redis_server()
-    if server is None:
-        pytest.skip("no redis-server 7 or later on this machine")
-    local = LocalCluster(server, options=("--min-replicas-to-write", "1")).start()
-    try:
-        yield local
-    finally:
-        local.stop()
 
 
 @asynccontextmanager
