@@ -23,7 +23,7 @@ from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
 from tests.cluster import LocalCluster
 
-from .helpers import create_game
+from .helpers import create_game, want_views
 from .test_shard_outage import WAIT_S, _advanced, _replica_of, pipeline_running
 
 DEADLINE_S = 0.5  # the human seat's clock: the bot player plays it from its deadlines
@@ -137,7 +137,9 @@ async def _start_during_a_fault(cluster: LocalCluster, client: Any, keys: Keys) 
 
 
 async def _viewed(client: Any, keys: Keys, games: list[str]) -> None:
-    """Until every game has a view (``WAIT_S`` at most: then fails, naming the others)."""
+    """Until every game has a view (``WAIT_S`` at most: then fails, naming the others),
+    once asked for as a reader of views asks (views are made for the games someone reads)."""
+    await want_views(client, keys, *games)
     loop = asyncio.get_running_loop()
     give_up = loop.time() + WAIT_S
     missing = list(games)
