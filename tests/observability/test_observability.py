@@ -80,7 +80,9 @@ def bus_counted(
     ):
         for name, labels, value in found.get(family, []):
             if name.endswith("_total"):
-                assert labels[label].startswith(head), labels  # a channel, not a stream
+                # a partition stream's channel, not a stream; or a stream of no partition
+                one_stream = labels[label] in (keys.view_wants(), keys.seat_changes())
+                assert labels[label].startswith(head) or one_stream, labels
                 kind = labels[label].removeprefix(head)
                 out[what or labels["status"], labels["app_name"], kind] += int(value)
     return out
