@@ -138,12 +138,12 @@ class _Starting:
         self._task = asyncio.create_task(self._server.serve(sockets), name="starting")
 
     async def close(self) -> None:
-        """Stop answering at once, closing the connections still open: a client polling
+        """Stop, closing the connections still open: a client polling
         ``/readyz`` over a kept-alive connection never lets it go idle, and a graceful stop
         would wait for it for good (the real app could never take the port). The client
         sees its connection closed and connects again, to the real app."""
         if self._server is not None and self._task is not None:
-            self._server.should_exit = self._server.force_exit = True
+            self._server.should_exit = True
             for connection in list(self._server.server_state.connections):
                 connection.transport.close()
             await self._task
