@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -33,13 +34,7 @@ ADVANCE = 6  # events each game must add after the faults
 async def test_every_partition_goes_on_after_a_master_and_a_replica_come_back(
     cluster: LocalCluster,
 ) -> None:
-    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
-    client: Any = connect(cluster.url)
-    with structlog.testing.capture_logs():
-        try:
-            await _play_through_the_faults(cluster, client, keys)
-        finally:
-            await client.aclose()
+    await _on_the_cluster(cluster, _play_through_the_faults)
 
 
 async def _play_through_the_faults(cluster: LocalCluster, client: Any, keys: Keys) -> None:
@@ -100,13 +95,7 @@ async def _version(store: EventStore, game: str) -> int:
 async def test_the_services_started_during_a_fault_serve_every_partition(
     cluster: LocalCluster,
 ) -> None:
-    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
-    client: Any = connect(cluster.url)
-    with structlog.testing.capture_logs():
-        try:
-            await _start_during_a_fault(cluster, client, keys)
-        finally:
-            await client.aclose()
+    await _on_the_cluster(cluster, _start_during_a_fault)
 
 
 async def _start_during_a_fault(cluster: LocalCluster, client: Any, keys: Keys) -> None:
@@ -148,3 +137,17 @@ async def _viewed(client: Any, keys: Keys, games: list[str]) -> None:
         if missing and loop.time() > give_up:
             raise AssertionError(f"games without a view: {missing}")
         await asyncio.sleep(0.2)
+
+
+async def _on_the_cluster(
+    cluster: LocalCluster, scenario: Callable[[LocalCluster, Any, Keys], Awaitable[None]]
+) -> None:
+    """Run ``scenario`` on a client of the cluster, in a namespace of 16 partitions of its
+    own, its logs captured (a traceback a second on a loaded machine slowed it to failing)."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    with structlog.testing.capture_logs():
+        try:
+            await scenario(cluster, client, keys)
+        finally:
+            await client.aclose()
