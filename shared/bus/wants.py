@@ -16,13 +16,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import structlog
 from redis.asyncio import Redis
 
 from shared.contracts import ViewWant
 
 from .consumer import Broker
+from .faults import transient
 from .faststream_ext import BODY
 from .tails import newest_ids
+
+log = structlog.get_logger("caravel.bus")
 
 KEPT_S = 600.0  # the longest a want lasts: entries older than this are trimmed
 KEPT = 100_000  # entries kept at most: 166 wants a second for KEPT_S (one per read, at most)
@@ -36,10 +40,23 @@ async def want(broker: Broker, pipe: Any, stream: str, game_id: str, keep_s: flo
     await broker.publish_in(pipe, body, stream, maxlen=KEPT)
 
 
-async def trim_wants(redis: Redis, stream: str) -> None:
+async def trim_wants(redis: Redis, stream: str) -> bool:
     """Drop the wants older than :data:`KEPT_S` (none of them lasts any more): exactly, as
-    it runs once a minute only (an approximate trim keeps whole nodes of 100 entries)."""
-    await redis.xtrim(stream, minid=_oldest(), approximate=False)
+    it runs once a minute only (an approximate trim keeps whole nodes of 100 entries).
+
+    A trim can wait: when the stream's shard refuses writes for a while (a master short of
+    replicas answers NOREPLICAS), it is left to the next minute and ``False`` returned. It
+    used to raise, and the views projection, which trims first thing at its start, died
+    there: no game of any partition got a view again (a 1-in-3 chance, on a 3-shard
+    cluster, that the stream lay on the shard at fault)."""
+    try:
+        await redis.xtrim(stream, minid=_oldest(), approximate=False)
+    except Exception as error:
+        if not transient(error):
+            raise
+        log.warning("wanted views not trimmed, for now", stream=stream, error=str(error))
+        return False
+    return True
 
 
 def wanted_until(entry_id: str, fields: dict[bytes, bytes]) -> tuple[str, float]:

@@ -99,8 +99,8 @@ async def test_the_services_started_during_a_fault_serve_every_partition(
 
 
 async def _start_during_a_fault(cluster: LocalCluster, client: Any, keys: Keys) -> None:
-    """A replica killed (its master refuses writes: the groups of its partitions cannot be
-    made); the engine, the views projection and the bot player started; the replica back;
+    """Replicas killed (their masters refuse writes: the groups of their partitions cannot
+    be made, the wanted views cannot be trimmed); the engine, the views projection and the bot player started; the replicas back;
     then games of every partition created: every game gets its view and moves."""
     store = EventStore(client, keys)
     sender = CommandSender(client, keys)
@@ -110,12 +110,16 @@ async def _start_during_a_fault(cluster: LocalCluster, client: Any, keys: Keys) 
         for p in range(keys.partitions)
     }
     seats = Seats({0: HUMAN, 1: f"{BOT_PREFIX}random", 2: f"{BOT_PREFIX}random"}, DEADLINE_S)
-    # The shard of partition 0, first in the order the services subscribe.
-    replica = _replica_of(cluster, client.get_node_from_key(keys.commands(0)).port)
-    cluster.kill(replica)
+    # The shard of partition 0, first in the order the services subscribe, and that of the
+    # wanted views' stream, which the views projection trims first thing (it died there).
+    masters = {client.get_node_from_key(k).port for k in (keys.commands(0), keys.view_wants())}
+    replicas = [_replica_of(cluster, master) for master in sorted(masters)]
+    for replica in replicas:
+        cluster.kill(replica)
     async with pipeline_running(client, keys):
-        await asyncio.sleep(3)  # their start meets the shard refusing writes
-        cluster.restart(replica)
+        await asyncio.sleep(3)  # their start meets the shards refusing writes
+        for replica in replicas:
+            cluster.restart(replica)
         await asyncio.to_thread(cluster.wait_healthy)
         for game in games.values():
             await client.hset(keys.seats(game), mapping=seats.to_mapping())

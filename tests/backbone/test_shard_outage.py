@@ -44,7 +44,12 @@ async def pipeline_running(client: Any, keys: Keys) -> AsyncIterator[None]:
             yield
         finally:
             stop.set()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            ended = await asyncio.gather(*tasks, return_exceptions=True)
+    # A service that died on the way (its task raised) is the test's failure, not a quiet
+    # "no view" later: the projection once died at its start on a shard refusing writes.
+    for service, outcome in zip(("views projection", "bot player"), ended, strict=True):
+        if isinstance(outcome, Exception):
+            raise AssertionError(f"the {service} died: {outcome!r}") from outcome
 
 
 def _replica_of(cluster: LocalCluster, master_port: int) -> int:
