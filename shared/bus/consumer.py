@@ -66,6 +66,7 @@ from .faststream_ext import (
     decode_batch,
     make_shared,
     parse_batch,
+    refusals_retried,
     stop_subscriber,
 )
 from .keys import Keys
@@ -202,7 +203,7 @@ def follow(
         persistent=False,
     )
     subscriber(handle)
-    return subscriber
+    return refusals_retried(subscriber)
 
 
 class Follower:
@@ -428,7 +429,7 @@ class GroupConsumer:
             title=f"{stream}:{self.group}",
         )
         subscriber(handle)
-        return subscriber
+        return refusals_retried(subscriber)
 
     def _on_stream_batch(self, stream: str) -> Handler:
         lock = self._locks[stream]

@@ -18,6 +18,9 @@ What is extended, and why:
   several times per read (about 5% of the engine's CPU); ours have no prefix.
 - The read retry (:data:`READ_RETRY_S`): FastStream's back-off after a failed read is a
   module constant of 5 s.
+- :class:`RefusedRead`: a read the server refuses (NOREPLICAS, CLUSTERDOWN) is retried
+  after the back-off like a cut connection; FastStream re-raises it, and its task supervisor
+  restarts the read at once, a busy loop for as long as the refusal lasts.
 - :func:`stop_subscriber`: FastStream's ``stop`` cancels a subscriber's read task without
   awaiting it; the read is awaited before the broker closes the pool under it.
 - :class:`GivenClientBroker`: a broker on a Redis client the service made (hiredis packing,
@@ -29,6 +32,7 @@ What is extended, and why:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any, NamedTuple, Self
 
 from faststream.message import StreamMessage, encode_message
@@ -38,6 +42,7 @@ from faststream.redis.message import DATA_KEY, BatchStreamMessage
 from faststream.redis.parser import MessageFormat
 from faststream.redis.subscriber.usecases import stream_subscriber
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from shared.redis_replies import text
 
@@ -134,6 +139,40 @@ class FixedStreamSub(StreamSub):
         return self if not prefix else super().add_prefix(prefix)
 
 
+class RefusedRead(Exception):
+    """A read the server answered with an error other than its group missing (NOREPLICAS:
+    XREADGROUP writes, and a master short of replicas refuses it; CLUSTERDOWN; WRONGTYPE)."""
+
+
+async def _refusal_retried(read: Awaitable[None]) -> None:
+    """Run a read step; a refusal (not NOGROUP, which FastStream handles) becomes a read
+    failure, retried after :data:`READ_RETRY_S` like a cut connection. FastStream re-raises
+    it out of the read loop, and its task supervisor starts the loop again at once: a busy
+    loop of PING and XREADGROUP per stream, as long as a shard refused writes."""
+    try:
+        await read
+    except ResponseError as e:
+        if "NOGROUP" in str(e):
+            raise
+        raise RefusedRead(str(e)) from e
+
+
+class StreamRead(stream_subscriber.StreamBatchSubscriber):
+    """FastStream's batch reader of one stream, its refusals retried (:class:`RefusedRead`)."""
+
+    __slots__ = ()
+
+    async def _get_msgs(self, read: Any) -> None:
+        await _refusal_retried(super()._get_msgs(read))
+
+
+def refusals_retried(subscriber: Any) -> Any:
+    """``subscriber`` (made by ``broker.subscriber``, batch, not yet started) as a
+    :class:`StreamRead`."""
+    subscriber.__class__ = StreamRead
+    return subscriber
+
+
 class SharedRead(stream_subscriber.StreamBatchSubscriber):
     """One XREADGROUP of every stream in its ``FixedStreamSub.streams``; their new entries
     go to the handler as one batch."""
@@ -141,6 +180,9 @@ class SharedRead(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
+        await _refusal_retried(self._read_all())
+
+    async def _read_all(self) -> None:
         sub: Any = self.stream_sub
         if not sub.streams:
             await asyncio.sleep(sub.polling_interval / 1000)
@@ -164,6 +206,9 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
+        await _refusal_retried(self._read_all())
+
+    async def _read_all(self) -> None:
         sub: Any = self.stream_sub
         positions: dict[str, str] = sub.positions
         if not positions:
