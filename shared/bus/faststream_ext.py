@@ -230,7 +230,8 @@ async def stop_subscriber(subscriber: Any, wait_s: float) -> None:
     "Message fetch error" (seen on every fourth stop of ``caravel up``: the bot player's
     follower of the seat changes, its broker stopped right after). Awaited here, the read
     is over before anyone closes its connection."""
-    tasks = [t for t in getattr(subscriber, "tasks", ()) if not t.done()]
+    current = asyncio.current_task()  # stopped from its own read: nothing to wait for
+    tasks = [t for t in getattr(subscriber, "tasks", ()) if not t.done() and t is not current]
     await subscriber.stop()
     if tasks:
         await asyncio.wait(tasks, timeout=wait_s)
