@@ -49,6 +49,15 @@ def caravel_version() -> str:
         return "unknown"
 
 
+def as_utc(moment: datetime | None) -> datetime | None:
+    """A time in UTC (one without a zone is taken as UTC, as the tables hold): what a
+    filter compares ``finished_at`` with. SQLite stores a time's UTC digits without an
+    offset, and PostgreSQL reads a time without one in the session's zone."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def score_columns() -> list[str]:
     """Every registered game's breakdown parts, each once, in the games' order."""
     parts = (p for name in api.names() for p in analytics.breakdown_parts(name))

@@ -28,7 +28,7 @@ from shared.contracts import Seats
 from shared.games import navegador
 
 from ..backbone.helpers import running_engine, settings_for
-from ..lobby.helpers import running_lobby
+from ..lobby.helpers import caravel_env, running_lobby
 from ..test_cli import caravel
 from .helpers import dump
 
@@ -132,14 +132,8 @@ async def test_a_live_runs_experiment_is_rebuilt_after_sql_is_lost(
         rows = conn.execute(select(flat.RESULTS).order_by(c.game_id, c.seat)).all()
 
     wipe(database)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CARAVEL_")},
-        "CARAVEL_REDIS_URL": redis_url,
-        "CARAVEL_KEY_PREFIX": keys.prefix,
-        "CARAVEL_PARTITIONS": str(keys.partitions),
-        "CARAVEL_DATABASE_URL": database_url,
-        "CARAVEL_DATA_DIR": str(tmp_path / "data"),
-    }
+    data = str(tmp_path / "data")
+    env = caravel_env(redis_url, keys, database_url=database_url, data_dir=data)
     rebuilt = await asyncio.to_thread(caravel, "projections", "rebuild", "--json", env=env)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert json.loads(rebuilt.stdout.splitlines()[-1])["games"] == 2
