@@ -9,6 +9,7 @@ import io
 import json
 import os
 import zipfile
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -497,3 +498,42 @@ async def test_the_exports_keep_their_period_game_and_experiment_and_no_secret(
     with (tmp_path / "c" / "results.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 12 and {r["experiment"] for r in rows} == {"new"}
+
+
+def test_a_turn_position_that_wins_too_often_is_flagged(database: Engine) -> None:
+    """Win rate by turn position against 1/n: the first player winning all 24 games is
+    flagged (and the others, who never win); the same games with the win going round the
+    positions flag none. The seat filters keep or drop those games as they should."""
+    lab(database, "skew", 24)
+    ids = sorted({r["game_id"] for r in results(database, experiment="skew")})
+    c = flat.RESULTS.c
+
+    def figures_when(winner: Callable[[int], int]) -> dict[str, Any]:
+        with database.begin() as conn:
+            for k, game_id in enumerate(ids):
+                won = c.turn_position == winner(k)
+                conn.execute(flat.RESULTS.update().where(c.game_id == game_id).values(won=won))
+            conn.execute(cells.CELLS.delete().where(cells.CELLS.c.experiment == "skew"))
+            cells.refresh_all(conn, "skew")
+        with database.connect() as conn:
+            return stats.figures(conn, stats.check(conn, stats.Filter(AOD, experiment="skew")))
+
+    first = figures_when(lambda k: 0)
+    flagged = [(p["value"], p["wins"], p["significant"]) for p in first["turn_position"]]
+    assert flagged == [(0, 24, True), (1, 0, True), (2, 0, True), (3, 0, True)]
+    assert all(p["expected"] == pytest.approx(0.25) for p in first["turn_position"])
+    fair = figures_when(lambda k: k % 4)
+    assert [(p["wins"], p["significant"]) for p in fair["turn_position"]] == [(6, False)] * 4
+
+    with database.connect() as conn:
+        for kept, games in (
+            ({"players": 4}, 24),
+            ({"players": 3}, 0),
+            ({"seat_kind": "bot:greedy"}, 24),
+            ({"seat_kind": "human"}, 0),
+            ({"seats": "bots"}, 24),
+            ({"seats": "humans"}, 0),
+            ({"until": datetime(2000, 1, 1, tzinfo=UTC)}, 0),
+        ):
+            f = stats.check(conn, stats.Filter(AOD, experiment="skew", **kept))
+            assert stats.figures(conn, f)["games"] == games, kept
