@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import re
 import zipfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -537,3 +538,34 @@ def test_a_turn_position_that_wins_too_often_is_flagged(database: Engine) -> Non
         ):
             f = stats.check(conn, stats.Filter(AOD, experiment="skew", **kept))
             assert stats.figures(conn, f)["games"] == games, kept
+
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def test_the_readme_documents_every_column_of_the_flat_table() -> None:
+    """The README's table of ``analytics_results`` names each column once (the breakdown
+    columns as ``score_<part>``), and no column the table lacks."""
+    text = README.read_text()
+    table = text[text.index("| column | what |") :].split("\n\n", 1)[0]
+    documented: list[str] = []
+    for line in table.splitlines()[2:]:
+        documented += re.findall(r"`([a-z_<>]+)`", line.split("|")[1])
+    columns = [c.name for c in flat.RESULTS.columns]
+    expected = [c for c in columns if not c.startswith(flat.SCORE_PREFIX)]
+    assert sorted(documented) == sorted([*expected, f"{flat.SCORE_PREFIX}<part>"])
+
+
+def test_the_readmes_duckdb_queries_answer_on_an_export(
+    database: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's DuckDB queries, run as written in the directory of an export: turn
+    positions, and the win rates of the owners of buildings, each with rows."""
+    lab(database, "readme", 3)
+    export.write_parquet(database, export.Scope(), tmp_path / "export", 1)
+    queries = re.findall(r'duckdb\.sql\("""(.*?)"""\)', README.read_text(), re.DOTALL)
+    assert len(queries) == 2
+    monkeypatch.chdir(tmp_path)
+    positions, buildings = (duckdb.sql(query).fetchall() for query in queries)
+    assert {row[2] for row in positions} == {0, 1, 2, 3} and sum(r[3] for r in positions) == 12
+    assert buildings and all(0 <= row[2] <= 1 for row in buildings)
