@@ -39,6 +39,7 @@ from redis.asyncio import Redis
 from structlog.contextvars import bound_contextvars
 
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
+from shared.bus.deadlines import heads as deadline_heads
 from shared.contracts import CommandEnvelope, DecisionRequest, dump_json, load_json
 from shared.contracts.records import HUMAN, LEFT
 from shared.games import api
@@ -96,6 +97,7 @@ class BotPlayer:
         self.rng = random.Random()
         self.key = settings.signing_key()
         self._failing: set[str] = set()  # the deadlines whose shard failed last round
+        self._deadline_keys = [keys.deadlines(p) for p in keys.all_partitions()]
         self._firing: dict[str, asyncio.Task[None]] = {}  # deadlines being played, by key
 
     async def start(self) -> None:
@@ -222,16 +224,14 @@ class BotPlayer:
         """Play for humans whose time ran out, and for bot seats whose request could not be
         answered when it came (:meth:`remind`); returns how long to wait (ms) for the next
         deadline, ``WAIT_MS`` at most. Each partition's deadlines are read in one round
-        trip for all (a pipeline per shard), and its due ones played by a task of their own
+        trip for all (one script call on one Redis, a pipeline per shard on a cluster:
+        ``shared.bus.deadlines``), and its due ones played by a task of their own
         (the next round skips a partition whose task still runs): a shard away, refusing
         writes, or whose views lag holds up its own partitions only."""
-        keys = [self.keys.deadlines(p) for p in self.keys.all_partitions()]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.zrange(key, 0, 0, withscores=True)
-            pipe.zrange(self.keys.legacy_deadlines(), 0, DUE_PER_ROUND - 1, withscores=True)
-            heads: list[Any] = await pipe.execute(raise_on_error=False)
-        *heads, legacy = heads
+        keys = self._deadline_keys
+        *heads, legacy = await deadline_heads(
+            self.redis, [*keys, self.keys.legacy_deadlines()], DUE_PER_ROUND
+        )
         await self._move_legacy(legacy)
         now = time.time()
         failing = {key for key, head in zip(keys, heads, strict=True) if _failed(head)}
