@@ -40,6 +40,7 @@ from structlog.contextvars import bound_contextvars
 
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
 from shared.bus.deadlines import heads as deadline_heads
+from shared.bus.deadlines import set_and_ack
 from shared.contracts import CommandEnvelope, DecisionRequest, dump_json, load_json
 from shared.contracts.records import HUMAN, LEFT
 from shared.games import api
@@ -141,8 +142,8 @@ class BotPlayer:
         """Answer the newest request of each seat; acknowledge the requests of the seats
         answered (a seat's older requests are stale). The others stay pending: another
         worker (or this one) reclaims them and tries again. The batch's seats are read in
-        one round trip, and its humans' clocks and the requests to try again are written
-        in another, before the acknowledgement."""
+        one round trip; the requests to try again are written in another (rare), and its
+        humans' clocks with the acknowledgement in one more (``shared.bus.deadlines``)."""
         parsed = [(d, DecisionRequest.model_validate_json(d.fields[b"r"])) for d in deliveries]
         latest: dict[tuple[str, int], DecisionRequest] = {}
         for _, request in parsed:
@@ -165,8 +166,31 @@ class BotPlayer:
                 done.add(key)
             else:  # a bot's (or a leaver's) view lags: try again soon
                 later[_member(request)] = time.time() + RETRY_S
-        await self.remind(later, clocks)
-        await self.consumer.ack([d for d, r in parsed if (r.game_id, r.seat) in done])
+        await self.remind(later)
+        await self._clocks_and_ack(
+            clocks, [(d, r) for d, r in parsed if (r.game_id, r.seat) in done]
+        )
+
+    async def _clocks_and_ack(
+        self, clocks: dict[str, float], done: list[tuple[Delivery, DecisionRequest]]
+    ) -> None:
+        """Start the humans' clocks and acknowledge the requests answered, in one round trip
+        (each partition's clocks set before its entries are acknowledged, atomically)."""
+        by_partition: dict[int, tuple[dict[str, float], list[str], str]] = {}
+        for member, due in clocks.items():
+            p = self.keys.partition(load_json(member)[0])
+            by_partition.setdefault(p, ({}, [], self.keys.decisions(p)))[0][member] = due
+        for d, request in done:
+            p = self.keys.partition(request.game_id)
+            by_partition.setdefault(p, ({}, [], d.stream))[1].append(d.id)
+        await set_and_ack(
+            self.redis,
+            GROUP,
+            [
+                (self._deadline_keys[p], m, stream, ids)
+                for p, (m, ids, stream) in by_partition.items()
+            ],
+        )
 
     async def remind(self, due: dict[str, float], clocks: dict[str, float] | None = None) -> None:
         """Put requests not answered yet among their partition's deadlines, each due at the
