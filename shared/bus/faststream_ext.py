@@ -23,6 +23,11 @@ What is extended, and why:
   several times per read (about 5% of the engine's CPU); ours have no prefix.
 - The read retry (:data:`READ_RETRY_S`): FastStream's back-off after a failed read is a
   module constant of 5 s.
+- :class:`RefusedRead`: a read the server refuses (NOREPLICAS, CLUSTERDOWN) is retried
+  after the back-off like a cut connection; FastStream re-raises it, and its task supervisor
+  restarts the read at once, a busy loop for as long as the refusal lasts.
+- :func:`stop_subscriber`: FastStream's ``stop`` cancels a subscriber's read task without
+  awaiting it; the read is awaited before the broker closes the pool under it.
 - :class:`GivenClientBroker`: a broker on a Redis client the service made (hiredis packing,
   a pool of its own for blocking reads), through the broker's connection-state factory.
 - :func:`parse_batch`/:func:`decode_batch`: the raw batch's keys (``message_ids``,
@@ -37,6 +42,7 @@ the parser and decoder hooks; the bus metrics are series of our own (``.metrics`
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any, NamedTuple, Self
 
 from faststream import StreamMessage
@@ -44,6 +50,7 @@ from faststream.redis import BinaryMessageFormatV1, RedisBroker, StreamSub
 from faststream.redis.configs import RedisConnectionState
 from faststream.redis.subscriber.usecases import stream_subscriber
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from shared.redis_replies import text
 
@@ -146,6 +153,40 @@ class FixedStreamSub(StreamSub):
         return self if not prefix else super().add_prefix(prefix)
 
 
+class RefusedRead(Exception):
+    """A read the server answered with an error other than its group missing (NOREPLICAS:
+    XREADGROUP writes, and a master short of replicas refuses it; CLUSTERDOWN; WRONGTYPE)."""
+
+
+async def _refusal_retried(read: Awaitable[None]) -> None:
+    """Run a read step; a refusal (not NOGROUP, which FastStream handles) becomes a read
+    failure, retried after :data:`READ_RETRY_S` like a cut connection. FastStream re-raises
+    it out of the read loop, and its task supervisor starts the loop again at once: a busy
+    loop of PING and XREADGROUP per stream, as long as a shard refused writes."""
+    try:
+        await read
+    except ResponseError as e:
+        if "NOGROUP" in str(e):
+            raise
+        raise RefusedRead(str(e)) from e
+
+
+class StreamRead(stream_subscriber.StreamBatchSubscriber):
+    """FastStream's batch reader of one stream, its refusals retried (:class:`RefusedRead`)."""
+
+    __slots__ = ()
+
+    async def _get_msgs(self, read: Any) -> None:
+        await _refusal_retried(super()._get_msgs(read))
+
+
+def refusals_retried(subscriber: Any) -> Any:
+    """``subscriber`` (made by ``broker.subscriber``, batch, not yet started) as a
+    :class:`StreamRead`."""
+    subscriber.__class__ = StreamRead
+    return subscriber
+
+
 class SharedRead(stream_subscriber.StreamBatchSubscriber):
     """One XREADGROUP of every stream in its ``FixedStreamSub.streams``; their new entries
     go to the handler as one batch."""
@@ -153,6 +194,9 @@ class SharedRead(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
+        await _refusal_retried(self._read_all())
+
+    async def _read_all(self) -> None:
         sub: Any = self.stream_sub
         if not sub.streams:
             await asyncio.sleep(sub.polling_interval / 1000)
@@ -176,6 +220,9 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
+        await _refusal_retried(self._read_all())
+
+    async def _read_all(self) -> None:
         sub: Any = self.stream_sub
         positions: dict[str, str] = sub.positions
         if not positions:
@@ -186,6 +233,22 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
             streams=reading, count=sub.max_records, block=sub.polling_interval
         )
         await _hand_on(self, sub, response, positions, positions=True)
+
+
+async def stop_subscriber(subscriber: Any, wait_s: float) -> None:
+    """Stop ``subscriber`` and wait (``wait_s`` at most) until its read task has ended.
+
+    FastStream's ``stop`` cancels the read task (``TasksMixin.tasks``) without awaiting it;
+    a broker stopped next closes the pool under a read that is still winding down (the
+    cancellation does not always win against the read's reply), which then fails as
+    "Message fetch error" (seen on every fourth stop of ``caravel up``: the bot player's
+    follower of the seat changes, its broker stopped right after). Awaited here, the read
+    is over before anyone closes its connection."""
+    current = asyncio.current_task()  # stopped from its own read: nothing to wait for
+    tasks = [t for t in getattr(subscriber, "tasks", ()) if not t.done() and t is not current]
+    await subscriber.stop()
+    if tasks:
+        await asyncio.wait(tasks, timeout=wait_s)
 
 
 def make_shared(subscriber: Any, kind: type[SharedRead] | type[SharedFollow]) -> Any:
