@@ -138,14 +138,18 @@ class _Starting:
         self._task = asyncio.create_task(self._server.serve(sockets), name="starting")
 
     async def close(self) -> None:
-        """Stop, closing the connections still open: a client polling
-        ``/readyz`` over a kept-alive connection never lets it go idle, and a graceful stop
-        would wait for it for good (the real app could never take the port). The client
-        sees its connection closed and connects again, to the real app."""
+        """Stop, closing the connections still open, again and again until the server is
+        done: a client polling ``/readyz`` over a kept-alive connection never lets it go
+        idle, and a graceful stop would wait for it for good (the real app could never take
+        the port). The client sees its connection closed and connects again; until uvicorn
+        notices ``should_exit`` (up to 0.1 s) it still accepts, and a connection closed
+        once, before that, left the one made after it holding the stop for good."""
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
-            for connection in list(self._server.server_state.connections):
-                connection.transport.close()
+            while not self._task.done():
+                for connection in list(self._server.server_state.connections):
+                    connection.transport.close()
+                await asyncio.wait({self._task}, timeout=0.02)
             await self._task
             self._server = self._task = None
 
