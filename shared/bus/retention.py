@@ -12,9 +12,12 @@ A stream entry may go once no reader can still need it:
 A stream with no consumer group is trimmed by the retention alone: nothing says who reads
 it. A reader that keeps its own position rather than a group (scoring keeps it in SQL)
 publishes it with :func:`mark_read`, as a group that is never read through, so that its
-entries wait for it like any group's. A group made after entries were trimmed (a consumer
-started for the first time, later than the retention) does not get them back: create the
-groups when a deployment starts, and rebuild a projection that starts late.
+entries wait for it like any group's. A group that skips streams it does not need (the
+views projection, on partitions with no wanted game) moves itself forward on them with
+:func:`advance_group`, so that its old position does not hold them. A group made after
+entries were trimmed (a consumer started for the first time, later than the retention)
+does not get them back: create the groups when a deployment starts, and rebuild a
+projection that starts late.
 
 One script per stream computes the point and trims (``XTRIM MINID``, exact) at once, so
 no group moves or appears between the two.
