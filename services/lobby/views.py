@@ -204,12 +204,16 @@ class ViewProjector:
             if not opened:
                 return opened
             streams = [self.keys.events(p) for p in sorted(opened)]
-            try:
-                for stream in streams:
+            moved = []
+            for stream in streams:
+                try:
                     await ensure_group(self.redis, stream, GROUP)
-                await advance_group(self.redis, GROUP, streams, "$")
-            except Exception:  # its shard fails: read from where the group is, once it is back
-                log.warning("views group not moved to the tail", exc_info=True)
+                    moved.append(stream)
+                except Exception:  # its shard fails: the subscriber makes it once it is back
+                    log.warning("views group not made yet", stream=stream, exc_info=True)
+            failed = await advance_group(self.redis, GROUP, moved, "$")
+            if failed:  # read from where the group is, once its shard is back: no gap
+                log.warning("views group not moved to the tail", streams=sorted(failed))
             for stream in streams:
                 await self.consumer.subscribe(stream)
             self._read |= opened
@@ -230,7 +234,10 @@ class ViewProjector:
             unread = [p for p in self.keys.all_partitions() if p not in self._read]
         parked = [self.keys.events(p) for p in unread]
         edge_ms = int((now - max(self.retention_s, PARK_MARGIN_S)) * 1000)
-        await advance_group(self.redis, GROUP, parked, f"{max(edge_ms, 0)}-0", ack_below=True)
+        edge = f"{max(edge_ms, 0)}-0"
+        failed = await advance_group(self.redis, GROUP, parked, edge, ack_below=True)
+        if failed:  # moved at a later round
+            log.warning("views group not moved on", streams=sorted(failed))
 
     async def project(self, game_ids: Sequence[str]) -> None:
         """Bring each game's view up to the newest version of its log."""

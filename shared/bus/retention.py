@@ -161,19 +161,25 @@ class Trimmer:
 
 async def advance_group(
     redis: Redis, group: str, streams: Sequence[str], to: str, ack_below: bool = False
-) -> None:
+) -> dict[str, Exception]:
     """Move ``group``'s position on each of ``streams`` forward to ``to`` (an entry id, or
     ``$``: the stream's last entry), never back, in one round trip; with ``ack_below``, its
     entries pending below ``to`` are acknowledged too. For a group that skips what it does
     not need (the views projection, on partitions with no game wanted): its old position
     would otherwise keep those entries from being trimmed. A group another consumer reads
-    ahead of ``to`` is left where it is."""
+    ahead of ``to`` is left where it is. Returns the streams whose call failed, with the
+    error (their shard away: a fault stays with its streams, the others are moved)."""
     if not streams:
-        return
+        return {}
     async with Batch(redis) as batch:
         for stream in streams:
             batch.call(SCRIPTS["advance"], [stream], [group, to, "1" if ack_below else "0"])
-        await batch.execute()
+        replies = await batch.execute(raise_on_error=False)
+    return {
+        stream: reply
+        for stream, reply in zip(streams, replies, strict=True)
+        if isinstance(reply, Exception)
+    }
 
 
 async def mark_read(redis: Redis, group: str, positions: Mapping[str, str]) -> None:
