@@ -52,6 +52,14 @@ def _version(binary: str) -> tuple[int, int]:
     return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
+def _replica_not_counted(replication: str) -> bool:
+    """A master (``INFO replication``) with a replica connected that it does not count
+    as good yet: with ``min-replicas-to-write`` it refuses writes (NOREPLICAS) until then."""
+    good = re.search(r"min_slaves_good_slaves:(\d+)", replication)
+    connected = re.search(r"connected_slaves:(\d+)", replication)
+    return bool(good and connected and int(connected[1]) > 0 and int(good[1]) == 0)
+
+
 BUS_OFFSET = 10000  # a cluster node's bus port is its port + this
 LOWEST_PORT = 10000  # the ports below are left to the machine's own servers
 
@@ -166,8 +174,10 @@ class LocalCluster:
         return [p for p, proc in self.processes.items() if proc.poll() is None]
 
     def wait_healthy(self) -> None:
-        """Every live node sees the cluster as ok, as many masters as it should have, and
-        every live replica has synced with its master (a WAIT counts it from then on)."""
+        """Every live node sees the cluster as ok, as many masters as it should have,
+        every live replica has synced with its master (a WAIT counts it from then on), and
+        a master with ``min-replicas-to-write`` counts its replica as good (it takes writes:
+        that comes up to a second after the replica says its link is up)."""
 
         def healthy() -> bool:
             for port in self.live_ports():
@@ -175,6 +185,8 @@ class LocalCluster:
                     return False
                 replication = self._cli(port, "INFO", "replication")
                 if "role:slave" in replication and "master_link_status:up" not in replication:
+                    return False
+                if _replica_not_counted(replication):
                     return False
             return len(self.master_ports()) == self.masters
 

@@ -26,7 +26,7 @@ from shared.games.api import analytics
 from shared.intervals import wilson
 
 from .cells import CELLS, selects
-from .flat import EXPERIMENTS, HOUR, RESULTS
+from .flat import EXPERIMENTS, HOUR, RESULTS, as_utc
 
 Z = 1.96  # 95%
 HASH = re.compile(r"^[0-9a-f]{16}$")
@@ -165,7 +165,7 @@ def sums(conn: Connection, f: Filter) -> Sums:
     """The filter's sums: the whole hours of its period from the cells, and what is left
     at either end (less than an hour each, off the hour) from the flat table, read by its
     finish-time index: a period off the hour costs two short reads, not a scan."""
-    f = replace(f, since=_utc(f.since), until=_utc(f.until))
+    f = replace(f, since=as_utc(f.since), until=as_utc(f.until))
     start = _next_hour(f.since) if f.since is not None else None
     end = _hour_of(f.until) if f.until is not None else None
     if start is not None and end is not None and start >= end:  # within one hour
@@ -176,13 +176,6 @@ def sums(conn: Connection, f: Filter) -> Sums:
     if end is not None and end != f.until:
         out += _flat_sums(conn, replace(f, since=end))
     return out
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    """A time in UTC (one without a zone is taken as UTC, as the tables hold)."""
-    if moment is None:
-        return None
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _hour_of(moment: datetime) -> datetime:

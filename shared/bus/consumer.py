@@ -66,6 +66,8 @@ from .faststream_ext import (
     decode_batch,
     make_shared,
     parse_batch,
+    refusals_retried,
+    stop_subscriber,
 )
 from .keys import Keys
 from .metrics import DEAD_LETTERED, RECLAIMED, bus_metrics, channel
@@ -201,7 +203,7 @@ def follow(
         persistent=False,
     )
     subscriber(handle)
-    return subscriber
+    return refusals_retried(subscriber)
 
 
 class Follower:
@@ -273,7 +275,7 @@ class Follower:
             if subscriber.stream_sub.positions:
                 return
             self._shared = None
-        await subscriber.stop()
+        await stop_subscriber(subscriber, STOP_WAIT_S)
 
     async def close(self) -> None:
         """Stop reading every stream (the batch being handled, if any, is finished first)."""
@@ -427,7 +429,7 @@ class GroupConsumer:
             title=f"{stream}:{self.group}",
         )
         subscriber(handle)
-        return subscriber
+        return refusals_retried(subscriber)
 
     def _on_stream_batch(self, stream: str) -> Handler:
         lock = self._locks[stream]
@@ -466,13 +468,13 @@ class GroupConsumer:
         if subscriber is None:
             return
         if subscriber is not self._shared:
-            await subscriber.stop()
+            await stop_subscriber(subscriber, STOP_WAIT_S)
             return
         del subscriber.stream_sub.streams[stream]
         async with self._locks[stream]:
             pass  # a batch in hand with its entries is done
         if not subscriber.stream_sub.streams:
-            await subscriber.stop()
+            await stop_subscriber(subscriber, STOP_WAIT_S)
 
     async def close(self) -> None:
         for stream in list(self._subscribers):

@@ -13,29 +13,44 @@ What is extended, and why:
   shape of FastStream's own (``BatchStreamMessage``) plus the stream of each entry. A
   subscriber made by ``broker.subscriber`` becomes one by :func:`make_shared`. (No public
   route: a subscriber's read step is not a documented hook, middlewares see messages after
-  the read, and re-publishing what one read took would cost a hop per entry.)
+  the read, and re-publishing what one read took would cost a hop per entry.) The public
+  alternative, a batch subscriber per stream as on a cluster, was measured against this
+  (``benchmarks/README.md``, "One read or a subscriber per stream"): at 2,000 moves/s
+  about 60% more engine CPU per move and 4-6 times the XREADGROUP calls per move, and at
+  8 entries read, 6.3 times the dispatch instructions (8 batches of one entry instead of
+  one of 8).
 - :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
   several times per read (about 5% of the engine's CPU); ours have no prefix.
 - The read retry (:data:`READ_RETRY_S`): FastStream's back-off after a failed read is a
   module constant of 5 s.
+- :class:`RefusedRead`: a read the server refuses (NOREPLICAS, CLUSTERDOWN) is retried
+  after the back-off like a cut connection; FastStream re-raises it, and its task supervisor
+  restarts the read at once, a busy loop for as long as the refusal lasts.
+- :func:`stop_subscriber`: FastStream's ``stop`` cancels a subscriber's read task without
+  awaiting it; the read is awaited before the broker closes the pool under it.
 - :class:`GivenClientBroker`: a broker on a Redis client the service made (hiredis packing,
   a pool of its own for blocking reads), through the broker's connection-state factory.
 - :func:`parse_batch`/:func:`decode_batch`: the raw batch's keys (``message_ids``,
   ``data``, ``channel``), read without FastStream's JSON round trip of each entry.
+
+The rest is FastStream's public API (``faststream``, ``faststream.redis``): the plain
+bodies (:class:`PlainBody`, its exported ``BinaryMessageFormatV1`` given to the broker's
+``message_format``), the body field (:data:`BODY`, its wire format, pinned by publishing),
+the parser and decoder hooks; the bus metrics are series of our own (``.metrics``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any, NamedTuple, Self
 
-from faststream.message import StreamMessage, encode_message
-from faststream.redis import RedisBroker, StreamSub
+from faststream import StreamMessage
+from faststream.redis import BinaryMessageFormatV1, RedisBroker, StreamSub
 from faststream.redis.configs import RedisConnectionState
-from faststream.redis.message import DATA_KEY, BatchStreamMessage
-from faststream.redis.parser import MessageFormat
 from faststream.redis.subscriber.usecases import stream_subscriber
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from shared.redis_replies import text
 
@@ -51,7 +66,9 @@ CHECKED_VERSION = "0.7"
 READ_RETRY_S = 1
 stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS = READ_RETRY_S  # type: ignore[attr-defined]
 
-BODY = DATA_KEY.encode()  # the field of a stream entry FastStream publishes a message in
+# The field of a stream entry FastStream publishes a message in (its wire format, pinned by
+# a test that publishes through a broker and reads the entry back).
+BODY = b"__data__"
 
 
 class Delivery(NamedTuple):
@@ -96,9 +113,12 @@ class GivenClientBroker(RedisBroker):
         return GivenClient(self._given, self._owned)
 
 
-class PlainBody(MessageFormat):
+class PlainBody(BinaryMessageFormatV1):
     """Messages published as their body alone (a contract's JSON), with no FastStream
-    headers in front: every reader, FastStream or not, parses the field as it is."""
+    headers in front: every reader, FastStream or not, parses the field as it is. A message
+    format of FastStream's public API (``RedisBroker(message_format=...)``): its exported
+    format with ``encode`` and ``parse`` replaced. Bytes are sent as they are; anything
+    else as the broker's codec encodes it (a string as its UTF-8, a dict as its JSON)."""
 
     @classmethod
     async def encode(
@@ -111,10 +131,11 @@ class PlainBody(MessageFormat):
         serializer: Any = None,
         codec: Any = None,
     ) -> bytes:
-        if codec is not None:
-            payload, _ = await codec.encode(message, serializer)
-        else:
-            payload, _ = encode_message(message, serializer)
+        if isinstance(message, bytes):  # every body the project publishes
+            return message
+        if codec is None:  # the broker hands its codec; without one, a body is bytes
+            raise TypeError(f"a bus message is bytes, not {type(message).__name__}")
+        payload, _ = await codec.encode(message, serializer)
         return bytes(payload)
 
     @classmethod
@@ -132,6 +153,40 @@ class FixedStreamSub(StreamSub):
         return self if not prefix else super().add_prefix(prefix)
 
 
+class RefusedRead(Exception):
+    """A read the server answered with an error other than its group missing (NOREPLICAS:
+    XREADGROUP writes, and a master short of replicas refuses it; CLUSTERDOWN; WRONGTYPE)."""
+
+
+async def _refusal_retried(read: Awaitable[None]) -> None:
+    """Run a read step; a refusal (not NOGROUP, which FastStream handles) becomes a read
+    failure, retried after :data:`READ_RETRY_S` like a cut connection. FastStream re-raises
+    it out of the read loop, and its task supervisor starts the loop again at once: a busy
+    loop of PING and XREADGROUP per stream, as long as a shard refused writes."""
+    try:
+        await read
+    except ResponseError as e:
+        if "NOGROUP" in str(e):
+            raise
+        raise RefusedRead(str(e)) from e
+
+
+class StreamRead(stream_subscriber.StreamBatchSubscriber):
+    """FastStream's batch reader of one stream, its refusals retried (:class:`RefusedRead`)."""
+
+    __slots__ = ()
+
+    async def _get_msgs(self, read: Any) -> None:
+        await _refusal_retried(super()._get_msgs(read))
+
+
+def refusals_retried(subscriber: Any) -> Any:
+    """``subscriber`` (made by ``broker.subscriber``, batch, not yet started) as a
+    :class:`StreamRead`."""
+    subscriber.__class__ = StreamRead
+    return subscriber
+
+
 class SharedRead(stream_subscriber.StreamBatchSubscriber):
     """One XREADGROUP of every stream in its ``FixedStreamSub.streams``; their new entries
     go to the handler as one batch."""
@@ -139,6 +194,9 @@ class SharedRead(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
+        await _refusal_retried(self._read_all())
+
+    async def _read_all(self) -> None:
         sub: Any = self.stream_sub
         if not sub.streams:
             await asyncio.sleep(sub.polling_interval / 1000)
@@ -162,6 +220,9 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
+        await _refusal_retried(self._read_all())
+
+    async def _read_all(self) -> None:
         sub: Any = self.stream_sub
         positions: dict[str, str] = sub.positions
         if not positions:
@@ -172,6 +233,22 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
             streams=reading, count=sub.max_records, block=sub.polling_interval
         )
         await _hand_on(self, sub, response, positions, positions=True)
+
+
+async def stop_subscriber(subscriber: Any, wait_s: float) -> None:
+    """Stop ``subscriber`` and wait (``wait_s`` at most) until its read task has ended.
+
+    FastStream's ``stop`` cancels the read task (``TasksMixin.tasks``) without awaiting it;
+    a broker stopped next closes the pool under a read that is still winding down (the
+    cancellation does not always win against the read's reply), which then fails as
+    "Message fetch error" (seen on every fourth stop of ``caravel up``: the bot player's
+    follower of the seat changes, its broker stopped right after). Awaited here, the read
+    is over before anyone closes its connection."""
+    current = asyncio.current_task()  # stopped from its own read: nothing to wait for
+    tasks = [t for t in getattr(subscriber, "tasks", ()) if not t.done() and t is not current]
+    await subscriber.stop()
+    if tasks:
+        await asyncio.wait(tasks, timeout=wait_s)
 
 
 def make_shared(subscriber: Any, kind: type[SharedRead] | type[SharedFollow]) -> Any:
@@ -208,10 +285,15 @@ async def _hand_on(
             ids.append(entry_id)
             data.append(fields)
     if ids:
-        batch = BatchStreamMessage(
-            type="bstream", channel=channel(sub.name), data=data, message_ids=ids
-        )
-        batch["streams"] = streams  # type: ignore[typeddict-unknown-key]
+        # The shape of FastStream's own batch (``BatchStreamMessage``, a TypedDict), plus
+        # the stream of each entry.
+        batch = {
+            "type": "bstream",
+            "channel": channel(sub.name),
+            "data": data,
+            "message_ids": ids,
+            "streams": streams,
+        }
         await subscriber.consume_one(batch)
 
 

@@ -26,7 +26,9 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError, SlotNotCoveredError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import is_cluster
 
@@ -128,11 +130,13 @@ class Batch:
         unless ``raise_on_error`` is False: the errors are then replies (on a cluster, one
         shard's faults stay with the calls that went to it)."""
         replies = await self._first_send()
+        refused: dict[str, Exception] = {}  # master -> why it did not load a library
         for _ in range(2):  # the second time: a server found to lack Functions
             missing = [i for i in self._calls if _is_missing(replies[i])]
             if not missing:
                 break
-            await _load(self.redis, {self._calls[i][0].library for i in missing}, replies)
+            libraries = {self._calls[i][0].library for i in missing}
+            refused = await _load(self.redis, libraries, replies)
             self._eval_only = _EVAL_ONLY.get(self.redis, False)
             async with self.redis.pipeline(transaction=False) as again:
                 positions = list(missing)
@@ -148,6 +152,10 @@ class Batch:
                 again_replies = await again.execute(raise_on_error=False)
                 for i, reply in zip(positions, again_replies, strict=True):
                     replies[i] = reply
+        for i in self._calls:  # a master that refused the library: its refusal is the reply
+            name = getattr(self._nodes[i], "name", None)
+            if name in refused and _is_missing(replies[i]):
+                replies[i] = refused[name]
         for reply in replies:
             if raise_on_error and isinstance(reply, Exception):
                 raise reply
@@ -224,14 +232,35 @@ def _no_functions(reply: Any) -> bool:
     return isinstance(reply, ResponseError) and "unknown command" in text and "fcall" in text
 
 
-async def _load(redis: Redis, libraries: set[Library], replies: Sequence[Any]) -> None:
+async def _load(
+    redis: Redis, libraries: set[Library], replies: Sequence[Any]
+) -> dict[str, Exception]:
     """Load the libraries on every master; a server without Functions turns the client to
-    EVALSHA for good, with the scripts loaded for it."""
+    EVALSHA for good, with the scripts loaded for it. Returns the masters of a cluster that
+    refused (by node name), with their error."""
+    refused: dict[str, Exception] = {}
     if not _EVAL_ONLY.get(redis) and any(_no_functions(r) for r in replies):
         _EVAL_ONLY[redis] = True
     for library in sorted(libraries, key=lambda lib: lib.name):
         if _EVAL_ONLY.get(redis):
             for script in library.scripts.values():
                 await redis.script_load(script.body)
+        elif is_cluster(redis):
+            refused.update(await _load_on_masters(redis, library))
         else:
             await redis.function_load(library.code, replace=True)
+    return refused
+
+
+async def _load_on_masters(redis: Any, library: Library) -> dict[str, Exception]:
+    """Load ``library`` on every master, each alone: a master that refuses (NOREPLICAS,
+    short of replicas; away) gives its calls its refusal as their reply, a transient
+    error of that shard, while the other masters' calls go on. Loaded on all at once, one
+    master's refusal raised out of every batch that needed the library, on every shard."""
+    refused: dict[str, Exception] = {}
+    for node in redis.get_primaries():
+        try:
+            await redis.execute_command("FUNCTION LOAD", "REPLACE", library.code, target_nodes=node)
+        except (ResponseError, RedisConnectionError, RedisTimeoutError) as e:
+            refused[node.name] = e
+    return refused

@@ -18,13 +18,14 @@ from typing import Any
 
 import structlog
 
+from services.engine import Engine
 from shared.bus import CommandSender, Keys, connect
 from shared.contracts import Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
 from tests.cluster import LocalCluster
 
-from .helpers import create_game, want_views
+from .helpers import create_game, running_engine, wait_for, want_views
 from .test_shard_outage import WAIT_S, _advanced, _replica_of, pipeline_running
 
 DEADLINE_S = 0.5  # the human seat's clock: the bot player plays it from its deadlines
@@ -100,8 +101,9 @@ async def test_the_services_started_during_a_fault_serve_every_partition(
 
 async def _start_during_a_fault(cluster: LocalCluster, client: Any, keys: Keys) -> None:
     """Replicas killed (their masters refuse writes: the groups of their partitions cannot
-    be made, the wanted views cannot be trimmed); the engine, the views projection and the bot player started; the replicas back;
-    then games of every partition created: every game gets its view and moves."""
+    be made, the wanted views cannot be trimmed); the engine, the views projection and the
+    bot player started; the replicas back; then games of every partition created: every
+    game gets its view and moves."""
     store = EventStore(client, keys)
     sender = CommandSender(client, keys)
     await client.ping()  # the slot map
@@ -127,6 +129,39 @@ async def _start_during_a_fault(cluster: LocalCluster, client: Any, keys: Keys) 
             assert result.status == "accepted", result
         await _advanced(store, dict.fromkeys(games.values(), 1), ADVANCE)
         await _viewed(client, keys, list(games.values()))
+
+
+async def test_an_engine_started_while_every_master_refuses_writes_serves_once_they_take_them(
+    cluster: LocalCluster,
+) -> None:
+    """Every replica killed: every master refuses writes (NOREPLICAS), as each master of a
+    cluster just made does for a moment, until it counts its replica as good. The engine
+    started then must not end (no group could be made on any stream: it took that for
+    Redis away and ended for good, its commands unanswered); once the replicas are back,
+    it answers."""
+    await _on_the_cluster(cluster, _start_while_no_master_takes_writes)
+
+
+async def _start_while_no_master_takes_writes(
+    cluster: LocalCluster, client: Any, keys: Keys
+) -> None:
+    sender = CommandSender(client, keys)
+    await client.ping()  # the slot map
+    replicas = [_replica_of(cluster, master) for master in cluster.master_ports()]
+    for replica in replicas:
+        cluster.kill(replica)
+    async with running_engine(client, keys, durability_replicas=1) as engine:
+        await wait_for(lambda: _refused_start(engine))
+        for replica in replicas:
+            cluster.restart(replica)
+        await asyncio.to_thread(cluster.wait_healthy)
+        result = await sender.execute(create_game("after-the-fault"), timeout_s=30)
+        assert result.status == "accepted", result
+
+
+async def _refused_start(engine: Engine) -> bool:
+    """The engine is past its start (its broker connected), every group refused."""
+    return engine.broker.running
 
 
 async def _viewed(client: Any, keys: Keys, games: list[str]) -> None:

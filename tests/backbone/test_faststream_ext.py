@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import logging
 from importlib.metadata import version
 
-from faststream.message import encode_message
+import pytest
 from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.configs import RedisConnectionState
 from faststream.redis.message import BatchStreamMessage
 from faststream.redis.subscriber.usecases import stream_subscriber
 from redis.asyncio import Redis
 
-from shared.bus import Broker, Delivery, Keys
+from shared.bus import Broker, Delivery, GroupConsumer, Keys
 from shared.bus import faststream_ext as ext
 from shared.bus.consumer import SHARED_BLOCK_MS, follow
 
@@ -86,9 +88,19 @@ def test_the_broker_makes_its_connection_state_in_one_method() -> None:
         assert hasattr(RedisConnectionState, name), f"{UPGRADE}: RedisConnectionState.{name}"
 
 
-def test_encode_message_gives_the_body_bytes() -> None:
-    body, _ = encode_message(b'{"a":1}', None)
-    assert bytes(body) == b'{"a":1}'
+async def test_a_message_is_published_as_its_body_alone_in_the_body_field(
+    redis: Redis, keys: Keys
+) -> None:
+    """``PlainBody`` through FastStream's public ``message_format``: bytes, a string and a
+    dict land in the field ``BODY`` (FastStream's wire format) as the body alone (the dict
+    as its JSON), no FastStream headers in front."""
+    stream = keys.events(0)
+    broker = Broker(redis)
+    for body in (b'{"a":1}', '{"a":1}', {"a": 1}):
+        await broker.publish(body, stream=stream)
+    entries = await redis.xrange(stream)
+    assert [list(fields) for _, fields in entries] == [[ext.BODY]] * 3
+    assert [json.loads(fields[ext.BODY]) for _, fields in entries] == [{"a": 1}] * 3
 
 
 async def test_a_shared_follow_reads_several_streams_into_one_batch(
@@ -122,3 +134,38 @@ async def test_a_shared_follow_reads_several_streams_into_one_batch(
         await subscriber.stop()
         await broker.stop()
     assert [[d.stream for d in batch] for batch in batches] == [streams]
+
+
+async def test_a_read_the_server_refuses_is_retried_by_the_same_read_loop(
+    redis: Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read refused by the server (here WRONGTYPE; on a cluster NOREPLICAS, a master
+    short of replicas refusing XREADGROUP, which writes) is a read failure, retried after
+    the back-off by the same read loop. FastStream re-raised it out of the loop, and its
+    task supervisor started a new loop at once, again and again: a busy loop per stream
+    for as long as the shard refused writes."""
+    stream = keys.decisions(0)
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        pass
+
+    broker = Broker(redis)
+    consumer = GroupConsumer(broker, redis, "g", "c", keys, handle)
+    await broker.start()
+    await consumer.subscribe(stream)
+    [subscriber] = {id(s): s for s in consumer._subscribers.values()}.values()
+    first = list(subscriber.tasks)
+    try:
+        with caplog.at_level(logging.ERROR, logger="caravel.bus"):
+            await redis.delete(stream)
+            await redis.set(stream, "not a stream")
+
+            async def refused() -> bool:
+                return "Message fetch error" in caplog.text or subscriber.tasks != first
+
+            await wait_for(refused)
+            assert subscriber.tasks == first
+    finally:
+        await consumer.close()
+        await broker.stop()
+        await redis.delete(stream)

@@ -17,7 +17,11 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from shared.bus import Keys, connect, delete_namespace
+from shared.bus.faults import transient
 from shared.bus.scripts import Batch, Library, call
+from tests.cluster import LocalCluster
+
+from .test_shard_outage import _replica_of
 
 # Adds ARGV[1] to a counter and returns the new value with the key's partition tag.
 _ADD = "return {redis.call('INCRBY', KEYS[1], ARGV[1]), KEYS[1]}"
@@ -133,3 +137,31 @@ async def test_a_server_without_functions_runs_the_scripts_by_evalsha(
     finally:
         await client.aclose()
         server.shutdown(save=False)
+
+
+async def test_a_master_refusing_writes_keeps_its_calls_failing_and_no_other(
+    cluster: LocalCluster, keys: Keys
+) -> None:
+    """A library loaded while one master refuses writes (its replica away, with
+    ``min-replicas-to-write 1``): that master's calls fail, as their replies, and the
+    other masters' calls are done. Loading it on every master at once raised the refusal
+    out of the whole batch: no script call ran on any shard until the replica was back
+    (the engine's appends, the leases' renewals)."""
+    library = fresh_library()
+    client: Any = connect(cluster.url)
+    try:
+        await client.ping()  # the slot map
+        node_of = {p: client.get_node_from_key(keys.commands(p)).port for p in range(16)}
+        refusing = node_of[0]
+        other = next(p for p, port in node_of.items() if port != refusing)
+        cluster.kill(_replica_of(cluster, refusing))
+        counters = [f"{keys.prefix}:{{0}}:n", f"{keys.prefix}:{{{other}}}:n"]
+        async with Batch(client) as batch:
+            for counter in counters:
+                batch.call(library["add"], [counter], [1])
+            refused, done = await batch.execute(raise_on_error=False)
+        assert isinstance(refused, ResponseError), refused
+        assert transient(refused), refused  # the shard's refusal: tried again later
+        assert done == [1, counters[1].encode()]
+    finally:
+        await client.aclose()
