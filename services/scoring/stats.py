@@ -25,7 +25,7 @@ from shared.games import api
 from shared.games.api import analytics
 from shared.intervals import wilson
 
-from .cells import CELLS, selects
+from .cells import CELLS, FINE, SECOND, selects
 from .flat import EXPERIMENTS, HOUR, RESULTS
 
 Z = 1.96  # 95%
@@ -126,10 +126,13 @@ def _typed_options(game: api.AnyGame, ruleset: str, given: Mapping[str, Any]) ->
     return out
 
 
-def where(f: Filter, table: Table = RESULTS) -> ColumnElement[bool]:
-    """The SQL condition of a checked filter, on the flat table or on the cells."""
+def where(f: Filter, table: Table = RESULTS, grain: str | None = None) -> ColumnElement[bool]:
+    """The SQL condition of a checked filter, on the flat table or on the cells (the
+    finer cells: of ``grain``, minute or second; a period's ends then on its spans)."""
     c = table.c
     parts: list[ColumnElement[bool]] = [c.game == f.game]
+    if table is FINE:
+        parts.append(c.grain == grain)
     if f.ruleset is not None:
         parts.append((c.ruleset_hash if HASH.match(f.ruleset) else c.ruleset) == f.ruleset)
     for key, value in sorted(f.options.items()):
@@ -152,6 +155,9 @@ def where(f: Filter, table: Table = RESULTS) -> ColumnElement[bool]:
         if table is CELLS:
             hour = moment.astimezone(UTC).strftime(HOUR)
             parts.append(c.finished_hour >= hour if after else c.finished_hour < hour)
+        elif table is FINE:
+            start = moment.astimezone(UTC).strftime(SECOND)[: 16 if grain == "minute" else 19]
+            parts.append(c.start >= start if after else c.start < start)
         else:
             parts.append(c.finished_at >= moment if after else c.finished_at < moment)
     return and_(*parts)
@@ -162,19 +168,38 @@ Sums = list[tuple[int, str, str, int, int, int, int]]
 
 
 def sums(conn: Connection, f: Filter) -> Sums:
-    """The filter's sums: the whole hours of its period from the cells, and what is left
-    at either end (less than an hour each, off the hour) from the flat table, read by its
-    finish-time index: a period off the hour costs two short reads, not a scan."""
+    """The filter's sums: the whole hours of its period from the hourly cells, the whole
+    minutes left at either end from the minute cells, the whole seconds left from the
+    second cells, and only what is left then (less than a second at each end) from the
+    flat table, by its finish-time index: whatever its ends, a period costs a few reads of
+    cells and two reads of a second's games at most, never a scan of an hour's."""
     f = replace(f, since=_utc(f.since), until=_utc(f.until))
-    start = _next_hour(f.since) if f.since is not None else None
-    end = _hour_of(f.until) if f.until is not None else None
-    if start is not None and end is not None and start >= end:  # within one hour
+    return _sums(conn, f, 0)
+
+
+LEVELS: tuple[tuple[str | None, timedelta], ...] = (
+    (None, timedelta(hours=1)),  # the hourly cells
+    ("minute", timedelta(minutes=1)),
+    ("second", timedelta(seconds=1)),
+)
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def _sums(conn: Connection, f: Filter, level: int) -> Sums:
+    """The sums of ``f`` from the cells of ``LEVELS[level]`` and finer: its whole spans
+    there, its ends from the next level (after the last: the flat table)."""
+    if level == len(LEVELS):
         return _flat_sums(conn, f)
-    out = _cell_sums(conn, replace(f, since=start, until=end))
+    grain, span = LEVELS[level]
+    start = _ceil(f.since, span) if f.since is not None else None
+    end = _floor(f.until, span) if f.until is not None else None
+    if start is not None and end is not None and start >= end:  # within one span
+        return _sums(conn, f, level + 1)
+    out = _cell_sums(conn, replace(f, since=start, until=end), grain)
     if start is not None and start != f.since:
-        out += _flat_sums(conn, replace(f, until=start))
+        out += _sums(conn, replace(f, until=start), level + 1)
     if end is not None and end != f.until:
-        out += _flat_sums(conn, replace(f, since=end))
+        out += _sums(conn, replace(f, since=end), level + 1)
     return out
 
 
@@ -185,17 +210,18 @@ def _utc(moment: datetime | None) -> datetime | None:
     return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _hour_of(moment: datetime) -> datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)
+def _floor(moment: datetime, span: timedelta) -> datetime:
+    return moment - (moment - EPOCH) % span
 
 
-def _next_hour(moment: datetime) -> datetime:
-    hour = _hour_of(moment)
-    return hour if hour == moment else hour + timedelta(hours=1)
+def _ceil(moment: datetime, span: timedelta) -> datetime:
+    floor = _floor(moment, span)
+    return floor if floor == moment else floor + span
 
 
-def _cell_sums(conn: Connection, f: Filter) -> Sums:
-    c = CELLS.c
+def _cell_sums(conn: Connection, f: Filter, grain: str | None) -> Sums:
+    table = CELLS if grain is None else FINE
+    c = table.c
     query = (
         select(
             c.players,
@@ -206,7 +232,7 @@ def _cell_sums(conn: Connection, f: Filter) -> Sums:
             func.sum(c.total),
             func.sum(c.squares),
         )
-        .where(where(f, CELLS))
+        .where(where(f, table, grain))
         .group_by(c.players, c.dim, c.value)
     )
     return [tuple(map(_plain_number, row)) for row in conn.execute(query)]
