@@ -6,9 +6,12 @@ them into a scratch database (a SQLite file, or a PostgreSQL schema of its own w
 ``--database-url``), serves the scoring routes on it with uvicorn, and asks a spread of
 filters (every game, an experiment, a player count, an option, a seat kind, games of bots
 only, a ruleset by hash, a period on whole hours, an A/B comparison) in turn. Timed apart:
-a period off the hour (its whole hours from the cells, its ends from the flat table), and
-one starting inside the hour the lab's games finished in (that hour from the flat table:
-every game, as a lab plays them all within minutes). Prints one JSON object.
+a period off the hour (its whole hours from the hourly cells, its ends from the finer
+ones), and
+one starting inside the hour the lab's games finished in (that hour's minutes from the
+minute cells), and one whose ends fall a microsecond inside the two seconds that hold the
+most games (their seconds' games from the flat table: the worst case). Prints one JSON
+object.
 """
 
 from __future__ import annotations
@@ -114,6 +117,23 @@ def filters(db: Engine) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def busiest_seconds(db: Engine, game: str) -> tuple[str, str]:
+    """A period starting a microsecond into the second of ``game`` that holds the most
+    games and ending a microsecond before the end of the next busiest: the worst case of
+    the cells, both ends (nearly every game of those seconds) read from the flat table."""
+    c = cells.FINE.c
+    query = (
+        select(c.start)
+        .where(c.game == game, c.grain == "second", c.dim == "players")
+        .group_by(c.start)
+        .order_by(func.sum(c.n).desc())
+        .limit(2)
+    )
+    with db.connect() as conn:
+        first, second = sorted(conn.execute(query).scalars().all())
+    return f"{first}.000001+00:00", f"{second}.999999+00:00"
+
+
 def _count(db: Engine) -> int:
     with db.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(flat.RESULTS)).scalar_one())
@@ -189,6 +209,9 @@ def main() -> None:
                     inside = f"{first.scalar_one()}:15:00+00:00"  # its games' first hour
                 burst = [("/analytics/figures", {"game": game, "since": inside})]
                 out["api_period_inside_the_first_hour"] = measure(base, burst, 2)
+                since, until = busiest_seconds(db, game)
+                ends = [("/analytics/figures", {"game": game, "since": since, "until": until})]
+                out["api_period_ends_inside_the_busiest_seconds"] = measure(base, ends, 5)
             if args.export:
                 started, cpu = time.perf_counter(), time.process_time()
                 counts = write_parquet(db, Scope(), Path(folder) / "export")

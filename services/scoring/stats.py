@@ -172,9 +172,17 @@ def sums(conn: Connection, f: Filter) -> Sums:
     minutes left at either end from the minute cells, the whole seconds left from the
     second cells, and only what is left then (less than a second at each end) from the
     flat table, by its finish-time index: whatever its ends, a period costs a few reads of
-    cells and two reads of a second's games at most, never a scan of an hour's."""
+    cells and two reads of part of a second's games at most, never a scan of an hour's.
+    One row per (players, dim, value)."""
     f = replace(f, since=_utc(f.since), until=_utc(f.until))
-    return _sums(conn, f, 0)
+    merged: dict[tuple[int, str, str], list[int]] = {}
+    for players, dim, value, *numbers in _sums(conn, f, 0):
+        held = merged.setdefault((players, dim, value), [0, 0, 0, 0])
+        for i, number in enumerate(numbers):
+            held[i] += number
+    # a value seen only in games taken away again (see _second_end) has n 0: the flat
+    # table has no row of it
+    return [(*key, n, w, t, q) for key, (n, w, t, q) in merged.items() if n]
 
 
 LEVELS: tuple[tuple[str | None, timedelta], ...] = (
@@ -196,11 +204,41 @@ def _sums(conn: Connection, f: Filter, level: int) -> Sums:
     if start is not None and end is not None and start >= end:  # within one span
         return _sums(conn, f, level + 1)
     out = _cell_sums(conn, replace(f, since=start, until=end), grain)
-    if start is not None and start != f.since:
-        out += _sums(conn, replace(f, until=start), level + 1)
-    if end is not None and end != f.until:
-        out += _sums(conn, replace(f, since=end), level + 1)
+    last = level == len(LEVELS) - 1
+    if start is not None and f.since is not None and start != f.since:
+        rest = replace(f, until=start)
+        out += _second_end(conn, rest, start - span, after=True) if last else []
+        out += [] if last else _sums(conn, rest, level + 1)
+    if end is not None and f.until is not None and end != f.until:
+        rest = replace(f, since=end)
+        out += _second_end(conn, rest, end, after=False) if last else []
+        out += [] if last else _sums(conn, rest, level + 1)
     return out
+
+
+def _second_end(conn: Connection, f: Filter, second: datetime, *, after: bool) -> Sums:
+    """A period's end inside ``second`` (``f``: that part of the second, ``after`` the
+    period's start or before its end): its games from
+    the flat table, or, when fewer games lie in the other part, the second's cells minus
+    the other part's games (counted first on the finish-time index): at most half a
+    second's games are read."""
+    whole = replace(f, since=second, until=second + timedelta(seconds=1))
+    other = replace(whole, since=f.until) if not after else replace(whole, until=f.since)
+    if _games(conn, other) >= _games(conn, f):
+        return _flat_sums(conn, f)
+    taken = [(p, d, v, -n, -w, -t, -q) for p, d, v, n, w, t, q in _flat_sums(conn, other)]
+    return _cell_sums(conn, whole, "second") + taken
+
+
+def _games(conn: Connection, f: Filter) -> int:
+    """How many flat rows of ``f``'s game lie in its period (the index alone)."""
+    c = RESULTS.c
+    query = select(func.count()).where(c.game == f.game)
+    if f.since is not None:
+        query = query.where(c.finished_at >= f.since)
+    if f.until is not None:
+        query = query.where(c.finished_at < f.until)
+    return int(conn.execute(query).scalar_one())
 
 
 def _utc(moment: datetime | None) -> datetime | None:

@@ -360,7 +360,10 @@ def test_a_period_off_the_hour_sums_as_the_flat_table_does(database: Engine) -> 
         start + timedelta(minutes=25 * k, seconds=7 * k, microseconds=250_000 * (k % 4))
         for k in range(8)
     ]
-    moments[5] = moments[4] + timedelta(microseconds=400_000)  # two games in one second
+    moments[4] += timedelta(microseconds=250_000)
+    moments[5] = moments[4] + timedelta(microseconds=400_000)  # three games in one second
+    moments[6] = moments[4] + timedelta(microseconds=600_000)
+    second = moments[4].replace(microsecond=0)
     with database.begin() as conn:
         for game_id, moment in zip(ids, moments, strict=True):
             values = {"finished_at": moment, "finished_hour": moment.strftime(flat.HOUR)}
@@ -377,10 +380,15 @@ def test_a_period_off_the_hour_sums_as_the_flat_table_does(database: Engine) -> 
         (at(10, 5), at(10, 40)),
         (at(11, 0), at(12, 0)),
         (at(10, 25, 3), at(11, 40, 30)),  # ends inside minutes, across hours
-        (moments[1], moments[6]),  # ends inside seconds
-        (moments[1] + timedelta(microseconds=1), moments[6] + timedelta(microseconds=1)),
+        (moments[1], moments[7]),  # ends inside seconds
+        (moments[1] + timedelta(microseconds=1), moments[7] + timedelta(microseconds=1)),
         (moments[4], moments[5]),  # within one second
         (moments[4] - timedelta(seconds=30), moments[5] + timedelta(microseconds=1)),
+        # ends inside the second of three games: its cells less the games left out
+        (second + timedelta(microseconds=1), None),
+        (moments[4] + timedelta(microseconds=1), moments[7]),
+        (None, moments[6]),
+        (moments[0], moments[6] + timedelta(microseconds=1)),
         (at(11, 40, 5, 500_000), None),
         (None, at(12, 55, 35, 1)),
     ]
@@ -399,7 +407,7 @@ def test_a_period_off_the_hour_sums_as_the_flat_table_does(database: Engine) -> 
         held = {t: sorted(map(tuple, conn.execute(select(t)))) for t in (cells.CELLS, cells.FINE)}
     with database.begin() as conn:
         groups = cells.stored_groups(conn, ids)
-        assert len(groups) == 7  # one second holds two games
+        assert len(groups) == 6  # one second holds three games
         cells.refresh(conn, groups)
         again = {t: sorted(map(tuple, conn.execute(select(t)))) for t in (cells.CELLS, cells.FINE)}
     assert again == held
