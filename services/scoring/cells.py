@@ -1,17 +1,24 @@
-"""The analytics cube: the flat results table summed by every filter's columns, per hour.
+"""The analytics cube: the flat results table summed by every filter's columns, per hour,
+per minute and per second.
 
 A cell holds, for one combination of the columns a filter names (game, ruleset and its
-hash, options, players, humans, seat kind, experiment) and one hour of finish times, the
+hash, options, players, humans, seat kind, experiment) and one span of finish times, the
 sums every figure is made of: per dimension value (a turn position, a side, a seat kind, a
 player count, a breakdown column, a fact) the seats counted, their wins, and a measure's
-sum and sum of squares. Any filter whose period falls on whole hours is then answered by
-one grouped read of a few thousand cells, however many games there are
-(:func:`.stats.figures` reads the flat table itself for other periods).
+sum and sum of squares. Three levels of span: hours (:data:`CELLS`), minutes and seconds
+(:data:`FINE`, by ``grain``). :func:`.stats.sums` answers a period's whole hours from the
+hourly cells, the whole minutes and seconds left at its ends from the finer ones, and only
+what is left under a second at each end from the flat table (or the second's cells less
+its other part, whichever reads fewer games): a period whatever its ends costs a few
+grouped reads of cells and at most half of two seconds' games, instead of a scan of the
+hours its ends fall in (2-3 s over 100,000 lab games finished within one hour).
 
-Cells are derived, never edited: a group (game, experiment, hour) is deleted and summed
+Cells are derived, never edited: a group (game, experiment, second) is deleted and summed
 again from the flat table whenever rows of its games are written (the projection, per
-batch; the lab every few seconds while it plays and at the end; a rebuild at the end), so
-they always equal a sum of the rows.
+batch; the lab every few seconds while it plays and at the end; a rebuild at the end), and
+the minutes and hours it falls in are then summed again from the finer cells (seconds into
+minutes, minutes into hours), so every level always equals a sum of the rows (their rows
+and write cost: benchmarks/README.md, "Analytics periods").
 """
 
 from __future__ import annotations
