@@ -256,3 +256,44 @@ def test_imported_is_added_to_the_flat_results_and_the_cells_key(engine: Engine)
         command.downgrade(migrate_down.config(connection), "scoring_0003")
     with engine.connect() as connection:
         assert connection.execute(text("SELECT n FROM analytics_cells")).scalars().all() == [4]
+
+
+def test_the_fine_cells_are_filled_from_the_flat_rows_held(engine: Engine) -> None:
+    """A database at scoring_0004 with a finished game's flat rows (finished 1 µs before a
+    second's end): after the upgrade its second and minute cells hold that second's and
+    minute's sums, the same as its hourly cells."""
+    from datetime import UTC, datetime
+
+    from services.scoring import flat
+
+    migrate(engine, lobby.MIGRATIONS)
+    migrate(engine, scoring.MIGRATIONS, "scoring_0004")
+    moment = datetime(2026, 11, 27, 10, 17, 42, 999_999, tzinfo=UTC)
+    common = {"game_id": "g1", "game": "navegador", "ruleset": "standard", "ruleset_hash": "h"}
+    common |= {"options": "{}", "players": 2, "humans": 0, "seat_kind": "bot:greedy"}
+    common |= {"player": "p", "side": "", "decisions": 5, "caravel_version": "0"}
+    common |= {"finished_at": moment, "finished_hour": "2026-11-27T10", "experiment": "x"}
+    rows = [
+        {**common, "seat": s, "turn_position": s, "place": s + 1, "won": s == 0, "total": 7 - s}
+        for s in (0, 1)
+    ]
+    with engine.begin() as connection:
+        connection.execute(flat.RESULTS.insert(), rows)
+    migrate(engine, scoring.MIGRATIONS)
+    sums = "dim, value, n, wins, total, squares"
+    with engine.connect() as connection:
+        hourly = connection.execute(text(f"SELECT {sums} FROM analytics_cells")).all()
+        fine = {
+            grain: sorted(
+                connection.execute(
+                    text(f"SELECT start, {sums} FROM analytics_fine_cells WHERE grain = :g"),
+                    {"g": grain},
+                ).all()
+            )
+            for grain in ("minute", "second")
+        }
+    assert ("position", "0", 1, 1, 0, 0) in hourly
+    assert {r[0] for r in fine["second"]} == {"2026-11-27T10:17:42"}
+    assert {r[0] for r in fine["minute"]} == {"2026-11-27T10:17"}
+    assert sorted(r[1:] for r in fine["second"]) == sorted(tuple(r) for r in hourly)
+    assert sorted(r[1:] for r in fine["minute"]) == sorted(tuple(r) for r in hourly)
