@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # no stubs installed
+from faststream import AsyncAPI
 from faststream.redis import RedisBroker, StreamSub
-from faststream.specification import AsyncAPI
 from pydantic import BaseModel, Field
 
 from services.ai.service import GROUP as AI_GROUP

@@ -241,20 +241,17 @@ def mark(db: Engine, name: str, **values: Any) -> None:
 def start_experiment(db: Engine, run: LabRun, game: api.AnyGame, rules: Any) -> None:
     """Write the experiment's row (``running``); :class:`LabError` if the name is taken."""
     create_tables(db)
-    created = {
-        "name": run.experiment,
-        "game": game.name,
-        "ruleset": run.ruleset or game.default_ruleset,
-        "ruleset_hash": analytics.ruleset_hash(rules),
-        "options": analytics.options_key(run.options),
-        "seats": ",".join(run.seats),
-        "games_planned": run.games,
-        "games_recorded": 0,
-        "status": "running",
-        "started_at": datetime.now(UTC),
-        "finished_at": None,
-        "caravel_version": flat.caravel_version(),
-    }
+    first = game.new_game(rules, len(run.seats), run.seed)[1][0]  # its options, as played
+    created = flat.experiment_row(
+        name=run.experiment,
+        game=game.name,
+        ruleset=run.ruleset or game.default_ruleset,
+        ruleset_hash=analytics.ruleset_hash(rules),
+        options=first.data["options"],
+        levels=run.seats,
+        planned=run.games,
+        started_at=datetime.now(UTC),
+    )
     with db.begin() as conn:
         exists = conn.execute(
             select(flat.EXPERIMENTS.c.name).where(flat.EXPERIMENTS.c.name == run.experiment)

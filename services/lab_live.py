@@ -3,7 +3,8 @@ engine, the bot player and scoring of a ``caravel up``) instead of in process.
 
 Each game is created as the lobby creates a table of bots: the seats hash first (a
 ``bot:<level>`` per seat, and the experiment's name, which scoring copies into the game's
-flat rows, so that ``caravel projections rebuild`` writes them again), then the engine's
+flat rows, so that ``caravel projections rebuild`` writes them again, and how many games the
+run plays, so that a rebuild writes the experiment's row again if SQL lost it), then the engine's
 ``create_game`` command. The bots play; scoring projects each game as it ends. The run
 waits until the experiment's rows hold every game (or none came for ``stall_s``), and its
 row says ``complete`` or ``incomplete`` as an in-process run's does.
@@ -59,9 +60,11 @@ def create_command(run: LabRun, index: int) -> CommandEnvelope:
 
 
 def seats_of(run: LabRun) -> Seats:
-    """Who plays a live lab game: a bot of each level, under the experiment's name."""
+    """Who plays a live lab game: a bot of each level, under the experiment's name and with
+    the run's plan (how many games), from which a rebuild writes the experiment's row again
+    (:func:`services.scoring.projection.count_experiment`)."""
     players = {seat: f"{BOT_PREFIX}{level}" for seat, level in enumerate(run.seats)}
-    return Seats(players=players, experiment=run.experiment)
+    return Seats(players=players, experiment=run.experiment, experiment_games=run.games)
 
 
 async def _create(redis: Redis, keys: Keys, run: LabRun, index: int) -> None:

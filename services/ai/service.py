@@ -39,6 +39,8 @@ from redis.asyncio import Redis
 from structlog.contextvars import bound_contextvars
 
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
+from shared.bus.deadlines import heads as deadline_heads
+from shared.bus.deadlines import set_and_ack
 from shared.contracts import CommandEnvelope, DecisionRequest, dump_json, load_json
 from shared.contracts.records import HUMAN, LEFT
 from shared.games import api
@@ -96,6 +98,7 @@ class BotPlayer:
         self.rng = random.Random()
         self.key = settings.signing_key()
         self._failing: set[str] = set()  # the deadlines whose shard failed last round
+        self._deadline_keys = [keys.deadlines(p) for p in keys.all_partitions()]
         self._firing: dict[str, asyncio.Task[None]] = {}  # deadlines being played, by key
 
     async def start(self) -> None:
@@ -139,8 +142,8 @@ class BotPlayer:
         """Answer the newest request of each seat; acknowledge the requests of the seats
         answered (a seat's older requests are stale). The others stay pending: another
         worker (or this one) reclaims them and tries again. The batch's seats are read in
-        one round trip, and its humans' clocks and the requests to try again are written
-        in another, before the acknowledgement."""
+        one round trip; the requests to try again are written in another (rare), and its
+        humans' clocks with the acknowledgement in one more (``shared.bus.deadlines``)."""
         parsed = [(d, DecisionRequest.model_validate_json(d.fields[b"r"])) for d in deliveries]
         latest: dict[tuple[str, int], DecisionRequest] = {}
         for _, request in parsed:
@@ -163,8 +166,31 @@ class BotPlayer:
                 done.add(key)
             else:  # a bot's (or a leaver's) view lags: try again soon
                 later[_member(request)] = time.time() + RETRY_S
-        await self.remind(later, clocks)
-        await self.consumer.ack([d for d, r in parsed if (r.game_id, r.seat) in done])
+        await self.remind(later)
+        await self._clocks_and_ack(
+            clocks, [(d, r) for d, r in parsed if (r.game_id, r.seat) in done]
+        )
+
+    async def _clocks_and_ack(
+        self, clocks: dict[str, float], done: list[tuple[Delivery, DecisionRequest]]
+    ) -> None:
+        """Start the humans' clocks and acknowledge the requests answered, in one round trip
+        (each partition's clocks set before its entries are acknowledged, atomically)."""
+        by_partition: dict[int, tuple[dict[str, float], list[str], str]] = {}
+        for member, due in clocks.items():
+            p = self.keys.partition(load_json(member)[0])
+            by_partition.setdefault(p, ({}, [], self.keys.decisions(p)))[0][member] = due
+        for d, request in done:
+            p = self.keys.partition(request.game_id)
+            by_partition.setdefault(p, ({}, [], d.stream))[1].append(d.id)
+        await set_and_ack(
+            self.redis,
+            GROUP,
+            [
+                (self._deadline_keys[p], m, stream, ids)
+                for p, (m, ids, stream) in by_partition.items()
+            ],
+        )
 
     async def remind(self, due: dict[str, float], clocks: dict[str, float] | None = None) -> None:
         """Put requests not answered yet among their partition's deadlines, each due at the
@@ -222,16 +248,14 @@ class BotPlayer:
         """Play for humans whose time ran out, and for bot seats whose request could not be
         answered when it came (:meth:`remind`); returns how long to wait (ms) for the next
         deadline, ``WAIT_MS`` at most. Each partition's deadlines are read in one round
-        trip for all (a pipeline per shard), and its due ones played by a task of their own
+        trip for all (one script call on one Redis, a pipeline per shard on a cluster:
+        ``shared.bus.deadlines``), and its due ones played by a task of their own
         (the next round skips a partition whose task still runs): a shard away, refusing
         writes, or whose views lag holds up its own partitions only."""
-        keys = [self.keys.deadlines(p) for p in self.keys.all_partitions()]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.zrange(key, 0, 0, withscores=True)
-            pipe.zrange(self.keys.legacy_deadlines(), 0, DUE_PER_ROUND - 1, withscores=True)
-            heads: list[Any] = await pipe.execute(raise_on_error=False)
-        *heads, legacy = heads
+        keys = self._deadline_keys
+        *heads, legacy = await deadline_heads(
+            self.redis, [*keys, self.keys.legacy_deadlines()], DUE_PER_ROUND
+        )
         await self._move_legacy(legacy)
         now = time.time()
         failing = {key for key, head in zip(keys, heads, strict=True) if _failed(head)}

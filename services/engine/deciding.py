@@ -46,7 +46,8 @@ class Decider:
                 raise Reject("wrong_partition", f"game {env.game_id} is not in partition {p}")
             cached = await self.cache.get(env.game_id)
             version = cached.version
-            seen = cached.seen.get(env.key)
+            key = env.key  # its seat's id, made once (a property that formats it)
+            seen = cached.seen.get(key)
             if seen is not None:
                 self.stats["duplicates"] += 1
                 result = CommandResult(
@@ -79,7 +80,7 @@ class Decider:
             env.game_id, cached.version, encoded, env.command_id, (p, d.id), seat=env.seat
         )
         cached.version = append.version
-        cached.seen[env.key] = append.version
+        cached.seen[key] = append.version
         return env.game_id, append
 
     def _events(self, env: CommandEnvelope, cached: CachedGame) -> list[api.Event]:

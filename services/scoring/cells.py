@@ -53,7 +53,7 @@ from sqlmodel import SQLModel
 
 from shared.games.api import analytics
 
-from .flat import RESULTS, SCORE_PREFIX, SEAT_FACTS, score_columns
+from .flat import RESULTS, SCORE_PREFIX, SEAT_FACTS, as_utc, score_columns
 
 KEYS = (
     "game",
@@ -278,14 +278,12 @@ def refresh(conn: Connection, groups: Iterable[Group]) -> None:
 
 def groups_of(rows: Iterable[dict[str, Any]]) -> set[Group]:
     """The groups flat rows fall in."""
-    return {
-        (
-            r["game"],
-            r["experiment"] or NO_EXPERIMENT,
-            r["finished_at"].astimezone(UTC).strftime(SECOND),
-        )
-        for r in rows
-    }
+    out = set()
+    for r in rows:
+        second = as_utc(r["finished_at"])
+        assert second is not None
+        out.add((r["game"], r["experiment"] or NO_EXPERIMENT, second.strftime(SECOND)))
+    return out
 
 
 def stored_groups(conn: Connection, game_ids: Sequence[str]) -> set[Group]:

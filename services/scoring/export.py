@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.dataset as ds
 from sqlalchemy import (
+    URL,
     Boolean,
     DateTime,
     Engine,
@@ -37,7 +39,7 @@ from sqlalchemy import (
     select,
 )
 
-from .flat import RESULTS, SEAT_FACTS
+from .flat import RESULTS, SEAT_FACTS, as_utc
 
 FORMATS = ("parquet", "csv")
 BATCH = 200_000  # rows per Arrow table written
@@ -63,10 +65,10 @@ def _where(table: Table, scope: Scope) -> Any:
     parts = []
     if scope.game is not None:
         parts.append(c.game == scope.game)
-    if scope.since is not None:
-        parts.append(c.finished_at >= scope.since)
+    if scope.since is not None:  # in UTC: a literal's offset is lost on SQLite
+        parts.append(c.finished_at >= as_utc(scope.since))
     if scope.until is not None:
-        parts.append(c.finished_at < scope.until)
+        parts.append(c.finished_at < as_utc(scope.until))
     if scope.experiment is not None:
         parts.append(c.experiment == scope.experiment)
     return and_(True, *parts)
@@ -103,11 +105,23 @@ def _adbc(db: Engine) -> Any:
     if db.dialect.name == "postgresql":
         import adbc_driver_postgresql.dbapi as postgres
 
-        url = db.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        return postgres.connect(url)
+        return postgres.connect(libpq_url(db.url))
     import adbc_driver_sqlite.dbapi as sqlite
 
     return sqlite.connect(db.url.database)
+
+
+def libpq_url(url: URL) -> str:
+    """A PostgreSQL URL as libpq reads it: the query's spaces as ``%20``. SQLAlchemy writes
+    them as ``+``, which libpq keeps as a plus: ``options=-csearch_path=s -ctimezone=z``
+    became one setting of ``search_path``, and the export found no table."""
+    base = url.set(drivername="postgresql", query={}).render_as_string(hide_password=False)
+    pairs = [
+        (key, value)
+        for key, values in url.query.items()
+        for value in ((values,) if isinstance(values, str) else values)
+    ]
+    return f"{base}?{urlencode(pairs, quote_via=quote)}" if pairs else base
 
 
 def _with_month(rows: pa.Table) -> pa.Table:

@@ -28,6 +28,8 @@ from sqlalchemy import (
     Table,
     delete,
     false,
+    insert,
+    select,
 )
 from sqlmodel import SQLModel
 
@@ -45,6 +47,15 @@ def caravel_version() -> str:
         return metadata.version("caravel")
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+def as_utc(moment: datetime | None) -> datetime | None:
+    """A time in UTC (one without a zone is taken as UTC, as the tables hold): what a
+    filter compares ``finished_at`` with. SQLite stores a time's UTC digits without an
+    offset, and PostgreSQL reads a time without one in the session's zone."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def score_columns() -> list[str]:
@@ -119,6 +130,49 @@ EXPERIMENTS = Table(
 
 KEPT = [RESULTS, SEAT_FACTS, EXPERIMENTS]
 """Tables a rebuild does not drop: they hold the lab's rows beside the projected ones."""
+
+
+def experiment_row(
+    *,
+    name: str,
+    game: str,
+    ruleset: str,
+    ruleset_hash: str,
+    options: Mapping[str, Any],
+    levels: Sequence[str],
+    planned: int,
+    started_at: datetime,
+) -> dict[str, Any]:
+    """An experiment's row as a run starts it (``running``, nothing recorded). ``options``
+    as its games' ``game_created`` has them (every option, typed): the key its flat rows
+    carry, so the experiment's row names what a filter on them matches."""
+    return {
+        "name": name,
+        "game": game,
+        "ruleset": ruleset,
+        "ruleset_hash": ruleset_hash,
+        "options": analytics.options_key(options),
+        "seats": ",".join(levels),
+        "games_planned": planned,
+        "games_recorded": 0,
+        "status": "running",
+        "started_at": started_at,
+        "finished_at": None,
+        "caravel_version": caravel_version(),
+    }
+
+
+def restore_experiments(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert those of ``rows`` whose experiment SQL holds no row of (a database lost, then
+    rebuilt): a row SQL holds stays as its run left it (its own start, end and status)."""
+    if not rows:
+        return
+    names = sorted(r["name"] for r in rows)
+    held = set(
+        conn.execute(select(EXPERIMENTS.c.name).where(EXPERIMENTS.c.name.in_(names))).scalars()
+    )
+    if missing := [dict(r) for r in rows if r["name"] not in held]:
+        conn.execute(insert(EXPERIMENTS), missing)
 
 
 def delete_projected(conn: Connection) -> None:

@@ -271,6 +271,36 @@ def _flat(p: GameProgress, results: Sequence[api.SeatResult], rows: Rows) -> Non
     rows.seat_facts += flat.fact_rows(flat_rows, p.seat_facts)
 
 
+def count_experiment(into: dict[str, dict[str, Any]], p: GameProgress, planned: int | None) -> None:
+    """Count a ``caravel lab run --live`` game into its experiment's row, as a rebuild
+    writes that row again when SQL lost it (:func:`.flat.restore_experiments`): the rules
+    and levels its games were played with, from the start of the first to the end of the
+    last, how many ended out of the run's plan (``planned``, its seats hash's; a hash
+    without one: the games found), complete if every one did."""
+    assert p.experiment is not None
+    created = _utc(p.created_at)
+    row = into.get(p.experiment)
+    if row is None:
+        row = into[p.experiment] = flat.experiment_row(
+            name=p.experiment,
+            game=p.game.name,
+            ruleset=p.ruleset,
+            ruleset_hash=p.ruleset_hash,
+            options=p.options,
+            levels=[kind.removeprefix(BOT_PREFIX) for kind in p.seats],
+            planned=0,
+            started_at=created,
+        )
+    row["started_at"] = min(row["started_at"], created)
+    row["games_planned"] = planned if planned is not None else row["games_planned"] + 1
+    if p.finished_at is not None:
+        row["games_recorded"] += 1
+    last = _utc(p.finished_at) if p.finished_at is not None else created
+    row["finished_at"] = max(row["finished_at"] or last, last)
+    done = row["games_recorded"] >= row["games_planned"]
+    row["status"] = "complete" if done else "incomplete"
+
+
 def snapshot_rows(p: GameProgress, rows: Rows) -> None:
     """The game's row and live standings at its current version (once per batch)."""
     results = p.game.results(p.state)

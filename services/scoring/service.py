@@ -20,7 +20,9 @@ names the event at that version: a log that went back under it (a Redis failover
 tail) no longer has that event there, and the game is scored again from the log.
 
 :meth:`ScoringService.rebuild` empties the tables and replays every game of the registry from
-its log through the same code, then rates the finished games in finish order.
+its log through the same code, then rates the finished games in finish order. The rows of
+``caravel lab run --live`` experiments SQL no longer holds (a database lost) are written
+again from their games' logs and seats hashes.
 """
 
 from __future__ import annotations
@@ -53,7 +55,18 @@ from .db import (
     load_checkpoints,
     table_of,
 )
-from .projection import FinishedGame, GameProgress, Rows, advance, rate, snapshot_rows, start, write
+from .flat import restore_experiments
+from .projection import (
+    FinishedGame,
+    GameProgress,
+    Rows,
+    advance,
+    count_experiment,
+    rate,
+    snapshot_rows,
+    start,
+    write,
+)
 
 log = structlog.get_logger("caravel.scoring")
 
@@ -324,6 +337,7 @@ class ScoringService:
         self.games.clear()
         finished: list[FinishedGame] = []
         live: set[Group] = set()  # the groups of `caravel lab run --live` games: kept rows
+        experiments: dict[str, dict[str, Any]] = {}  # their experiments' rows, should SQL lack them
         writing: asyncio.Future[None] | None = None
         events = 0
         for i in range(0, len(game_ids), REBUILD_CHUNK):
@@ -335,6 +349,9 @@ class ScoringService:
                 if progress is not None:
                     self._apply(progress, logs[game_id], 0, rows)
                     del self.games[game_id]
+                    if progress.experiment is not None:
+                        planned = seats[game_id].experiment_games
+                        count_experiment(experiments, progress, planned)
             finished += rows.finished
             live |= {g for g in groups_of(rows.flat_results) if g[1] != NO_EXPERIMENT}
             events += rows.events
@@ -345,7 +362,7 @@ class ScoringService:
                 on_game(len(chunk))
         if writing is not None:
             await writing
-        await asyncio.to_thread(self._rate, finished, live)
+        await asyncio.to_thread(self._rate, finished, live, list(experiments.values()))
         return RebuildReport(len(game_ids), events, time.perf_counter() - started)
 
     def _set_checkpoints(self, positions: Mapping[str, str]) -> None:
@@ -357,9 +374,15 @@ class ScoringService:
         with self.db.begin() as conn:
             write(conn, rows)
 
-    def _rate(self, finished: Sequence[FinishedGame], live: Iterable[Group]) -> None:
+    def _rate(
+        self,
+        finished: Sequence[FinishedGame],
+        live: Iterable[Group],
+        experiments: Sequence[Mapping[str, Any]],
+    ) -> None:
         with self.db.begin() as conn:
             rate(conn, finished)
+            restore_experiments(conn, experiments)  # those of live runs SQL lost
             refresh_all(conn)  # the analytics cells of every projected game
             refresh(conn, live)  # and of the games played live under an experiment
 

@@ -26,7 +26,7 @@ from shared.games.api import analytics
 from shared.intervals import wilson
 
 from .cells import CELLS, FINE, SECOND, selects
-from .flat import EXPERIMENTS, HOUR, RESULTS
+from .flat import EXPERIMENTS, HOUR, RESULTS, as_utc
 
 Z = 1.96  # 95%
 HASH = re.compile(r"^[0-9a-f]{16}$")
@@ -174,7 +174,7 @@ def sums(conn: Connection, f: Filter) -> Sums:
     flat table, by its finish-time index: whatever its ends, a period costs a few reads of
     cells and two reads of part of a second's games at most, never a scan of an hour's.
     One row per (players, dim, value)."""
-    f = replace(f, since=_utc(f.since), until=_utc(f.until))
+    f = replace(f, since=as_utc(f.since), until=as_utc(f.until))
     merged: dict[tuple[int, str, str], list[int]] = {}
     for players, dim, value, *numbers in _sums(conn, f, 0):
         held = merged.setdefault((players, dim, value), [0, 0, 0, 0])
@@ -239,13 +239,6 @@ def _games(conn: Connection, f: Filter) -> int:
     if f.until is not None:
         query = query.where(c.finished_at < f.until)
     return int(conn.execute(query).scalar_one())
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    """A time in UTC (one without a zone is taken as UTC, as the tables hold)."""
-    if moment is None:
-        return None
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _floor(moment: datetime, span: timedelta) -> datetime:

@@ -13,7 +13,12 @@ What is extended, and why:
   shape of FastStream's own (``BatchStreamMessage``) plus the stream of each entry. A
   subscriber made by ``broker.subscriber`` becomes one by :func:`make_shared`. (No public
   route: a subscriber's read step is not a documented hook, middlewares see messages after
-  the read, and re-publishing what one read took would cost a hop per entry.)
+  the read, and re-publishing what one read took would cost a hop per entry.) The public
+  alternative, a batch subscriber per stream as on a cluster, was measured against this
+  (``benchmarks/README.md``, "One read or a subscriber per stream"): at 2,000 moves/s
+  about 60% more engine CPU per move and 4-6 times the XREADGROUP calls per move, and at
+  8 entries read, 6.3 times the dispatch instructions (8 batches of one entry instead of
+  one of 8).
 - :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
   several times per read (about 5% of the engine's CPU); ours have no prefix.
 - The read retry (:data:`READ_RETRY_S`): FastStream's back-off after a failed read is a
@@ -22,6 +27,11 @@ What is extended, and why:
   a pool of its own for blocking reads), through the broker's connection-state factory.
 - :func:`parse_batch`/:func:`decode_batch`: the raw batch's keys (``message_ids``,
   ``data``, ``channel``), read without FastStream's JSON round trip of each entry.
+
+The rest is FastStream's public API (``faststream``, ``faststream.redis``): the plain
+bodies (:class:`PlainBody`, its exported ``BinaryMessageFormatV1`` given to the broker's
+``message_format``), the body field (:data:`BODY`, its wire format, pinned by publishing),
+the parser and decoder hooks; the bus metrics are series of our own (``.metrics``).
 """
 
 from __future__ import annotations
@@ -29,11 +39,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, NamedTuple, Self
 
-from faststream.message import StreamMessage, encode_message
-from faststream.redis import RedisBroker, StreamSub
+from faststream import StreamMessage
+from faststream.redis import BinaryMessageFormatV1, RedisBroker, StreamSub
 from faststream.redis.configs import RedisConnectionState
-from faststream.redis.message import DATA_KEY, BatchStreamMessage
-from faststream.redis.parser import MessageFormat
 from faststream.redis.subscriber.usecases import stream_subscriber
 from redis.asyncio import Redis
 
@@ -51,7 +59,9 @@ CHECKED_VERSION = "0.7"
 READ_RETRY_S = 1
 stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS = READ_RETRY_S  # type: ignore[attr-defined]
 
-BODY = DATA_KEY.encode()  # the field of a stream entry FastStream publishes a message in
+# The field of a stream entry FastStream publishes a message in (its wire format, pinned by
+# a test that publishes through a broker and reads the entry back).
+BODY = b"__data__"
 
 
 class Delivery(NamedTuple):
@@ -96,9 +106,12 @@ class GivenClientBroker(RedisBroker):
         return GivenClient(self._given, self._owned)
 
 
-class PlainBody(MessageFormat):
+class PlainBody(BinaryMessageFormatV1):
     """Messages published as their body alone (a contract's JSON), with no FastStream
-    headers in front: every reader, FastStream or not, parses the field as it is."""
+    headers in front: every reader, FastStream or not, parses the field as it is. A message
+    format of FastStream's public API (``RedisBroker(message_format=...)``): its exported
+    format with ``encode`` and ``parse`` replaced. Bytes are sent as they are; anything
+    else as the broker's codec encodes it (a string as its UTF-8, a dict as its JSON)."""
 
     @classmethod
     async def encode(
@@ -111,10 +124,11 @@ class PlainBody(MessageFormat):
         serializer: Any = None,
         codec: Any = None,
     ) -> bytes:
-        if codec is not None:
-            payload, _ = await codec.encode(message, serializer)
-        else:
-            payload, _ = encode_message(message, serializer)
+        if isinstance(message, bytes):  # every body the project publishes
+            return message
+        if codec is None:  # the broker hands its codec; without one, a body is bytes
+            raise TypeError(f"a bus message is bytes, not {type(message).__name__}")
+        payload, _ = await codec.encode(message, serializer)
         return bytes(payload)
 
     @classmethod
@@ -208,10 +222,15 @@ async def _hand_on(
             ids.append(entry_id)
             data.append(fields)
     if ids:
-        batch = BatchStreamMessage(
-            type="bstream", channel=channel(sub.name), data=data, message_ids=ids
-        )
-        batch["streams"] = streams  # type: ignore[typeddict-unknown-key]
+        # The shape of FastStream's own batch (``BatchStreamMessage``, a TypedDict), plus
+        # the stream of each entry.
+        batch = {
+            "type": "bstream",
+            "channel": channel(sub.name),
+            "data": data,
+            "message_ids": ids,
+            "streams": streams,
+        }
         await subscriber.consume_one(batch)
 
 

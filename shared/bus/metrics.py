@@ -23,22 +23,91 @@ from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any, Self
 
-from faststream import BaseMiddleware
-from faststream.exceptions import IgnoredException
-from faststream.message import SourceType, StreamMessage
-from faststream.prometheus.consts import (
-    PROCESSING_STATUS_BY_ACK_STATUS,
-    PROCESSING_STATUS_BY_HANDLER_EXCEPTION_MAP,
+from faststream import BaseMiddleware, PublishType, SourceType, StreamMessage
+from faststream.exceptions import (
+    AckMessage,
+    IgnoredException,
+    NackMessage,
+    RejectMessage,
+    SkipMessage,
 )
-from faststream.prometheus.container import MetricsContainer
-from faststream.prometheus.types import ProcessingStatus, PublishingStatus
-from faststream.redis.response import RedisPublishCommand
-from faststream.response import PublishType
-from prometheus_client import REGISTRY, Counter
+from faststream.redis import RedisPublishCommand
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
 PREFIX = "caravel_bus"
 _PARTITION = re.compile(r"\{\d+\}")
 
+
+# FastStream's series (``faststream.prometheus``'s container: the same names, labels, help
+# and buckets), made here once per process: its container and status tables are not part
+# of its public API.
+_RECEIVED = ["app_name", "broker", "handler"]
+_PUBLISHED = ["app_name", "broker", "destination"]
+SIZE_BUCKETS = (*(2.0**n for n in range(4, 25, 2)), float("inf"))
+RECEIVED_TOTAL = Counter(
+    f"{PREFIX}_received_messages",
+    "Count of received messages by broker and handler",
+    _RECEIVED,
+    registry=REGISTRY,
+)
+RECEIVED_SIZE = Histogram(
+    f"{PREFIX}_received_messages_size_bytes",
+    "Histogram of received messages size in bytes by broker and handler",
+    _RECEIVED,
+    registry=REGISTRY,
+    buckets=SIZE_BUCKETS,
+)
+IN_PROCESS = Gauge(
+    f"{PREFIX}_received_messages_in_process",
+    "Gauge of received messages in process by broker and handler",
+    _RECEIVED,
+    registry=REGISTRY,
+)
+PROCESSED = Counter(
+    f"{PREFIX}_received_processed_messages",
+    "Count of received processed messages by broker, handler and status",
+    [*_RECEIVED, "status"],
+    registry=REGISTRY,
+)
+PROCESSED_DURATION = Histogram(
+    f"{PREFIX}_received_processed_messages_duration_seconds",
+    "Histogram of received processed messages duration in seconds by broker and handler",
+    _RECEIVED,
+    registry=REGISTRY,
+)
+PROCESSED_EXCEPTIONS = Counter(
+    f"{PREFIX}_received_processed_messages_exceptions",
+    "Count of received processed messages exceptions by broker, handler and exception_type",
+    [*_RECEIVED, "exception_type"],
+    registry=REGISTRY,
+)
+PUBLISHED_TOTAL = Counter(
+    f"{PREFIX}_published_messages",
+    "Count of published messages by destination and status",
+    [*_PUBLISHED, "status"],
+    registry=REGISTRY,
+)
+PUBLISHED_DURATION = Histogram(
+    f"{PREFIX}_published_messages_duration_seconds",
+    "Histogram of published messages duration in seconds by broker and destination",
+    _PUBLISHED,
+    registry=REGISTRY,
+)
+PUBLISHED_EXCEPTIONS = Counter(
+    f"{PREFIX}_published_messages_exceptions",
+    "Count of published messages exceptions by broker, destination and exception_type",
+    [*_PUBLISHED, "exception_type"],
+    registry=REGISTRY,
+)
+# A processed message's status: by how its handler settled it (``msg.committed``, an
+# ``AckStatus``, a ``str`` enum), else by the exception it raised, else ``error``.
+_BY_ACK = {"ACKED": "acked", "NACKED": "nacked", "REJECTED": "rejected"}
+_BY_EXCEPTION: dict[type[BaseException], str] = {
+    AckMessage: "acked",
+    NackMessage: "nacked",
+    RejectMessage: "rejected",
+    SkipMessage: "skipped",
+}
 
 _OUTSIDE = ["app_name", "channel", "group"]
 RECLAIMED = Counter(
@@ -92,13 +161,13 @@ class _Received:
 
     __slots__ = ("duration", "exceptions", "in_process", "processed", "received", "size")
 
-    def __init__(self, container: MetricsContainer, labels: dict[str, str]) -> None:
-        self.received = container.received_messages_total.labels(**labels)
-        self.size = container.received_messages_size_bytes.labels(**labels)
-        self.in_process = container.received_messages_in_process.labels(**labels)
-        self.duration = container.received_processed_messages_duration_seconds.labels(**labels)
-        self.processed = _ByStatus(container.received_processed_messages_total, labels)
-        self.exceptions = container.received_processed_messages_exceptions_total
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.received = RECEIVED_TOTAL.labels(**labels)
+        self.size = RECEIVED_SIZE.labels(**labels)
+        self.in_process = IN_PROCESS.labels(**labels)
+        self.duration = PROCESSED_DURATION.labels(**labels)
+        self.processed = _ByStatus(PROCESSED, labels)
+        self.exceptions = PROCESSED_EXCEPTIONS
 
 
 class _Published:
@@ -106,10 +175,10 @@ class _Published:
 
     __slots__ = ("duration", "exceptions", "published")
 
-    def __init__(self, container: MetricsContainer, labels: dict[str, str]) -> None:
-        self.duration = container.published_messages_duration_seconds.labels(**labels)
-        self.published = _ByStatus(container.published_messages_total, labels)
-        self.exceptions = container.published_messages_exceptions_total
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.duration = PUBLISHED_DURATION.labels(**labels)
+        self.published = _ByStatus(PUBLISHED_TOTAL, labels)
+        self.exceptions = PUBLISHED_EXCEPTIONS
 
 
 class BusMetrics:
@@ -118,11 +187,10 @@ class BusMetrics:
     and a middleware of several layers per message and asks ``labels()`` six times per batch,
     each checking the labels under a lock: a quarter of the instructions of a batch's
     dispatch with one entry, which every consumer of a move pays. The series, their labels
-    and what they count are the same (FastStream's container makes them, shared by the
-    process' brokers); the children of each channel are found once."""
+    and what they count are the same (made once by this module, shared by the process'
+    brokers); the children of each channel are found once."""
 
     def __init__(self, service: str) -> None:
-        self.container = MetricsContainer(REGISTRY, metrics_prefix=PREFIX, custom_label_names=())
         self.labels = {"app_name": service, "broker": "redis"}
         self._received: dict[str, _Received] = {}
         self._published: dict[str, _Published] = {}
@@ -134,16 +202,14 @@ class BusMetrics:
     def received(self, handler: str) -> _Received:
         series = self._received.get(handler)
         if series is None:
-            series = self._received[handler] = _Received(
-                self.container, {**self.labels, "handler": handler}
-            )
+            series = self._received[handler] = _Received({**self.labels, "handler": handler})
         return series
 
     def published(self, destination: str) -> _Published:
         series = self._published.get(destination)
         if series is None:
             series = self._published[destination] = _Published(
-                self.container, {**self.labels, "destination": destination}
+                {**self.labels, "destination": destination}
             )
         return series
 
@@ -186,14 +252,14 @@ class _Measured(BaseMiddleware[RedisPublishCommand, Any]):
         finally:
             series.duration.observe(time.perf_counter() - started)
             series.in_process.dec(count)
-            status = ProcessingStatus.acked
+            status = "acked"
             if msg.committed or error:
                 status = (
-                    PROCESSING_STATUS_BY_ACK_STATUS.get(msg.committed)  # type: ignore[arg-type]
-                    or PROCESSING_STATUS_BY_HANDLER_EXCEPTION_MAP.get(type(error))
-                    or ProcessingStatus.error
+                    _BY_ACK.get(msg.committed or "")
+                    or _BY_EXCEPTION.get(type(error))  # type: ignore[arg-type]
+                    or "error"
                 )
-            series.processed[status.value].inc(count)
+            series.processed[status].inc(count)
 
     async def publish_scope(
         self, call_next: Callable[[Any], Awaitable[Any]], cmd: RedisPublishCommand
@@ -202,18 +268,18 @@ class _Measured(BaseMiddleware[RedisPublishCommand, Any]):
             return await call_next(cmd)
         destination = channel(cmd.destination)
         series = self.metrics.published(destination)
-        status = PublishingStatus.success
+        status = "success"
         started = time.perf_counter()
         try:
             return await call_next(cmd)
         except Exception as e:
-            status = PublishingStatus.error
+            status = "error"
             labels = {**self.metrics.labels, "destination": destination}
             series.exceptions.labels(**labels, exception_type=type(e).__name__).inc()
             raise
         finally:
             series.duration.observe(time.perf_counter() - started)
-            series.published[status.value].inc(len(cmd.batch_bodies))
+            series.published[status].inc(len(cmd.batch_bodies))
 
 
 def bus_metrics(service: str) -> BusMetrics:

@@ -22,8 +22,8 @@ from redis.asyncio import Redis
 from shared.contracts import ViewWant
 
 from .consumer import Broker
-from .faults import transient
 from .faststream_ext import BODY
+from .faults import transient
 from .tails import newest_ids
 
 log = structlog.get_logger("caravel.bus")

@@ -35,6 +35,7 @@ class Notification(NamedTuple):
 
 IMPORTED = "imported"  # the seats hash's field marking an imported game
 EXPERIMENT = "experiment"  # the seats hash's field naming a `caravel lab run --live` experiment
+EXPERIMENT_GAMES = "experiment_games"  # and how many games that run plays (its plan)
 
 
 @dataclass
@@ -47,6 +48,9 @@ class Seats:
     deadline_s: float | None = None
     imported: bool = False  # loaded by `caravel games import`, not played here
     experiment: str | None = None  # played for `caravel lab run --live` under this name
+    # How many games that run plays: with the games' logs, what a rebuild needs to write the
+    # experiment's row again once SQL has lost it (complete or incomplete).
+    experiment_games: int | None = None
 
     def to_mapping(self) -> dict[str, str | float]:
         out: dict[str, str | float] = {str(seat): who for seat, who in self.players.items()}
@@ -56,6 +60,8 @@ class Seats:
             out[IMPORTED] = "1"
         if self.experiment is not None:
             out[EXPERIMENT] = self.experiment
+        if self.experiment_games is not None:
+            out[EXPERIMENT_GAMES] = str(self.experiment_games)
         return out
 
     @classmethod
@@ -70,6 +76,8 @@ class Seats:
                 seats.imported = text == "1"
             elif name == EXPERIMENT:
                 seats.experiment = text
+            elif name == EXPERIMENT_GAMES:
+                seats.experiment_games = int(text)
             elif name.isdigit():
                 seats.players[int(name)] = text
         return seats

@@ -11,11 +11,14 @@ _ANSWER = """
 -- A command's answer, stored once: a result list holds the first answer given (what its
 -- sender reads) and no other. The same command can be decided again after its append was
 -- made (a call whose reply was lost, an entry handled twice, the same command sent twice):
--- that second outcome, a duplicate, must not add a second answer.
+-- that second outcome, a duplicate, must not add a second answer. RPUSH tells whether the
+-- list was there (a length above 1): the answer pushed is then taken back, which spares
+-- an EXISTS on every command (the list is almost always new).
 local function answer(key, json, ttl)
-  if redis.call('EXISTS', key) == 0 then
-    redis.call('RPUSH', key, json)
+  if redis.call('RPUSH', key, json) == 1 then
     redis.call('EXPIRE', key, tonumber(ttl))
+  else
+    redis.call('RPOP', key)
   end
 end
 """
@@ -25,31 +28,40 @@ _APPEND = (
     + """
 -- Appends of several commands, each as it would be alone, in order: one call per batch
 -- (per partition on a cluster, whose keys share a slot), one reply of (status, version)
--- pairs. For each append, KEYS holds 10 keys in turn: 1 log, 2 partition events, 3 meta,
--- 4 seen, 5 partition games, 6 snapshot, 7 result, 8 command stream, 9 decisions,
--- 10 partition archived games. ARGV[1] is the number of appends; then, for each, the count
--- of its arguments and they: 1 expected version, 2 command id, 3 game id, 4 group, 5 entry
--- id, 6 result ttl, 7 result json ('' : the caller publishes it, once replicas have the
--- append), 8 the game's snapshot at the append's version ('' none: stored only with the
--- append, never on a log that took other events), 9 event count, then (public json,
--- secret json or '') pairs, then decision jsons. The log keeps the secret beside the
--- public event; the partition stream gets the public event only. A stale version is a
--- conflict and writes nothing.
+-- pairs. ARGV[1] is the number of appends, ARGV[2] the engine's consumer group, ARGV[3]
+-- the results' ttl; then, for each append, the count of its arguments and they: 1 expected
+-- version, 2 command id, 3 game id, 4 entry id, 5 result json ('' : the caller publishes
+-- it, once replicas have the append), 6 the game's snapshot at the append's version (''
+-- none: stored only with the append, never on a log that took other events), 7 event
+-- count, then (public json, secret json or '') pairs, then decision jsons. Each append
+-- names only the keys it writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen,
+-- 5 command stream, 6 decisions; then 7 its result, if it has a result json; then its
+-- snapshot, if it has one; then, for a new game (expected version 0), the partition's
+-- games and archived games (keys are most of what a call carries: fewer to pack and send).
+-- The log keeps the secret beside the public event; the partition stream gets the public
+-- event only. A stale version is a conflict and writes nothing.
+local group, ttl = ARGV[2], ARGV[3]
 local function append(k, a, last)
+  local expected = tonumber(ARGV[a + 1])
+  local nkeys = 6
+  local result, snapshot, games
+  if ARGV[a + 5] ~= '' then nkeys = nkeys + 1; result = KEYS[k + nkeys] end
+  if ARGV[a + 6] ~= '' then nkeys = nkeys + 1; snapshot = KEYS[k + nkeys] end
+  if expected == 0 then games = k + nkeys + 1; nkeys = nkeys + 2 end
   local version = tonumber(redis.call('HGET', KEYS[k + 3], 'version') or '0')
   if ARGV[a + 2] ~= '' then
     local seen = redis.call('HGET', KEYS[k + 4], ARGV[a + 2])
-    if seen then return 'duplicate', seen end
+    if seen then return nkeys, 'duplicate', seen end
   end
-  if version ~= tonumber(ARGV[a + 1]) then return 'conflict', tostring(version) end
-  if version == 0 and redis.call('SISMEMBER', KEYS[k + 10], ARGV[a + 3]) == 1 then
-    return 'archived', '0'
+  if version ~= expected then return nkeys, 'conflict', tostring(version) end
+  if version == 0 and redis.call('SISMEMBER', KEYS[games + 1], ARGV[a + 3]) == 1 then
+    return nkeys, 'archived', '0'
   end
-  local n = tonumber(ARGV[a + 9])
+  local n = tonumber(ARGV[a + 7])
   local publics = {}
   for i = 0, n - 1 do
     version = version + 1
-    local public, secret = ARGV[a + 10 + 2 * i], ARGV[a + 11 + 2 * i]
+    local public, secret = ARGV[a + 8 + 2 * i], ARGV[a + 9 + 2 * i]
     if secret == '' then
       redis.call('XADD', KEYS[k + 1], version .. '-0', 'e', public)
     else
@@ -62,22 +74,24 @@ local function append(k, a, last)
                'e', '[' .. table.concat(publics, ',') .. ']')
   end
   redis.call('HSET', KEYS[k + 3], 'version', version)
-  if tonumber(ARGV[a + 1]) == 0 then redis.call('SADD', KEYS[k + 5], ARGV[a + 3]) end
+  if expected == 0 then redis.call('SADD', KEYS[games], ARGV[a + 3]) end
   if ARGV[a + 2] ~= '' then redis.call('HSET', KEYS[k + 4], ARGV[a + 2], version) end
-  if ARGV[a + 8] ~= '' then redis.call('HSET', KEYS[k + 6], 'v', version, 's', ARGV[a + 8]) end
-  if ARGV[a + 7] ~= '' then answer(KEYS[k + 7], ARGV[a + 7], ARGV[a + 6]) end
-  if ARGV[a + 5] ~= '' then redis.call('XACK', KEYS[k + 8], ARGV[a + 4], ARGV[a + 5]) end
-  for i = a + 10 + 2 * n, last do
-    redis.call('XADD', KEYS[k + 9], '*', 'r', ARGV[i])
+  if snapshot then redis.call('HSET', snapshot, 'v', version, 's', ARGV[a + 6]) end
+  if result then answer(result, ARGV[a + 5], ttl) end
+  if ARGV[a + 4] ~= '' then redis.call('XACK', KEYS[k + 5], group, ARGV[a + 4]) end
+  for i = a + 8 + 2 * n, last do
+    redis.call('XADD', KEYS[k + 6], '*', 'r', ARGV[i])
   end
-  return 'ok', tostring(version)
+  return nkeys, 'ok', tostring(version)
 end
 local out = {}
-local a = 2
+local a, k = 4, 0
 for j = 0, tonumber(ARGV[1]) - 1 do
   local m = tonumber(ARGV[a])
-  out[2 * j + 1], out[2 * j + 2] = append(10 * j, a, a + m)
+  local nkeys
+  nkeys, out[2 * j + 1], out[2 * j + 2] = append(k, a, a + m)
   a = a + m + 1
+  k = k + nkeys
 end
 return out
 """

@@ -57,14 +57,18 @@ RESULT_TTL_S = 3600
 
 
 @lru_cache(maxsize=65_536)
-def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The keys an append to ``game_id`` writes, in the script's order, before and after its
-    result's (the command's own). Formatted once per game, not once per command (nine names,
-    each with the game's partition hashed)."""
+def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], tuple[str, str, str]]:
+    """The keys an append to ``game_id`` always writes, in the script's order, and those
+    only some write (its snapshot; its partition's games and archived games, for a new
+    game). Formatted once per game, not once per command (each with the game's partition
+    hashed)."""
     k, p = keys, keys.partition(game_id)
-    tail = (k.commands(p), k.decisions(p), k.archived(p))
-    head = (k.log(game_id), k.events(p), k.meta(game_id), k.seen(game_id), k.games(p))
-    return (*head, k.snapshot(game_id)), tail
+    always = (k.log(game_id), k.events(p), k.meta(game_id), k.seen(game_id))
+    return (*always, k.commands(p), k.decisions(p)), (
+        k.snapshot(game_id),
+        k.games(p),
+        k.archived(p),
+    )
 
 
 @dataclass
@@ -159,26 +163,36 @@ class EventStore(EventReader):
     # --- writing -------------------------------------------------------------------------
 
     def _call_args(self, appends: Sequence[Append]) -> tuple[list[str], list[Any]]:
-        """The keys and arguments of one script call appending ``appends`` (see the script)."""
+        """The keys and arguments of one script call appending ``appends`` (see the script:
+        each append names only the keys it writes)."""
         keys: list[str] = []
-        args: list[Any] = [len(appends)]
-        k, group, answered_here = self.keys, self.group, not self.replicas
+        args: list[Any] = [len(appends), self.group, RESULT_TTL_S]
+        k, answered_here = self.keys, not self.replicas
         for a in appends:
-            head, tail = _append_keys(k, a.game_id)
-            command_id, events, decisions = a.command_id, a.events, a.decisions
-            keys += head
-            keys.append(k.result(a.game_id, a.seat, command_id or "-"))
-            keys += tail
+            always, (snapshot_key, games, archived) = _append_keys(k, a.game_id)
+            command_id, events, decisions, snapshot = (
+                a.command_id,
+                a.events,
+                a.decisions,
+                a.snapshot,
+            )
+            keys += always
+            result = ""
+            if command_id and answered_here:
+                result = self._result_json(a)
+                keys.append(k.result(a.game_id, a.seat, command_id))
+            if snapshot:
+                keys.append(snapshot_key)
+            if not a.expected:
+                keys += (games, archived)
             args += (
-                9 + 2 * len(events) + len(decisions),  # its argument count
+                7 + 2 * len(events) + len(decisions),  # its argument count
                 a.expected,
                 command_key(a.seat, command_id) if command_id else "",
                 a.game_id,
-                group,
                 a.entry[1] if a.entry else "",
-                RESULT_TTL_S,
-                self._result_json(a) if command_id and answered_here else "",
-                a.snapshot,
+                result,
+                snapshot,
                 len(events),
             )
             args += chain.from_iterable(events)  # (public, secret) pairs

@@ -119,6 +119,65 @@ async def test_a_command_decided_again_after_its_append_keeps_its_one_answer(
     assert await any_redis.ttl(key) > 0
 
 
+async def test_an_append_after_an_answer_keeps_the_first_answer(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """A command refused (answered) and sent again with the same id can be appended later:
+    its sender's answer stays the first one, and the list keeps its expiry."""
+    store = EventStore(any_redis, keys)
+    events, _ = game_events("g-first")
+    await store.append(Append("g-first", 0, encoded(events[:2]), "c0"))
+    refused = CommandResult(
+        command_id="c1", game_id="g-first", status="rejected", seat=1, code="x", reason="y"
+    )
+    assert await store.finish("g-first", keys.partition("g-first"), refused, None, version=2)
+    made = await store.append(Append("g-first", 2, encoded(events[2:4]), "c1", seat=1))
+    assert (made.status, made.version) == ("ok", 4)
+    key = keys.result("g-first", 1, "c1")
+    answers = await any_redis.lrange(key, 0, -1)
+    assert [CommandResult.model_validate_json(a).status for a in answers] == ["rejected"]
+    assert await any_redis.ttl(key) > 0
+
+
+async def test_one_call_appends_a_batch_of_every_kind_of_append(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """Each append names only the keys it writes (a result, a snapshot, a new game's
+    partition sets only when it has them): a batch mixing them writes each to its own
+    keys, and its conflicts and duplicates leave the appends after them in place."""
+    store = EventStore(any_redis, keys)
+    a, _ = game_events("g-mix-a", seed=3)
+    b, _ = game_events("g-mix-b", seed=4)
+    c, _ = game_events("g-mix-c", seed=5)
+    await store.append(Append("g-mix-b", 0, encoded(b[:2]), "b0"))
+    await store.append(Append("g-mix-c", 0, encoded(c[:2]), "c0"))
+    appends = [
+        Append("g-mix-a", 0, encoded(a[:2]), "a0", entry=None, snapshot='{"s":1}'),
+        Append("g-mix-b", 5, encoded(b[2:3]), "b1"),  # stale: a conflict
+        Append("g-mix-c", 2, encoded(c[2:3]), "c0"),  # its id seen: a duplicate
+        Append("g-mix-b", 2, encoded(b[2:4]), "", decisions=['{"d":1}']),  # no command id
+        Append("g-mix-c", 2, encoded(c[2:4]), "c1", seat=2, snapshot='{"s":2}'),
+    ]
+    results = await store.append_many(appends)
+    assert [(r.status, r.version) for r in results] == [
+        ("ok", 2),
+        ("conflict", 2),
+        ("duplicate", 2),
+        ("ok", 4),
+        ("ok", 4),
+    ]
+    assert "g-mix-a" in await store.game_ids(keys.partition("g-mix-a"))
+    assert await any_redis.hgetall(keys.snapshot("g-mix-a")) == {b"v": b"2", b"s": b'{"s":1}'}
+    assert await any_redis.hgetall(keys.snapshot("g-mix-c")) == {b"v": b"4", b"s": b'{"s":2}'}
+    assert not await any_redis.exists(keys.snapshot("g-mix-b"))
+    for game, seat, command, version in [("g-mix-a", None, "a0", 2), ("g-mix-c", 2, "c1", 4)]:
+        answer = await any_redis.lindex(keys.result(game, seat, command), 0)
+        assert CommandResult.model_validate_json(answer).version == version
+    decisions = await any_redis.xrange(keys.decisions(keys.partition("g-mix-b")))
+    assert [fields[b"r"] for _, fields in decisions] == [b'{"d":1}']
+    assert [e.version for e in await store.read("g-mix-b")] == [1, 2, 3, 4]
+
+
 async def test_with_durability_a_sender_is_answered_once_a_replica_has_the_append(
     redis_cluster_url: str, keys: Keys
 ) -> None:

@@ -100,8 +100,9 @@ async def test_the_services_started_during_a_fault_serve_every_partition(
 
 async def _start_during_a_fault(cluster: LocalCluster, client: Any, keys: Keys) -> None:
     """Replicas killed (their masters refuse writes: the groups of their partitions cannot
-    be made, the wanted views cannot be trimmed); the engine, the views projection and the bot player started; the replicas back;
-    then games of every partition created: every game gets its view and moves."""
+    be made, the wanted views cannot be trimmed); the engine, the views projection and the
+    bot player started; the replicas back; then games of every partition created: every
+    game gets its view and moves."""
     store = EventStore(client, keys)
     sender = CommandSender(client, keys)
     await client.ping()  # the slot map

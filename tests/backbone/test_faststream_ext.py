@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from importlib.metadata import version
 
-from faststream.message import encode_message
 from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.configs import RedisConnectionState
 from faststream.redis.message import BatchStreamMessage
@@ -86,9 +86,19 @@ def test_the_broker_makes_its_connection_state_in_one_method() -> None:
         assert hasattr(RedisConnectionState, name), f"{UPGRADE}: RedisConnectionState.{name}"
 
 
-def test_encode_message_gives_the_body_bytes() -> None:
-    body, _ = encode_message(b'{"a":1}', None)
-    assert bytes(body) == b'{"a":1}'
+async def test_a_message_is_published_as_its_body_alone_in_the_body_field(
+    redis: Redis, keys: Keys
+) -> None:
+    """``PlainBody`` through FastStream's public ``message_format``: bytes, a string and a
+    dict land in the field ``BODY`` (FastStream's wire format) as the body alone (the dict
+    as its JSON), no FastStream headers in front."""
+    stream = keys.events(0)
+    broker = Broker(redis)
+    for body in (b'{"a":1}', '{"a":1}', {"a": 1}):
+        await broker.publish(body, stream=stream)
+    entries = await redis.xrange(stream)
+    assert [list(fields) for _, fields in entries] == [[ext.BODY]] * 3
+    assert [json.loads(fields[ext.BODY]) for _, fields in entries] == [{"a": 1}] * 3
 
 
 async def test_a_shared_follow_reads_several_streams_into_one_batch(

@@ -4,8 +4,13 @@ lab and the exports, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import csv
 import io
+import json
+import os
+import re
 import zipfile
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,7 @@ from shared.games import analytics, api
 
 from ..backbone.helpers import RULES
 from ..lobby.helpers import running_lobby
+from ..test_cli import caravel
 from .helpers import dump, game_ids, play_games
 from .test_scoring import drain
 
@@ -436,3 +442,160 @@ async def test_an_imported_game_is_marked_and_left_out_unless_asked_for(
         assert only["overall"]["n"] == 4
         with pytest.raises(stats.BadFilter, match="imported"):
             stats.check(conn, stats.Filter(AOD, imported="maybe"))
+
+
+def in_zone(database_url: str) -> str:
+    """The URL with PostgreSQL sessions in UTC+14: a time without an offset would be read
+    as Kiritimati's there, not as UTC as the tables hold (SQLite: the URL as it is)."""
+    if not database_url.startswith("postgresql"):
+        return database_url
+    return f"{database_url}%20-ctimezone%3DPacific%2FKiritimati"
+
+
+def csv_rows(body: bytes, name: str) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and rows of one CSV file of an export's zip (an empty file: none)."""
+    text = zipfile.ZipFile(io.BytesIO(body)).read(name).decode()
+    reader = csv.DictReader(io.StringIO(text))
+    rows = list(reader)
+    return list(reader.fieldnames or []), rows
+
+
+async def test_the_exports_keep_their_period_game_and_experiment_and_no_secret(
+    redis_url: str, keys: Keys, database_url: str, database: Engine, tmp_path: Path
+) -> None:
+    """`GET /analytics/export` and `caravel analytics export` keep the games of their
+    period (a time with an offset or without one, taken as UTC, also from PostgreSQL
+    sessions in another zone), game and experiment; every column exported is one of the
+    flat table's or the seat facts' (no other: nothing of a log, no secret)."""
+    lab(database, "old", 2)
+    lab(database, "new", 3)
+    moment = datetime(2025, 3, 15, 12, 0, tzinfo=UTC)
+    with database.begin() as conn:
+        values = {"finished_at": moment, "finished_hour": moment.strftime(flat.HOUR)}
+        for table in (flat.RESULTS, flat.SEAT_FACTS):
+            conn.execute(table.update().where(table.c.experiment == "old").values(values))
+        conn.execute(cells.CELLS.delete().where(cells.CELLS.c.experiment == "old"))
+        cells.refresh_all(conn, "old")
+    url = in_zone(database_url)
+    result_columns = [c.name for c in flat.RESULTS.columns]
+    fact_columns = [c.name for c in flat.SEAT_FACTS.columns]
+    wanted: list[tuple[dict[str, str], dict[str, int]]] = [
+        ({"until": "2026-01-01T00:00:00"}, {"old": 8}),
+        ({"since": "2026-01-01T00:00:00"}, {"new": 12}),
+        ({"since": "2025-03-15T11:30:00", "until": "2025-03-15T12:30:00"}, {"old": 8}),
+        ({"since": "2025-03-15T13:30:00+02:00", "until": "2025-03-15T14:30:00+02:00"}, {"old": 8}),
+        ({"since": "2025-03-15T12:30:00+00:00"}, {"new": 12}),
+        ({"game": AOD, "experiment": "new"}, {"new": 12}),
+        ({"game": "navegador"}, {}),
+    ]
+    async with running_lobby(redis_url, keys, url, tmp_path / "up") as client:
+        for params, kept in wanted:
+            answer = await client.get("/analytics/export", params={"format": "csv", **params})
+            assert answer.status_code == 200, (params, answer.text)
+            header, rows = csv_rows(answer.content, "results.csv")
+            found: dict[str, int] = {}
+            for row in rows:
+                found[row["experiment"]] = found.get(row["experiment"], 0) + 1
+            assert found == kept, params
+            if rows:
+                assert header == [*result_columns, "month"], params  # month: "YYYY-MM"
+                facts_header, facts = csv_rows(answer.content, "facts.csv")
+                assert facts and facts_header == [*fact_columns, "month"], params
+                assert {f["game_id"] for f in facts} <= {r["game_id"] for r in rows}
+        parquet = await client.get(
+            "/analytics/export", params={"format": "parquet", "until": "2026-01-01T00:00:00"}
+        )
+        assert parquet.status_code == 200, parquet.text
+        names = zipfile.ZipFile(io.BytesIO(parquet.content)).namelist()
+        assert names and all(f"/game={AOD}/month=2025-03/" in name for name in names), names
+
+    env = {**os.environ, "CARAVEL_DATABASE_URL": url}
+    out = tmp_path / "cli"
+    argv = ["analytics", "export", "--format", "parquet", "-o", str(out), "--game", AOD]
+    since, until = "2025-03-15T13:30:00+0200", "2025-03-15T14:30:00+0200"  # 11:30 to 12:30 UTC
+    exported = caravel(*argv, "--since", since, "--until", until, "--json", env=env)
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["results"] == 8
+    read = duckdb.sql(
+        f"SELECT experiment, month, count(*) FROM read_parquet('{out}/results/*/*/*.parquet', "
+        "hive_partitioning = true) GROUP BY ALL"
+    ).fetchall()
+    assert read == [("old", "2025-03", 8)]
+    as_csv = caravel(
+        "analytics", "export", "--format", "csv", "-o", str(tmp_path / "c"), "--since",
+        "2026-01-01", env=env,
+    )  # fmt: skip
+    assert as_csv.returncode == 0, as_csv.stderr
+    with (tmp_path / "c" / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 12 and {r["experiment"] for r in rows} == {"new"}
+
+
+def test_a_turn_position_that_wins_too_often_is_flagged(database: Engine) -> None:
+    """Win rate by turn position against 1/n: the first player winning all 24 games is
+    flagged (and the others, who never win); the same games with the win going round the
+    positions flag none. The seat filters keep or drop those games as they should."""
+    lab(database, "skew", 24)
+    ids = sorted({r["game_id"] for r in results(database, experiment="skew")})
+    c = flat.RESULTS.c
+
+    def figures_when(winner: Callable[[int], int]) -> dict[str, Any]:
+        with database.begin() as conn:
+            for k, game_id in enumerate(ids):
+                won = c.turn_position == winner(k)
+                conn.execute(flat.RESULTS.update().where(c.game_id == game_id).values(won=won))
+            conn.execute(cells.CELLS.delete().where(cells.CELLS.c.experiment == "skew"))
+            cells.refresh_all(conn, "skew")
+        with database.connect() as conn:
+            return stats.figures(conn, stats.check(conn, stats.Filter(AOD, experiment="skew")))
+
+    first = figures_when(lambda k: 0)
+    flagged = [(p["value"], p["wins"], p["significant"]) for p in first["turn_position"]]
+    assert flagged == [(0, 24, True), (1, 0, True), (2, 0, True), (3, 0, True)]
+    assert all(p["expected"] == pytest.approx(0.25) for p in first["turn_position"])
+    fair = figures_when(lambda k: k % 4)
+    assert [(p["wins"], p["significant"]) for p in fair["turn_position"]] == [(6, False)] * 4
+
+    with database.connect() as conn:
+        for kept, games in (
+            ({"players": 4}, 24),
+            ({"players": 3}, 0),
+            ({"seat_kind": "bot:greedy"}, 24),
+            ({"seat_kind": "human"}, 0),
+            ({"seats": "bots"}, 24),
+            ({"seats": "humans"}, 0),
+            ({"until": datetime(2000, 1, 1, tzinfo=UTC)}, 0),
+        ):
+            f = stats.check(conn, stats.Filter(AOD, experiment="skew", **kept))
+            assert stats.figures(conn, f)["games"] == games, kept
+
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def test_the_readme_documents_every_column_of_the_flat_table() -> None:
+    """The README's table of ``analytics_results`` names each column once (the breakdown
+    columns as ``score_<part>``), and no column the table lacks."""
+    text = README.read_text()
+    table = text[text.index("| column | what |") :].split("\n\n", 1)[0]
+    documented: list[str] = []
+    for line in table.splitlines()[2:]:
+        documented += re.findall(r"`([a-z_<>]+)`", line.split("|")[1])
+    columns = [c.name for c in flat.RESULTS.columns]
+    expected = [c for c in columns if not c.startswith(flat.SCORE_PREFIX)]
+    assert sorted(documented) == sorted([*expected, f"{flat.SCORE_PREFIX}<part>"])
+
+
+def test_the_readmes_duckdb_queries_answer_on_an_export(
+    database: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's DuckDB queries, run as written in the directory of an export: turn
+    positions, and the win rates of the owners of buildings, each with rows."""
+    lab(database, "readme", 3)
+    export.write_parquet(database, export.Scope(), tmp_path / "export", 1)
+    queries = re.findall(r'duckdb\.sql\("""(.*?)"""\)', README.read_text(), re.DOTALL)
+    assert len(queries) == 2
+    monkeypatch.chdir(tmp_path)
+    positions, buildings = (duckdb.sql(query).fetchall() for query in queries)
+    assert {row[2] for row in positions} == {0, 1, 2, 3} and sum(r[3] for r in positions) == 12
+    assert buildings and all(0 <= row[2] <= 1 for row in buildings)

@@ -10,6 +10,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from sqlalchemy import create_engine, select
+
+from services.scoring import flat
+from shared.games import analytics, api
 
 from ..test_cli import caravel
 
@@ -77,3 +81,42 @@ def test_compare_on_a_fresh_database_names_what_is_known(database_url: str) -> N
     compared = caravel("lab", "compare", "one", "two", env=env)
     assert compared.returncode != 0
     assert "known: none" in compared.stderr and "Traceback" not in compared.stderr
+
+
+def test_an_edited_ruleset_file_with_an_option_against_the_shipped_rules(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A designer's comparison of two rulesets: a run of an edited ruleset file with an
+    option, another of the shipped rules; each is recorded under its rules' content hash
+    (its experiment's row and its rows alike) and `lab compare` compares them."""
+    env = {**os.environ, "CARAVEL_DATABASE_URL": database_url}
+    game = api.get("age_of_discovery")
+    standard = Path(analytics.__file__).parent / "age_of_discovery" / "rulesets" / "standard.toml"
+    edited = tmp_path / "house.toml"
+    edited.write_text(standard.read_text().replace("training_cost = 5", "training_cost = 6"))
+    runs = {
+        "house": ["--ruleset", str(edited), "--option", "factory_income=30"],
+        "shipped": ["--ruleset", "standard"],
+    }
+    for name, extra in runs.items():
+        run = caravel(
+            "lab", "run", "--game", game.name, "--seats", "greedy,greedy,greedy,greedy",
+            "--games", "2", "--experiment", name, "--workers", "1", "--json", *extra, env=env,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+    db = create_engine(database_url)
+    try:
+        with db.connect() as conn:
+            e, r = flat.EXPERIMENTS.c, flat.RESULTS.c
+            rows = conn.execute(select(e.name, e.ruleset_hash, e.options)).all()
+            hashes = dict(conn.execute(select(r.experiment, r.ruleset_hash).distinct()).all())
+    finally:
+        db.dispose()
+    found = {name: (ruleset_hash, json.loads(options)) for name, ruleset_hash, options in rows}
+    shipped = analytics.ruleset_hash(game.rules("standard"))
+    assert found["shipped"][0] == hashes["shipped"] == shipped
+    assert found["house"][0] == hashes["house"] != shipped
+    assert found["house"][1]["factory_income"] == 30  # as the games' rows have it
+    compared = caravel("lab", "compare", "house", "shipped", "--json", env=env)
+    assert compared.returncode == 0, compared.stderr
+    assert json.loads(compared.stdout)["games"] == [2, 2]

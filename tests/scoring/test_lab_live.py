@@ -8,11 +8,13 @@ import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from sqlalchemy import Engine, create_engine, inspect, select
+from sqlalchemy import Engine, MetaData, create_engine, inspect, select
 
 from services.ai.service import BotPlayer
 from services.lab import LabError, LabRun, run_lab
@@ -26,6 +28,7 @@ from shared.contracts import Seats
 from shared.games import navegador
 
 from ..backbone.helpers import running_engine, settings_for
+from ..lobby.helpers import caravel_env, running_lobby
 from ..test_cli import caravel
 from .helpers import dump
 
@@ -53,9 +56,11 @@ async def pipeline(redis: Redis, keys: Keys, db: Engine) -> AsyncIterator[None]:
 
 
 def test_the_seats_hash_carries_the_experiment() -> None:
-    seats = Seats({0: "bot:greedy"}, experiment="x")
+    seats = Seats({0: "bot:greedy"}, experiment="x", experiment_games=12)
     assert Seats.from_hash(seats.to_mapping()) == seats  # type: ignore[arg-type]
+    assert seats.to_mapping()["experiment_games"] == "12"
     assert "experiment" not in Seats({0: "human"}).to_mapping()
+    assert "experiment_games" not in Seats({0: "human"}).to_mapping()
 
 
 async def test_a_live_run_is_recorded_under_its_experiment_and_compared(
@@ -97,6 +102,89 @@ async def test_a_live_run_is_recorded_under_its_experiment_and_compared(
     assert {row["value"] for row in result["seat_kind"]} == {"bot:greedy", "bot:random"}
 
 
+def wipe(db: Engine) -> None:
+    """Lose the whole SQL database: every table dropped (the lobby's, the archive's, the
+    scoring ones and their revisions)."""
+    tables = MetaData()
+    tables.reflect(db)
+    tables.drop_all(db)
+    assert inspect(db).get_table_names() == []
+
+
+def experiment_rows(db: Engine) -> dict[str, dict[str, Any]]:
+    with db.connect() as conn:
+        return {r.name: dict(r._mapping) for r in conn.execute(select(flat.EXPERIMENTS))}
+
+
+async def test_a_live_runs_experiment_is_rebuilt_after_sql_is_lost(
+    redis: Redis, redis_url: str, keys: Keys, database: Engine, database_url: str, tmp_path: Path
+) -> None:
+    """The whole database lost after a live run: `caravel projections rebuild` writes the
+    experiment's row again from its games' logs and seats hashes (the run's plan), so
+    `lab compare` and the experiments API know it with its games."""
+    run = LabRun("navegador", ("greedy", "random", "greedy"), 2, "lost-one", seed=3)
+    async with pipeline(redis, keys, database):
+        report = await run_live(run, database, redis, keys, stall_s=60)
+    assert (report.games, report.status) == (2, "complete")
+    original = experiment_rows(database)["lost-one"]
+    with database.connect() as conn:
+        c = flat.RESULTS.c
+        rows = conn.execute(select(flat.RESULTS).order_by(c.game_id, c.seat)).all()
+
+    wipe(database)
+    data = str(tmp_path / "data")
+    env = caravel_env(redis_url, keys, database_url=database_url, data_dir=data)
+    rebuilt = await asyncio.to_thread(caravel, "projections", "rebuild", "--json", env=env)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout.splitlines()[-1])["games"] == 2
+
+    restored = experiment_rows(database)["lost-one"]
+    timeless = ("started_at", "finished_at")
+    assert {k: v for k, v in restored.items() if k not in timeless} == {
+        k: v for k, v in original.items() if k not in timeless
+    }  # game, ruleset and hash, options, levels, 2 of 2 games, complete, version
+    assert restored["options"] == rows[0].options  # the key its games' rows carry
+    # from the first game's creation (the run started just before) to the last one's end
+    assert original["started_at"] <= restored["started_at"] <= restored["finished_at"]
+    with database.connect() as conn:
+        again = conn.execute(select(flat.RESULTS).order_by(c.game_id, c.seat)).all()
+    assert again == rows  # the games' rows, under the experiment
+
+    await asyncio.to_thread(
+        run_lab, LabRun("navegador", run.seats, 2, "here", workers=1), database, None, 0
+    )
+    compared = await asyncio.to_thread(
+        caravel, "lab", "compare", "lost-one", "here", "--json", env=env
+    )
+    assert compared.returncode == 0, compared.stderr
+    assert json.loads(compared.stdout)["games"] == [2, 2]
+    async with running_lobby(redis_url, keys, database_url, tmp_path / "up") as client:
+        choices = await client.get("/analytics/filters", params={"game": "navegador"})
+        figures = await client.get(
+            "/analytics/figures", params={"game": "navegador", "experiment": "lost-one"}
+        )
+    assert choices.status_code == 200, choices.text
+    known = {e["name"]: e for e in choices.json()["experiments"]}
+    assert set(known) == {"lost-one", "here"}
+    assert (known["lost-one"]["games_recorded"], known["lost-one"]["status"]) == (2, "complete")
+    assert figures.status_code == 200 and figures.json()["games"] == 2
+
+
+def test_a_rebuild_restores_an_experiment_only_where_sql_lost_it(database: Engine) -> None:
+    """A row SQL holds stays as its run left it; a missing one is written."""
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    row = flat.experiment_row(
+        name="kept", game="navegador", ruleset="standard", ruleset_hash="0" * 16, options={},
+        levels=("greedy",) * 3, planned=5, started_at=moment,
+    )  # fmt: skip
+    with database.begin() as conn:
+        flat.restore_experiments(conn, [{**row, "status": "incomplete"}])
+        flat.restore_experiments(conn, [row, {**row, "name": "new"}])
+    found = experiment_rows(database)
+    assert (found["kept"]["status"], found["new"]["status"]) == ("incomplete", "running")
+    assert found["new"]["seats"] == "greedy,greedy,greedy" and found["new"]["games_planned"] == 5
+
+
 async def test_a_live_run_the_pipeline_does_not_finish_is_marked_incomplete(
     redis: Redis, keys: Keys, database: Engine
 ) -> None:
@@ -109,6 +197,15 @@ async def test_a_live_run_the_pipeline_does_not_finish_is_marked_incomplete(
     with database.connect() as conn:
         row = conn.execute(select(flat.EXPERIMENTS.c.status, flat.EXPERIMENTS.c.finished_at)).one()
     assert row.status == "incomplete" and row.finished_at is not None
+
+    wipe(database)  # lost: its row comes back from the two games' logs, incomplete still
+    await ScoringService(redis, keys, database).rebuild()
+    restored = experiment_rows(database)["stalled"]
+    assert (restored["status"], restored["games_recorded"], restored["games_planned"]) == (
+        "incomplete",
+        0,
+        2,
+    )
 
 
 def test_live_refusals_name_what_is_wrong_and_write_nothing(

@@ -119,3 +119,40 @@ async def test_the_analytics_page_filters_draws_whiskers_and_compares(
         assert traffic.errors == []
         traffic.assert_local()
         await browser.close()
+
+
+async def test_the_analytics_page_counts_games_as_they_end_and_links_back(
+    redis_url: str, keys: Keys, tmp_path: Path
+) -> None:
+    """Games recorded while the page is open show without a reload (the page asks again
+    every REFRESH_MS); the site's header leads back home, and the export links carry the
+    page's filters."""
+    database = f"sqlite:///{tmp_path / 'lab.db'}"
+    db = make_engine(database)
+    run_lab(LabRun(AOD, ("greedy",) * 4, 2, "first", workers=1), db)
+    async with (
+        running_lobby(redis_url, keys, database, tmp_path / "data") as client,
+        async_playwright() as playwright,
+    ):
+        base = str(client.base_url).rstrip("/")
+        browser = await launch(playwright)
+        traffic = Traffic()
+        context = await browser.new_context(viewport=WIDE)
+        await traffic.watch(context)
+        page = traffic.page(await context.new_page())
+        await page.goto(f"{base}/analytics?game={AOD}")
+        await expect(page.locator("#summary")).to_contain_text("2 finished games")
+        home = page.locator("header.top a.brand")
+        assert await home.get_attribute("href") == "/"
+        assert await page.locator("header.top nav a[aria-current=page]").inner_text() == "Analytics"
+        await page.select_option("[data-testid=filter-experiment]", "first")
+        await expect(page.locator("#export-csv")).to_have_attribute(
+            "href", re.compile(r"format=csv&.*experiment=first")
+        )
+        await page.select_option("[data-testid=filter-experiment]", "")
+        await asyncio.to_thread(run_lab, LabRun(AOD, ("greedy",) * 4, 1, "later", workers=1), db)
+        await expect(page.locator("#summary")).to_contain_text("3 finished games", timeout=60_000)
+        assert traffic.errors == []
+        traffic.assert_local()
+        await browser.close()
+    db.dispose()
