@@ -178,6 +178,7 @@ TABLES: list[Table] = [
     ),
     *flat.KEPT,
     cells.CELLS,
+    cells.FINE,
 ]
 
 
@@ -191,7 +192,7 @@ def clear_tables(db: Engine) -> None:
     """Delete the projection's rows (and only those): of the flat analytics tables, which
     hold the lab's experiments too, only the projected rows go. The tables stay, at their
     revision."""
-    kept = [*flat.KEPT, cells.CELLS]
+    kept = [*flat.KEPT, cells.CELLS, cells.FINE]
     with db.begin() as conn:
         for table in reversed(TABLES):
             if table not in kept:
