@@ -6,9 +6,10 @@ them into a scratch database (a SQLite file, or a PostgreSQL schema of its own w
 ``--database-url``), serves the scoring routes on it with uvicorn, and asks a spread of
 filters (every game, an experiment, a player count, an option, a seat kind, games of bots
 only, a ruleset by hash, a period on whole hours, an A/B comparison) in turn. Timed apart:
-a period off the hour (its whole hours from the cells, its ends from the flat table), and
-one starting inside the hour the lab's games finished in (that hour from the flat table:
-every game, as a lab plays them all within minutes). Prints one JSON object.
+a period off the hour (its whole hours from the hourly cells, its ends from the finer
+ones), one starting inside the hour the lab's games finished in (that hour's minutes from
+the minute cells), and one whose ends split the two seconds that hold the most games in
+halves (half of their games from the flat table: the worst case). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,23 @@ def filters(db: Engine) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def busiest_seconds(db: Engine, game: str) -> tuple[str, str]:
+    """A period whose ends split the two seconds of ``game`` that hold the most games in
+    halves (each end a microsecond after the middle game's finish): the worst case of the
+    cells, half of each second's games read from the flat table. From the flat table, so
+    that it runs on any revision."""
+    c = flat.RESULTS.c
+    with db.connect() as conn:
+        held = conn.execute(select(c.finished_at).where(c.game == game, c.seat == 0))
+        utc = (m.astimezone(UTC) if m.tzinfo else m.replace(tzinfo=UTC) for m in held.scalars())
+        seconds: dict[datetime, list[datetime]] = {}
+        for moment in utc:
+            seconds.setdefault(moment.replace(microsecond=0), []).append(moment)
+    busiest = sorted(seconds.values(), key=len)[-2:]
+    ends = sorted(sorted(games)[len(games) // 2] + timedelta(microseconds=1) for games in busiest)
+    return ends[0].isoformat(), ends[1].isoformat()
+
+
 def _count(db: Engine) -> int:
     with db.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(flat.RESULTS)).scalar_one())
@@ -126,20 +145,25 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure(base: str, asks: list[tuple[str, dict[str, Any]]], rounds: int) -> dict[str, Any]:
     times: list[float] = []
+    cpu = 0.0
     with httpx.Client(base_url=base, timeout=120) as client:
         for path, params in asks:  # warm: the first read of each table
             client.get(path, params=params).raise_for_status()
         for _ in range(rounds):
             for path, params in asks:
-                started = time.perf_counter()
+                started, used = time.perf_counter(), time.process_time()
                 client.get(path, params=params).raise_for_status()
                 times.append(1000 * (time.perf_counter() - started))
+                cpu += time.process_time() - used
     return {
         "requests": len(times),
         "p50_ms": round(percentile(times, 0.5), 1),
         "p95_ms": round(percentile(times, 0.95), 1),
         "max_ms": round(max(times), 1),
         "mean_ms": round(statistics.fmean(times), 1),
+        # this process's CPU per request (client and server; a PostgreSQL server's not):
+        # less noisy than the wall clock on a loaded machine
+        "cpu_ms": round(1000 * cpu / len(times), 1),
     }
 
 
@@ -189,6 +213,9 @@ def main() -> None:
                     inside = f"{first.scalar_one()}:15:00+00:00"  # its games' first hour
                 burst = [("/analytics/figures", {"game": game, "since": inside})]
                 out["api_period_inside_the_first_hour"] = measure(base, burst, 2)
+                since, until = busiest_seconds(db, game)
+                ends = [("/analytics/figures", {"game": game, "since": since, "until": until})]
+                out["api_period_ends_inside_the_busiest_seconds"] = measure(base, ends, 5)
             if args.export:
                 started, cpu = time.perf_counter(), time.process_time()
                 counts = write_parquet(db, Scope(), Path(folder) / "export")

@@ -273,7 +273,12 @@ def _loops(
         )
         tasks.append(asyncio.create_task(scorer.run(stop), name="scoring"))
     if services.views:
-        projector = ViewProjector(pools.client(), keys, claim_idle_ms=settings.claim_idle_ms)
+        projector = ViewProjector(
+            pools.client(),
+            keys,
+            claim_idle_ms=settings.claim_idle_ms,
+            retention_s=settings.stream_retention_s,
+        )
         tasks.append(asyncio.create_task(projector.run(stop), name="views"))
     return tasks
 

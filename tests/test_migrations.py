@@ -144,7 +144,7 @@ def test_a_database_of_the_previous_release_is_upgraded_and_keeps_its_rows(
     migrate(engine, scoring.MIGRATIONS)
     migrate(engine, lobby.MIGRATIONS)  # a second start: nothing left to do
     assert current(engine, lobby.MIGRATIONS) == "lobby_0003"
-    assert current(engine, scoring.MIGRATIONS) == "scoring_0004"
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0005"
     with engine.connect() as connection:
         table = connection.execute(
             text("SELECT status, starting_since, start_error FROM lobby_tables")
@@ -203,7 +203,7 @@ def test_a_database_made_between_the_baseline_and_the_migrations_is_upgraded(
     SQLModel.metadata.create_all(engine, tables=[*lobby_tables, *scoring.TABLES])
     migrate(engine, lobby.MIGRATIONS)
     migrate(engine, scoring.MIGRATIONS)
-    assert current(engine, scoring.MIGRATIONS) == "scoring_0004"
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0005"
     assert differences(engine) == []
 
 
@@ -215,7 +215,7 @@ def test_the_db_commands_upgrade_and_show_the_revisions(
     upgraded = caravel("db", "upgrade", "--json", env=env)
     assert before.returncode == 0 and upgraded.returncode == 0, before.stderr + upgraded.stderr
     assert json.loads(before.stdout) == {"lobby": None, "scoring": None}
-    assert json.loads(upgraded.stdout) == {"lobby": "lobby_0003", "scoring": "scoring_0004"}
+    assert json.loads(upgraded.stdout) == {"lobby": "lobby_0003", "scoring": "scoring_0005"}
     assert differences(engine) == []
 
 
@@ -231,7 +231,7 @@ def test_imported_is_added_to_the_flat_results_and_the_cells_key(engine: Engine)
     with engine.begin() as connection:
         connection.execute(text(f"INSERT INTO analytics_cells VALUES ({key}, {rest}, 4, 1, 0, 0)"))
     migrate(engine, scoring.MIGRATIONS)
-    assert current(engine, scoring.MIGRATIONS) == "scoring_0004"
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0005"
     assert differences(engine) == []
     columns = "game, ruleset, ruleset_hash, options, players, humans, seat_kind, imported, "
     columns += "experiment, finished_hour, dim, value, n, wins, total, squares"
@@ -256,3 +256,44 @@ def test_imported_is_added_to_the_flat_results_and_the_cells_key(engine: Engine)
         command.downgrade(migrate_down.config(connection), "scoring_0003")
     with engine.connect() as connection:
         assert connection.execute(text("SELECT n FROM analytics_cells")).scalars().all() == [4]
+
+
+def test_the_fine_cells_are_filled_from_the_flat_rows_held(engine: Engine) -> None:
+    """A database at scoring_0004 with a finished game's flat rows (finished 1 µs before a
+    second's end): after the upgrade its second and minute cells hold that second's and
+    minute's sums, the same as its hourly cells."""
+    from datetime import UTC, datetime
+
+    from services.scoring import flat
+
+    migrate(engine, lobby.MIGRATIONS)
+    migrate(engine, scoring.MIGRATIONS, "scoring_0004")
+    moment = datetime(2026, 11, 27, 10, 17, 42, 999_999, tzinfo=UTC)
+    common = {"game_id": "g1", "game": "navegador", "ruleset": "standard", "ruleset_hash": "h"}
+    common |= {"options": "{}", "players": 2, "humans": 0, "seat_kind": "bot:greedy"}
+    common |= {"player": "p", "side": "", "decisions": 5, "caravel_version": "0"}
+    common |= {"finished_at": moment, "finished_hour": "2026-11-27T10", "experiment": "x"}
+    rows = [
+        {**common, "seat": s, "turn_position": s, "place": s + 1, "won": s == 0, "total": 7 - s}
+        for s in (0, 1)
+    ]
+    with engine.begin() as connection:
+        connection.execute(flat.RESULTS.insert(), rows)
+    migrate(engine, scoring.MIGRATIONS)
+    sums = "dim, value, n, wins, total, squares"
+    with engine.connect() as connection:
+        hourly = connection.execute(text(f"SELECT {sums} FROM analytics_cells")).all()
+        fine = {
+            grain: sorted(
+                connection.execute(
+                    text(f"SELECT start, {sums} FROM analytics_fine_cells WHERE grain = :g"),
+                    {"g": grain},
+                ).all()
+            )
+            for grain in ("minute", "second")
+        }
+    assert ("position", "0", 1, 1, 0, 0) in hourly
+    assert {r[0] for r in fine["second"]} == {"2026-11-27T10:17:42"}
+    assert {r[0] for r in fine["minute"]} == {"2026-11-27T10:17"}
+    assert sorted(r[1:] for r in fine["second"]) == sorted(tuple(r) for r in hourly)
+    assert sorted(r[1:] for r in fine["minute"]) == sorted(tuple(r) for r in hourly)

@@ -24,6 +24,18 @@ the wanted views' stream (``shared.bus.wants``; :class:`shared.views.ViewWaiter`
 waits for the log's version then); every projector follows that stream from its start (and
 the wants of the last minutes before it), projects a game when it is wanted and, while it
 stays wanted, at each of its events. The events of other games are acknowledged unread.
+
+It reads only the event streams of the partitions with a wanted game: with nobody reading
+views (humans on their sockets) it reads none, instead of every partition's every event.
+A partition is read from the moment one of its games is wanted: its group's position is
+moved to the stream's tail, then every wanted game of the partition is projected from its
+log (what came before the tail is in the log; what comes after is delivered). A partition
+whose games are no longer wanted is let go (every ``PARK_S``). Trimming keeps every entry a
+group has not been delivered (``shared.bus.retention``), so a group left where it stopped
+would hold its stream untrimmed for good: the projection moves its position on the streams
+it does not read forward to the retention's edge (never back, so a projector beside it
+that reads the partition loses nothing; entries still pending there are acknowledged),
+which keeps nothing the retention would not keep anyway.
 """
 
 from __future__ import annotations
@@ -39,14 +51,16 @@ from typing import Any
 import structlog
 from redis.asyncio import Redis
 
-from shared.bus import Broker, Delivery, Follower, GroupConsumer, Keys
+from shared.bus import Broker, Delivery, Follower, GroupConsumer, Keys, ensure_group
 from shared.bus.faults import transient
+from shared.bus.retention import advance_group
 from shared.bus.scripts import Batch
 from shared.bus.wants import recent_wants, trim_wants, wanted_until
 from shared.contracts import Notification
 from shared.eventstore import EventStore, GameCodec, Held
 from shared.eventstore.scripts import VIEWS
 from shared.games import api
+from shared.loops import keep_running
 from shared.views import view_documents
 
 log = structlog.get_logger("caravel.views")
@@ -56,6 +70,11 @@ CACHE_GAMES = 20_000
 BATCH = 500
 FORGET_S = 60.0
 RETRY_S = 0.5  # a refused projection of wants is tried again this much later
+PARK_S = 10.0  # how often the partitions with no wanted game are let go
+# A group position on a partition not read moves at most this close to now (or the
+# retention's edge, if further): a projector beside it reading the partition is never
+# overtaken.
+PARK_MARGIN_S = 60.0
 
 
 @dataclass
@@ -81,8 +100,10 @@ class ViewProjector:
         keys: Keys,
         consumer: str | None = None,
         claim_idle_ms: int = 10_000,
+        retention_s: float = 600.0,
     ) -> None:
         self.redis = redis
+        self.retention_s = retention_s
         self.keys = keys
         self.store = EventStore(redis, keys)
         self.codec = GameCodec()
@@ -103,12 +124,13 @@ class ViewProjector:
         self._projecting = asyncio.Lock()  # one projection at a time: wants and events
         self._forgotten = 0.0  # when the wants that ran out were last dropped
         self._wants_read = "0-0"  # the last want projected: read again from there on a failure
-        self._streams = [keys.events(p) for p in keys.all_partitions()]
+        self._read: set[int] = set()  # the partitions whose event stream is read
+        self._reading = asyncio.Lock()  # partitions taken up and let go one at a time
+        self.started = asyncio.Event()  # following the wants (for tests and tools)
 
     async def start(self) -> None:
         """Follow the wanted views (projecting the games wanted lately: some may have been
-        wanted while no projector ran), then subscribe to every partition's event stream
-        (groups made from their start)."""
+        wanted while no projector ran), reading the event streams of their partitions."""
         await self.broker.start()
         stream = self.keys.view_wants()
         tail, recent = await recent_wants(self.redis, stream)
@@ -116,15 +138,17 @@ class ViewProjector:
         await self._want([(game_id, until) for game_id, until in recent if until > now])
         self._wants_read = tail
         await self._wants.add(stream, tail)
-        for stream in self._streams:
-            await self.consumer.subscribe(stream)
+        self.started.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Project until ``stop``; every claim time / 2, take over what another projector
         left pending that long (it died); a batch that fails stays pending."""
         await self.start()
         try:
-            await self.consumer.run(stop)
+            tidying = keep_running(
+                stop, self.tidy, log, "views: letting partitions go failed", period_s=PARK_S
+            )
+            await asyncio.gather(self.consumer.run(stop), tidying)
         finally:
             try:
                 await self._wants.close()
@@ -169,15 +193,69 @@ class ViewProjector:
         now = time.time()
         if now - self._forgotten > FORGET_S:
             self._forgotten = now
-            for game_id in [g for g, until in self.wanted.items() if until <= now]:
-                del self.wanted[game_id]
+            self._forget(now)
             await trim_wants(self.redis, self.keys.view_wants())
         for game_id, until in wants:
             if until > self.wanted.get(game_id, 0):
                 self.wanted[game_id] = until
-        games = sorted({game_id for game_id, _ in wants})
-        for start in range(0, len(games), BATCH):
-            await self.project(games[start : start + BATCH])
+        opened = await self._take_up(now)
+        games = {game_id for game_id, _ in wants}
+        games.update(g for g in self._wanted_now(now) if self.keys.partition(g) in opened)
+        ordered = sorted(games)
+        for start in range(0, len(ordered), BATCH):
+            await self.project(ordered[start : start + BATCH])
+
+    def _forget(self, now: float) -> None:
+        for game_id in [g for g, until in self.wanted.items() if until <= now]:
+            del self.wanted[game_id]
+
+    def _wanted_now(self, now: float) -> list[str]:
+        return [game_id for game_id, until in self.wanted.items() if until > now]
+
+    async def _take_up(self, now: float) -> set[int]:
+        """Read the event streams of the partitions with a wanted game not read yet, each
+        from its tail (its group moved there: the caller projects the partition's wanted
+        games from their logs after this); returns those partitions."""
+        async with self._reading:
+            wanted = {self.keys.partition(g) for g in self._wanted_now(now)}
+            opened = wanted - self._read
+            if not opened:
+                return opened
+            streams = [self.keys.events(p) for p in sorted(opened)]
+            moved = []
+            for stream in streams:
+                try:
+                    await ensure_group(self.redis, stream, GROUP)
+                    moved.append(stream)
+                except Exception:  # its shard fails: the subscriber makes it once it is back
+                    log.warning("views group not made yet", stream=stream, exc_info=True)
+            failed = await advance_group(self.redis, GROUP, moved, "$")
+            if failed:  # read from where the group is, once its shard is back: no gap
+                log.warning("views group not moved to the tail", streams=sorted(failed))
+            for stream in streams:
+                await self.consumer.subscribe(stream)
+            self._read |= opened
+            return opened
+
+    async def tidy(self) -> None:
+        """Let go of the partitions none of whose games is wanted any longer, and move the
+        group forward on every partition not read, to the retention's edge (at most
+        ``PARK_MARGIN_S`` from now), its entries pending there acknowledged: what it has
+        not been delivered no longer holds the stream's trimming back."""
+        now = time.time()
+        async with self._reading:
+            self._forget(now)
+            wanted = {self.keys.partition(g) for g in self._wanted_now(now)}
+            for p in sorted(self._read - wanted):
+                await self.consumer.unsubscribe(self.keys.events(p))
+                self._read.discard(p)
+            unread = [p for p in self.keys.all_partitions() if p not in self._read]
+        parked = [self.keys.events(p) for p in unread]
+        edge_ms = int((now - max(self.retention_s, PARK_MARGIN_S)) * 1000)
+        edge = f"{max(edge_ms, 0)}-0"
+        failed = await advance_group(self.redis, GROUP, parked, edge, ack_below=True)
+        if failed:  # moved at a later round
+            log.warning("views group not moved on", streams=sorted(failed))
 
     async def project(self, game_ids: Sequence[str]) -> None:
         """Bring each game's view up to the newest version of its log."""

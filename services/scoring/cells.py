@@ -1,22 +1,30 @@
-"""The analytics cube: the flat results table summed by every filter's columns, per hour.
+"""The analytics cube: the flat results table summed by every filter's columns, per hour,
+per minute and per second.
 
 A cell holds, for one combination of the columns a filter names (game, ruleset and its
-hash, options, players, humans, seat kind, experiment) and one hour of finish times, the
+hash, options, players, humans, seat kind, experiment) and one span of finish times, the
 sums every figure is made of: per dimension value (a turn position, a side, a seat kind, a
 player count, a breakdown column, a fact) the seats counted, their wins, and a measure's
-sum and sum of squares. Any filter whose period falls on whole hours is then answered by
-one grouped read of a few thousand cells, however many games there are
-(:func:`.stats.figures` reads the flat table itself for other periods).
+sum and sum of squares. Three levels of span: hours (:data:`CELLS`), minutes and seconds
+(:data:`FINE`, by ``grain``). :func:`.stats.sums` answers a period's whole hours from the
+hourly cells, the whole minutes and seconds left at its ends from the finer ones, and only
+what is left under a second at each end from the flat table (or the second's cells less
+its other part, whichever reads fewer games): a period whatever its ends costs a few
+grouped reads of cells and at most half of two seconds' games, instead of a scan of the
+hours its ends fall in (2-3 s over 100,000 lab games finished within one hour).
 
-Cells are derived, never edited: a group (game, experiment, hour) is deleted and summed
+Cells are derived, never edited: a group (game, experiment, second) is deleted and summed
 again from the flat table whenever rows of its games are written (the projection, per
-batch; the lab every few seconds while it plays and at the end; a rebuild at the end), so
-they always equal a sum of the rows.
+batch; the lab every few seconds while it plays and at the end; a rebuild at the end), and
+the minutes and hours it falls in are then summed again from the finer cells (seconds into
+minutes, minutes into hours), so every level always equals a sum of the rows (their rows
+and write cost: benchmarks/README.md, "Analytics periods").
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -36,6 +44,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     or_,
     select,
     tuple_,
@@ -44,7 +53,7 @@ from sqlmodel import SQLModel
 
 from shared.games.api import analytics
 
-from .flat import RESULTS, SCORE_PREFIX, SEAT_FACTS, score_columns
+from .flat import RESULTS, SCORE_PREFIX, SEAT_FACTS, as_utc, score_columns
 
 KEYS = (
     "game",
@@ -81,16 +90,57 @@ CELLS = Table(
     Column("squares", BigInteger, nullable=False),
 )
 
+FINE = Table(
+    "analytics_fine_cells",
+    SQLModel.metadata,
+    Column("game", String(64), primary_key=True),
+    Column("grain", String(8), primary_key=True),  # minute or second
+    Column("start", String(19), primary_key=True),  # YYYY-MM-DDTHH:MM[:SS], UTC
+    Column("experiment", String(100), primary_key=True),
+    Column("ruleset", String(200), primary_key=True),
+    Column("ruleset_hash", String(32), primary_key=True),
+    Column("options", String(1000), primary_key=True),
+    Column("players", Integer, primary_key=True),
+    Column("humans", Integer, primary_key=True),
+    Column("seat_kind", String(32), primary_key=True),
+    Column("imported", Boolean, primary_key=True),
+    Column("dim", String(16), primary_key=True),
+    Column("value", String(200), primary_key=True),
+    Column("n", Integer, nullable=False),
+    Column("wins", Integer, nullable=False),
+    Column("total", BigInteger, nullable=False),
+    Column("squares", BigInteger, nullable=False),
+)
+"""The finer cells: the same sums per minute and per second of finish times (``grain``),
+keyed by the minute's or second's start (game, grain and start first: a period's ends
+are read by that prefix)."""
+
+SECOND = "%Y-%m-%dT%H:%M:%S"
+GRAINS = (("minute", 16), ("second", 19))
+"""The finer grains and the length of their start (a second's start cut to 16 characters
+is its minute's, to 13 its hour's: the hourly cells' ``finished_hour``)."""
+FILTER_KEYS = [k for k in KEYS if k != "finished_hour"]
+SUMS = ["dim", "value", "n", "wins", "total", "squares"]
+
 Group = tuple[str, str, str]
-"""(game, experiment or "", finished hour): what is summed again at once."""
+"""(game, experiment or "", finished second YYYY-MM-DDTHH:MM:SS): what is summed again at
+once from the flat table (its minute and hour are then summed again from the finer cells)."""
 
 
-def _key_columns() -> list[Any]:
+def second_of(conn: Connection, moment: Any) -> Any:
+    """The SQL of a finish time's second (``YYYY-MM-DDTHH:MM:SS``, UTC, cut not rounded)."""
+    if conn.dialect.name == "postgresql":  # constants, not parameters: it is grouped by
+        utc = func.timezone(literal_column("'UTC'"), moment)
+        return func.to_char(utc, literal_column("'YYYY-MM-DD\"T\"HH24:MI:SS'"))
+    return func.strftime(literal_column(f"'{SECOND}'"), moment)
+
+
+def _key_columns(conn: Connection) -> list[Any]:
     c = RESULTS.c
     return [
-        *(c[k] for k in KEYS if k != "experiment" and k != "finished_hour"),
+        *(c[k] for k in FILTER_KEYS if k != "experiment"),
         func.coalesce(c.experiment, NO_EXPERIMENT),
-        c.finished_hour,
+        second_of(conn, c.finished_at),
     ]
 
 
@@ -151,29 +201,89 @@ def selects(where: ColumnElement[bool], head: list[Any], game: str | None) -> li
 
 
 def _in_groups(groups: Sequence[Group]) -> ColumnElement[bool]:
+    """The flat rows of ``groups``, by each second's range of finish times (the flat
+    table's index of game and finish time)."""
     c = RESULTS.c
     experiment = func.coalesce(c.experiment, NO_EXPERIMENT)
-    return or_(*(and_(c.game == g, experiment == e, c.finished_hour == h) for g, e, h in groups))
+    parts = []
+    for g, e, second in groups:
+        begin = datetime.strptime(second, SECOND).replace(tzinfo=UTC)
+        parts.append(
+            and_(
+                c.game == g,
+                c.finished_at >= begin,
+                c.finished_at < begin + timedelta(seconds=1),
+                experiment == e,
+            )
+        )
+    return or_(*parts)
+
+
+def _roll_up(conn: Connection, where: ColumnElement[bool], grain: str | None) -> None:
+    """Sum finer cells matching ``where`` into the cells of ``grain`` (None: the hourly
+    cells): seconds into minutes, minutes into hours."""
+    f = FINE.c
+    length = 16 if grain == "minute" else 13
+    start = func.substr(f.start, 1, length)
+    keys = [f[k] for k in FILTER_KEYS]
+    sums = [func.sum(f[k]) for k in ("n", "wins", "total", "squares")]
+    query = (
+        select(*keys, start, f.dim, f.value, *sums)
+        .where(where)
+        .group_by(*keys, start, f.dim, f.value)
+    )
+    if grain is None:
+        conn.execute(insert(CELLS).from_select([*KEYS, *SUMS], query))
+        return
+    query = query.add_columns(literal(grain, String))
+    conn.execute(insert(FINE).from_select([*FILTER_KEYS, "start", *SUMS, "grain"], query))
+
+
+def _chunks(items: Sequence[Any], size: int = 50) -> list[Sequence[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def refresh(conn: Connection, groups: Iterable[Group]) -> None:
-    """Sum ``groups`` again from the flat table (their old cells deleted first)."""
-    ordered = sorted(set(groups))
-    for i in range(0, len(ordered), 50):
-        chunk = ordered[i : i + 50]
+    """Sum ``groups`` again from the flat table (their old cells deleted first), then the
+    minutes and hours they fall in from the finer cells."""
+    f = FINE.c
+    seconds = sorted(set(groups))
+    names = [*FILTER_KEYS, "start", *SUMS, "grain"]
+    for chunk in _chunks(seconds):
+        held = tuple_(f.game, f.experiment, f.start).in_(chunk)
+        conn.execute(delete(FINE).where(held, f.grain == "second"))
+        for query in selects(_in_groups(chunk), _key_columns(conn), None):
+            conn.execute(insert(FINE).from_select(names, query.add_columns(literal("second"))))
+    minutes = sorted({(g, e, s[:16]) for g, e, s in seconds})
+    for chunk in _chunks(minutes):
+        conn.execute(
+            delete(FINE).where(
+                tuple_(f.game, f.experiment, f.start).in_(chunk), f.grain == "minute"
+            )
+        )
+        start = func.substr(f.start, 1, 16)
+        _roll_up(
+            conn, tuple_(f.game, f.experiment, start).in_(chunk) & (f.grain == "second"), "minute"
+        )
+    hours = sorted({(g, e, s[:13]) for g, e, s in seconds})
+    for chunk in _chunks(hours):
         conn.execute(
             delete(CELLS).where(
                 tuple_(CELLS.c.game, CELLS.c.experiment, CELLS.c.finished_hour).in_(chunk)
             )
         )
-        names = [*KEYS, "dim", "value", "n", "wins", "total", "squares"]
-        for query in selects(_in_groups(chunk), _key_columns(), None):
-            conn.execute(insert(CELLS).from_select(names, query))
+        start = func.substr(f.start, 1, 13)
+        _roll_up(conn, tuple_(f.game, f.experiment, start).in_(chunk) & (f.grain == "minute"), None)
 
 
 def groups_of(rows: Iterable[dict[str, Any]]) -> set[Group]:
     """The groups flat rows fall in."""
-    return {(r["game"], r["experiment"] or NO_EXPERIMENT, r["finished_hour"]) for r in rows}
+    out = set()
+    for r in rows:
+        second = as_utc(r["finished_at"])
+        assert second is not None
+        out.add((r["game"], r["experiment"] or NO_EXPERIMENT, second.strftime(SECOND)))
+    return out
 
 
 def stored_groups(conn: Connection, game_ids: Sequence[str]) -> set[Group]:
@@ -182,21 +292,29 @@ def stored_groups(conn: Connection, game_ids: Sequence[str]) -> set[Group]:
         return set()
     c = RESULTS.c
     query = (
-        select(c.game, func.coalesce(c.experiment, NO_EXPERIMENT), c.finished_hour)
+        select(c.game, func.coalesce(c.experiment, NO_EXPERIMENT), second_of(conn, c.finished_at))
         .where(c.game_id.in_(sorted(game_ids)))
         .distinct()
     )
-    return {(g, e, h) for g, e, h in conn.execute(query)}
+    return {(g, e, s) for g, e, s in conn.execute(query)}
 
 
 def refresh_all(conn: Connection, experiment: str | None = None) -> None:
-    """Sum every group again (of one experiment, or of the projected games: ``None``)."""
+    """Sum every cell again (of one experiment, or of the projected games: ``None``): all
+    its seconds from the flat table at once, then its minutes and hours from them."""
     c = RESULTS.c
     wanted = c.experiment.is_(None) if experiment is None else c.experiment == experiment
-    query = select(c.game, func.coalesce(c.experiment, NO_EXPERIMENT), c.finished_hour)
-    found = {(g, e, h) for g, e, h in conn.execute(query.where(wanted).distinct())}
-    refresh(conn, found)
+    name = NO_EXPERIMENT if experiment is None else experiment
+    conn.execute(delete(FINE).where(FINE.c.experiment == name))
+    conn.execute(delete(CELLS).where(CELLS.c.experiment == name))
+    names = [*FILTER_KEYS, "start", *SUMS, "grain"]
+    for query in selects(wanted, _key_columns(conn), None):
+        conn.execute(insert(FINE).from_select(names, query.add_columns(literal("second"))))
+    mine = FINE.c.experiment == name
+    _roll_up(conn, mine & (FINE.c.grain == "second"), "minute")
+    _roll_up(conn, mine & (FINE.c.grain == "minute"), None)
 
 
 def delete_projected(conn: Connection) -> None:
     conn.execute(delete(CELLS).where(CELLS.c.experiment == NO_EXPERIMENT))
+    conn.execute(delete(FINE).where(FINE.c.experiment == NO_EXPERIMENT))

@@ -25,7 +25,7 @@ from shared.games import api
 from shared.games.api import analytics
 from shared.intervals import wilson
 
-from .cells import CELLS, selects
+from .cells import CELLS, FINE, SECOND, selects
 from .flat import EXPERIMENTS, HOUR, RESULTS, as_utc
 
 Z = 1.96  # 95%
@@ -126,10 +126,13 @@ def _typed_options(game: api.AnyGame, ruleset: str, given: Mapping[str, Any]) ->
     return out
 
 
-def where(f: Filter, table: Table = RESULTS) -> ColumnElement[bool]:
-    """The SQL condition of a checked filter, on the flat table or on the cells."""
+def where(f: Filter, table: Table = RESULTS, grain: str | None = None) -> ColumnElement[bool]:
+    """The SQL condition of a checked filter, on the flat table or on the cells (the
+    finer cells: of ``grain``, minute or second; a period's ends then on its spans)."""
     c = table.c
     parts: list[ColumnElement[bool]] = [c.game == f.game]
+    if table is FINE:
+        parts.append(c.grain == grain)
     if f.ruleset is not None:
         parts.append((c.ruleset_hash if HASH.match(f.ruleset) else c.ruleset) == f.ruleset)
     for key, value in sorted(f.options.items()):
@@ -152,6 +155,9 @@ def where(f: Filter, table: Table = RESULTS) -> ColumnElement[bool]:
         if table is CELLS:
             hour = moment.astimezone(UTC).strftime(HOUR)
             parts.append(c.finished_hour >= hour if after else c.finished_hour < hour)
+        elif table is FINE:
+            start = moment.astimezone(UTC).strftime(SECOND)[: 16 if grain == "minute" else 19]
+            parts.append(c.start >= start if after else c.start < start)
         else:
             parts.append(c.finished_at >= moment if after else c.finished_at < moment)
     return and_(*parts)
@@ -162,33 +168,91 @@ Sums = list[tuple[int, str, str, int, int, int, int]]
 
 
 def sums(conn: Connection, f: Filter) -> Sums:
-    """The filter's sums: the whole hours of its period from the cells, and what is left
-    at either end (less than an hour each, off the hour) from the flat table, read by its
-    finish-time index: a period off the hour costs two short reads, not a scan."""
+    """The filter's sums: the whole hours of its period from the hourly cells, the whole
+    minutes left at either end from the minute cells, the whole seconds left from the
+    second cells, and only what is left then (less than a second at each end) from the
+    flat table, by its finish-time index: whatever its ends, a period costs a few reads of
+    cells and two reads of part of a second's games at most, never a scan of an hour's.
+    One row per (players, dim, value)."""
     f = replace(f, since=as_utc(f.since), until=as_utc(f.until))
-    start = _next_hour(f.since) if f.since is not None else None
-    end = _hour_of(f.until) if f.until is not None else None
-    if start is not None and end is not None and start >= end:  # within one hour
+    merged: dict[tuple[int, str, str], list[int]] = {}
+    for players, dim, value, *numbers in _sums(conn, f, 0):
+        held = merged.setdefault((players, dim, value), [0, 0, 0, 0])
+        for i, number in enumerate(numbers):
+            held[i] += number
+    # a value seen only in games taken away again (see _second_end) has n 0: the flat
+    # table has no row of it
+    return [(*key, n, w, t, q) for key, (n, w, t, q) in merged.items() if n]
+
+
+LEVELS: tuple[tuple[str | None, timedelta], ...] = (
+    (None, timedelta(hours=1)),  # the hourly cells
+    ("minute", timedelta(minutes=1)),
+    ("second", timedelta(seconds=1)),
+)
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def _sums(conn: Connection, f: Filter, level: int) -> Sums:
+    """The sums of ``f`` from the cells of ``LEVELS[level]`` and finer: its whole spans
+    there, its ends from the next level (after the last: the flat table)."""
+    if level == len(LEVELS):
         return _flat_sums(conn, f)
-    out = _cell_sums(conn, replace(f, since=start, until=end))
-    if start is not None and start != f.since:
-        out += _flat_sums(conn, replace(f, until=start))
-    if end is not None and end != f.until:
-        out += _flat_sums(conn, replace(f, since=end))
+    grain, span = LEVELS[level]
+    start = _ceil(f.since, span) if f.since is not None else None
+    end = _floor(f.until, span) if f.until is not None else None
+    if start is not None and end is not None and start >= end:  # within one span
+        return _sums(conn, f, level + 1)
+    out = _cell_sums(conn, replace(f, since=start, until=end), grain)
+    last = level == len(LEVELS) - 1
+    if start is not None and f.since is not None and start != f.since:
+        rest = replace(f, until=start)
+        out += _second_end(conn, rest, start - span, after=True) if last else []
+        out += [] if last else _sums(conn, rest, level + 1)
+    if end is not None and f.until is not None and end != f.until:
+        rest = replace(f, since=end)
+        out += _second_end(conn, rest, end, after=False) if last else []
+        out += [] if last else _sums(conn, rest, level + 1)
     return out
 
 
-def _hour_of(moment: datetime) -> datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)
+def _second_end(conn: Connection, f: Filter, second: datetime, *, after: bool) -> Sums:
+    """A period's end inside ``second`` (``f``: that part of the second, ``after`` the
+    period's start or before its end): its games from
+    the flat table, or, when fewer games lie in the other part, the second's cells minus
+    the other part's games (counted first on the finish-time index): at most half a
+    second's games are read."""
+    whole = replace(f, since=second, until=second + timedelta(seconds=1))
+    other = replace(whole, since=f.until) if not after else replace(whole, until=f.since)
+    if _games(conn, other) >= _games(conn, f):
+        return _flat_sums(conn, f)
+    taken = [(p, d, v, -n, -w, -t, -q) for p, d, v, n, w, t, q in _flat_sums(conn, other)]
+    return _cell_sums(conn, whole, "second") + taken
 
 
-def _next_hour(moment: datetime) -> datetime:
-    hour = _hour_of(moment)
-    return hour if hour == moment else hour + timedelta(hours=1)
+def _games(conn: Connection, f: Filter) -> int:
+    """How many flat rows of ``f``'s game lie in its period (the index alone)."""
+    c = RESULTS.c
+    query = select(func.count()).where(c.game == f.game)
+    if f.since is not None:
+        query = query.where(c.finished_at >= f.since)
+    if f.until is not None:
+        query = query.where(c.finished_at < f.until)
+    return int(conn.execute(query).scalar_one())
 
 
-def _cell_sums(conn: Connection, f: Filter) -> Sums:
-    c = CELLS.c
+def _floor(moment: datetime, span: timedelta) -> datetime:
+    return moment - (moment - EPOCH) % span
+
+
+def _ceil(moment: datetime, span: timedelta) -> datetime:
+    floor = _floor(moment, span)
+    return floor if floor == moment else floor + span
+
+
+def _cell_sums(conn: Connection, f: Filter, grain: str | None) -> Sums:
+    table = CELLS if grain is None else FINE
+    c = table.c
     query = (
         select(
             c.players,
@@ -199,7 +263,7 @@ def _cell_sums(conn: Connection, f: Filter) -> Sums:
             func.sum(c.total),
             func.sum(c.squares),
         )
-        .where(where(f, CELLS))
+        .where(where(f, table, grain))
         .group_by(c.players, c.dim, c.value)
     )
     return [tuple(map(_plain_number, row)) for row in conn.execute(query)]

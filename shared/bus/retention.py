@@ -12,9 +12,12 @@ A stream entry may go once no reader can still need it:
 A stream with no consumer group is trimmed by the retention alone: nothing says who reads
 it. A reader that keeps its own position rather than a group (scoring keeps it in SQL)
 publishes it with :func:`mark_read`, as a group that is never read through, so that its
-entries wait for it like any group's. A group made after entries were trimmed (a consumer
-started for the first time, later than the retention) does not get them back: create the
-groups when a deployment starts, and rebuild a projection that starts late.
+entries wait for it like any group's. A group that skips streams it does not need (the
+views projection, on partitions with no wanted game) moves itself forward on them with
+:func:`advance_group`, so that its old position does not hold them. A group made after
+entries were trimmed (a consumer started for the first time, later than the retention)
+does not get them back: create the groups when a deployment starts, and rebuild a
+projection that starts late.
 
 One script per stream computes the point and trims (``XTRIM MINID``, exact) at once, so
 no group moves or appears between the two.
@@ -76,7 +79,43 @@ return 1
 """
 
 
-SCRIPTS = Library("retention", {"trim": _TRIM, "mark": _MARK})
+_ADVANCE = """
+-- KEYS: 1 stream. ARGV: 1 group, 2 an id ('$': the stream's last entry), 3 '1' to also
+-- acknowledge the group's entries pending below that id.
+-- The group's position moves up to the id, never back; a missing group is left missing.
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return {tonumber(ms), tonumber(seq)}
+end
+local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local to = ARGV[2]
+if to == '$' then
+  local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+  if last == nil then return 0 end
+  to = last[1]
+end
+local group = nil
+for _, fields in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local g = {}
+  for i = 1, #fields, 2 do g[fields[i]] = fields[i + 1] end
+  if g['name'] == ARGV[1] then group = g end
+end
+if group == nil then return 0 end
+if less(parse(group['last-delivered-id']), parse(to)) then
+  redis.call('XGROUP', 'SETID', KEYS[1], ARGV[1], to)
+end
+local acked = 0
+if ARGV[3] == '1' and tonumber(group['pending']) > 0 then
+  for _, entry in ipairs(redis.call('XPENDING', KEYS[1], ARGV[1], '-', '(' .. to, 1000)) do
+    acked = acked + redis.call('XACK', KEYS[1], ARGV[1], entry[1])
+  end
+end
+return acked
+"""
+
+
+SCRIPTS = Library("retention", {"trim": _TRIM, "mark": _MARK, "advance": _ADVANCE})
 
 
 def stream_id(text: str) -> tuple[int, int]:
@@ -118,6 +157,29 @@ class Trimmer:
             Trimmed(stream, _text(kept), _text(needed) or None, int(removed))
             for stream, (kept, needed, removed) in zip(streams, replies, strict=True)
         ]
+
+
+async def advance_group(
+    redis: Redis, group: str, streams: Sequence[str], to: str, ack_below: bool = False
+) -> dict[str, Exception]:
+    """Move ``group``'s position on each of ``streams`` forward to ``to`` (an entry id, or
+    ``$``: the stream's last entry), never back, in one round trip; with ``ack_below``, its
+    entries pending below ``to`` are acknowledged too. For a group that skips what it does
+    not need (the views projection, on partitions with no game wanted): its old position
+    would otherwise keep those entries from being trimmed. A group another consumer reads
+    ahead of ``to`` is left where it is. Returns the streams whose call failed, with the
+    error (their shard away: a fault stays with its streams, the others are moved)."""
+    if not streams:
+        return {}
+    async with Batch(redis) as batch:
+        for stream in streams:
+            batch.call(SCRIPTS["advance"], [stream], [group, to, "1" if ack_below else "0"])
+        replies = await batch.execute(raise_on_error=False)
+    return {
+        stream: reply
+        for stream, reply in zip(streams, replies, strict=True)
+        if isinstance(reply, Exception)
+    }
 
 
 async def mark_read(redis: Redis, group: str, positions: Mapping[str, str]) -> None:

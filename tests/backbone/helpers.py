@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -99,12 +99,13 @@ async def running_engine(redis: Redis, keys: Keys, **overrides: Any) -> AsyncIte
 async def running_projector(
     redis: Redis, keys: Keys, **options: Any
 ) -> AsyncIterator[ViewProjector]:
-    """The views projection running (its subscribers follow every event stream)."""
+    """The views projection running (following the wanted views; it reads the event
+    streams of the partitions of wanted games)."""
     projector = ViewProjector(redis, keys, **options)
     stop = asyncio.Event()
     task = asyncio.create_task(projector.run(stop))
     try:
-        await wait_for(lambda: _subscribed(projector, keys))
+        await wait_for(_started(projector))
         yield projector
     finally:
         stop.set()
@@ -120,8 +121,11 @@ async def want_views(redis: Redis, keys: Keys, *game_ids: str) -> None:
         await pipe.execute()
 
 
-async def _subscribed(projector: ViewProjector, keys: Keys) -> bool:
-    return len(projector.consumer.streams) == keys.partitions
+def _started(projector: ViewProjector) -> Callable[[], Awaitable[bool]]:
+    async def started() -> bool:
+        return projector.started.is_set()
+
+    return started
 
 
 async def read_as(

@@ -14,6 +14,7 @@ from redis.exceptions import ConnectionError
 from benchmarks.chaos_faults import SingleRedis
 from services.lobby.views import GROUP, Projected, ViewProjector
 from shared.bus import BODY, CommandSender, Keys, connect, ensure_group
+from shared.bus.retention import Trimmer, stream_id
 from shared.bus.scripts import Batch
 from shared.bus.wants import KEPT_S
 from shared.contracts import ViewWant
@@ -247,6 +248,61 @@ async def test_a_projector_trims_the_wants_that_ran_out_and_keeps_the_others(
             return [ViewWant.decode(f[BODY]).game_id for _, f in entries] == ["g-recent"]
 
         await wait_for(trimmed)
+
+
+async def test_the_projector_reads_only_partitions_with_a_wanted_game_and_holds_no_trim(
+    redis: Redis, keys: Keys
+) -> None:
+    """The projection reads the event stream of a wanted game's partition only; a partition
+    whose games are no longer wanted is let go, and read again from its tail when one is
+    wanted again (its views follow the log). On a partition it does not read, its group's
+    old position and a dead projector's pending entry are moved past the retention's edge,
+    so the stream is trimmed as if the group did not read it."""
+    commands, _ = play_locally("g-parked", players=2, seed=3, limit=12)
+    read = keys.events(keys.partition("g-parked"))
+    other = next(p for p in keys.all_partitions() if keys.events(p) != read)
+    idle = keys.events(other)
+    old_ms = int((time.time() - 3600) * 1000)
+    for i in range(3):  # an hour old: a views group made then, one entry left pending
+        await redis.xadd(idle, {"g": "g-gone", "v": i + 1, "n": 1}, id=f"{old_ms}-{i + 1}")
+    await ensure_group(redis, idle, GROUP)
+    assert len(await read_as(redis, GROUP, "dead-projector", idle, 1)) == 1
+    sender = CommandSender(redis, keys)
+    await want_views(redis, keys, "g-parked")
+    running = running_projector(redis, keys, retention_s=0)
+    async with running_engine(redis, keys), running as projector:
+        for command in commands[:6]:
+            assert (await sender.execute(command)).status == "accepted"
+        assert projector.consumer.streams == [read]
+        await projector.tidy()
+        groups: Any = await redis.xinfo_groups(idle)
+        [views] = [g for g in groups if g["name"] == GROUP.encode()]
+        assert views["pending"] == 0
+        assert stream_id(views["last-delivered-id"].decode()) > (old_ms, 3)
+        await Trimmer(redis, retention_s=0).trim([idle])
+        assert await redis.xlen(idle) == 0
+        projector.wanted["g-parked"] = time.time() - 1  # its want ran out
+        await projector.tidy()
+        assert projector.consumer.streams == []
+        for command in commands[6:9]:  # no one reads its views: not projected
+            assert (await sender.execute(command)).status == "accepted"
+        await want_views(redis, keys, "g-parked")
+        await wait_for(_reading(projector, [read]))
+        for command in commands[9:]:
+            assert (await sender.execute(command)).status == "accepted"
+        state = await _logged_state(redis, keys, "g-parked")
+
+        async def projected() -> bool:
+            return await read_view(redis, keys, "g-parked", 0) == aod.view(state, 0)
+
+        await wait_for(projected)
+
+
+def _reading(projector: ViewProjector, streams: list[str]) -> Any:
+    async def reading() -> bool:
+        return projector.consumer.streams == streams
+
+    return reading
 
 
 async def test_a_want_whose_projection_was_refused_is_projected_once_writes_come_back(

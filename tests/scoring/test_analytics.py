@@ -354,27 +354,49 @@ def summed(rows: stats.Sums) -> dict[tuple[Any, ...], list[int]]:
 
 
 def test_a_period_off_the_hour_sums_as_the_flat_table_does(database: Engine) -> None:
-    """A period with minutes (whole hours from the cells, its ends from the flat table)
-    gives the sums the flat table alone gives, for periods across hours, open at one
-    end, within one hour, and on the hour."""
+    """A period with minutes, seconds or microseconds (whole hours from the hourly cells,
+    whole minutes and seconds of its ends from the finer cells, under a second from the
+    flat table) gives the sums the flat table alone gives, for periods across hours, open
+    at one end, within one hour, minute or second, and on the hour; cells summed again
+    group by group equal those summed at once."""
     lab(database, "spread", 8)
     start = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
     ids = sorted({r["game_id"] for r in results(database, experiment="spread")})
+    moments = [
+        start + timedelta(minutes=25 * k, seconds=7 * k, microseconds=250_000 * (k % 4))
+        for k in range(8)
+    ]
+    moments[4] += timedelta(microseconds=250_000)
+    moments[5] = moments[4] + timedelta(microseconds=400_000)  # three games in one second
+    moments[6] = moments[4] + timedelta(microseconds=600_000)
+    second = moments[4].replace(microsecond=0)
     with database.begin() as conn:
-        for k, game_id in enumerate(ids):
-            moment = start + timedelta(minutes=25 * k)
+        for game_id, moment in zip(ids, moments, strict=True):
             values = {"finished_at": moment, "finished_hour": moment.strftime(flat.HOUR)}
             for table in (flat.RESULTS, flat.SEAT_FACTS):
                 conn.execute(table.update().where(table.c.game_id == game_id).values(values))
-        conn.execute(cells.CELLS.delete().where(cells.CELLS.c.experiment == "spread"))
+        for table in (cells.CELLS, cells.FINE):
+            conn.execute(table.delete().where(table.c.experiment == "spread"))
         cells.refresh_all(conn, "spread")
-    at = lambda h, m: start.replace(hour=h, minute=m)  # noqa: E731
+    at = lambda h, m, s=0, us=0: start.replace(hour=h, minute=m, second=s, microsecond=us)  # noqa: E731
     periods = [
         (at(10, 10), at(12, 50)),
         (at(10, 10), None),
         (None, at(11, 30)),
         (at(10, 5), at(10, 40)),
         (at(11, 0), at(12, 0)),
+        (at(10, 25, 3), at(11, 40, 30)),  # ends inside minutes, across hours
+        (moments[1], moments[7]),  # ends inside seconds
+        (moments[1] + timedelta(microseconds=1), moments[7] + timedelta(microseconds=1)),
+        (moments[4], moments[5]),  # within one second
+        (moments[4] - timedelta(seconds=30), moments[5] + timedelta(microseconds=1)),
+        # ends inside the second of three games: its cells less the games left out
+        (second + timedelta(microseconds=1), None),
+        (moments[4] + timedelta(microseconds=1), moments[7]),
+        (None, moments[6]),
+        (moments[0], moments[6] + timedelta(microseconds=1)),
+        (at(11, 40, 5, 500_000), None),
+        (None, at(12, 55, 35, 1)),
     ]
     with database.connect() as conn:
         for since, until in periods:
@@ -382,11 +404,19 @@ def test_a_period_off_the_hour_sums_as_the_flat_table_does(database: Engine) -> 
             expected = summed(stats._flat_sums(conn, f))
             assert summed(stats.sums(conn, f)) == expected, (since, until)
             games = sum(n for (_, dim, _), (n, *_) in expected.items() if dim == "position") // 4
-            inside = [k for k in range(8) if (since or start) <= start + timedelta(minutes=25 * k)]
             inside = [
-                k for k in inside if until is None or start + timedelta(minutes=25 * k) < until
+                m for m in moments if (since is None or since <= m) and (until is None or m < until)
             ]
-            assert games == len(inside) > 0
+            assert games == len(inside) > 0, (since, until)
+        grains = conn.execute(select(cells.FINE.c.grain).distinct()).scalars().all()
+        assert sorted(grains) == ["minute", "second"]
+        held = {t: sorted(map(tuple, conn.execute(select(t)))) for t in (cells.CELLS, cells.FINE)}
+    with database.begin() as conn:
+        groups = cells.stored_groups(conn, ids)
+        assert len(groups) == 6  # one second holds three games
+        cells.refresh(conn, groups)
+        again = {t: sorted(map(tuple, conn.execute(select(t)))) for t in (cells.CELLS, cells.FINE)}
+    assert again == held
 
 
 async def test_an_imported_game_is_marked_and_left_out_unless_asked_for(
