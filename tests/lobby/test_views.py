@@ -318,11 +318,13 @@ async def test_a_want_whose_projection_was_refused_is_projected_once_writes_come
         missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
     single = SingleRedis(server, folder=tmp_path).start()
     redis: Any = connect(single.url)
-    keys = Keys("refused-want", partitions=2)
+    keys = Keys("refused-want", partitions=1)
     try:
         await wait_for(lambda: _answers(redis))
         sender = CommandSender(redis, keys)
         async with running_projector(redis, keys) as projector:
+            await want_views(redis, keys, "g-other")  # its partition read: no event comes again
+            await wait_for(_reading(projector, [keys.events(0)]))
             async with running_engine(redis, keys):  # stopped: the view script alone is refused
                 assert (await sender.execute(create_game("g-refused", 2, 3))).status == "accepted"
             await _drain(projector)
