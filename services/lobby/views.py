@@ -52,6 +52,7 @@ import structlog
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, Follower, GroupConsumer, Keys, ensure_group
+from shared.bus.faults import transient
 from shared.bus.retention import advance_group
 from shared.bus.scripts import Batch
 from shared.bus.wants import recent_wants, trim_wants, wanted_until
@@ -68,6 +69,7 @@ GROUP = "views"
 CACHE_GAMES = 20_000
 BATCH = 500
 FORGET_S = 60.0
+RETRY_S = 0.5  # a refused projection of wants is tried again this much later
 PARK_S = 10.0  # how often the partitions with no wanted game are let go
 # A group position on a partition not read moves at most this close to now (or the
 # retention's edge, if further): a projector beside it reading the partition is never
@@ -121,6 +123,7 @@ class ViewProjector:
         self._wants = Follower(self.broker, self._wanted, batch=BATCH)
         self._projecting = asyncio.Lock()  # one projection at a time: wants and events
         self._forgotten = 0.0  # when the wants that ran out were last dropped
+        self._wants_read = "0-0"  # the last want projected: read again from there on a failure
         self._read: set[int] = set()  # the partitions whose event stream is read
         self._reading = asyncio.Lock()  # partitions taken up and let go one at a time
         self.started = asyncio.Event()  # following the wants (for tests and tools)
@@ -133,6 +136,7 @@ class ViewProjector:
         tail, recent = await recent_wants(self.redis, stream)
         now = time.time()
         await self._want([(game_id, until) for game_id, until in recent if until > now])
+        self._wants_read = tail
         await self._wants.add(stream, tail)
         self.started.set()
 
@@ -164,8 +168,22 @@ class ViewProjector:
         await self.consumer.ack(deliveries)
 
     async def _wanted(self, deliveries: list[Delivery]) -> None:
-        """Wants read from the stream: project their games now."""
-        await self._want([wanted_until(d.id, d.fields) for d in deliveries])
+        """Wants read from the stream: project their games now. A projection that Redis
+        refuses for a while (away, restarting, short of replicas) reads the batch again
+        after a pause: the follower moved past it before handing it over, and a game
+        waiting on a decision gets no event that would project it, while its reader asks
+        again only :data:`~shared.views.ASK_AGAIN_S` later (issue 25: a game stuck in the
+        chaos run, its player waiting for a view no one wrote after a Redis kill)."""
+        try:
+            await self._want([wanted_until(d.id, d.fields) for d in deliveries])
+        except Exception as error:
+            if not transient(error):
+                raise
+            log.warning("wanted views not projected; read again", error=str(error))
+            self._wants.rewind(self.keys.view_wants(), self._wants_read)
+            await asyncio.sleep(RETRY_S)
+            return
+        self._wants_read = deliveries[-1].id
 
     async def _want(self, wants: Sequence[tuple[str, float]]) -> None:
         """Keep each game wanted until the latest time asked (forgetting the wants that

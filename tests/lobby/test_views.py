@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError
 
+from benchmarks.chaos_faults import SingleRedis
 from services.lobby.views import GROUP, Projected, ViewProjector
-from shared.bus import BODY, CommandSender, Keys, ensure_group
+from shared.bus import BODY, CommandSender, Keys, connect, ensure_group
 from shared.bus.retention import Trimmer, stream_id
 from shared.bus.scripts import Batch
 from shared.bus.wants import KEPT_S
@@ -30,6 +33,10 @@ from ..backbone.helpers import (
     want_views,
 )
 from ..backbone.test_eventstore import encoded, game_events
+from ..cluster import redis_server
+from ..conftest import missing_program
+
+WRITES = ("fcall", "function|load", "evalsha", "eval")  # the view script's calls
 
 
 async def _drain(projector: ViewProjector) -> None:
@@ -296,3 +303,57 @@ def _reading(projector: ViewProjector, streams: list[str]) -> Any:
         return projector.consumer.streams == streams
 
     return reading
+
+
+async def test_a_want_whose_projection_was_refused_is_projected_once_writes_come_back(
+    tmp_path: Path,
+) -> None:
+    """A want read while Redis refuses writes for a while (a restart, a master short of
+    replicas) is projected once they come back, with no further event or want: the
+    follower had moved past it, and a game waiting on a decision gets no event, while its
+    reader asks again only minutes later (issue 25: a game stuck in the chaos run, its
+    seat's player waiting for a view that was never written)."""
+    server = redis_server()
+    if server is None:
+        missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
+    single = SingleRedis(server, folder=tmp_path).start()
+    redis: Any = connect(single.url)
+    keys = Keys("refused-want", partitions=1)
+    try:
+        await wait_for(lambda: _answers(redis))
+        sender = CommandSender(redis, keys)
+        async with running_projector(redis, keys) as projector:
+            await want_views(redis, keys, "g-other")  # its partition read: no event comes again
+            await wait_for(_reading(projector, [keys.events(0)]))
+            async with running_engine(redis, keys):  # stopped: the view script alone is refused
+                assert (await sender.execute(create_game("g-refused", 2, 3))).status == "accepted"
+            await _drain(projector)
+            assert not await redis.exists(keys.view("g-refused"))
+            body = ViewWant(game_id="g-refused", keep_s=KEPT_S).encode()
+            async with redis.pipeline(transaction=True) as pipe:  # refused from its read on
+                pipe.xadd(keys.view_wants(), {BODY: body})
+                pipe.config_set("min-replicas-to-write", 1)
+                await pipe.execute()
+
+            async def refused() -> bool:
+                stats: Any = await redis.info("commandstats")
+                return any(stats.get(f"cmdstat_{c}", {}).get("rejected_calls", 0) for c in WRITES)
+
+            await wait_for(refused)
+            await redis.config_set("min-replicas-to-write", 0)
+            state = await _logged_state(redis, keys, "g-refused")
+
+            async def projected() -> bool:
+                return await read_view(redis, keys, "g-refused", None) == aod.view(state, None)
+
+            await wait_for(projected)
+    finally:
+        await redis.aclose()
+        single.stop()
+
+
+async def _answers(redis: Redis) -> bool:
+    try:
+        return bool(await redis.ping())
+    except ConnectionError:
+        return False
