@@ -15,7 +15,7 @@ from shared.bus import Keys
 from shared.eventstore import EventStore
 from shared.eventstore.codec import to_event
 from tests.games.test_protocol import assert_nothing_secret_in, secret_values
-from tests.lobby.helpers import running_lobby
+from tests.lobby.helpers import bearer, running_lobby, wait_for_view
 
 from .helpers import eventually, public_view_at
 
@@ -31,7 +31,12 @@ async def test_replay_view_is_the_public_view_of_a_finished_game_at_each_version
 
         await assert_pages_beside_the_api(client, game_id)
 
-        running = await client.get(f"/games/{game_id}/replay/view")
+        # A game that waits on a human seat: the bots' game above may be over by now.
+        held = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        me = (await client.post(f"/tables/{held['id']}/join", json={"name": "Ana"})).json()
+        await client.post(f"/tables/{held['id']}/start", headers=bearer(me["token"]))
+        await wait_for_view(client, held["id"], me["token"], 1)
+        running = await client.get(f"/games/{held['id']}/replay/view")
         assert running.status_code == 409, running.text
         assert running.json()["code"] == "game_not_finished"
         unknown = await client.get("/games/g-nothing-here/replay/view")
