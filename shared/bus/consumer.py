@@ -66,7 +66,7 @@ from .faststream_ext import (
     decode_batch,
     make_shared,
     parse_batch,
-    refusals_retried,
+    reads_retried,
     stop_subscriber,
 )
 from .keys import Keys
@@ -203,7 +203,7 @@ def follow(
         persistent=False,
     )
     subscriber(handle)
-    return refusals_retried(subscriber)
+    return reads_retried(subscriber)
 
 
 class Follower:
@@ -429,7 +429,7 @@ class GroupConsumer:
             title=f"{stream}:{self.group}",
         )
         subscriber(handle)
-        return refusals_retried(subscriber)
+        return reads_retried(subscriber)
 
     def _on_stream_batch(self, stream: str) -> Handler:
         lock = self._locks[stream]

@@ -22,10 +22,10 @@ What is extended, and why:
 - :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
   several times per read (about 5% of the engine's CPU); ours have no prefix.
 - The read retry (:data:`READ_RETRY_S`): FastStream's back-off after a failed read is a
-  module constant of 5 s.
-- :class:`RefusedRead`: a read the server refuses (NOREPLICAS, CLUSTERDOWN) is retried
-  after the back-off like a cut connection; FastStream re-raises it, and its task supervisor
-  restarts the read at once, a busy loop for as long as the refusal lasts.
+  module constant of 5 s, and a read the server refuses (NOREPLICAS, CLUSTERDOWN) is
+  re-raised out of its read loop, whose task supervisor restarts it at once, a busy loop for
+  as long as the refusal lasts. Our read step (the ``_get_msgs`` above) logs FastStream's
+  line and waits 1 s itself; FastStream's constant is no longer written.
 - :func:`stop_subscriber`: FastStream's ``stop`` cancels a subscriber's read task without
   awaiting it; the read is awaited before the broker closes the pool under it.
 - :class:`GivenClientBroker`: a broker on a Redis client the service made (hiredis packing,
@@ -42,6 +42,7 @@ the parser and decoder hooks; the bus metrics are series of our own (``.metrics`
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable
 from typing import Any, NamedTuple, Self
 
@@ -60,11 +61,12 @@ CHECKED_VERSION = "0.7"
 """The FastStream release (major.minor) this module was checked against."""
 
 # A subscriber whose read failed reads again after this long (FastStream: 5 s, a module
-# constant, so set for every subscriber of the process). Short enough that a cut connection
-# delays new entries by about that much; long enough that a Redis down for good costs each
-# subscriber one error line a second, not a busy loop.
+# constant of its own, left alone: our read step waits this long itself). Short enough that
+# a cut connection delays new entries by about that much; long enough that a Redis down for
+# good costs each subscriber one error line a second, not a busy loop.
 READ_RETRY_S = 1
-stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS = READ_RETRY_S  # type: ignore[attr-defined]
+
+log = logging.getLogger("caravel.bus")  # the brokers' logger (``consumer.Broker``)
 
 # The field of a stream entry FastStream publishes a message in (its wire format, pinned by
 # a test that publishes through a broker and reads the entry back).
@@ -153,34 +155,42 @@ class FixedStreamSub(StreamSub):
         return self if not prefix else super().add_prefix(prefix)
 
 
-class RefusedRead(Exception):
-    """A read the server answered with an error other than its group missing (NOREPLICAS:
-    XREADGROUP writes, and a master short of replicas refuses it; CLUSTERDOWN; WRONGTYPE)."""
-
-
-async def _refusal_retried(read: Awaitable[None]) -> None:
-    """Run a read step; a refusal (not NOGROUP, which FastStream handles) becomes a read
-    failure, retried after :data:`READ_RETRY_S` like a cut connection. FastStream re-raises
-    it out of the read loop, and its task supervisor starts the loop again at once: a busy
-    loop of PING and XREADGROUP per stream, as long as a shard refused writes."""
+async def _retried(read: Awaitable[None], subscriber: Any) -> None:
+    """Run a read step; a failure is logged and the step returns after :data:`READ_RETRY_S`,
+    FastStream's read loop then reads again (as it does after its own back-off, 5 s, which
+    this one replaces). A group gone (NOGROUP) is FastStream's: it stops the subscriber,
+    and the consumer makes the group again. A refusal (NOREPLICAS: XREADGROUP writes, and a
+    master short of replicas refuses it; CLUSTERDOWN; WRONGTYPE) is retried like a cut
+    connection: FastStream re-raises it out of the read loop, and its task supervisor starts
+    the loop again at once, a busy loop of PING and XREADGROUP per stream for as long as a
+    shard refuses writes."""
     try:
         await read
     except ResponseError as e:
         if "NOGROUP" in str(e):
             raise
-        raise RefusedRead(str(e)) from e
+        await _wait_after(e, subscriber)
+    except Exception as e:
+        await _wait_after(e, subscriber)
+
+
+async def _wait_after(error: Exception, subscriber: Any) -> None:
+    """FastStream's line for a failed read (same logger, level and message), then the wait."""
+    stream = channel(subscriber.stream_sub.name)
+    log.error("Message fetch error", exc_info=error, extra={"channel": stream})
+    await asyncio.sleep(READ_RETRY_S)
 
 
 class StreamRead(stream_subscriber.StreamBatchSubscriber):
-    """FastStream's batch reader of one stream, its refusals retried (:class:`RefusedRead`)."""
+    """FastStream's batch reader of one stream, its failed reads retried (:func:`_retried`)."""
 
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
-        await _refusal_retried(super()._get_msgs(read))
+        await _retried(super()._get_msgs(read), self)
 
 
-def refusals_retried(subscriber: Any) -> Any:
+def reads_retried(subscriber: Any) -> Any:
     """``subscriber`` (made by ``broker.subscriber``, batch, not yet started) as a
     :class:`StreamRead`."""
     subscriber.__class__ = StreamRead
@@ -194,7 +204,7 @@ class SharedRead(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
-        await _refusal_retried(self._read_all())
+        await _retried(self._read_all(), self)
 
     async def _read_all(self) -> None:
         sub: Any = self.stream_sub
@@ -220,7 +230,7 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
-        await _refusal_retried(self._read_all())
+        await _retried(self._read_all(), self)
 
     async def _read_all(self) -> None:
         sub: Any = self.stream_sub
