@@ -3,40 +3,59 @@ built on its subscriber and broker classes, with every private name it relies on
 nowhere else. ``tests/backbone/test_faststream_ext.py`` pins each of them (and the version
 checked against), so an upgrade that changes one fails there, by name, not in production.
 
-What is extended, and why:
+A decision, measured, not a leftover. The private names that remain, exactly:
+
+- ``faststream.redis.subscriber.usecases.stream_subscriber.StreamBatchSubscriber``:
+  subclassed; its read step ``_get_msgs`` replaced, ``consume_one`` called with the batch,
+  ``_client`` read; a subscriber made by ``broker.subscriber`` has its ``__class__``
+  swapped for the subclass (:func:`make_shared`, :func:`reads_retried`).
+- ``faststream.redis.configs.RedisConnectionState``: subclassed (:class:`GivenClient`), and
+  ``RedisBroker._make_connection_state`` overridden (:class:`GivenClientBroker`).
+- ``subscriber.tasks`` (``TasksMixin``): read by :func:`stop_subscriber`.
+- The keys of ``faststream.redis.message.BatchStreamMessage`` (``type``, ``channel``,
+  ``data``, ``message_ids``), the raw batch the parser reads and the shared reads build.
+
+(``StreamSub.add_prefix``, overridden by :class:`FixedStreamSub`, is a public method of a
+public class.) No longer used: ``stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS``, which
+this module wrote for the whole process; the read step now waits out a failed read itself.
+
+Why each stays, and what the public route would cost:
 
 - Multi-stream reads (:class:`SharedRead`, :class:`SharedFollow`): FastStream reads one
   stream per subscriber; on one Redis a consumer's partitions are read by one XREADGROUP
-  (or XREAD) and handed on as one batch. They subclass ``StreamBatchSubscriber`` and replace
-  its read step ``_get_msgs`` alone, so starting, stopping, error back-off, middlewares and
-  the handler's call stay FastStream's; the batch they hand on (``consume_one``) has the
-  shape of FastStream's own (``BatchStreamMessage``) plus the stream of each entry. A
-  subscriber made by ``broker.subscriber`` becomes one by :func:`make_shared`. (No public
-  route: a subscriber's read step is not a documented hook, middlewares see messages after
-  the read, and re-publishing what one read took would cost a hop per entry.) The public
-  alternative, a batch subscriber per stream as on a cluster, was measured against this
-  (``benchmarks/README.md``, "One read or a subscriber per stream"): at 2,000 moves/s
-  about 60% more engine CPU per move and 4-6 times the XREADGROUP calls per move, and at
-  8 entries read, 6.3 times the dispatch instructions (8 batches of one entry instead of
-  one of 8).
-- :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
-  several times per read (about 5% of the engine's CPU); ours have no prefix.
-- The read retry (:data:`READ_RETRY_S`): FastStream's back-off after a failed read is a
-  module constant of 5 s, and a read the server refuses (NOREPLICAS, CLUSTERDOWN) is
-  re-raised out of its read loop, whose task supervisor restarts it at once, a busy loop for
-  as long as the refusal lasts. Our read step (the ``_get_msgs`` above) logs FastStream's
-  line and waits 1 s itself; FastStream's constant is no longer written.
+  (or XREAD) and handed on as one batch, starting, stopping, middlewares and the handler's
+  call staying FastStream's; the batch has the shape of FastStream's own plus the stream of
+  each entry. No public route: the read step is not a documented hook, middlewares see
+  messages after the read. The public alternative, a batch subscriber per stream (as on a
+  cluster), was measured (``benchmarks/README.md``, "One read or a subscriber per stream"):
+  at 2,000 moves/s +11 % to +64 % engine CPU per move (three alternated pairs), 3 to 6 times
+  the reads per move, and at 8 entries read 6.3 times the dispatch instructions (8 batches
+  of one entry instead of one of 8); under load it fell behind where this kept up. Proposed
+  upstream, with a patch against 0.7.8 and a test: ``docs/upstream/faststream-multi-stream-
+  read.md`` (``subscriber.add_stream``/``remove_stream``, one batch per read); with it this
+  part becomes a few public calls in ``consumer.py``, as that document shows.
+- The read retry (:data:`READ_RETRY_S`, in the replaced read step): FastStream's back-off
+  after a failed read is a module constant of 5 s, and a read the server refuses
+  (NOREPLICAS, CLUSTERDOWN) is re-raised out of its read loop, whose task supervisor
+  restarts it at once, a busy loop for as long as the refusal lasts. No public setting.
 - :func:`stop_subscriber`: FastStream's ``stop`` cancels a subscriber's read task without
   awaiting it; the read is awaited before the broker closes the pool under it.
 - :class:`GivenClientBroker`: a broker on a Redis client the service made (hiredis packing,
-  a pool of its own for blocking reads), through the broker's connection-state factory.
-- :func:`parse_batch`/:func:`decode_batch`: the raw batch's keys (``message_ids``,
-  ``data``, ``channel``), read without FastStream's JSON round trip of each entry.
+  a ``BlockingConnectionPool`` of its own for blocking reads, or the service's pool for a
+  publishing broker; ``ShardedCluster`` on a cluster). FastStream 0.7.8's constructor only
+  builds a ``ConnectionPool`` of its own from connection options (``connection_class``,
+  ``parser_class``, ``max_connections``): not the same pool (it raises when full instead of
+  waiting), one pool more per publishing broker, and no route to a cluster client of ours.
+- :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
+  several times per read (about 5% of the engine's CPU); ours have no prefix.
+- :func:`parse_batch`/:func:`decode_batch` (parser and decoder hooks, public): the raw
+  batch's keys, read without FastStream's JSON round trip of each entry.
 
-The rest is FastStream's public API (``faststream``, ``faststream.redis``): the plain
-bodies (:class:`PlainBody`, its exported ``BinaryMessageFormatV1`` given to the broker's
-``message_format``), the body field (:data:`BODY`, its wire format, pinned by publishing),
-the parser and decoder hooks; the bus metrics are series of our own (``.metrics``).
+The last four are listed as further gaps in the upstream document. The rest is FastStream's
+public API (``faststream``, ``faststream.redis``): the plain bodies (:class:`PlainBody`, its
+exported ``BinaryMessageFormatV1`` given to the broker's ``message_format``), the body
+field (:data:`BODY`, its wire format, pinned by publishing), the parser and decoder hooks;
+the bus metrics are series of our own (``.metrics``).
 """
 
 from __future__ import annotations

@@ -122,6 +122,7 @@ async def test_a_shared_follow_reads_several_streams_into_one_batch(
     )
     subscriber.stream_sub.positions.update(dict.fromkeys(streams, "0-0"))
     await subscriber.start()
+    assert len(subscriber.tasks) == 1, f"{UPGRADE}: a subscriber's read task (stop_subscriber)"
     try:
 
         async def got() -> bool:
