@@ -6,11 +6,13 @@ checked against), so an upgrade that changes one fails there, by name, not in pr
 A decision, measured, not a leftover. The private names that remain, exactly:
 
 - ``faststream.redis.subscriber.usecases.stream_subscriber.StreamBatchSubscriber``:
-  subclassed; its read step ``_get_msgs`` replaced, ``consume_one`` called with the batch,
-  ``_client`` read; a subscriber made by ``broker.subscriber`` has its ``__class__``
-  swapped for the subclass (:func:`make_shared`, :func:`reads_retried`).
-- ``faststream.redis.configs.RedisConnectionState``: subclassed (:class:`GivenClient`), and
-  ``RedisBroker._make_connection_state`` overridden (:class:`GivenClientBroker`).
+  subclassed; its read step ``_get_msgs`` replaced and ``consume_one`` called with the
+  batch; a subscriber made by ``broker.subscriber`` has its ``__class__`` swapped for the
+  subclass (:func:`make_shared`, :func:`reads_retried`). (A shared read uses the broker's
+  client, kept on its ``FixedStreamSub``, not the subscriber's private ``_client``.)
+- ``faststream.redis.configs.RedisConnectionState``: subclassed (:class:`GivenClient`, which
+  sets its ``_client`` and ``_connected``), and ``RedisBroker._make_connection_state``
+  overridden (:class:`GivenClientBroker`).
 - ``subscriber.tasks`` (``TasksMixin``): read by :func:`stop_subscriber`.
 - The keys of ``faststream.redis.message.BatchStreamMessage`` (``type``, ``channel``,
   ``data``, ``message_ids``), the raw batch the parser reads and the shared reads build.
@@ -168,6 +170,7 @@ class FixedStreamSub(StreamSub):
     """A ``StreamSub`` that is not copied on every read (see the module's docstring)."""
 
     streams: dict[str, None]  # a shared read's streams (``SharedRead``), in order
+    client: Redis  # a shared read's client (the broker's, :func:`make_shared`)
     positions: dict[str, str]  # a shared follow's streams and the entry each is read after
 
     def add_prefix(self, prefix: str) -> Self:
@@ -230,7 +233,7 @@ class SharedRead(stream_subscriber.StreamBatchSubscriber):
         if not sub.streams:
             await asyncio.sleep(sub.polling_interval / 1000)
             return
-        response: Any = await self._client.xreadgroup(
+        response: Any = await sub.client.xreadgroup(
             groupname=sub.group,
             consumername=sub.consumer,
             streams=dict.fromkeys(sub.streams, ">"),
@@ -258,7 +261,7 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
             await asyncio.sleep(sub.polling_interval / 1000)
             return
         reading: dict[Any, Any] = dict(positions)
-        response: Any = await self._client.xread(
+        response: Any = await sub.client.xread(
             streams=reading, count=sub.max_records, block=sub.polling_interval
         )
         await _hand_on(self, sub, response, positions, positions=True)
@@ -280,13 +283,16 @@ async def stop_subscriber(subscriber: Any, wait_s: float) -> None:
         await asyncio.wait(tasks, timeout=wait_s)
 
 
-def make_shared(subscriber: Any, kind: type[SharedRead] | type[SharedFollow]) -> Any:
+def make_shared(subscriber: Any, kind: type[SharedRead] | type[SharedFollow], client: Redis) -> Any:
     """``subscriber`` (made by ``broker.subscriber`` with a :class:`FixedStreamSub`, not yet
-    started) as a multi-stream reader of ``kind``, its streams empty."""
+    started) as a multi-stream reader of ``kind``, its streams empty, reading with ``client``
+    (its broker's)."""
+    sub = subscriber.stream_sub
     if kind is SharedRead:
-        subscriber.stream_sub.streams = {}
+        sub.streams = {}
     else:
-        subscriber.stream_sub.positions = {}
+        sub.positions = {}
+    sub.client = client
     subscriber.__class__ = kind
     return subscriber
 
