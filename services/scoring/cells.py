@@ -29,7 +29,6 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
-    Boolean,
     Column,
     ColumnElement,
     Connection,
@@ -53,7 +52,7 @@ from sqlmodel import SQLModel
 
 from shared.games.api import analytics
 
-from .flat import RESULTS, SCORE_PREFIX, SEAT_FACTS, as_utc, score_columns
+from .flat import RESULTS, SCORE_PREFIX, SEAT_FACTS, as_utc, key_column, score_columns
 
 KEYS = (
     "game",
@@ -69,47 +68,37 @@ KEYS = (
 )
 NO_EXPERIMENT = ""  # a projected game's experiment in the cells (the flat table: NULL)
 
+
+def _sum_columns() -> list[Column[Any]]:
+    """A cell's dimension, its value and the sums (each table its own columns)."""
+    return [
+        Column("dim", String(16), primary_key=True),
+        Column("value", String(200), primary_key=True),
+        Column("n", Integer, nullable=False),
+        Column("wins", Integer, nullable=False),
+        Column("total", BigInteger, nullable=False),
+        Column("squares", BigInteger, nullable=False),
+    ]
+
+
 CELLS = Table(
     "analytics_cells",
     SQLModel.metadata,
-    Column("game", String(64), primary_key=True),
-    Column("ruleset", String(200), primary_key=True),
-    Column("ruleset_hash", String(32), primary_key=True),
-    Column("options", String(1000), primary_key=True),
-    Column("players", Integer, primary_key=True),
-    Column("humans", Integer, primary_key=True),
-    Column("seat_kind", String(32), primary_key=True),
-    Column("imported", Boolean, primary_key=True, server_default=false()),
-    Column("experiment", String(100), primary_key=True),
-    Column("finished_hour", String(13), primary_key=True),  # YYYY-MM-DDTHH, UTC
-    Column("dim", String(16), primary_key=True),
-    Column("value", String(200), primary_key=True),
-    Column("n", Integer, nullable=False),
-    Column("wins", Integer, nullable=False),
-    Column("total", BigInteger, nullable=False),
-    Column("squares", BigInteger, nullable=False),
+    *(key_column(k, primary_key=True) for k in KEYS[: KEYS.index("imported")]),
+    key_column("imported", primary_key=True, server_default=false()),
+    *(key_column(k, primary_key=True) for k in ("experiment", "finished_hour")),
+    *_sum_columns(),
 )
 
 FINE = Table(
     "analytics_fine_cells",
     SQLModel.metadata,
-    Column("game", String(64), primary_key=True),
+    key_column("game", primary_key=True),
     Column("grain", String(8), primary_key=True),  # minute or second
     Column("start", String(19), primary_key=True),  # YYYY-MM-DDTHH:MM[:SS], UTC
-    Column("experiment", String(100), primary_key=True),
-    Column("ruleset", String(200), primary_key=True),
-    Column("ruleset_hash", String(32), primary_key=True),
-    Column("options", String(1000), primary_key=True),
-    Column("players", Integer, primary_key=True),
-    Column("humans", Integer, primary_key=True),
-    Column("seat_kind", String(32), primary_key=True),
-    Column("imported", Boolean, primary_key=True),
-    Column("dim", String(16), primary_key=True),
-    Column("value", String(200), primary_key=True),
-    Column("n", Integer, nullable=False),
-    Column("wins", Integer, nullable=False),
-    Column("total", BigInteger, nullable=False),
-    Column("squares", BigInteger, nullable=False),
+    key_column("experiment", primary_key=True),
+    *(key_column(k, primary_key=True) for k in KEYS[1 : KEYS.index("experiment")]),
+    *_sum_columns(),
 )
 """The finer cells: the same sums per minute and per second of finish times (``grain``),
 keyed by the minute's or second's start (game, grain and start first: a period's ends
