@@ -197,11 +197,12 @@ def _chunks(games: int) -> Iterator[tuple[int, int]]:
 
 
 class _Refresher:
-    """Sums the cells of the groups (game, experiment, hour) a run wrote to since the last
-    time, every ``every`` seconds at least and never more than :data:`REFRESH_SHARE` of the
-    time (0: after every chunk): a group is summed whole again, so refreshing after every
-    chunk of a long run would cost the square of its length, and the parent's CPU is taken
-    from the workers (a tenth of its time was about 5% of a 10,000-game run's CPU)."""
+    """Sums the cells of the groups (game, experiment, finished second) a run wrote to since
+    the last time, then their minutes and hours from those finer cells (``cells.refresh``),
+    every ``every`` seconds at least and never more than :data:`REFRESH_SHARE` of the time
+    (0: after every chunk): refreshing after every chunk of a long run would sum the same
+    busy seconds again and again, and the parent's CPU is taken from the workers (a tenth of
+    its time was about 5% of a 10,000-game run's CPU)."""
 
     def __init__(self, db: Engine, every: float) -> None:
         self._db = db

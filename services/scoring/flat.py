@@ -64,19 +64,37 @@ def score_columns() -> list[str]:
     return list(dict.fromkeys(parts))
 
 
+KEY_TYPES: dict[str, Any] = {
+    "game": String(64),
+    "ruleset": String(200),
+    "ruleset_hash": String(32),
+    "options": String(1000),
+    "players": Integer(),
+    "humans": Integer(),
+    "seat_kind": String(32),
+    "imported": Boolean(),
+    "experiment": String(100),
+    "finished_hour": String(13),  # YYYY-MM-DDTHH (UTC)
+}
+"""The types of the columns a filter names: the flat table's and the cells' (which sum it
+by them, :mod:`.cells`) are made from this one definition, so they cannot drift apart."""
+
+
+def key_column(name: str, **options: Any) -> Column[Any]:
+    """A column of :data:`KEY_TYPES` (``options``: its key, nullability, defaults)."""
+    return Column(name, KEY_TYPES[name], **options)
+
+
 RESULTS = Table(
     "analytics_results",
     SQLModel.metadata,
     Column("game_id", String(64), primary_key=True),
     Column("seat", Integer, primary_key=True),
-    Column("game", String(64), nullable=False),
-    Column("ruleset", String(200), nullable=False),
-    Column("ruleset_hash", String(32), nullable=False, index=True),
-    Column("options", String(1000), nullable=False),
-    Column("players", Integer, nullable=False),
-    Column("humans", Integer, nullable=False),
+    *(key_column(k, nullable=False) for k in ("game", "ruleset")),
+    key_column("ruleset_hash", nullable=False, index=True),
+    *(key_column(k, nullable=False) for k in ("options", "players", "humans")),
     Column("turn_position", Integer, nullable=False),
-    Column("seat_kind", String(32), nullable=False),
+    key_column("seat_kind", nullable=False),
     Column("player", String(100), nullable=False),
     Column("side", String(64), nullable=False),
     Column("place", Integer, nullable=False),
@@ -86,11 +104,11 @@ RESULTS = Table(
     Column("decisions", Integer, nullable=False),
     Column("duration_s", Float, nullable=True),
     Column("finished_at", DateTime(timezone=True), nullable=False),
-    Column("finished_hour", String(13), nullable=False),  # YYYY-MM-DDTHH (UTC): the cells'
+    key_column("finished_hour", nullable=False),  # the cells' hour of finished_at
     Column("caravel_version", String(32), nullable=False),
-    Column("experiment", String(100), nullable=True),
+    key_column("experiment", nullable=True),
     # loaded by `caravel games import` (played elsewhere): the analytics filter `imported`
-    Column("imported", Boolean, nullable=False, server_default=false()),
+    key_column("imported", nullable=False, server_default=false()),
     Index("ix_analytics_results_game_finished", "game", "finished_at"),
     Index("ix_analytics_results_experiment", "experiment", "game"),
 )

@@ -66,7 +66,7 @@ from .faststream_ext import (
     decode_batch,
     make_shared,
     parse_batch,
-    refusals_retried,
+    reads_retried,
     stop_subscriber,
 )
 from .keys import Keys
@@ -203,7 +203,7 @@ def follow(
         persistent=False,
     )
     subscriber(handle)
-    return refusals_retried(subscriber)
+    return reads_retried(subscriber)
 
 
 class Follower:
@@ -254,7 +254,7 @@ class Follower:
         Its reads block :data:`SHARED_BLOCK_MS` at most: a stream added meanwhile is read
         from the next one on."""
         subscriber = follow(self.broker, first, "0-0", self.batch, self.handle, SHARED_BLOCK_MS)
-        self._shared = make_shared(subscriber, SharedFollow)
+        self._shared = make_shared(subscriber, SharedFollow, self.broker.client)
         return subscriber
 
     def rewind(self, stream: str, position: str) -> None:
@@ -429,7 +429,7 @@ class GroupConsumer:
             title=f"{stream}:{self.group}",
         )
         subscriber(handle)
-        return refusals_retried(subscriber)
+        return reads_retried(subscriber)
 
     def _on_stream_batch(self, stream: str) -> Handler:
         lock = self._locks[stream]
@@ -443,7 +443,7 @@ class GroupConsumer:
     def _make_shared(self, first: str) -> Any:
         """The one subscriber of every stream (named for the first: its metrics' channel)."""
         subscriber = self._subscriber(first, SHARED_BLOCK_MS, self._on_shared_batch)
-        self._shared = make_shared(subscriber, SharedRead)
+        self._shared = make_shared(subscriber, SharedRead, self.broker.client)
         return subscriber
 
     async def _on_shared_batch(self, deliveries: list[Delivery]) -> None:

@@ -3,45 +3,67 @@ built on its subscriber and broker classes, with every private name it relies on
 nowhere else. ``tests/backbone/test_faststream_ext.py`` pins each of them (and the version
 checked against), so an upgrade that changes one fails there, by name, not in production.
 
-What is extended, and why:
+A decision, measured, not a leftover. The private names that remain, exactly:
+
+- ``faststream.redis.subscriber.usecases.stream_subscriber.StreamBatchSubscriber``:
+  subclassed; its read step ``_get_msgs`` replaced and ``consume_one`` called with the
+  batch; a subscriber made by ``broker.subscriber`` has its ``__class__`` swapped for the
+  subclass (:func:`make_shared`, :func:`reads_retried`). (A shared read uses the broker's
+  client, kept on its ``FixedStreamSub``, not the subscriber's private ``_client``.)
+- ``faststream.redis.configs.RedisConnectionState``: subclassed (:class:`GivenClient`, which
+  sets its ``_client`` and ``_connected``), and ``RedisBroker._make_connection_state``
+  overridden (:class:`GivenClientBroker`).
+- ``subscriber.tasks`` (``TasksMixin``): read by :func:`stop_subscriber`.
+- The keys of ``faststream.redis.message.BatchStreamMessage`` (``type``, ``channel``,
+  ``data``, ``message_ids``), the raw batch the parser reads and the shared reads build.
+
+(``StreamSub.add_prefix``, overridden by :class:`FixedStreamSub`, is a public method of a
+public class.) No longer used: ``stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS``, which
+this module wrote for the whole process; the read step now waits out a failed read itself.
+
+Why each stays, and what the public route would cost:
 
 - Multi-stream reads (:class:`SharedRead`, :class:`SharedFollow`): FastStream reads one
   stream per subscriber; on one Redis a consumer's partitions are read by one XREADGROUP
-  (or XREAD) and handed on as one batch. They subclass ``StreamBatchSubscriber`` and replace
-  its read step ``_get_msgs`` alone, so starting, stopping, error back-off, middlewares and
-  the handler's call stay FastStream's; the batch they hand on (``consume_one``) has the
-  shape of FastStream's own (``BatchStreamMessage``) plus the stream of each entry. A
-  subscriber made by ``broker.subscriber`` becomes one by :func:`make_shared`. (No public
-  route: a subscriber's read step is not a documented hook, middlewares see messages after
-  the read, and re-publishing what one read took would cost a hop per entry.) The public
-  alternative, a batch subscriber per stream as on a cluster, was measured against this
-  (``benchmarks/README.md``, "One read or a subscriber per stream"): at 2,000 moves/s
-  about 60% more engine CPU per move and 4-6 times the XREADGROUP calls per move, and at
-  8 entries read, 6.3 times the dispatch instructions (8 batches of one entry instead of
-  one of 8).
-- :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
-  several times per read (about 5% of the engine's CPU); ours have no prefix.
-- The read retry (:data:`READ_RETRY_S`): FastStream's back-off after a failed read is a
-  module constant of 5 s.
-- :class:`RefusedRead`: a read the server refuses (NOREPLICAS, CLUSTERDOWN) is retried
-  after the back-off like a cut connection; FastStream re-raises it, and its task supervisor
-  restarts the read at once, a busy loop for as long as the refusal lasts.
+  (or XREAD) and handed on as one batch, starting, stopping, middlewares and the handler's
+  call staying FastStream's; the batch has the shape of FastStream's own plus the stream of
+  each entry. No public route: the read step is not a documented hook, middlewares see
+  messages after the read. The public alternative, a batch subscriber per stream (as on a
+  cluster), was measured (``benchmarks/README.md``, "One read or a subscriber per stream"):
+  at 2,000 moves/s +11 % to +64 % engine CPU per move (three alternated pairs), 3 to 6 times
+  the reads per move, and at 8 entries read 6.3 times the dispatch instructions (8 batches
+  of one entry instead of one of 8); under load it fell behind where this kept up. Proposed
+  upstream, with a patch against 0.7.8 and a test: ``docs/upstream/faststream-multi-stream-
+  read.md`` (``subscriber.add_stream``/``remove_stream``, one batch per read); with it this
+  part becomes a few public calls in ``consumer.py``, as that document shows.
+- The read retry (:data:`READ_RETRY_S`, in the replaced read step): FastStream's back-off
+  after a failed read is a module constant of 5 s, and a read the server refuses
+  (NOREPLICAS, CLUSTERDOWN) is re-raised out of its read loop, whose task supervisor
+  restarts it at once, a busy loop for as long as the refusal lasts. No public setting.
 - :func:`stop_subscriber`: FastStream's ``stop`` cancels a subscriber's read task without
   awaiting it; the read is awaited before the broker closes the pool under it.
 - :class:`GivenClientBroker`: a broker on a Redis client the service made (hiredis packing,
-  a pool of its own for blocking reads), through the broker's connection-state factory.
-- :func:`parse_batch`/:func:`decode_batch`: the raw batch's keys (``message_ids``,
-  ``data``, ``channel``), read without FastStream's JSON round trip of each entry.
+  a ``BlockingConnectionPool`` of its own for blocking reads, or the service's pool for a
+  publishing broker; ``ShardedCluster`` on a cluster). FastStream 0.7.8's constructor only
+  builds a ``ConnectionPool`` of its own from connection options (``connection_class``,
+  ``parser_class``, ``max_connections``): not the same pool (it raises when full instead of
+  waiting), one pool more per publishing broker, and no route to a cluster client of ours.
+- :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
+  several times per read (about 5% of the engine's CPU); ours have no prefix.
+- :func:`parse_batch`/:func:`decode_batch` (parser and decoder hooks, public): the raw
+  batch's keys, read without FastStream's JSON round trip of each entry.
 
-The rest is FastStream's public API (``faststream``, ``faststream.redis``): the plain
-bodies (:class:`PlainBody`, its exported ``BinaryMessageFormatV1`` given to the broker's
-``message_format``), the body field (:data:`BODY`, its wire format, pinned by publishing),
-the parser and decoder hooks; the bus metrics are series of our own (``.metrics``).
+The last four are listed as further gaps in the upstream document. The rest is FastStream's
+public API (``faststream``, ``faststream.redis``): the plain bodies (:class:`PlainBody`, its
+exported ``BinaryMessageFormatV1`` given to the broker's ``message_format``), the body
+field (:data:`BODY`, its wire format, pinned by publishing), the parser and decoder hooks;
+the bus metrics are series of our own (``.metrics``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable
 from typing import Any, NamedTuple, Self
 
@@ -60,11 +82,12 @@ CHECKED_VERSION = "0.7"
 """The FastStream release (major.minor) this module was checked against."""
 
 # A subscriber whose read failed reads again after this long (FastStream: 5 s, a module
-# constant, so set for every subscriber of the process). Short enough that a cut connection
-# delays new entries by about that much; long enough that a Redis down for good costs each
-# subscriber one error line a second, not a busy loop.
+# constant of its own, left alone: our read step waits this long itself). Short enough that
+# a cut connection delays new entries by about that much; long enough that a Redis down for
+# good costs each subscriber one error line a second, not a busy loop.
 READ_RETRY_S = 1
-stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS = READ_RETRY_S  # type: ignore[attr-defined]
+
+log = logging.getLogger("caravel.bus")  # the brokers' logger (``consumer.Broker``)
 
 # The field of a stream entry FastStream publishes a message in (its wire format, pinned by
 # a test that publishes through a broker and reads the entry back).
@@ -147,40 +170,49 @@ class FixedStreamSub(StreamSub):
     """A ``StreamSub`` that is not copied on every read (see the module's docstring)."""
 
     streams: dict[str, None]  # a shared read's streams (``SharedRead``), in order
+    client: Redis  # a shared read's client (the broker's, :func:`make_shared`)
     positions: dict[str, str]  # a shared follow's streams and the entry each is read after
 
     def add_prefix(self, prefix: str) -> Self:
         return self if not prefix else super().add_prefix(prefix)
 
 
-class RefusedRead(Exception):
-    """A read the server answered with an error other than its group missing (NOREPLICAS:
-    XREADGROUP writes, and a master short of replicas refuses it; CLUSTERDOWN; WRONGTYPE)."""
-
-
-async def _refusal_retried(read: Awaitable[None]) -> None:
-    """Run a read step; a refusal (not NOGROUP, which FastStream handles) becomes a read
-    failure, retried after :data:`READ_RETRY_S` like a cut connection. FastStream re-raises
-    it out of the read loop, and its task supervisor starts the loop again at once: a busy
-    loop of PING and XREADGROUP per stream, as long as a shard refused writes."""
+async def _retried(read: Awaitable[None], subscriber: Any) -> None:
+    """Run a read step; a failure is logged and the step returns after :data:`READ_RETRY_S`,
+    FastStream's read loop then reads again (as it does after its own back-off, 5 s, which
+    this one replaces). A group gone (NOGROUP) is FastStream's: it stops the subscriber,
+    and the consumer makes the group again. A refusal (NOREPLICAS: XREADGROUP writes, and a
+    master short of replicas refuses it; CLUSTERDOWN; WRONGTYPE) is retried like a cut
+    connection: FastStream re-raises it out of the read loop, and its task supervisor starts
+    the loop again at once, a busy loop of PING and XREADGROUP per stream for as long as a
+    shard refuses writes."""
     try:
         await read
     except ResponseError as e:
         if "NOGROUP" in str(e):
             raise
-        raise RefusedRead(str(e)) from e
+        await _wait_after(e, subscriber)
+    except Exception as e:
+        await _wait_after(e, subscriber)
+
+
+async def _wait_after(error: Exception, subscriber: Any) -> None:
+    """FastStream's line for a failed read (same logger, level and message), then the wait."""
+    stream = channel(subscriber.stream_sub.name)
+    log.error("Message fetch error", exc_info=error, extra={"channel": stream})
+    await asyncio.sleep(READ_RETRY_S)
 
 
 class StreamRead(stream_subscriber.StreamBatchSubscriber):
-    """FastStream's batch reader of one stream, its refusals retried (:class:`RefusedRead`)."""
+    """FastStream's batch reader of one stream, its failed reads retried (:func:`_retried`)."""
 
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
-        await _refusal_retried(super()._get_msgs(read))
+        await _retried(super()._get_msgs(read), self)
 
 
-def refusals_retried(subscriber: Any) -> Any:
+def reads_retried(subscriber: Any) -> Any:
     """``subscriber`` (made by ``broker.subscriber``, batch, not yet started) as a
     :class:`StreamRead`."""
     subscriber.__class__ = StreamRead
@@ -194,14 +226,14 @@ class SharedRead(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
-        await _refusal_retried(self._read_all())
+        await _retried(self._read_all(), self)
 
     async def _read_all(self) -> None:
         sub: Any = self.stream_sub
         if not sub.streams:
             await asyncio.sleep(sub.polling_interval / 1000)
             return
-        response: Any = await self._client.xreadgroup(
+        response: Any = await sub.client.xreadgroup(
             groupname=sub.group,
             consumername=sub.consumer,
             streams=dict.fromkeys(sub.streams, ">"),
@@ -220,7 +252,7 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     async def _get_msgs(self, read: Any) -> None:
-        await _refusal_retried(self._read_all())
+        await _retried(self._read_all(), self)
 
     async def _read_all(self) -> None:
         sub: Any = self.stream_sub
@@ -229,7 +261,7 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
             await asyncio.sleep(sub.polling_interval / 1000)
             return
         reading: dict[Any, Any] = dict(positions)
-        response: Any = await self._client.xread(
+        response: Any = await sub.client.xread(
             streams=reading, count=sub.max_records, block=sub.polling_interval
         )
         await _hand_on(self, sub, response, positions, positions=True)
@@ -251,13 +283,16 @@ async def stop_subscriber(subscriber: Any, wait_s: float) -> None:
         await asyncio.wait(tasks, timeout=wait_s)
 
 
-def make_shared(subscriber: Any, kind: type[SharedRead] | type[SharedFollow]) -> Any:
+def make_shared(subscriber: Any, kind: type[SharedRead] | type[SharedFollow], client: Redis) -> Any:
     """``subscriber`` (made by ``broker.subscriber`` with a :class:`FixedStreamSub`, not yet
-    started) as a multi-stream reader of ``kind``, its streams empty."""
+    started) as a multi-stream reader of ``kind``, its streams empty, reading with ``client``
+    (its broker's)."""
+    sub = subscriber.stream_sub
     if kind is SharedRead:
-        subscriber.stream_sub.streams = {}
+        sub.streams = {}
     else:
-        subscriber.stream_sub.positions = {}
+        sub.positions = {}
+    sub.client = client
     subscriber.__class__ = kind
     return subscriber
 
