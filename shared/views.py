@@ -87,7 +87,10 @@ class ViewWaiter:
     views (``shared.bus.wants``) unless this process asked within :data:`ASK_AGAIN_S`
     (the projection keeps a game wanted :data:`~shared.bus.wants.KEPT_S`), and a read that
     asked waits for the version the game's log had then: a game no one read before, or
-    lately, is read as eagerly projected views were (read-your-writes)."""
+    lately, is read as eagerly projected views were (read-your-writes). A wait that runs
+    out forgets that this process asked: the ask may have been lost (the wants' stream
+    trimmed or refused while the projection was away), and a later read that did not ask
+    would read a view the projection never writes (a game stuck waiting on a decision)."""
 
     def __init__(self, redis: Redis, keys: Keys, service: str) -> None:
         self.redis = redis
@@ -130,6 +133,7 @@ class ViewWaiter:
                 break
             finally:
                 self._forget(game_id, woken)
+        self._asked.pop(game_id, None)  # the ask may be lost: the next read asks again
         return view
 
     async def _ask(self, game_id: str, keep: bool) -> int | None:

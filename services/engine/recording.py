@@ -42,18 +42,38 @@ async def record_finishes(
 
 
 async def record_final_hashes(
-    store: EventStore, cache: GameCache, appends: Sequence[Append], results: Sequence[Any]
+    store: EventStore,
+    cache: GameCache,
+    appends: Sequence[Append],
+    results: Sequence[Any],
+    answered: Sequence[str] = (),
 ) -> None:
-    """Record the final state hash of every game the batch ended."""
+    """Record the final state hash of every game the batch ended, and of the games the
+    batch answered without appending (``answered``) that are over with none recorded: the
+    append that ended a game may have been written while its recording was not (Redis
+    refused it, or the engine was killed in between). The ending command, not acknowledged,
+    comes again and is answered as a duplicate; no other command comes to a game over, so
+    this is the only time to record it. Before, such a game was never among the finished:
+    never archived, and a game "not over" with no decision pending (issue 25's chaos run)."""
     for a, r in zip(appends, results, strict=True):
         if r.status != "ok" or not cache.newly_over(a.game_id):
             continue
         cached = cache.games[a.game_id]
         if cached.version != a.version or cached.game is None:
             continue  # the game's last append of the batch records it
-        state_hash = cached.game.state_hash(cached.state)
-        await store.record_final_hash(a.game_id, state_hash, cached.version)
-        cached.final_recorded = True
+        await _record(store, cache, a.game_id)
+    for game_id in dict.fromkeys(answered):
+        if cache.newly_over(game_id):
+            await _record(store, cache, game_id)
+
+
+async def _record(store: EventStore, cache: GameCache, game_id: str) -> None:
+    """Record the cached game's final hash (it is over)."""
+    cached = cache.games[game_id]
+    assert cached.game is not None
+    state_hash = cached.game.state_hash(cached.state)
+    await store.record_final_hash(game_id, state_hash, cached.version)
+    cached.final_recorded = True
 
 
 def count_by_game(cache: GameCache, accepted: Sequence[Append]) -> None:

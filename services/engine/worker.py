@@ -348,7 +348,8 @@ class Engine:
         metrics.count_commands("accepted", n=len(accepted))
         count_by_game(self.cache, accepted)
         retry += await record_finishes(self.store, self.cache, finishes)
-        await record_final_hashes(self.store, self.cache, appends, results)
+        answered = [f.game_id for _, _, f in finishes if f.game_id is not None]
+        await record_final_hashes(self.store, self.cache, appends, results, answered)
         if retry:
             self.stats["conflicts"] += len(retry)
             if attempt < 3:

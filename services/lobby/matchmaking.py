@@ -7,13 +7,16 @@ import asyncio
 import time
 import uuid
 from collections import defaultdict
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 import structlog
 from fastapi.concurrency import run_in_threadpool
+from redis.exceptions import RedisError
 from sqlmodel import Session, select
 
+from shared.bus.faults import transient
 from shared.contracts import load_json
 from shared.games import api
 from shared.loops import keep_running
@@ -54,8 +57,8 @@ class Matchmaker:
     async def round(self) -> list[str]:
         """Form every table that can be formed now (one lobby process at a time); returns
         their ids. Each is started."""
-        lock = f"{self.lobby.keys.prefix}:matchmaker"
-        if not await self.lobby.redis.set(lock, "1", nx=True, px=5000):
+        locked = await self._lock()
+        if locked is False:
             return []
         try:
             formed = await run_in_threadpool(self._form_tables)
@@ -66,7 +69,26 @@ class Matchmaker:
                 await reconcile_starts(self.lobby)
             return formed
         finally:
-            await self.lobby.redis.delete(lock)
+            if locked:
+                with suppress(RedisError, AttributeError):  # it expires by itself
+                    await self.lobby.redis.delete(self.lobby.keys.matchmaker())
+
+    async def _lock(self) -> bool | None:
+        """Take the matchmaker's lock: True if taken, False if another process has it, None
+        if its shard refuses (a global key: one shard for every partition's tables). The
+        round then goes on without it: two rounds never take one ticket (they match under
+        SQL row locks, :meth:`_form_tables`), and a start seen through twice is applied
+        once; the lock only spares the processes' work (issue 25: that shard without its
+        replica refused writes, and no table was formed anywhere)."""
+        try:
+            return bool(
+                await self.lobby.redis.set(self.lobby.keys.matchmaker(), "1", nx=True, px=5000)
+            )
+        except Exception as error:  # a closed connection's AttributeError among them
+            if not transient(error):
+                raise
+            log.warning("matchmaker lock refused; matching without it", error=repr(error))
+            return None
 
     async def _start(self, table_id: str) -> None:
         """Create a formed table's game; one that fails does not keep the others from
@@ -83,10 +105,11 @@ class Matchmaker:
         the same transaction as the tickets' matching: no table is left unstarted)."""
         now = datetime.now(UTC)
         with Session(self.lobby.db) as session:
-            waiting = session.exec(
+            waiting = session.exec(  # tickets another round holds are not this one's
                 select(LobbyTicket)
                 .where(LobbyTicket.status == "waiting")
                 .order_by(LobbyTicket.created_at)  # type: ignore[arg-type]
+                .with_for_update(skip_locked=True)
             ).all()
             groups: dict[Group, list[LobbyTicket]] = defaultdict(list)
             for t in waiting:

@@ -123,6 +123,12 @@ class Keys:
     def engines(self) -> str:
         return f"{self.prefix}:engines"
 
+    def matchmaker(self) -> str:
+        """The lock that lets one lobby process match the queue at a time: an economy only
+        (matching takes its tickets under SQL row locks), so its shard refusing writes holds
+        no table back."""
+        return f"{self.prefix}:matchmaker"
+
     def legacy_deadlines(self) -> str:
         """Where the pending decisions of every partition were kept before
         :meth:`deadlines`: the bot player moves what it finds there to their partitions'

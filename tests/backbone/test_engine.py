@@ -33,6 +33,33 @@ def redis(any_redis: Redis) -> Redis:
     return any_redis
 
 
+async def test_a_game_whose_end_was_appended_but_not_recorded_is_recorded_when_answered(
+    redis: Redis, keys: Keys
+) -> None:
+    """The engine appends a game's last event, then its recording among the finished games
+    is lost (Redis refused it, or the engine was killed in between: the state left here by
+    hand). The ending command, unacknowledged, comes again to an engine and is answered as
+    a duplicate: the game is recorded then, with its final hash. Before, it never was: a
+    game not over for the archive and the chaos benchmark, with no decision pending."""
+    commands, final = play_locally("g-unrecorded", players=2, seed=4)
+    sender = CommandSender(redis, keys)
+    p = keys.partition("g-unrecorded")
+    async with running_engine(redis, keys):
+        for command in commands:
+            assert (await sender.execute(command)).status == "accepted"
+
+        async def recorded() -> bool:
+            return bool(await redis.sismember(keys.finished(p), "g-unrecorded"))
+
+        await wait_for(recorded)
+    await redis.srem(keys.finished(p), "g-unrecorded")
+    await redis.hdel(keys.meta("g-unrecorded"), "final_hash", "finished_ms", "final_entry")
+    async with running_engine(redis, keys) as engine:
+        await sender.send(commands[-1])  # its answer is the first one, kept
+        await wait_for(recorded)
+        assert await engine.store.final_hash("g-unrecorded") == final.state_hash()
+
+
 async def test_a_whole_game_through_the_engine_replays_to_its_recorded_hash(
     redis: Redis, keys: Keys
 ) -> None:

@@ -15,17 +15,25 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 import structlog
+from redis.exceptions import ResponseError
+from sqlalchemy import Engine
+from sqlmodel import Session
 
 from services.ai.service import BotPlayer
+from services.lobby.db import LobbyTicket
+from services.lobby.lobby import Lobby
+from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
 from shared.bus import CommandSender, Keys, connect
 from shared.contracts import Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
+from shared.games.api import DEFAULT_GAME
 from tests.cluster import LocalCluster
 
-from .helpers import create_game, running_engine, settings_for
+from .helpers import create_game, running_engine, settings_for, wait_for
 
 DEADLINE_S = 0.5  # the human seat's clock: the bot player plays it from its deadlines
 ADVANCE = 6  # events each game on a healthy shard must add while the other shard is away
@@ -74,16 +82,81 @@ async def test_games_on_the_other_shards_go_on_while_one_shard_is_away(
     # The loops log every failure of the shard away with its traceback: kept, not rendered
     # (the test's console renderer would take most of this process's CPU).
     with structlog.testing.capture_logs():
-        await _play_through_the_outage(cluster, client, keys, store, sender)
+        # The shard that held every partition's deadlines before.
+        await _play_through_the_outage(cluster, client, keys, store, sender, "legacy_deadlines")
+
+
+@pytest.mark.parametrize("global_key", ["engines", "view_wants", "seat_changes"])
+async def test_games_on_the_other_shards_go_on_while_a_global_keys_shard_refuses_writes(
+    cluster: LocalCluster, global_key: str
+) -> None:
+    """A global key (no partition tag) lives on one shard: with durability on, that
+    shard's replica away makes its master refuse writes (NOREPLICAS) for the whole node
+    timeout or longer. The engines' heartbeat, the views' wants and the seat changes must
+    not stall the games of the other shards meanwhile."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    store = EventStore(client, keys)
+    sender = CommandSender(client, keys)
+    with structlog.testing.capture_logs():
+        await _play_through_the_outage(
+            cluster, client, keys, store, sender, global_key, kill_master=False
+        )
+
+
+async def test_tables_are_formed_while_the_matchmakers_lock_shard_refuses_writes(
+    cluster: LocalCluster, database: Engine
+) -> None:
+    """The matchmaker's lock is a global key: its shard without its replica refuses
+    writes (durability on). Before, every round failed on the lock, so no lobby formed a
+    table for anyone, whatever shard its game would be on; the queue is matched now."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    lobby = Lobby(client, keys, database, settings_for(keys, secret="test"))
+    try:
+        await client.ping()  # the slot map
+        victim = client.get_node_from_key(keys.matchmaker())
+        cluster.kill(_replica_of(cluster, victim.port))
+        await wait_for(lambda: _refuses_writes(client, keys.matchmaker()))
+        with Session(database) as session:
+            session.add(
+                LobbyTicket(id="solo", name="solo", game=DEFAULT_GAME, players=2, options="{}")
+            )
+            session.commit()
+        with structlog.testing.capture_logs():
+            formed = await Matchmaker(lobby, wait_s=0).round()
+        assert len(formed) == 1
+        with Session(database) as session:
+            ticket = session.get(LobbyTicket, "solo")
+            assert ticket is not None and (ticket.status, ticket.table_id) == ("matched", formed[0])
+    finally:
+        await lobby.close()
+        await client.aclose()
+
+
+async def _refuses_writes(client: Any, key: str) -> bool:
+    """Whether ``key``'s master refuses writes (NOREPLICAS), probed on a key of its slot."""
+    try:
+        await client.set(f"{{{key}}}:probe", "1", px=1000)
+    except ResponseError as error:
+        return str(error).startswith("NOREPLICAS")
+    return False
 
 
 async def _play_through_the_outage(
-    cluster: LocalCluster, client: Any, keys: Keys, store: EventStore, sender: CommandSender
+    cluster: LocalCluster,
+    client: Any,
+    keys: Keys,
+    store: EventStore,
+    sender: CommandSender,
+    global_key: str,
+    kill_master: bool = True,
 ) -> None:
+    """Games on every partition play; then the shard of ``keys.<global_key>()`` loses its
+    replica (and its master, if ``kill_master``): the games on the other shards go on."""
     try:
         await client.ping()  # the slot map
-        # The shard that held every partition's deadlines before.
-        victim = client.get_node_from_key(keys.legacy_deadlines())
+        victim = client.get_node_from_key(getattr(keys, global_key)())
         node_of = {p: client.get_node_from_key(keys.commands(p)).name for p in range(16)}
         healthy = [p for p, name in node_of.items() if name != victim.name]
         assert healthy and len(healthy) < 16, "the partitions do not span the shards"
@@ -103,7 +176,10 @@ async def _play_through_the_outage(
 
             at_kill = {g: await store.version(g) for g in ours}
             cluster.kill(_replica_of(cluster, victim.port))
-            cluster.kill(victim.port)  # the shard is away: no replica left to take over
+            if kill_master:
+                cluster.kill(victim.port)  # the shard is away: no replica left to take over
+            else:  # the fault is real: its master refuses writes
+                await wait_for(lambda: _refuses_writes(client, getattr(keys, global_key)()))
             await _advanced(store, at_kill, ADVANCE)
     finally:
         await client.aclose()

@@ -223,6 +223,26 @@ async def test_a_view_wanted_for_one_read_is_projected_once(redis: Redis, keys: 
         await waiter.close()
 
 
+async def test_a_read_whose_wait_ran_out_asks_again(redis: Redis, keys: Keys) -> None:
+    """A read asks for a game's views, but that ask is lost (here: the wants' stream gone
+    before any projection read it) and its wait runs out: the next read asks again and gets
+    the view at the log's version, instead of counting on the lost ask for minutes."""
+    commands, _ = play_locally("g-lost", players=2, seed=7, limit=8)
+    sender = CommandSender(redis, keys)
+    waiter = ViewWaiter(redis, keys, service="test")
+    try:
+        async with running_engine(redis, keys):
+            for command in commands:
+                assert (await sender.execute(command)).status == "accepted"
+            assert await waiter.read("g-lost", 0, 0.2) is None  # no projection runs
+        await redis.delete(keys.view_wants())  # the ask is lost
+        async with running_engine(redis, keys), running_projector(redis, keys):
+            state = await _logged_state(redis, keys, "g-lost")
+            assert await waiter.read("g-lost", 0, 10) == aod.view(state, 0)
+    finally:
+        await waiter.close()
+
+
 async def _logged_state(redis: Redis, keys: Keys, game_id: str) -> Any:
     """The game's state as its log has it now."""
     loaded = (await EventStore(redis, keys).load_many([game_id], GameCodec()))[game_id]
