@@ -21,7 +21,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from faststream import BaseMiddleware, PublishType, SourceType, StreamMessage
 from faststream.exceptions import (
@@ -44,60 +44,69 @@ _PARTITION = re.compile(r"\{\d+\}")
 _RECEIVED = ["app_name", "broker", "handler"]
 _PUBLISHED = ["app_name", "broker", "destination"]
 SIZE_BUCKETS = (*(2.0**n for n in range(4, 25, 2)), float("inf"))
-RECEIVED_TOTAL = Counter(
-    f"{PREFIX}_received_messages",
+M = TypeVar("M", Counter, Gauge, Histogram)
+
+
+def _series(kind: type[M], name: str, help: str, labels: list[str], **options: Any) -> M:
+    """One ``caravel_bus_*`` series in the registry of the other metrics (one place for the
+    prefix and the registry: every series of the bus is made so)."""
+    return kind(f"{PREFIX}_{name}", help, labels, registry=REGISTRY, **options)
+
+
+RECEIVED_TOTAL = _series(
+    Counter,
+    "received_messages",
     "Count of received messages by broker and handler",
     _RECEIVED,
-    registry=REGISTRY,
 )
-RECEIVED_SIZE = Histogram(
-    f"{PREFIX}_received_messages_size_bytes",
+RECEIVED_SIZE = _series(
+    Histogram,
+    "received_messages_size_bytes",
     "Histogram of received messages size in bytes by broker and handler",
     _RECEIVED,
-    registry=REGISTRY,
     buckets=SIZE_BUCKETS,
 )
-IN_PROCESS = Gauge(
-    f"{PREFIX}_received_messages_in_process",
+IN_PROCESS = _series(
+    Gauge,
+    "received_messages_in_process",
     "Gauge of received messages in process by broker and handler",
     _RECEIVED,
-    registry=REGISTRY,
 )
-PROCESSED = Counter(
-    f"{PREFIX}_received_processed_messages",
+PROCESSED = _series(
+    Counter,
+    "received_processed_messages",
     "Count of received processed messages by broker, handler and status",
     [*_RECEIVED, "status"],
-    registry=REGISTRY,
 )
-PROCESSED_DURATION = Histogram(
-    f"{PREFIX}_received_processed_messages_duration_seconds",
+PROCESSED_DURATION = _series(
+    Histogram,
+    "received_processed_messages_duration_seconds",
     "Histogram of received processed messages duration in seconds by broker and handler",
     _RECEIVED,
-    registry=REGISTRY,
 )
-PROCESSED_EXCEPTIONS = Counter(
-    f"{PREFIX}_received_processed_messages_exceptions",
+PROCESSED_EXCEPTIONS = _series(
+    Counter,
+    "received_processed_messages_exceptions",
     "Count of received processed messages exceptions by broker, handler and exception_type",
     [*_RECEIVED, "exception_type"],
-    registry=REGISTRY,
 )
-PUBLISHED_TOTAL = Counter(
-    f"{PREFIX}_published_messages",
+PUBLISHED_TOTAL = _series(
+    Counter,
+    "published_messages",
     "Count of published messages by destination and status",
     [*_PUBLISHED, "status"],
-    registry=REGISTRY,
 )
-PUBLISHED_DURATION = Histogram(
-    f"{PREFIX}_published_messages_duration_seconds",
+PUBLISHED_DURATION = _series(
+    Histogram,
+    "published_messages_duration_seconds",
     "Histogram of published messages duration in seconds by broker and destination",
     _PUBLISHED,
-    registry=REGISTRY,
 )
-PUBLISHED_EXCEPTIONS = Counter(
-    f"{PREFIX}_published_messages_exceptions",
+PUBLISHED_EXCEPTIONS = _series(
+    Counter,
+    "published_messages_exceptions",
     "Count of published messages exceptions by broker, destination and exception_type",
     [*_PUBLISHED, "exception_type"],
-    registry=REGISTRY,
 )
 # A processed message's status: by how its handler settled it (``msg.committed``, an
 # ``AckStatus``, a ``str`` enum), else by the exception it raised, else ``error``.
@@ -110,17 +119,14 @@ _BY_EXCEPTION: dict[type[BaseException], str] = {
 }
 
 _OUTSIDE = ["app_name", "channel", "group"]
-RECLAIMED = Counter(
-    f"{PREFIX}_reclaimed",
+RECLAIMED = _series(
+    Counter,
+    "reclaimed",
     "Entries a consumer group took over (XAUTOCLAIM) and handed to its handler again.",
     _OUTSIDE,
-    registry=REGISTRY,
 )
-DEAD_LETTERED = Counter(
-    f"{PREFIX}_dead_lettered",
-    "Entries a consumer group moved to the dead letters.",
-    _OUTSIDE,
-    registry=REGISTRY,
+DEAD_LETTERED = _series(
+    Counter, "dead_lettered", "Entries a consumer group moved to the dead letters.", _OUTSIDE
 )
 
 
