@@ -96,46 +96,44 @@ async def test_a_command_id_appends_once(any_redis: Redis, keys: Keys) -> None:
     assert await any_redis.xlen(keys.log("g-dup")) == 2
 
 
-async def test_a_command_decided_again_after_its_append_keeps_its_one_answer(
-    any_redis: Redis, keys: Keys
+@pytest.mark.parametrize(
+    ("first", "answered", "appended", "kept"),
+    [
+        # The engine decides a command again once its append is made (the call's reply was
+        # lost, or the entry was handled twice): the duplicate's outcome adds no answer.
+        (("c1", 0), {"status": "duplicate", "seat": 0, "version": 2}, "duplicate", "accepted"),
+        # A command refused (answered) and sent again with the same id is appended later.
+        (
+            ("c0", None),
+            {"status": "rejected", "seat": 1, "code": "x", "reason": "y"},
+            "ok",
+            "rejected",
+        ),
+    ],
+    ids=["decided-again-after-its-append", "appended-after-an-answer"],
+)
+async def test_a_command_answered_and_appended_keeps_its_first_answer(
+    any_redis: Redis,
+    keys: Keys,
+    first: tuple[str, int | None],
+    answered: dict[str, object],
+    appended: str,
+    kept: str,
 ) -> None:
-    """The engine can decide a command again once its append is made (the call's reply was
-    lost, or the entry was handled twice): the duplicate's outcome adds no second answer,
-    and the sender's answer stays the first one."""
+    """Whichever of its append and its answer comes first, a command's sender's answer
+    stays the first one (no second answer), and the list keeps its expiry."""
     store = EventStore(any_redis, keys)
-    events, _ = game_events("g-once")
-    made = await store.append(Append("g-once", 0, encoded(events[:2]), "c1", seat=0))
+    events, _ = game_events("g-c1")
+    command_id, seat = first
+    made = await store.append(Append("g-c1", 0, encoded(events[:2]), command_id, seat=seat))
     assert made.status == "ok"
-    duplicate = CommandResult(
-        command_id="c1", game_id="g-once", status="duplicate", seat=0, version=2
-    )
-    p = keys.partition("g-once")
-    assert await store.finish("g-once", p, duplicate, None, version=2)
-    again = await store.append(Append("g-once", 2, encoded(events[2:4]), "c1", seat=0))
-    assert again.status == "duplicate"
-    key = keys.result("g-once", 0, "c1")
+    result = CommandResult.model_validate({"command_id": "c1", "game_id": "g-c1", **answered})
+    assert await store.finish("g-c1", keys.partition("g-c1"), result, None, version=2)
+    again = await store.append(Append("g-c1", 2, encoded(events[2:4]), "c1", seat=result.seat))
+    assert again.status == appended
+    key = keys.result("g-c1", result.seat, "c1")
     answers = await any_redis.lrange(key, 0, -1)
-    assert [CommandResult.model_validate_json(a).status for a in answers] == ["accepted"]
-    assert await any_redis.ttl(key) > 0
-
-
-async def test_an_append_after_an_answer_keeps_the_first_answer(
-    any_redis: Redis, keys: Keys
-) -> None:
-    """A command refused (answered) and sent again with the same id can be appended later:
-    its sender's answer stays the first one, and the list keeps its expiry."""
-    store = EventStore(any_redis, keys)
-    events, _ = game_events("g-first")
-    await store.append(Append("g-first", 0, encoded(events[:2]), "c0"))
-    refused = CommandResult(
-        command_id="c1", game_id="g-first", status="rejected", seat=1, code="x", reason="y"
-    )
-    assert await store.finish("g-first", keys.partition("g-first"), refused, None, version=2)
-    made = await store.append(Append("g-first", 2, encoded(events[2:4]), "c1", seat=1))
-    assert (made.status, made.version) == ("ok", 4)
-    key = keys.result("g-first", 1, "c1")
-    answers = await any_redis.lrange(key, 0, -1)
-    assert [CommandResult.model_validate_json(a).status for a in answers] == ["rejected"]
+    assert [CommandResult.model_validate_json(a).status for a in answers] == [kept]
     assert await any_redis.ttl(key) > 0
 
 
