@@ -40,6 +40,19 @@ def caravel_env(redis_url: str, keys: Keys, **settings: str) -> dict[str, str]:
     }
 
 
+def start_caravel(
+    redis_url: str, keys: Keys, command: str = "up", **settings: str
+) -> subprocess.Popen[bytes]:
+    """`caravel <command>` in a process of its own on this test's Redis namespace
+    (``settings`` as in :func:`caravel_env`), its output dropped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.cli", command],
+        env=caravel_env(redis_url, keys, **settings),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 @asynccontextmanager
 async def running_lobby(
     redis_url: str,
@@ -52,20 +65,15 @@ async def running_lobby(
     """Run `caravel up` (or another ``command`` that serves the API, such as `lobby`) on this
     test's Redis namespace and database; yield an HTTP client."""
     port = free_port()
-    env = caravel_env(
+    process = start_caravel(
         redis_url,
         keys,
+        command,
         database_url=database_url,
         data_dir=str(data_dir),
         http_port=str(port),
         lease_ttl_ms="1000",
         **settings,
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", command],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
     )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:

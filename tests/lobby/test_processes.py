@@ -10,7 +10,6 @@ import json
 import random
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from shared.bus import Keys
 from shared.eventstore import EventStore
 from shared.games import api
 
-from .helpers import bearer, caravel_env, free_port
+from .helpers import bearer, free_port, start_caravel
 
 PIPELINE = "engine,ai,scoring,views"
 
@@ -73,9 +72,10 @@ async def test_caravel_up_on_three_processes_survives_a_killed_child_and_stops_w
     redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:
     port, own_port = free_port(), free_port()
-    env = caravel_env(
+    up = start_caravel(
         redis_url,
         keys,
+        "up",
         database_url=database_url,
         data_dir=str(tmp_path),
         http_port=str(port),
@@ -83,12 +83,6 @@ async def test_caravel_up_on_three_processes_survives_a_killed_child_and_stops_w
         claim_idle_ms="1000",
         processes="3",
         metrics_port=str(own_port),  # `caravel up`'s own, its HTTP port being shared
-    )
-    up = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "up"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
     )
     seen: list[psutil.Process] = []
     try:
