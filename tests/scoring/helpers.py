@@ -1,11 +1,15 @@
-"""Finished games in a test's Redis namespace, played through the real engine."""
+"""Finished games in a test's Redis namespace, played through the real engine; their
+results exported as a designer exports them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
+import duckdb
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
@@ -15,6 +19,7 @@ from shared.contracts import CommandEnvelope
 from shared.games import age_of_discovery as aod
 
 from ..backbone.helpers import play_locally, running_engine
+from ..test_cli import caravel
 
 
 def game_ids(keys: Keys, count: int, stem: str) -> list[str]:
@@ -75,3 +80,20 @@ def dump(db: Engine) -> dict[str, list[Any]]:
             order = list(table.primary_key.columns)
             out[table.name] = [tuple(row) for row in conn.execute(select(table).order_by(*order))]
     return out
+
+
+def exported_parquet(
+    out: Path, columns: str, *scope: str, env: dict[str, str]
+) -> tuple[int, list[tuple[Any, ...]]]:
+    """`caravel analytics export --format parquet` of ``scope`` (its options) into ``out``:
+    the count of results it reports, and its results as DuckDB reads them, counted by
+    ``columns``."""
+    exported = caravel(
+        "analytics", "export", "--format", "parquet", "-o", str(out), *scope, "--json", env=env
+    )
+    assert exported.returncode == 0, exported.stderr
+    read = duckdb.sql(
+        f"SELECT {columns}, count(*) FROM read_parquet('{out}/results/*/*/*.parquet', "
+        "hive_partitioning = true) GROUP BY ALL"
+    ).fetchall()
+    return json.loads(exported.stdout)["results"], read

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import re
 import zipfile
@@ -30,7 +29,7 @@ from shared.games import analytics, api
 from ..backbone.helpers import RULES
 from ..lobby.helpers import running_lobby
 from ..test_cli import caravel
-from .helpers import dump, game_ids, play_games
+from .helpers import dump, exported_parquet, game_ids, play_games
 from .test_scoring import drain
 
 pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
@@ -510,17 +509,10 @@ async def test_the_exports_keep_their_period_game_and_experiment_and_no_secret(
         assert names and all(f"/game={AOD}/month=2025-03/" in name for name in names), names
 
     env = {**os.environ, "CARAVEL_DATABASE_URL": url}
-    out = tmp_path / "cli"
-    argv = ["analytics", "export", "--format", "parquet", "-o", str(out), "--game", AOD]
     since, until = "2025-03-15T13:30:00+0200", "2025-03-15T14:30:00+0200"  # 11:30 to 12:30 UTC
-    exported = caravel(*argv, "--since", since, "--until", until, "--json", env=env)
-    assert exported.returncode == 0, exported.stderr
-    assert json.loads(exported.stdout)["results"] == 8
-    read = duckdb.sql(
-        f"SELECT experiment, month, count(*) FROM read_parquet('{out}/results/*/*/*.parquet', "
-        "hive_partitioning = true) GROUP BY ALL"
-    ).fetchall()
-    assert read == [("old", "2025-03", 8)]
+    scope = ("--game", AOD, "--since", since, "--until", until)
+    exported = exported_parquet(tmp_path / "cli", "experiment, month", *scope, env=env)
+    assert exported == (8, [("old", "2025-03", 8)])
     as_csv = caravel(
         "analytics", "export", "--format", "csv", "-o", str(tmp_path / "c"), "--since",
         "2026-01-01", env=env,

@@ -8,7 +8,6 @@ import json
 import os
 from pathlib import Path
 
-import duckdb
 import pytest
 from sqlalchemy import create_engine, select
 
@@ -16,6 +15,7 @@ from services.scoring import flat
 from shared.games import analytics, api
 
 from ..test_cli import caravel
+from .helpers import exported_parquet
 
 pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
 
@@ -56,18 +56,10 @@ def test_two_lab_runs_compared_and_exported(database_url: str, tmp_path: Path) -
     unknown = caravel("lab", "compare", "one", "bad", env=env)
     assert unknown.returncode != 0 and "known: one, two" in unknown.stderr  # nothing written
 
-    out = tmp_path / "export"
-    exported = caravel(
-        "analytics", "export", "--format", "parquet", "-o", str(out), "--experiment", "two",
-        "--json", env=env,
-    )  # fmt: skip
-    assert exported.returncode == 0, exported.stderr
-    assert json.loads(exported.stdout)["results"] == 18
-    rows = duckdb.sql(
-        f"SELECT game, experiment, count(*) FROM read_parquet('{out}/results/*/*/*.parquet', "
-        "hive_partitioning = true) GROUP BY ALL"
-    ).fetchall()
-    assert rows == [("navegador", "two", 18)]
+    exported = exported_parquet(
+        tmp_path / "export", "game, experiment", "--experiment", "two", env=env
+    )
+    assert exported == (18, [("navegador", "two", 18)])
     as_csv = caravel("analytics", "export", "--format", "csv", "-o", str(tmp_path / "c"), env=env)
     assert as_csv.returncode == 0, as_csv.stderr
     with (tmp_path / "c" / "results.csv").open() as f:
