@@ -121,7 +121,6 @@ async def test_a_shared_follow_reads_several_streams_into_one_batch(
     )
     subscriber.stream_sub.positions.update(dict.fromkeys(streams, "0-0"))
     await subscriber.start()
-    assert len(subscriber.tasks) == 1, f"{UPGRADE}: a subscriber's read task (stop_subscriber)"
     try:
 
         async def got() -> bool:
@@ -130,9 +129,11 @@ async def test_a_shared_follow_reads_several_streams_into_one_batch(
         await wait_for(got)
         await asyncio.sleep(0.2)
     finally:
-        await subscriber.stop()
+        reader = subscriber.reader
+        await ext.stop_subscriber(subscriber, 5.0)
         await broker.stop()
     assert [[d.stream for d in batch] for batch in batches] == [streams]
+    assert reader.done(), "stop_subscriber returned before the read task ended"
 
 
 async def test_a_read_the_server_refuses_is_retried_by_the_same_read_loop(
@@ -157,17 +158,17 @@ async def test_a_read_the_server_refuses_is_retried_by_the_same_read_loop(
     await broker.start()
     await consumer.subscribe(stream)
     [subscriber] = {id(s): s for s in consumer._subscribers.values()}.values()
-    first = list(subscriber.tasks)
+    first = subscriber.reader  # the task running its reads
     try:
         with caplog.at_level(logging.ERROR, logger="caravel.bus"):
             await redis.delete(stream)
             await redis.set(stream, "not a stream")
 
             async def refused() -> bool:
-                return "Message fetch error" in caplog.text or subscriber.tasks != first
+                return "Message fetch error" in caplog.text or subscriber.reader is not first
 
             await wait_for(refused)
-            assert subscriber.tasks == first
+            assert subscriber.reader is first
             await redis.delete(stream)
             await ensure_group(redis, stream, "g")
             await redis.xadd(stream, {"v": "after"})
@@ -176,7 +177,7 @@ async def test_a_read_the_server_refuses_is_retried_by_the_same_read_loop(
                 return bool(handled)
 
             await wait_for(read_again)
-            assert subscriber.tasks == first
+            assert subscriber.reader is first
     finally:
         await consumer.close()
         await broker.stop()
