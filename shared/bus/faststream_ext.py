@@ -13,14 +13,16 @@ A decision, measured, not a leftover. The private names that remain, exactly:
 - ``faststream.redis.configs.RedisConnectionState``: subclassed (:class:`GivenClient`, which
   sets its ``_client`` and ``_connected``), and ``RedisBroker._make_connection_state``
   overridden (:class:`GivenClientBroker`).
-- The keys of ``faststream.redis.message.BatchStreamMessage`` (``type``, ``channel``,
-  ``data``, ``message_ids``), the raw batch the parser reads and the shared reads build.
 
 (``StreamSub.add_prefix``, overridden by :class:`FixedStreamSub`, is a public method of a
-public class.) No longer used: a subscriber's ``tasks`` (``TasksMixin``), which
-:func:`stop_subscriber` read to await the read task (our read step keeps the task it runs
-in, :attr:`Read.reader`); ``stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS``, which this
-module wrote for the whole process (the read step now waits out a failed read itself).
+public class.) The raw batch the parser reads and the shared reads build (its keys
+``type``, ``channel``, ``data``, ``message_ids``) is the ``raw_message`` of FastStream's
+exported ``faststream.redis.RedisBatchStreamMessage``, the type a batch subscriber's parser
+hook is given: pinned through that export, not ``faststream.redis.message``. No longer
+used: a subscriber's ``tasks`` (``TasksMixin``), which :func:`stop_subscriber` read to
+await the read task (our read step keeps the task it runs in, :attr:`Read.reader`);
+``stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS``, which this module wrote for the whole
+process (the read step now waits out a failed read itself).
 
 Why each stays, and what the public route would cost:
 
@@ -53,7 +55,9 @@ Why each stays, and what the public route would cost:
 - :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
   several times per read (about 5% of the engine's CPU); ours have no prefix.
 - :func:`parse_batch`/:func:`decode_batch` (parser and decoder hooks, public): the raw
-  batch's keys, read without FastStream's JSON round trip of each entry.
+  batch's keys (``RedisBatchStreamMessage.raw_message``), read without FastStream's JSON
+  round trip of each entry; FastStream's own batch parser keeps neither each entry's id
+  nor its stream in public fields (a batch message has one ``message_id``).
 
 The last four are listed as further gaps in the upstream document. The rest is FastStream's
 public API (``faststream``, ``faststream.redis``): the plain bodies (:class:`PlainBody`, its
@@ -337,7 +341,7 @@ async def _hand_on(
             ids.append(entry_id)
             data.append(fields)
     if ids:
-        # The shape of FastStream's own batch (``BatchStreamMessage``, a TypedDict), plus
+        # The shape of FastStream's own batch (``RedisBatchStreamMessage.raw_message``), plus
         # the stream of each entry.
         batch = {
             "type": "bstream",

@@ -11,11 +11,11 @@ import inspect
 import json
 import logging
 from importlib.metadata import version
+from typing import get_args, get_type_hints
 
 import pytest
-from faststream.redis import RedisBroker, StreamSub
+from faststream.redis import RedisBatchStreamMessage, RedisBroker, StreamSub
 from faststream.redis.configs import RedisConnectionState
-from faststream.redis.message import BatchStreamMessage
 from faststream.redis.subscriber.usecases import stream_subscriber
 from redis.asyncio import Redis
 
@@ -55,8 +55,12 @@ def test_the_stream_batch_subscriber_reads_in_get_msgs_and_hands_on_in_consume_o
 
 
 def test_a_batch_message_has_the_keys_the_decoder_reads() -> None:
-    assert {"type", "channel", "data", "message_ids"} <= set(BatchStreamMessage.__annotations__), (
-        f"{UPGRADE}: BatchStreamMessage's keys"
+    """The raw message a batch subscriber's parser gets: the type parameter of FastStream's
+    exported ``faststream.redis.RedisBatchStreamMessage`` (its ``raw_message``)."""
+    [message_class, *_] = get_args(RedisBatchStreamMessage)  # Annotated[class, Context]
+    [raw] = get_args(message_class.__orig_bases__[0])
+    assert {"type", "channel", "data", "message_ids"} <= set(get_type_hints(raw)), (
+        f"{UPGRADE}: the keys of RedisBatchStreamMessage's raw message"
     )
 
 
