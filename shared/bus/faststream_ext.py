@@ -35,7 +35,9 @@ Why each stays, and what the public route would cost:
   cluster), was measured (``benchmarks/README.md``, "One read or a subscriber per stream"):
   at 2,000 moves/s +11 % to +64 % engine CPU per move (three alternated pairs), 3 to 6 times
   the reads per move, and at 8 entries read 6.3 times the dispatch instructions (8 batches
-  of one entry instead of one of 8); under load it fell behind where this kept up. Proposed
+  of one entry instead of one of 8); under load it fell behind where this kept up. Again
+  on branch ``busapi3`` (nine alternated pairs at 2,000, 1,000 and 500 commands/s): it fell
+  behind in eight runs, and at 500/s cost +23 % to +54 % engine CPU per command. Proposed
   upstream, with a patch against 0.7.8 and a test: ``docs/upstream/faststream-multi-stream-
   read.md`` (``subscriber.add_stream``/``remove_stream``, one batch per read); with it this
   part becomes a few public calls in ``consumer.py``, as that document shows.
@@ -52,6 +54,11 @@ Why each stays, and what the public route would cost:
   builds a ``ConnectionPool`` of its own from connection options (``connection_class``,
   ``parser_class``, ``max_connections``): not the same pool (it raises when full instead of
   waiting), one pool more per publishing broker, and no route to a cluster client of ours.
+  On one Redis those options would do (hiredis through ``parser_class``, an unbounded pool
+  for the one shared read), but ``RedisClusterBroker`` builds a plain ``RedisCluster``
+  (``RedisClusterConnectionState.connect``), without ``ShardedCluster``'s isolation of a
+  node's fault (``.connection``), and two ways to make a broker is one too many:
+  the given client stays, for both.
 - :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
   several times per read (about 5% of the engine's CPU); ours have no prefix.
 - :func:`parse_batch`/:func:`decode_batch` (parser and decoder hooks, public): the raw
