@@ -105,19 +105,13 @@ class CommandSender:
         if reply[0] != admission.SENT:
             return reply, None
         self.broker.published_outside(stream, time.monotonic() - started)
-        if raw is None:
-            left = started + timeout_s - time.monotonic()
-            found = await self.result(command.game_id, command.command_id, left, seat=command.seat)
-            if found is None:
-                raise TimeoutError(f"no answer to command {command.command_id} in {timeout_s}s")
-            return reply, found
-        return reply, CommandResult.model_validate_json(raw)
+        return reply, await self._answer(command, raw, started, timeout_s)
 
     async def execute(self, command: CommandEnvelope, timeout_s: float = 5) -> CommandResult:
         """Send and wait for the answer; raises TimeoutError when none comes in time. The
         command and the first wait for its answer go in one pipeline: one round trip when
         the engine answers within a slice (the wait holds a connection either way)."""
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
         stream = self.keys.commands(self.keys.partition(command.game_id))
         key = self.keys.result(command.game_id, command.seat, command.command_id)
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -125,9 +119,16 @@ class CommandSender:
             await self.broker.publish_in(pipe, body, stream, command.command_id)
             pipe.blmove(key, key, _slice(timeout_s), "LEFT", "LEFT")  # type: ignore[arg-type]
             raw: Any = (await pipe.execute())[-1]
+        return await self._answer(command, raw, started, timeout_s)
+
+    async def _answer(
+        self, command: CommandEnvelope, raw: Any, started: float, timeout_s: float
+    ) -> CommandResult:
+        """The answer the first wait read (``raw``), else the one a later slice reads by
+        ``timeout_s`` after ``started``; TimeoutError when none comes."""
         if raw is not None:
             return CommandResult.model_validate_json(raw)
-        left = deadline - time.monotonic()
+        left = started + timeout_s - time.monotonic()
         result = await self.result(command.game_id, command.command_id, left, seat=command.seat)
         if result is None:
             raise TimeoutError(f"no answer to command {command.command_id} in {timeout_s}s")
