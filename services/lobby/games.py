@@ -33,7 +33,6 @@ from shared.contracts import (
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.redis_replies import text
-from shared.views import read_view
 
 from .catalog import schema_ref
 from .fanout import Decision
@@ -547,11 +546,14 @@ async def _view(
     (``VIEW_WAIT_S`` at most: then a 503 to retry). 404 for a game that does not exist,
     409 ``version_ahead`` for a version the game has not reached. Without ``after``, a game
     this process has not read lately is read at the version its log has now (the projection
-    projects the games that are read: asking for one waits for its views)."""
+    projects the games that are read: asking for one waits for its views). A read with
+    ``after`` asks too, without waiting: a client polling with the version it last knew
+    (its own move's) read a view that had reached it and never asked, so a game no one else
+    read (two humans, a bot's ask lost in a failover) showed its old version for good."""
     if after is None:
         view = await lobby.views.read(game_id, seat, VIEW_WAIT_S)
-    else:
-        view = await read_view(lobby.redis, lobby.keys, game_id, seat)
+    else:  # asking for the game's views (now and then) too: see ViewWaiter
+        view = await lobby.views.read_at(game_id, seat, after, 0)
     if after is None or (view is not None and view["version"] >= after):
         if view is None:
             raise ApiError(404, "unknown_game", f"there is no game {game_id} (yet)")
