@@ -4,6 +4,7 @@
         [--variants full,full-redispy,answer-from-events,no-engine,no-redis]
         [--parse model|json]
         [--bgio] [--caravel] [--profile DIR] [--json]
+    python benchmarks/peers/floor.py top DIR/full.txt   # a profile's top frames
 
 What is the least a move can cost on Caravel's architecture in this stack (uvicorn, Redis
 through hiredis, asyncio)? The floor server keeps the steps the architecture mandates per
@@ -565,6 +566,40 @@ def floor_round(
     return result
 
 
+def spy_top(path: str, lines: int) -> None:
+    """The frames of a ``py-spy record --format raw`` profile by their share of samples,
+    as leaf (self) and anywhere on the stack (inclusive). A leaf ``Runner.run`` is time in
+    uvloop's C loop (waiting in epoll, or its own C work): shares are also given of the
+    other samples."""
+    own: collections.Counter[str] = collections.Counter()
+    anywhere: collections.Counter[str] = collections.Counter()
+    with open(path) as f:
+        for line in f:
+            stack, _, count = line.rstrip().rpartition(" ")
+            frames = [_frame(frame) for frame in stack.split(";") if " (" in frame]
+            if frames and count.isdigit():
+                own[frames[-1]] += int(count)
+                anywhere.update(dict.fromkeys(frames, int(count)))
+    total = own.total()
+    busy = total - sum(n for frame, n in own.items() if frame.startswith("Runner.run "))
+    print(f"{total} samples, {busy} outside uvloop's loop")
+    chain = max(anywhere.values(), default=0)  # the entry frames every stack shares
+    for title, counts in (("self", own), ("inclusive", anywhere)):
+        print(f"-- {title}: % of all, % of those outside the loop --")
+        rows = [(f, n) for f, n in counts.most_common() if title == "self" or n < chain]
+        for frame, n in rows[:lines]:
+            outside = "" if frame.startswith("Runner.run ") else f"{100 * n / max(busy, 1):5.1f}"
+            print(f"{100 * n / total:5.1f} {outside:>5}  {frame}")
+
+
+def _frame(frame: str) -> str:
+    """A frame without the site-packages and standard library prefixes of its file."""
+    name, _, where = frame.partition(" (")
+    for marker in ("site-packages/", "python3.11/", "benchmarks/peers/"):
+        where = where.split(marker, 1)[-1]
+    return f"{name} ({where.rstrip(')')})"
+
+
 def load_average() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -578,6 +613,9 @@ def main() -> None:
     lobby.add_argument("--parse", choices=("model", "json"), default="model")
     lobby.add_argument("--redis", required=True)
     lobby.add_argument("--port", type=int, required=True)
+    top = sub.add_parser("top", help="self and inclusive shares of a raw py-spy profile")
+    top.add_argument("profile")
+    top.add_argument("--lines", type=int, default=20)
     writer = sub.add_parser("engine")
     writer.add_argument("--redis", required=True)
     writer.add_argument("--answer", choices=("list", "none"), default="list")
@@ -596,6 +634,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.role == "serve":
         serve(args.variant, args.parse, args.redis, args.port)
+        return
+    if args.role == "top":
+        spy_top(args.profile, args.lines)
         return
     if args.role == "engine":
         with contextlib.suppress(KeyboardInterrupt):
