@@ -282,7 +282,7 @@ class Lobby:
         key = f"floor:result:{command_id}"
         fields = {"t": table, "s": seat, "c": command_id, "b": text}
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.xadd(COMMANDS, fields)  # type: ignore[arg-type]
+            pipe.xadd(COMMANDS, fields)
             pipe.blmove(key, key, 5, "LEFT", "LEFT")
             _, answer = await pipe.execute()
         await send({"type": "websocket.send", "text": _result(command_id, int(answer))})
