@@ -9,7 +9,7 @@ from collections import Counter
 from pydantic import ValidationError
 
 from shared.bus import BODY, Delivery, Keys
-from shared.contracts import CommandEnvelope, CommandResult, Made, new_event_id
+from shared.contracts import CommandEnvelope, CommandResult, Made, new_event_id, read_command
 from shared.eventstore import Append
 from shared.games import api
 
@@ -30,7 +30,7 @@ class Decider:
         """The delivery's command, or the refusal of a malformed one."""
         raw = d.fields.get(BODY, b"")
         try:
-            return CommandEnvelope.model_validate_json(raw)
+            return read_command(raw)
         except ValidationError as e:
             return malformed(self.stats, self.streams[d.stream], d.id, raw, e)
 

