@@ -46,7 +46,7 @@ import structlog
 from faststream import AckPolicy
 from faststream.redis import RedisBroker
 from prometheus_client import Counter
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
@@ -55,7 +55,7 @@ from shared.loops import each, keep_running
 from shared.redis_replies import text as _text
 
 from . import tracing
-from .connection import is_cluster
+from .connection import WaitingPool, is_cluster
 from .faststream_ext import (
     Delivery,
     FixedStreamSub,
@@ -103,7 +103,7 @@ def _readers_client(client: Redis, readers: int) -> Redis:
     if isinstance(client, RedisCluster):
         return client
     pool = client.connection_pool
-    own = BlockingConnectionPool(
+    own = WaitingPool(
         connection_class=pool.connection_class,
         max_connections=readers + SPARE_CONNECTIONS,
         timeout=STOP_WAIT_S,

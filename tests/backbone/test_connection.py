@@ -10,7 +10,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError
 
 from shared.bus import Keys, connect, delete_namespace, ensure_group
-from shared.bus.connection import CLUSTER_SOCKET_TIMEOUT_S, HiredisConnection
+from shared.bus.connection import CLUSTER_SOCKET_TIMEOUT_S, HiredisConnection, WaitingPool
 from shared.bus.scripts import Library, call
 
 
@@ -117,3 +117,33 @@ async def test_commands_are_sent_without_a_task_each_and_large_or_cut_ones_still
         await redis.get(key)
     assert await redis.get(key) == value  # on a new connection
     assert await redis.client_id() != before
+
+
+async def test_a_waiting_pool_serves_every_caller_on_its_connections_and_wakes_waiters(
+    redis_url: str, keys: Keys
+) -> None:
+    """Callers beyond the pool's connections queue and are served (none fails), on no more
+    connections than its size; one waiting while every connection is held by a blocking
+    command gets one when they return."""
+    client: Any = connect(redis_url, 5.0, max_connections=2)
+    other = connect(redis_url)
+    pool = client.connection_pool
+    assert isinstance(pool, WaitingPool)
+    counter, queue = f"{keys.prefix}:counter", f"{keys.prefix}:queue"
+    try:
+        counts = await asyncio.gather(*(client.incr(counter) for _ in range(100)))
+        assert sorted(counts) == list(range(1, 101))
+        assert len(pool._available_connections) == 2 and not pool._in_use_connections
+        held = [asyncio.ensure_future(client.blpop([queue], timeout=5)) for _ in range(2)]
+        waiting = asyncio.ensure_future(client.get(counter))
+        while len(pool._in_use_connections) < 2:  # both BLPOPs hold theirs
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        await other.rpush(queue, "a", "b")
+        assert sorted(v for _, v in await asyncio.gather(*held)) == [b"a", b"b"]
+        assert await waiting == b"100"
+        assert len(pool._available_connections) == 2 and not pool._in_use_connections
+    finally:
+        await other.delete(counter, queue)
+        await other.aclose()
+        await client.aclose()
