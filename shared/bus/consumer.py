@@ -499,7 +499,22 @@ class GroupConsumer:
         """Take over every stream's entries idle for ``claim_idle_ms``, each stream alone
         (one whose shard fails stops no other)."""
         await self.revive()
-        await each(list(self._subscribers), self._reclaim_idle, slog, "stream not reclaimed")
+        streams = await self.with_idle(list(self._subscribers), self.claim_idle_ms)
+        await each(streams, self._reclaim_idle, slog, "stream not reclaimed")
+
+    async def with_idle(self, streams: Sequence[str], min_idle_ms: int) -> list[str]:
+        """Those of ``streams`` with an entry pending longer than ``min_idle_ms``, asked in
+        one round trip (an ``XPENDING … IDLE`` each, in a pipeline): reclaiming asked each
+        stream apart (an ``XAUTOCLAIM`` round trip per partition and group every few
+        seconds), nearly always for nothing. A stream whose answer is a fault (its group
+        gone, its shard away) is among them: its reclaim meets the fault as before."""
+        if not streams:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for stream in streams:
+                pipe.xpending_range(stream, self.group, "-", "+", 1, idle=min_idle_ms)
+            replies = await pipe.execute(raise_on_error=False)
+        return [s for s, r in zip(streams, replies, strict=True) if isinstance(r, Exception) or r]
 
     async def _reclaim_idle(self, stream: str) -> None:
         await self.reclaim(stream, self.claim_idle_ms)
