@@ -13,13 +13,16 @@ A decision, measured, not a leftover. The private names that remain, exactly:
 - ``faststream.redis.configs.RedisConnectionState``: subclassed (:class:`GivenClient`, which
   sets its ``_client`` and ``_connected``), and ``RedisBroker._make_connection_state``
   overridden (:class:`GivenClientBroker`).
-- ``subscriber.tasks`` (``TasksMixin``): read by :func:`stop_subscriber`.
-- The keys of ``faststream.redis.message.BatchStreamMessage`` (``type``, ``channel``,
-  ``data``, ``message_ids``), the raw batch the parser reads and the shared reads build.
 
 (``StreamSub.add_prefix``, overridden by :class:`FixedStreamSub`, is a public method of a
-public class.) No longer used: ``stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS``, which
-this module wrote for the whole process; the read step now waits out a failed read itself.
+public class.) The raw batch the parser reads and the shared reads build (its keys
+``type``, ``channel``, ``data``, ``message_ids``) is the ``raw_message`` of FastStream's
+exported ``faststream.redis.RedisBatchStreamMessage``, the type a batch subscriber's parser
+hook is given: pinned through that export, not ``faststream.redis.message``. No longer
+used: a subscriber's ``tasks`` (``TasksMixin``), which :func:`stop_subscriber` read to
+await the read task (our read step keeps the task it runs in, :attr:`Read.reader`);
+``stream_subscriber.CONSUME_ERROR_BACKOFF_SECONDS``, which this module wrote for the whole
+process (the read step now waits out a failed read itself).
 
 Why each stays, and what the public route would cost:
 
@@ -32,7 +35,9 @@ Why each stays, and what the public route would cost:
   cluster), was measured (``benchmarks/README.md``, "One read or a subscriber per stream"):
   at 2,000 moves/s +11 % to +64 % engine CPU per move (three alternated pairs), 3 to 6 times
   the reads per move, and at 8 entries read 6.3 times the dispatch instructions (8 batches
-  of one entry instead of one of 8); under load it fell behind where this kept up. Proposed
+  of one entry instead of one of 8); under load it fell behind where this kept up. Again
+  on branch ``busapi3`` (nine alternated pairs at 2,000, 1,000 and 500 commands/s): it fell
+  behind in eight runs, and at 500/s cost +23 % to +54 % engine CPU per command. Proposed
   upstream, with a patch against 0.7.8 and a test: ``docs/upstream/faststream-multi-stream-
   read.md`` (``subscriber.add_stream``/``remove_stream``, one batch per read); with it this
   part becomes a few public calls in ``consumer.py``, as that document shows.
@@ -41,17 +46,25 @@ Why each stays, and what the public route would cost:
   (NOREPLICAS, CLUSTERDOWN) is re-raised out of its read loop, whose task supervisor
   restarts it at once, a busy loop for as long as the refusal lasts. No public setting.
 - :func:`stop_subscriber`: FastStream's ``stop`` cancels a subscriber's read task without
-  awaiting it; the read is awaited before the broker closes the pool under it.
+  awaiting it, and has no public way to await it; the read is awaited before the broker
+  closes the pool under it, known as the task that ran our read step (:attr:`Read.reader`).
 - :class:`GivenClientBroker`: a broker on a Redis client the service made (hiredis packing,
   a waiting pool (``WaitingPool``) of its own for blocking reads, or the service's pool for a
   publishing broker; ``ShardedCluster`` on a cluster). FastStream 0.7.8's constructor only
   builds a ``ConnectionPool`` of its own from connection options (``connection_class``,
   ``parser_class``, ``max_connections``): not the same pool (it raises when full instead of
   waiting), one pool more per publishing broker, and no route to a cluster client of ours.
+  On one Redis those options would do (hiredis through ``parser_class``, an unbounded pool
+  for the one shared read), but ``RedisClusterBroker`` builds a plain ``RedisCluster``
+  (``RedisClusterConnectionState.connect``), without ``ShardedCluster``'s isolation of a
+  node's fault (``.connection``), and two ways to make a broker is one too many:
+  the given client stays, for both.
 - :class:`FixedStreamSub`: FastStream deep-copies a ``StreamSub`` to add the broker's prefix
   several times per read (about 5% of the engine's CPU); ours have no prefix.
 - :func:`parse_batch`/:func:`decode_batch` (parser and decoder hooks, public): the raw
-  batch's keys, read without FastStream's JSON round trip of each entry.
+  batch's keys (``RedisBatchStreamMessage.raw_message``), read without FastStream's JSON
+  round trip of each entry; FastStream's own batch parser keeps neither each entry's id
+  nor its stream in public fields (a batch message has one ``message_id``).
 
 The last four are listed as further gaps in the upstream document. The rest is FastStream's
 public API (``faststream``, ``faststream.redis``): the plain bodies (:class:`PlainBody`, its
@@ -178,7 +191,8 @@ class FixedStreamSub(StreamSub):
 
 
 async def _retried(read: Awaitable[None], subscriber: Any) -> None:
-    """Run a read step; a failure is logged and the step returns after :data:`READ_RETRY_S`,
+    """Run a read step, the task running it kept as ``subscriber.reader`` (:class:`Read`);
+    a failure is logged and the step returns after :data:`READ_RETRY_S`,
     FastStream's read loop then reads again (as it does after its own back-off, 5 s, which
     this one replaces). A group gone (NOGROUP) is FastStream's: it stops the subscriber,
     and the consumer makes the group again. A refusal (NOREPLICAS: XREADGROUP writes, and a
@@ -186,6 +200,9 @@ async def _retried(read: Awaitable[None], subscriber: Any) -> None:
     connection: FastStream re-raises it out of the read loop, and its task supervisor starts
     the loop again at once, a busy loop of PING and XREADGROUP per stream for as long as a
     shard refuses writes."""
+    reader = subscriber.reader
+    if reader is None or reader.done():  # its first read, or FastStream started a new loop
+        subscriber.reader = asyncio.current_task()  # ~0.5 µs here: not on every read
     try:
         await read
     except ResponseError as e:
@@ -203,7 +220,17 @@ async def _wait_after(error: Exception, subscriber: Any) -> None:
     await asyncio.sleep(READ_RETRY_S)
 
 
-class StreamRead(stream_subscriber.StreamBatchSubscriber):
+class Read(stream_subscriber.StreamBatchSubscriber):
+    """A FastStream batch subscriber whose read step is ours: :func:`_retried` keeps the task
+    running it (:func:`stop_subscriber` awaits it), an attribute of this class, not
+    FastStream's."""
+
+    __slots__ = ()
+
+    reader: asyncio.Task[Any] | None = None  # set on the instance by each read step
+
+
+class StreamRead(Read):
     """FastStream's batch reader of one stream, its failed reads retried (:func:`_retried`)."""
 
     __slots__ = ()
@@ -219,7 +246,7 @@ def reads_retried(subscriber: Any) -> Any:
     return subscriber
 
 
-class SharedRead(stream_subscriber.StreamBatchSubscriber):
+class SharedRead(Read):
     """One XREADGROUP of every stream in its ``FixedStreamSub.streams``; their new entries
     go to the handler as one batch."""
 
@@ -244,7 +271,7 @@ class SharedRead(stream_subscriber.StreamBatchSubscriber):
         await _hand_on(self, sub, response, sub.streams)
 
 
-class SharedFollow(stream_subscriber.StreamBatchSubscriber):
+class SharedFollow(Read):
     """The group-less counterpart of :class:`SharedRead`: one XREAD of every stream in
     ``FixedStreamSub.positions``, each after its own position, moved past its entries
     before the batch is handled (FastStream's ``last_id`` does the same for one stream)."""
@@ -270,17 +297,18 @@ class SharedFollow(stream_subscriber.StreamBatchSubscriber):
 async def stop_subscriber(subscriber: Any, wait_s: float) -> None:
     """Stop ``subscriber`` and wait (``wait_s`` at most) until its read task has ended.
 
-    FastStream's ``stop`` cancels the read task (``TasksMixin.tasks``) without awaiting it;
+    FastStream's ``stop`` cancels the read task without awaiting it (with no public way to
+    await it: here it is the task that ran our read step, :attr:`Read.reader`);
     a broker stopped next closes the pool under a read that is still winding down (the
     cancellation does not always win against the read's reply), which then fails as
     "Message fetch error" (seen on every fourth stop of ``caravel up``: the bot player's
     follower of the seat changes, its broker stopped right after). Awaited here, the read
     is over before anyone closes its connection."""
-    current = asyncio.current_task()  # stopped from its own read: nothing to wait for
-    tasks = [t for t in getattr(subscriber, "tasks", ()) if not t.done() and t is not current]
+    reader = subscriber.reader  # None: it never read
     await subscriber.stop()
-    if tasks:
-        await asyncio.wait(tasks, timeout=wait_s)
+    # Stopped from its own read, or its read over already: nothing to wait for.
+    if reader is not None and reader is not asyncio.current_task() and not reader.done():
+        await asyncio.wait([reader], timeout=wait_s)
 
 
 def make_shared(subscriber: Any, kind: type[SharedRead] | type[SharedFollow], client: Redis) -> Any:
@@ -320,7 +348,7 @@ async def _hand_on(
             ids.append(entry_id)
             data.append(fields)
     if ids:
-        # The shape of FastStream's own batch (``BatchStreamMessage``, a TypedDict), plus
+        # The shape of FastStream's own batch (``RedisBatchStreamMessage.raw_message``), plus
         # the stream of each entry.
         batch = {
             "type": "bstream",

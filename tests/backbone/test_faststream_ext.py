@@ -11,11 +11,11 @@ import inspect
 import json
 import logging
 from importlib.metadata import version
+from typing import get_args, get_type_hints
 
 import pytest
-from faststream.redis import RedisBroker, StreamSub
+from faststream.redis import RedisBatchStreamMessage, RedisBroker, StreamSub
 from faststream.redis.configs import RedisConnectionState
-from faststream.redis.message import BatchStreamMessage
 from faststream.redis.subscriber.usecases import stream_subscriber
 from redis.asyncio import Redis
 
@@ -55,8 +55,12 @@ def test_the_stream_batch_subscriber_reads_in_get_msgs_and_hands_on_in_consume_o
 
 
 def test_a_batch_message_has_the_keys_the_decoder_reads() -> None:
-    assert {"type", "channel", "data", "message_ids"} <= set(BatchStreamMessage.__annotations__), (
-        f"{UPGRADE}: BatchStreamMessage's keys"
+    """The raw message a batch subscriber's parser gets: the type parameter of FastStream's
+    exported ``faststream.redis.RedisBatchStreamMessage`` (its ``raw_message``)."""
+    [message_class, *_] = get_args(RedisBatchStreamMessage)  # Annotated[class, Context]
+    [raw] = get_args(message_class.__orig_bases__[0])
+    assert {"type", "channel", "data", "message_ids"} <= set(get_type_hints(raw)), (
+        f"{UPGRADE}: the keys of RedisBatchStreamMessage's raw message"
     )
 
 
@@ -121,7 +125,6 @@ async def test_a_shared_follow_reads_several_streams_into_one_batch(
     )
     subscriber.stream_sub.positions.update(dict.fromkeys(streams, "0-0"))
     await subscriber.start()
-    assert len(subscriber.tasks) == 1, f"{UPGRADE}: a subscriber's read task (stop_subscriber)"
     try:
 
         async def got() -> bool:
@@ -130,9 +133,11 @@ async def test_a_shared_follow_reads_several_streams_into_one_batch(
         await wait_for(got)
         await asyncio.sleep(0.2)
     finally:
-        await subscriber.stop()
+        reader = subscriber.reader
+        await ext.stop_subscriber(subscriber, 5.0)
         await broker.stop()
     assert [[d.stream for d in batch] for batch in batches] == [streams]
+    assert reader.done(), "stop_subscriber returned before the read task ended"
 
 
 async def test_a_read_the_server_refuses_is_retried_by_the_same_read_loop(
@@ -157,17 +162,17 @@ async def test_a_read_the_server_refuses_is_retried_by_the_same_read_loop(
     await broker.start()
     await consumer.subscribe(stream)
     [subscriber] = {id(s): s for s in consumer._subscribers.values()}.values()
-    first = list(subscriber.tasks)
+    first = subscriber.reader  # the task running its reads
     try:
         with caplog.at_level(logging.ERROR, logger="caravel.bus"):
             await redis.delete(stream)
             await redis.set(stream, "not a stream")
 
             async def refused() -> bool:
-                return "Message fetch error" in caplog.text or subscriber.tasks != first
+                return "Message fetch error" in caplog.text or subscriber.reader is not first
 
             await wait_for(refused)
-            assert subscriber.tasks == first
+            assert subscriber.reader is first
             await redis.delete(stream)
             await ensure_group(redis, stream, "g")
             await redis.xadd(stream, {"v": "after"})
@@ -176,7 +181,7 @@ async def test_a_read_the_server_refuses_is_retried_by_the_same_read_loop(
                 return bool(handled)
 
             await wait_for(read_again)
-            assert subscriber.tasks == first
+            assert subscriber.reader is first
     finally:
         await consumer.close()
         await broker.stop()
