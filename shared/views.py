@@ -15,12 +15,16 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+import structlog
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, Follower, Keys, newest_ids
+from shared.bus.faults import transient
 from shared.bus.wants import KEPT_S, want
 from shared.contracts import json_bytes, load_json
 from shared.games import api
+
+log = structlog.get_logger("caravel.views")
 
 UPDATES_BATCH = 500
 ASK_AGAIN_S = KEPT_S / 3  # a process reading a game's views asks for them again this often
@@ -112,11 +116,26 @@ class ViewWaiter:
         """A game's view once the projection has reached ``version`` (and the log's version,
         if this read asked for its views), waiting up to ``wait_s``; after that, the newest
         view there is (older, or None). ``keep`` False: the game's views are wanted only
-        for this read (projected once; the caller reads no more of them)."""
-        logged = await self._ask(game_id, keep)
+        for this read (projected once; the caller reads no more of them).
+
+        The ask is a write to the wanted views' stream, on one shard: while that shard
+        refuses writes (NOREPLICAS, a master killed mid-failover), a read serves the view
+        already projected, as a read that did not ask, instead of failing every first read
+        of a game (issue 25); it asks again at its next read. With no view yet, the
+        refusal is raised (a 503 to retry)."""
+        refused: Exception | None = None
+        try:
+            logged = await self._ask(game_id, keep)
+        except Exception as error:
+            if not transient(error):
+                raise
+            refused, logged = error, None
+            log.warning("views not asked for, for now", game=game_id, error=str(error))
         if logged is not None:
             version = max(version, logged)
         view = await read_view(self.redis, self.keys, game_id, seat)
+        if view is None and refused is not None:
+            raise refused  # a game never projected, or none: say neither, a 503 to retry
         if _reached(view, version) or wait_s <= 0 or version == 0:
             return view
         await self._follow(self.keys.partition(game_id))

@@ -202,6 +202,14 @@ class LocalCluster:
                 masters.append(int(parts[1].split("@")[0].rsplit(":", 1)[1]))
         return sorted(masters)
 
+    def refused_writes(self, port: int) -> int:
+        """How many writes the node on ``port`` has refused for want of replicas
+        (NOREPLICAS) since it started: a test waits for it to grow, to know that the
+        services have met the refusal, instead of sleeping."""
+        errors = self._cli(port, "INFO", "errorstats")
+        found = re.search(r"errorstat_NOREPLICAS:count=(\d+)", errors)
+        return int(found[1]) if found else 0
+
     def kill(self, port: int) -> None:
         """``kill -9`` one node."""
         proc = self.processes[port]

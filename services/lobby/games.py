@@ -24,6 +24,7 @@ from shared.bus.scripts import Batch
 from shared.bus.tails import newest_first
 from shared.contracts import (
     CommandEnvelope,
+    CommandResult,
     DecisionRequest,
     decision_game,
     dump_json,
@@ -32,7 +33,6 @@ from shared.contracts import (
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.redis_replies import text
-from shared.views import read_view
 
 from .catalog import schema_ref
 from .fanout import Decision
@@ -161,9 +161,21 @@ def _parsed(game_id: str, seat: int, command: dict[str, Any]) -> CommandEnvelope
 async def run(lobby: Lobby, envelope: CommandEnvelope, legal: bool = False) -> CommandOut:
     """A command admitted (seat, rate and id checked), over HTTP or a socket: the engine's
     answer, or an :class:`ApiError` with the rules' code (nothing changed)."""
-    game_id, seat, command_id = envelope.game_id, envelope.seat, envelope.command_id
-    with bound_contextvars(game=game_id, command=command_id, seat=seat):
+    with _bound(envelope):
         result = await lobby.execute(envelope)
+    return await answer(lobby, envelope, result, legal)
+
+
+def _bound(envelope: CommandEnvelope) -> Any:
+    """The command's game, id and seat on the log lines while it is sent and answered."""
+    return bound_contextvars(game=envelope.game_id, command=envelope.command_id, seat=envelope.seat)
+
+
+async def answer(
+    lobby: Lobby, envelope: CommandEnvelope, result: CommandResult, legal: bool = False
+) -> CommandOut:
+    """The engine's ``result`` of a command as :func:`run` answers it."""
+    game_id, seat, command_id = envelope.game_id, envelope.seat, envelope.command_id
     if result.status == "rejected":
         code = result.code or "rejected"
         status = _status(code, envelope.type)
@@ -310,6 +322,10 @@ class SocketMoves:
         self.game_id, self.claim, self.send = game_id, claim, send
         self.idle = asyncio.Event()  # no move between its frame and its answer
         self.idle.set()
+        # Moves go in one round trip with their checks (on one Redis) until one is refused:
+        # a refused move closes the connection its wait blocked, so the moves after it go
+        # the two-trip way until one passes.
+        self.one_trip = lobby.sender.one_trip
 
     async def frame(self, text: str) -> None:
         """Answer one frame the client sent."""
@@ -318,9 +334,13 @@ class SocketMoves:
         try:
             command = _command_of(text)
             command_id = command.get("command_id")
-            out = await run(self.lobby, await self._admit(command))
-            answer = out.model_dump(include={"command_id", "status", "version"})
-            await self.send(dump_json({"type": "result", **answer}))
+            envelope, result = await self._admit(command)
+            if result is None:
+                out = await run(self.lobby, envelope)
+            else:
+                out = await answer(self.lobby, envelope, result)
+            answered = out.model_dump(include={"command_id", "status", "version"})
+            await self.send(dump_json({"type": "result", **answered}))
         except ApiError as e:
             await self._error(e.status, e.code, e.message, e.details, command_id)
         except Refused as e:
@@ -329,11 +349,13 @@ class SocketMoves:
         finally:
             self.idle.set()
 
-    async def _admit(self, command: dict[str, Any]) -> CommandEnvelope:
+    async def _admit(self, command: dict[str, Any]) -> tuple[CommandEnvelope, CommandResult | None]:
         """The command, from the seat still held by this socket's token (and the token
-        alive), with a token left in the client's bucket and its id not reused: checked
-        in one round trip (the bucket's and the seat's script calls in one batch), and
-        refused in the order ``POST /commands`` refuses (seat, rate, shape, id)."""
+        alive), with a token left in the client's bucket and its id not reused, refused in
+        the order ``POST /commands`` refuses (seat, rate, shape, id); with the engine's
+        answer when it was sent with its checks (:meth:`Lobby.execute_admitted`, one round
+        trip), else None (the checks took one round trip, a batch of the bucket's and the
+        seat's script calls: :func:`run` sends it)."""
         if self.claim is None:
             message = "a spectator's socket sends no moves: open it with ?token="
             raise ApiError(403, "not_seated", message)
@@ -342,15 +364,47 @@ class SocketMoves:
         parsed = _parsed(self.game_id, self.claim.seat, command)
         own_id = isinstance(parsed, CommandEnvelope) and command.get("command_id")
         checked = parsed if own_id and isinstance(parsed, CommandEnvelope) else None
+        bucket = self.limits.bucket("commands", self.client)
+        if self.one_trip and isinstance(parsed, CommandEnvelope):
+            with _bound(parsed):
+                verdict, wait, result = await self.lobby.execute_admitted(
+                    bucket, self.claim, parsed, checked
+                )
+            if result is not None:
+                return parsed, result
+            self.one_trip = False
+        else:
+            verdict, wait = await self._checks(bucket, checked)
+        admitted = await self._refuse(verdict, wait, parsed, checked)
+        self.one_trip = self.lobby.sender.one_trip
+        return admitted, None
+
+    async def _checks(
+        self, bucket: tuple[Any, list[str], list[Any]], checked: CommandEnvelope | None
+    ) -> tuple[str, Any]:
+        """The seat's verdict and the bucket's wait, in one batch of their script calls."""
+        assert self.claim is not None
         async with Batch(self.lobby.redis) as batch:
-            batch.call(*self.limits.bucket("commands", self.client))
+            batch.call(*bucket)
             batch.call(*self.lobby.seat_call(self.claim, checked))
             wait, reply = await batch.execute(raise_on_error=False)
         if isinstance(reply, Exception):  # the seat's check: no move without it
             raise reply
         if isinstance(wait, Exception):  # the bucket's alone (its own shard on a cluster)
             wait = self.limits.unchecked(wait)
-        verdict = text(reply)
+        return text(reply), wait
+
+    async def _refuse(
+        self,
+        verdict: str,
+        wait: Any,
+        parsed: CommandEnvelope | ApiError,
+        checked: CommandEnvelope | None,
+    ) -> CommandEnvelope:
+        """The command, unless the checks' ``verdict`` and ``wait`` (the seat's, the
+        bucket's) refuse it: its refusal is raised. A seat not cached is checked the slow
+        way (SQL, then cached), and so is the id of its command."""
+        assert self.claim is not None
         if verdict == "not_seated":
             raise not_seated(self.claim.seat)
         if verdict == "unknown":  # the seat is not cached: SQL, then cached
@@ -492,11 +546,14 @@ async def _view(
     (``VIEW_WAIT_S`` at most: then a 503 to retry). 404 for a game that does not exist,
     409 ``version_ahead`` for a version the game has not reached. Without ``after``, a game
     this process has not read lately is read at the version its log has now (the projection
-    projects the games that are read: asking for one waits for its views)."""
+    projects the games that are read: asking for one waits for its views). A read with
+    ``after`` asks too, without waiting: a client polling with the version it last knew
+    (its own move's) read a view that had reached it and never asked, so a game no one else
+    read (two humans, a bot's ask lost in a failover) showed its old version for good."""
     if after is None:
         view = await lobby.views.read(game_id, seat, VIEW_WAIT_S)
-    else:
-        view = await read_view(lobby.redis, lobby.keys, game_id, seat)
+    else:  # asking for the game's views (now and then) too: see ViewWaiter
+        view = await lobby.views.read_at(game_id, seat, after, 0)
     if after is None or (view is not None and view["version"] >= after):
         if view is None:
             raise ApiError(404, "unknown_game", f"there is no game {game_id} (yet)")

@@ -25,6 +25,7 @@ from shared.contracts import CommandEnvelope, CommandResult, key_json
 from shared.eventstore import Archive, EventStore
 from shared.games import api
 from shared.httpapi import ApiError, game_named
+from shared.redis_replies import text
 from shared.settings import Settings
 from shared.views import ViewWaiter
 
@@ -200,8 +201,33 @@ class Lobby:
         try:
             return await self.sender.execute(command, timeout_s)
         except TimeoutError:
-            log.warning("the engine did not answer in time", timeout_s=timeout_s)
-            raise ApiError(503, "engine_unavailable", "the engine did not answer in time") from None
+            raise _no_answer(timeout_s) from None
+
+    async def execute_admitted(
+        self,
+        bucket: tuple[Script, list[str], list[Any]],
+        claim: tokens.SeatClaim,
+        command: CommandEnvelope,
+        checked: CommandEnvelope | None,
+    ) -> tuple[str, Any, CommandResult | None]:
+        """The checks of :meth:`seat_call` (``checked``: a command under its client's own
+        id) and the ``bucket``'s token, and when they pass the command sent and answered,
+        in one round trip (:meth:`CommandSender.execute_admitted`). Returns the seat's
+        verdict (``sent`` when sent), the bucket's wait and the answer (None: not sent,
+        nothing written but the token); 503 if no answer comes."""
+        timeout_s = self.settings.command_timeout_s
+        seat = self.seat_call(claim, checked)
+        try:
+            reply, result = await self.sender.execute_admitted(bucket, seat, command, timeout_s)
+        except TimeoutError:
+            raise _no_answer(timeout_s) from None
+        return text(reply[0]), text(reply[1]), result
+
+
+def _no_answer(timeout_s: float) -> ApiError:
+    """The 503 of a command the engine did not answer in time (logged)."""
+    log.warning("the engine did not answer in time", timeout_s=timeout_s)
+    return ApiError(503, "engine_unavailable", "the engine did not answer in time")
 
 
 def not_seated(seat: int) -> ApiError:

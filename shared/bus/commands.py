@@ -8,12 +8,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from shared.contracts import CommandEnvelope, CommandResult
 from shared.redis_replies import text
 
+from . import admission
+from .connection import is_cluster
 from .consumer import Broker
 from .keys import Keys
+from .scripts import call, invocation, is_missing
 
 WAIT_SLICE_S = 1.0  # well under any socket timeout a client is given
 
@@ -64,11 +68,50 @@ class CommandSender:
             raw = await self.redis.blmove(key, key, _slice(left), "LEFT", "LEFT")  # type: ignore[arg-type]
         return None if raw is None else CommandResult.model_validate_json(raw)
 
+    @property
+    def one_trip(self) -> bool:
+        """Whether :meth:`execute_admitted` may be used: on one Redis (on a cluster a
+        client's bucket is on another shard than its game), and with no tracing (a
+        publication's span is FastStream's)."""
+        return not is_cluster(self.redis) and not self.broker.traced
+
+    async def execute_admitted(
+        self,
+        take: admission.Call,
+        seat: admission.Call,
+        command: CommandEnvelope,
+        timeout_s: float = 5,
+    ) -> tuple[list[Any], CommandResult | None]:
+        """Admit ``command`` (the ``take`` and ``seat`` calls of :mod:`.admission`) and,
+        when admitted, send it and wait for its answer: the ``admit`` script and the first
+        wait go on one connection in one write, one round trip when the engine answers
+        within a slice. Returns the script's reply (``[b"sent", b"0"]``: sent) and the
+        answer (None: not sent); raises TimeoutError when no answer comes in time. A
+        command not sent leaves its wait blocking on the connection: the connection is
+        closed, not given back to the pool. Only when :attr:`one_trip`."""
+        started = time.monotonic()
+        stream = self.keys.commands(self.keys.partition(command.game_id))
+        key = self.keys.result(command.game_id, command.seat, command.command_id)
+        script = admission.admit(take, seat, stream, command.model_dump_json().encode())
+        wait = ("BLMOVE", key, key, "LEFT", "LEFT", _slice(timeout_s))
+        pool: Any = self.redis.connection_pool
+        connection = await pool.get_connection()
+        try:
+            reply, raw = await _admitted(connection, invocation(self.redis, *script), wait)
+        finally:
+            await pool.release(connection)
+        if isinstance(reply, ResponseError):  # the library is not loaded yet: load, call
+            reply = await call(self.redis, *script)
+        if reply[0] != admission.SENT:
+            return reply, None
+        self.broker.published_outside(stream, time.monotonic() - started)
+        return reply, await self._answer(command, raw, started, timeout_s)
+
     async def execute(self, command: CommandEnvelope, timeout_s: float = 5) -> CommandResult:
         """Send and wait for the answer; raises TimeoutError when none comes in time. The
         command and the first wait for its answer go in one pipeline: one round trip when
         the engine answers within a slice (the wait holds a connection either way)."""
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
         stream = self.keys.commands(self.keys.partition(command.game_id))
         key = self.keys.result(command.game_id, command.seat, command.command_id)
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -76,9 +119,16 @@ class CommandSender:
             await self.broker.publish_in(pipe, body, stream, command.command_id)
             pipe.blmove(key, key, _slice(timeout_s), "LEFT", "LEFT")  # type: ignore[arg-type]
             raw: Any = (await pipe.execute())[-1]
+        return await self._answer(command, raw, started, timeout_s)
+
+    async def _answer(
+        self, command: CommandEnvelope, raw: Any, started: float, timeout_s: float
+    ) -> CommandResult:
+        """The answer the first wait read (``raw``), else the one a later slice reads by
+        ``timeout_s`` after ``started``; TimeoutError when none comes."""
         if raw is not None:
             return CommandResult.model_validate_json(raw)
-        left = deadline - time.monotonic()
+        left = started + timeout_s - time.monotonic()
         result = await self.result(command.game_id, command.command_id, left, seat=command.seat)
         if result is None:
             raise TimeoutError(f"no answer to command {command.command_id} in {timeout_s}s")
@@ -90,3 +140,25 @@ def _slice(left_s: float) -> float:
     socket timeout (redis-py: 5 s) fails with redis' TimeoutError instead of returning None;
     at least 10 ms, since Redis takes a timeout that rounds to 0 ms as "block for ever"."""
     return max(min(left_s, WAIT_SLICE_S), 0.01)
+
+
+async def _admitted(connection: Any, script: tuple[Any, ...], wait: tuple[Any, ...]) -> Any:
+    """Send ``script`` and ``wait`` in one write; their replies, the wait's None when the
+    script did not send (then, or on any failure, the connection is closed: a wait is
+    still blocking on it, or a reply unread). A script missing from the server is its
+    ResponseError, for the caller to load."""
+    try:
+        await connection.send_packed_command(connection.pack_commands([script, wait]))
+        try:
+            reply = await connection.read_response()
+        except ResponseError as e:
+            if not is_missing(e):
+                raise
+            reply = e
+        if isinstance(reply, ResponseError) or reply[0] != admission.SENT:
+            await connection.disconnect()
+            return reply, None
+        return reply, await connection.read_response()
+    except BaseException:
+        await connection.disconnect()
+        raise

@@ -21,6 +21,8 @@ pipeline on its own: a node's fault is the reply of its commands only.
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from contextvars import ContextVar
 from typing import Any, TypeGuard, cast
 from urllib.parse import unquote, urlsplit
@@ -148,6 +150,12 @@ CLUSTER_CONNECT_TIMEOUT_S = 2.0
 # the slot map read again in between (a pipeline 0.25 s later): once finds the new master
 # after a failover; more only makes a caller wait on a node that is away.
 CLUSTER_RETRIES = 1
+# The slot map is read again at most this often. redis-py re-reads it (CLUSTER SLOTS) after
+# every command that meets a node away, under a lock every command of the client waits on:
+# while a master failed over, the commands of the healthy shards queued behind hundreds of
+# re-reads of the same map (180 in 3 s in a probe, the other shards at 7-35% of their
+# rate). A failover is found within this much more.
+CLUSTER_SLOTS_REREAD_S = 0.5
 
 
 def is_cluster_url(url: str) -> bool:
@@ -229,6 +237,21 @@ _IN_COMMAND: ContextVar[bool] = ContextVar("caravel_cluster_command", default=Fa
 class ShardedCluster(RedisCluster):
     """redis-py's cluster client, with one node's fault kept to that node's commands (see
     the module's docstring)."""
+
+    _slots_read_at = -math.inf  # when the slot map was last read (monotonic)
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> ShardedCluster:
+        """Read the slot map, unless it was read within :data:`CLUSTER_SLOTS_REREAD_S`: a
+        map just read is the one a re-read would give, and the commands on every node wait
+        for it (the command that asked fails on the node away, as it would after a re-read)."""
+        if not self._initialize:
+            return self
+        if time.monotonic() - self._slots_read_at < CLUSTER_SLOTS_REREAD_S:
+            self._initialize = False
+            return self
+        await super().initialize(*args, **kwargs)
+        self._slots_read_at = time.monotonic()
+        return self
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         token = _IN_COMMAND.set(True)

@@ -126,7 +126,9 @@ class Broker(GivenClientBroker):
         self._owned = self._given is not client
         self.service = service
         traced = tracing.bus_middleware()
-        middlewares = (bus_metrics(service),) + ((traced,) if traced is not None else ())
+        self.traced = traced is not None
+        self.metrics = bus_metrics(service)
+        middlewares = (self.metrics,) + ((traced,) if traced is not None else ())
         options.setdefault("middlewares", middlewares)
         options.setdefault("message_format", PlainBody)
         options.setdefault("logger", log)
@@ -162,6 +164,13 @@ class Broker(GivenClientBroker):
         await self.publish(
             body, stream=stream, pipeline=queued, correlation_id=correlation_id, maxlen=maxlen
         )
+
+    def published_outside(self, stream: str, duration_s: float) -> None:
+        """Count a body a script appended to ``stream`` as this broker's publication (the
+        series FastStream's publish keeps: a lobby's moves are counted however they went)."""
+        series = self.metrics.published(channel(stream))
+        series.published["success"].inc()
+        series.duration.observe(duration_s)
 
     async def drop_idle_connections(self) -> None:
         """Close the subscribers' idle connections (a pool of their own): after a Redis

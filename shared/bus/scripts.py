@@ -132,7 +132,7 @@ class Batch:
         replies = await self._first_send()
         refused: dict[str, Exception] = {}  # master -> why it did not load a library
         for _ in range(2):  # the second time: a server found to lack Functions
-            missing = [i for i in self._calls if _is_missing(replies[i])]
+            missing = [i for i in self._calls if is_missing(replies[i])]
             if not missing:
                 break
             libraries = {self._calls[i][0].library for i in missing}
@@ -154,7 +154,7 @@ class Batch:
                     replies[i] = reply
         for i in self._calls:  # a master that refused the library: its refusal is the reply
             name = getattr(self._nodes[i], "name", None)
-            if name in refused and _is_missing(replies[i]):
+            if name in refused and is_missing(replies[i]):
                 replies[i] = refused[name]
         for reply in replies:
             if raise_on_error and isinstance(reply, Exception):
@@ -177,6 +177,17 @@ class Batch:
             return [await redis.execute_command(*args, **options)]
         except ResponseError as error:
             return [error]
+
+
+def invocation(
+    redis: Redis, script: Script, keys: Sequence[Any], args: Sequence[Any]
+) -> tuple[Any, ...]:
+    """The command that calls ``script`` on one Redis (FCALL, or EVALSHA on a server found
+    to lack Functions), for a caller that sends it on a connection of its own; a reply that
+    :func:`is_missing` says the script is not there yet (:func:`call` loads it)."""
+    if _EVAL_ONLY.get(redis, False):
+        return ("EVALSHA", script.sha, len(keys), *keys, *args)
+    return ("FCALL", script.function, len(keys), *keys, *args)
 
 
 def _send(
@@ -216,7 +227,7 @@ def _wait(pipe: Any, node: Any, replicas: int, timeout_ms: int) -> None:
         pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
 
 
-def _is_missing(reply: Any) -> bool:
+def is_missing(reply: Any) -> bool:
     """The reply of a call whose script the server does not have (or whose server does not
     know FCALL at all)."""
     if isinstance(reply, NoScriptError):

@@ -62,14 +62,27 @@ async def _play_through_the_faults(cluster: LocalCluster, client: Any, keys: Key
         await asyncio.to_thread(cluster.wait_healthy)
         cluster.restart(victim)  # back, as the new master's replica
         await asyncio.to_thread(cluster.wait_healthy)
-        replica = _replica_of(cluster, cluster.master_ports()[1])
+        master = cluster.master_ports()[1]
+        replica = _replica_of(cluster, master)
+        before = [cluster.refused_writes(master)]
         cluster.kill(replica)  # its master refuses writes (durability 1) until it is back
-        await asyncio.sleep(3)
+        await _refused(cluster, [master], before)  # and the services met that
         cluster.restart(replica)
         await asyncio.to_thread(cluster.wait_healthy)
 
         at = {g: await _version(store, g) for g in games.values()}
         await _advanced(store, at, ADVANCE)
+
+
+async def _refused(cluster: LocalCluster, masters: list[int], before: list[int]) -> None:
+    """Until each master has refused writes (NOREPLICAS) since it had refused ``before``:
+    the services have met the fault (``WAIT_S`` at most), however slow the machine."""
+
+    async def grown() -> bool:
+        now = await asyncio.to_thread(lambda: [cluster.refused_writes(m) for m in masters])
+        return all(n > b for n, b in zip(now, before, strict=True))
+
+    await wait_for(grown, timeout_s=WAIT_S, every_s=0.1)
 
 
 def _wait_failover(cluster: LocalCluster, killed: int) -> None:
@@ -114,12 +127,14 @@ async def _start_during_a_fault(cluster: LocalCluster, client: Any, keys: Keys) 
     seats = Seats({0: HUMAN, 1: f"{BOT_PREFIX}random", 2: f"{BOT_PREFIX}random"}, DEADLINE_S)
     # The shard of partition 0, first in the order the services subscribe, and that of the
     # wanted views' stream, which the views projection trims first thing (it died there).
-    masters = {client.get_node_from_key(k).port for k in (keys.commands(0), keys.view_wants())}
-    replicas = [_replica_of(cluster, master) for master in sorted(masters)]
+    ports = {client.get_node_from_key(k).port for k in (keys.commands(0), keys.view_wants())}
+    masters = sorted(ports)
+    replicas = [_replica_of(cluster, master) for master in masters]
+    before = [cluster.refused_writes(master) for master in masters]
     for replica in replicas:
         cluster.kill(replica)
     async with pipeline_running(client, keys):
-        await asyncio.sleep(3)  # their start meets the shards refusing writes
+        await _refused(cluster, masters, before)  # their start met the shards refusing writes
         for replica in replicas:
             cluster.restart(replica)
         await asyncio.to_thread(cluster.wait_healthy)

@@ -140,3 +140,41 @@ async def test_a_started_table_s_game_can_be_read_at_once(
             *(start_and_read(n) for n in range(8)), *(open_bots_and_read(n) for n in range(4))
         )
         assert answers == [(200, 200)] * 8 + [(201, 200)] * 4
+
+
+async def test_a_seat_polling_with_the_version_it_knew_sees_the_other_seats_move(
+    redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A client polls /legal with the last version it knew (``after_version``: its own last
+    move's, as the chaos benchmark's players do) while another seat moves. Such a read
+    keeps the game's views wanted, as a read without a version does, so the other seat's
+    move shows. Before, a read whose view had reached ``after_version`` never asked: a game
+    no one else read (two humans; the bot's ask lost in a failover) showed its old version
+    for good, and its next player waited on a move already made (the chaos benchmark's
+    stuck games under master kills)."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table = (await client.post("/tables", json={"seats": 2, "deadline_s": 3600})).json()
+        game = table["id"]
+        tokens = [
+            (await client.post(f"/tables/{game}/join", json={"name": n})).json()["token"]
+            for n in ("Ana", "Bo")
+        ]
+        started = await client.post(f"/tables/{game}/start", headers=bearer(tokens[0]))
+        assert started.status_code == 200, started.json()
+        legal = [await _legal(client, game, t, 1) for t in tokens]
+        mover = next(s for s, seat in enumerate(legal) if seat["legal_commands"])
+        answer = await client.post(
+            f"/games/{game}/commands",
+            json=legal[mover]["legal_commands"][0],
+            headers=bearer(tokens[mover]),
+        )
+        assert answer.status_code == 200, answer.json()
+        moved = answer.json()["version"]
+        other = tokens[1 - mover]
+        seen = (await _legal(client, game, other, 1))["version"]
+        for _ in range(200):  # the projection follows a little behind: 10 s and more
+            if seen >= moved:
+                break
+            await asyncio.sleep(0.05)
+            seen = (await _legal(client, game, other, 1))["version"]
+        assert seen >= moved, f"the other seat still sees version {seen} < {moved}"

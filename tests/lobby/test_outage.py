@@ -186,6 +186,44 @@ async def test_a_join_refused_for_want_of_replicas_gives_the_seat_back(
         assert again.json()["seat"] == 0
 
 
+async def test_a_first_read_while_the_wants_are_refused_serves_the_view_there_is(
+    redis_server: RedisServer, database_url: str, tmp_path: Path
+) -> None:
+    """A game's first read by a process asks for its views (a write to the wanted views'
+    stream); while that stream's shard refuses writes (NOREPLICAS; a master killed
+    mid-failover), the read serves the view already projected instead of failing (it was
+    a 503 for a view that was there); with no view, it is a 503 to retry."""
+    keys = Keys("wantsrefused", partitions=2)
+    async with running_lobby(redis_server.url, keys, database_url, tmp_path) as client:
+        table = (await client.post("/tables", json={"seats": 2})).json()
+        seats = [
+            (await client.post(f"/tables/{table['id']}/join", json={"name": name})).json()
+            for name in ("Ana", "Bo")
+        ]
+        started = await client.post(
+            f"/tables/{table['id']}/start", headers=bearer(seats[0]["token"])
+        )
+        assert started.status_code in (200, 202), started.text
+        admin = connect(redis_server.url)
+        try:
+            while not await admin.exists(keys.view(table["id"])):  # projected once, at start
+                await asyncio.sleep(0.01)
+            await admin.config_set("min-replicas-to-write", 1)
+            view = await client.get(f"/games/{table['id']}/view", headers=bearer(seats[1]["token"]))
+            assert view.status_code == 200, view.text
+            assert view.json()["version"] >= 1
+            legal = await client.get(
+                f"/games/{table['id']}/legal", headers=bearer(seats[0]["token"])
+            )
+            assert legal.status_code == 200, legal.text
+            unknown = await client.get("/games/no-such-game/view")  # or not projected yet
+            assert_unavailable(unknown, "redis_unavailable")
+            assert unknown.headers["Retry-After"] == "1"
+        finally:
+            await admin.config_set("min-replicas-to-write", 0)
+            await admin.aclose()
+
+
 async def test_a_service_started_before_redis_and_sql_waits_for_them(
     tmp_path: Path, database_url: str
 ) -> None:

@@ -171,12 +171,16 @@ async def test_a_token_whose_holder_left_moves_nothing_over_its_open_socket(
         sockets = [SeatSocket(await websockets.connect(_ws(client, table, t))) for t in tokens]
         left = await client.post(f"/tables/{table}/leave", headers=bearer(tokens[0]))
         assert left.status_code == 200, left.text
-        command_id = uuid.uuid4().hex
-        refused = await sockets[0].move({"type": "pass", "command_id": command_id})
-        assert refused["type"] == "error" and refused["code"] == "not_seated", refused
-        assert refused["status"] == 403 and refused["command_id"] == command_id
-        # Never sent to the engine: it answered nothing under that id.
-        assert not await redis.exists(keys.result(table, 0, command_id))
+        stream = keys.commands(keys.partition(table))
+        sent = await redis.xlen(stream)
+        for _ in range(2):  # the first refused in the move's own round trip, then as before
+            command_id = uuid.uuid4().hex
+            refused = await sockets[0].move({"type": "pass", "command_id": command_id})
+            assert refused["type"] == "error" and refused["code"] == "not_seated", refused
+            assert refused["status"] == 403 and refused["command_id"] == command_id
+            # Never sent to the engine: it answered nothing under that id.
+            assert not await redis.exists(keys.result(table, 0, command_id))
+        assert await redis.xlen(stream) == sent
 
 
 async def test_a_seat_not_cached_is_checked_in_sql_and_a_refused_move_leaves_its_id_free(
@@ -204,12 +208,55 @@ async def test_a_seat_not_cached_is_checked_in_sql_and_a_refused_move_leaves_its
         assert (reused["code"], reused["status"]) == ("command_id_reused", 409), reused
         store = EventStore(redis, keys)
         version = (await store.last_event(table)).version  # type: ignore[union-attr]
+        stream = keys.commands(keys.partition(table))
+        sent = await redis.xlen(stream)
         fresh = uuid.uuid4().hex
         for command in ({"type": "pass"}, {"type": "fly"}):  # the same id, another command
             limited = await seat.move({**command, "command_id": fresh})
             assert (limited["code"], limited["status"]) == ("rate_limited", 429), limited
             assert limited["details"]["retry_after_s"] >= 1
         assert not await redis.exists(f"{keys.result(table, mover, fresh)}/digest")
+        assert await redis.xlen(stream) == sent  # nothing reached the engine's stream
         assert (await store.last_event(table)).version == version  # type: ignore[union-attr]
         seat.reader.cancel()
         await seat.ws.close()
+
+
+async def test_moves_after_a_refused_move_are_played(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A refused move (a reused command id) does not stop a socket: the move after it is
+    played and answered, and so are the refusal and the move after that (a refusal on one
+    Redis closes the connection its wait blocked; the socket's next move is checked in a
+    batch, the one after it in one round trip again)."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table, tokens = await _two_humans(client)
+        seats = [SeatSocket(await websockets.connect(_ws(client, table, t))) for t in tokens]
+        used: dict[int, str] = {}  # each seat's last command id
+        version, refused = 0, 0
+        for _ in range(6):
+            legal = [
+                (
+                    await client.get(
+                        f"/games/{table}/legal",
+                        headers=bearer(t),
+                        params={"after_version": version},
+                    )
+                ).json()
+                for t in tokens
+            ]
+            mover = next(i for i in (0, 1) if legal[i]["legal_commands"])
+            if mover in used:  # its last id with another command
+                reused = await seats[mover].move({"type": "fly", "command_id": used[mover]})
+                assert (reused["code"], reused["status"]) == ("command_id_reused", 409), reused
+                refused += 1
+            used[mover] = uuid.uuid4().hex
+            move = {**legal[mover]["legal_commands"][0], "command_id": used[mover]}
+            played = await seats[mover].move(move)
+            assert played["type"] == "result" and played["status"] == "accepted", played
+            assert played["version"] > version
+            version = played["version"]
+        assert refused >= 2
+        for seat in seats:
+            seat.reader.cancel()
+            await seat.ws.close()
