@@ -237,14 +237,19 @@ class Engine:
         return lambda: self.fresh.discard(p)
 
     async def reclaim(self) -> None:
-        """Take over entries idle in held partitions (their handler crashed). A partition
-        whose lease goes meanwhile is left alone: its entries, which this engine no longer
-        handles, would be claimed again and again until dead-lettered."""
+        """Take over entries idle in held partitions (their handler crashed); which ones
+        have any is asked of all in one round trip first. A partition whose lease goes
+        meanwhile is left alone: its entries, which this engine no longer handles, would be
+        claimed again and again until dead-lettered."""
         await self.consumer.revive()
+        settled = [self.keys.commands(p) for p in sorted(self.held) if p not in self.fresh]
+        stale = set(await self.consumer.with_idle(settled, self.settings.claim_idle_ms))
         for p in sorted(self.held):
             idle = 0 if p in self.fresh else self.settings.claim_idle_ms
+            stream = self.keys.commands(p)
+            if idle and stream not in stale:
+                continue  # nothing idle that long: no XAUTOCLAIM round trip for it
             async with self._alone(p):
-                stream = self.keys.commands(p)
                 await self.consumer.reclaim(stream, idle, self._holds(p), self._settled(p))
 
     async def _on_batch(self, deliveries: list[Delivery]) -> None:

@@ -46,7 +46,7 @@ import structlog
 from faststream import AckPolicy
 from faststream.redis import RedisBroker
 from prometheus_client import Counter
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
@@ -55,7 +55,7 @@ from shared.loops import each, keep_running
 from shared.redis_replies import text as _text
 
 from . import tracing
-from .connection import is_cluster
+from .connection import WaitingPool, is_cluster
 from .faststream_ext import (
     Delivery,
     FixedStreamSub,
@@ -103,7 +103,7 @@ def _readers_client(client: Redis, readers: int) -> Redis:
     if isinstance(client, RedisCluster):
         return client
     pool = client.connection_pool
-    own = BlockingConnectionPool(
+    own = WaitingPool(
         connection_class=pool.connection_class,
         max_connections=readers + SPARE_CONNECTIONS,
         timeout=STOP_WAIT_S,
@@ -508,7 +508,22 @@ class GroupConsumer:
         """Take over every stream's entries idle for ``claim_idle_ms``, each stream alone
         (one whose shard fails stops no other)."""
         await self.revive()
-        await each(list(self._subscribers), self._reclaim_idle, slog, "stream not reclaimed")
+        streams = await self.with_idle(list(self._subscribers), self.claim_idle_ms)
+        await each(streams, self._reclaim_idle, slog, "stream not reclaimed")
+
+    async def with_idle(self, streams: Sequence[str], min_idle_ms: int) -> list[str]:
+        """Those of ``streams`` with an entry pending longer than ``min_idle_ms``, asked in
+        one round trip (an ``XPENDING … IDLE`` each, in a pipeline): reclaiming asked each
+        stream apart (an ``XAUTOCLAIM`` round trip per partition and group every few
+        seconds), nearly always for nothing. A stream whose answer is a fault (its group
+        gone, its shard away) is among them: its reclaim meets the fault as before."""
+        if not streams:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for stream in streams:
+                pipe.xpending_range(stream, self.group, "-", "+", 1, idle=min_idle_ms)
+            replies = await pipe.execute(raise_on_error=False)
+        return [s for s, r in zip(streams, replies, strict=True) if isinstance(r, Exception) or r]
 
     async def _reclaim_idle(self, stream: str) -> None:
         await self.reclaim(stream, self.claim_idle_ms)

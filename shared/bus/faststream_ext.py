@@ -49,7 +49,7 @@ Why each stays, and what the public route would cost:
   awaiting it, and has no public way to await it; the read is awaited before the broker
   closes the pool under it, known as the task that ran our read step (:attr:`Read.reader`).
 - :class:`GivenClientBroker`: a broker on a Redis client the service made (hiredis packing,
-  a ``BlockingConnectionPool`` of its own for blocking reads, or the service's pool for a
+  a waiting pool (``WaitingPool``) of its own for blocking reads, or the service's pool for a
   publishing broker; ``ShardedCluster`` on a cluster). FastStream 0.7.8's constructor only
   builds a ``ConnectionPool`` of its own from connection options (``connection_class``,
   ``parser_class``, ``max_connections``): not the same pool (it raises when full instead of

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ConnectionError
 
 from shared.bus import Keys, connect, delete_namespace, ensure_group
-from shared.bus.connection import CLUSTER_SOCKET_TIMEOUT_S, HiredisConnection
+from shared.bus.connection import CLUSTER_SOCKET_TIMEOUT_S, HiredisConnection, WaitingPool
 from shared.bus.scripts import Library, call
 
 
@@ -76,4 +78,72 @@ async def test_stream_reads_and_script_calls_go_to_their_node_without_asking_for
         await client.function_delete(library.name)
     finally:
         await delete_namespace(client, keys.prefix)
+        await client.aclose()
+
+
+async def test_commands_are_sent_without_a_task_each_and_large_or_cut_ones_still_go(
+    redis: Any, redis_url: str, keys: Keys
+) -> None:
+    """A command the socket takes at once is sent in the caller's task (redis-py's send
+    under its socket timeout made a task per command); a value larger than the socket's
+    buffers is waited for and arrives whole; a connection the server cut fails its command,
+    and the next one goes on a new connection."""
+    loop = asyncio.get_running_loop()
+    made = 0
+    default = loop.get_task_factory()
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> Any:
+        nonlocal made
+        made += 1
+        return default(loop, coro, **kwargs) if default else asyncio.Task(coro, loop=loop, **kwargs)
+
+    await redis.ping()
+    loop.set_task_factory(counting)
+    try:
+        for _ in range(20):
+            await redis.ping()
+    finally:
+        loop.set_task_factory(default)
+    assert made == 0
+    key = f"{keys.prefix}:large"
+    value = b"x" * (16 << 20)
+    await redis.set(key, value)
+    assert await redis.strlen(key) == len(value)
+    before = await redis.client_id()
+    other = connect(redis_url)
+    await other.client_kill_filter(_id=before)
+    await other.aclose()
+    with pytest.raises(ConnectionError):  # as redis-py's own send: the cut is told once
+        await redis.get(key)
+    assert await redis.get(key) == value  # on a new connection
+    assert await redis.client_id() != before
+
+
+async def test_a_waiting_pool_serves_every_caller_on_its_connections_and_wakes_waiters(
+    redis_url: str, keys: Keys
+) -> None:
+    """Callers beyond the pool's connections queue and are served (none fails), on no more
+    connections than its size; one waiting while every connection is held by a blocking
+    command gets one when they return."""
+    client: Any = connect(redis_url, 5.0, max_connections=2)
+    other = connect(redis_url)
+    pool = client.connection_pool
+    assert isinstance(pool, WaitingPool)
+    counter, queue = f"{keys.prefix}:counter", f"{keys.prefix}:queue"
+    try:
+        counts = await asyncio.gather(*(client.incr(counter) for _ in range(100)))
+        assert sorted(counts) == list(range(1, 101))
+        assert len(pool._available_connections) == 2 and not pool._in_use_connections
+        held = [asyncio.ensure_future(client.blpop([queue], timeout=5)) for _ in range(2)]
+        waiting = asyncio.ensure_future(client.get(counter))
+        while len(pool._in_use_connections) < 2:  # both BLPOPs hold theirs
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        await other.rpush(queue, "a", "b")
+        assert sorted(v for _, v in await asyncio.gather(*held)) == [b"a", b"b"]
+        assert await waiting == b"100"
+        assert len(pool._available_connections) == 2 and not pool._in_use_connections
+    finally:
+        await other.delete(counter, queue)
+        await other.aclose()
         await client.aclose()

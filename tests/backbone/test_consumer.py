@@ -10,10 +10,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.bus import Broker, Delivery, GroupConsumer, Keys
+from shared.bus import Broker, Delivery, GroupConsumer, Keys, ensure_group
 from shared.bus.connection import is_cluster
 
-from .helpers import wait_for
+from .helpers import read_as, wait_for
 
 
 async def test_a_consumer_reads_its_streams_together_on_one_redis_apart_on_a_cluster(
@@ -77,3 +77,28 @@ async def test_a_consumer_reads_its_streams_together_on_one_redis_apart_on_a_clu
     unread: Any = await any_redis.xreadgroup("readers", "r2", {streams[1]: ">"})
     owed = [f for _, f in claimed[1]] + [f for _, entries in unread for _, f in entries]
     assert owed == [{b"v": b"e"}]
+
+
+async def test_the_streams_to_reclaim_are_those_with_an_entry_idle_that_long_or_a_fault(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """Reclaiming asks every stream in one round trip which ones hold an entry pending that
+    long: a stream whose entries were all acknowledged is not reclaimed, one whose answer
+    is a fault (its group gone) is, to meet the fault in its own reclaim."""
+    pending, acked, groupless = (keys.commands(p) for p in (0, 1, 2))
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        await consumer.ack(deliveries)
+
+    broker = Broker(any_redis)
+    consumer = GroupConsumer(broker, any_redis, "readers", "live", keys, handle)
+    for stream in (pending, acked):
+        await ensure_group(any_redis, stream, "readers")
+        await any_redis.xadd(stream, {"v": "1"})
+        await read_as(any_redis, "readers", "dead", stream, 10)
+    await any_redis.xadd(groupless, {"v": "1"})
+    await consumer.ack(await consumer.claim(acked, 0, 10))
+    streams = [pending, acked, groupless]
+    assert await consumer.with_idle(streams, 0) == [pending, groupless]
+    assert await consumer.with_idle(streams, 3_600_000) == [groupless]  # none idle an hour
+    assert await consumer.with_idle([], 0) == []
