@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from shared.bus import connect
-from tests.cluster import LocalCluster, redis_server
+from tests.cluster import LocalCluster, keys_by_port, redis_server
 
 HEALTHY_TASKS = 10
 AWAY_TASKS = 20
@@ -51,9 +51,7 @@ async def one_round() -> dict[str, float]:
     client: Any = connect(cluster.url)
     try:
         await client.ping()
-        by_port: dict[int, list[str]] = {}
-        for i in range(300):
-            by_port.setdefault(client.get_node_from_key(f"k{i}").port, []).append(f"k{i}")
+        by_port = keys_by_port(client)
         victim = sorted(by_port)[0]
         healthy = [k for port, ks in by_port.items() if port != victim for k in ks[:5]]
         stop, seen, ignored = asyncio.Event(), [], []

@@ -60,6 +60,15 @@ def _replica_not_counted(replication: str) -> bool:
     return bool(good and connected and int(connected[1]) > 0 and int(good[1]) == 0)
 
 
+def keys_by_port(client: Any, count: int = 300) -> dict[int, list[str]]:
+    """Keys ``k0``, ``k1``... of a cluster client's map, by the port of the master that
+    holds each: keys to write on one shard, or on every shard but one."""
+    by_port: dict[int, list[str]] = {}
+    for i in range(count):
+        by_port.setdefault(client.get_node_from_key(f"k{i}").port, []).append(f"k{i}")
+    return by_port
+
+
 BUS_OFFSET = 10000  # a cluster node's bus port is its port + this
 LOWEST_PORT = 10000  # the ports below are left to the machine's own servers
 

@@ -202,13 +202,7 @@ async def closed_loop(
         await asyncio.sleep(seconds)
         tally.measuring = False
         after, elapsed = usage(server.pid), time.perf_counter() - started
-        stop.set()
-        done, pending = await asyncio.wait(tasks, timeout=10)
-        for task in pending:
-            task.cancel()
-        for task in done:
-            if task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+        await stopped(tasks, stop)
     moves = max(tally.moves, 1)
     return {
         "system": f"caravel ({mode})",
@@ -226,3 +220,15 @@ async def closed_loop(
             for name, q in (("p50", 0.5), ("p99", 0.99))
         },
     }
+
+
+async def stopped(tasks: list[asyncio.Task[Any]], stop: asyncio.Event) -> None:
+    """Tell the players to stop, wait for them (10 s at most, then cancel the rest), and
+    raise the first error a player ended with."""
+    stop.set()
+    done, pending = await asyncio.wait(tasks, timeout=10)
+    for task in pending:
+        task.cancel()
+    for task in done:
+        if task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]

@@ -479,7 +479,7 @@ async def closed_loop(
     warmup_s: float,
     profile: str | None = None,
 ) -> dict[str, Any]:
-    from caravel_loop import Tally, percentile
+    from caravel_loop import Tally, percentile, stopped
 
     from services.usage import cpu_s
 
@@ -517,13 +517,7 @@ async def closed_loop(
     after = {name: cpu_s([pid]) for name, pid in pids.items()}
     elapsed = time.perf_counter() - started
     calls = commandstats(redis_path) - calls0
-    stop.set()
-    done, pending = await asyncio.wait(tasks, timeout=10)
-    for task in pending:
-        task.cancel()
-    for task in done:
-        if task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+    await stopped(tasks, stop)
     if spy is not None:
         spy.wait(timeout=60)
     moves = max(tally.moves, 1)

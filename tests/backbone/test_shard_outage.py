@@ -33,7 +33,7 @@ from shared.contracts import Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
 from shared.games.api import DEFAULT_GAME
-from tests.cluster import LocalCluster
+from tests.cluster import LocalCluster, keys_by_port
 
 from .helpers import create_game, running_engine, settings_for, wait_for
 
@@ -218,9 +218,7 @@ async def test_commands_meeting_a_shard_away_do_not_make_every_command_reread_th
     client: Any = connect(cluster.url)
     try:
         await client.ping()
-        by_port: dict[int, list[str]] = {}
-        for i in range(300):
-            by_port.setdefault(client.get_node_from_key(f"k{i}").port, []).append(f"k{i}")
+        by_port = keys_by_port(client)
         away = sorted(by_port)[0]
         cluster.kill(_replica_of(cluster, away))
         cluster.kill(away)  # no failover: the shard stays away

@@ -27,6 +27,19 @@ async def _legal(client: httpx.AsyncClient, game: str, token: str, after: int) -
     return answer.json()  # type: ignore[no-any-return]
 
 
+async def _two_humans_started(client: httpx.AsyncClient) -> tuple[str, list[str]]:
+    """A two-seat table joined by Ana and Bo and started: its game and their tokens."""
+    table = (await client.post("/tables", json={"seats": 2, "deadline_s": 3600})).json()
+    game = table["id"]
+    tokens = [
+        (await client.post(f"/tables/{game}/join", json={"name": n})).json()["token"]
+        for n in ("Ana", "Bo")
+    ]
+    started = await client.post(f"/tables/{game}/start", headers=bearer(tokens[0]))
+    assert started.status_code == 200, started.json()
+    return game, tokens
+
+
 async def test_a_client_reads_its_own_writes_in_a_burst_of_moves(
     redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:
@@ -35,14 +48,7 @@ async def test_a_client_reads_its_own_writes_in_a_burst_of_moves(
     show exactly V (only these two move), the commands they list are never refused as out
     of turn, and an answer asked with ``?legal=true`` carries what /legal says next."""
     async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
-        table = (await client.post("/tables", json={"seats": 2, "deadline_s": 3600})).json()
-        game = table["id"]
-        tokens = [
-            (await client.post(f"/tables/{game}/join", json={"name": n})).json()["token"]
-            for n in ("Ana", "Bo")
-        ]
-        started = await client.post(f"/tables/{game}/start", headers=bearer(tokens[0]))
-        assert started.status_code == 200, started.json()
+        game, tokens = await _two_humans_started(client)
         rng, told = random.Random(7), None
         version = (await _legal(client, game, tokens[0], 1))["version"]  # the game's start
         for move in range(45):
@@ -153,14 +159,7 @@ async def test_a_seat_polling_with_the_version_it_knew_sees_the_other_seats_move
     for good, and its next player waited on a move already made (the chaos benchmark's
     stuck games under master kills)."""
     async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
-        table = (await client.post("/tables", json={"seats": 2, "deadline_s": 3600})).json()
-        game = table["id"]
-        tokens = [
-            (await client.post(f"/tables/{game}/join", json={"name": n})).json()["token"]
-            for n in ("Ana", "Bo")
-        ]
-        started = await client.post(f"/tables/{game}/start", headers=bearer(tokens[0]))
-        assert started.status_code == 200, started.json()
+        game, tokens = await _two_humans_started(client)
         legal = [await _legal(client, game, t, 1) for t in tokens]
         mover = next(s for s, seat in enumerate(legal) if seat["legal_commands"])
         answer = await client.post(
