@@ -303,3 +303,41 @@ async def test_an_engine_keeps_its_leases_on_a_shard_refusing_writes_until_they_
         assert failed == on_it
     finally:
         await client.aclose()  # the cluster is this test's own
+
+
+@pytest.mark.parametrize("service", ["bot player", "views projection"])
+async def test_a_service_started_while_its_global_streams_master_is_away_serves_after_the_failover(
+    cluster: LocalCluster, service: str
+) -> None:
+    """The bot player reads the seat changes' tail at its start, the views projection the
+    wanted views: one key each, on one shard. Started while that shard's master was killed
+    (not yet failed over: connections refused), either raised from its start and served no
+    more in that process (the chaos run: every bot game stuck at its first decision). They
+    wait for the shard now, and serve once its replica has taken over."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    await client.ping()
+    stop = asyncio.Event()
+    if service == "bot player":
+        player = BotPlayer(client, keys, settings_for(keys, bot_think_ms=0))
+        run, key = player.run, keys.seat_changes()
+
+        async def serving() -> bool:
+            return player.seats._changes is not None or task.done()
+    else:
+        projector = ViewProjector(client, keys)
+        run, key = projector.run, keys.view_wants()
+
+        async def serving() -> bool:
+            return projector.started.is_set() or task.done()
+
+    cluster.kill(client.get_node_from_key(key).port)
+    task = asyncio.create_task(run(stop))
+    try:
+        with structlog.testing.capture_logs():
+            await wait_for(serving, timeout_s=120)
+        assert not task.done(), task.exception()
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
