@@ -205,7 +205,11 @@ class ViewProjector:
         """Keep each game wanted until the latest time asked (forgetting the wants that
         ran out, once a minute: a look at every wanted game, and a trim of the stream's
         wants that ran out, which FastStream's publish cannot trim by age), and project the
-        games now, up to the newest version of their logs."""
+        games now, up to the newest version of their logs: partition by partition, so that
+        a shard in a fault (a master failing over) delays only its own games' views. Its
+        games are tried again with the whole batch (raised: see :meth:`_wanted`). One
+        projection for all used to fail as a whole, and every new game's first view, on
+        every shard, waited for the failover (issue 25)."""
         now = time.time()
         if now - self._forgotten > FORGET_S:
             self._forgotten = now
@@ -217,9 +221,21 @@ class ViewProjector:
         opened = await self._take_up(now)
         games = {game_id for game_id, _ in wants}
         games.update(g for g in self._wanted_now(now) if self.keys.partition(g) in opened)
-        ordered = sorted(games)
-        for start in range(0, len(ordered), BATCH):
-            await self.project(ordered[start : start + BATCH])
+        by_partition: dict[int, list[str]] = {}
+        for game_id in sorted(games):
+            by_partition.setdefault(self.keys.partition(game_id), []).append(game_id)
+        refused: Exception | None = None
+        for p in sorted(by_partition):  # a shard's fault fails its own partitions' games
+            ordered = by_partition[p]
+            try:
+                for start in range(0, len(ordered), BATCH):
+                    await self.project(ordered[start : start + BATCH])
+            except Exception as error:
+                if not transient(error):
+                    raise
+                refused = refused or error
+        if refused is not None:
+            raise refused
 
     def _forget(self, now: float) -> None:
         for game_id in [g for g, until in self.wanted.items() if until <= now]:
