@@ -19,15 +19,7 @@ log = structlog.get_logger("caravel.engine")
 
 class Leases:
     """The partitions one engine holds. ``on_lost(p)`` is called when the lease on ``p``
-    goes (another engine writes its games from now on), ``on_won(p)`` when it is won.
-
-    A renewal its shard fails (a master killed, failing over; NOREPLICAS) keeps the lease
-    held until it runs out by this engine's clock: no other engine can take it before (its
-    key says this engine), and the partition is served again as soon as its shard answers.
-    Dropped at the first failed renewal, it came back only once its key had expired on the
-    new master, at a later round, then reclaimed from scratch: seconds more of a stalled
-    shard after each failover (issue 25). Appends are guarded by the logs' versions, not
-    by the lease, so holding on a moment past a lost renewal writes nothing wrong."""
+    goes (another engine writes its games from now on), ``on_won(p)`` when it is won."""
 
     def __init__(
         self,
@@ -42,13 +34,11 @@ class Leases:
         self.on_lost, self.on_won = on_lost, on_won
         self.held: set[int] = set()
         self.live: list[str] = [engine_id]  # the live engines, as last seen
-        self.until: dict[int, float] = {}  # held partition → when its lease runs out (monotonic)
 
     async def rebalance(self) -> None:
         """Heartbeat, renew held leases, then hold a fair share of the partitions."""
         ttl = self.ttl_ms
         now_ms = int(time.time() * 1000)
-        sent = time.monotonic()
         engines = self.keys.engines()
         async with Batch(self.redis) as batch:
             batch.pipe.zadd(engines, {self.id: now_ms + ttl})
@@ -60,14 +50,9 @@ class Leases:
             replies = await batch.execute(raise_on_error=False)
         for p, renewed in zip(held, replies[3:], strict=True):
             if isinstance(renewed, Exception):  # its shard fails: the others carry on
-                kept = time.monotonic() < self.until.get(p, 0)
-                log.warning("lease not renewed", partition=p, held=kept, error=repr(renewed))
-                if not kept:
-                    self._lose(p)
-            elif renewed:
-                self.until[p] = sent + ttl / 1000
-            else:
-                self._lose(p)
+                log.warning("lease not renewed", partition=p, error=repr(renewed))
+            if not renewed or isinstance(renewed, Exception):
+                self.on_lost(p)
         failed = next((r for r in replies[:3] if isinstance(r, Exception)), None)
         if failed is None:
             self.live = sorted(m.decode() if isinstance(m, bytes) else m for m in replies[2])
@@ -83,14 +68,13 @@ class Leases:
         share = math.ceil(total / max(len(live), 1))
         for p in sorted(self.held, reverse=True)[: max(0, len(self.held) - share)]:
             await self.release(p)
-            self._lose(p)
+            self.on_lost(p)
         need = share - len(self.held)
         if need <= 0:
             return
         start = (live.index(self.id) if self.id in live else 0) * share
         candidates = [(start + i) % total for i in range(total)]
         candidates = [p for p in candidates if p not in self.held]
-        sent = time.monotonic()
         async with self.redis.pipeline(transaction=False) as pipe:
             for p in candidates:
                 pipe.set(self.keys.lease(p), self.id, nx=True, px=ttl)
@@ -100,7 +84,6 @@ class Leases:
             await self.release(p)
         for p in won[:need]:
             self.held.add(p)
-            self.until[p] = sent + ttl / 1000
             self.on_won(p)
         if won:
             log.info("leases", engine=self.id, held=len(self.held), live=len(live))
@@ -113,9 +96,5 @@ class Leases:
         """Give up every lease and leave the live engines."""
         for p in sorted(self.held):
             await self.release(p)
-            self._lose(p)
+            self.on_lost(p)
         await self.redis.zrem(self.keys.engines(), self.id)
-
-    def _lose(self, p: int) -> None:
-        self.until.pop(p, None)
-        self.on_lost(p)

@@ -25,7 +25,6 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from services.ai.service import BotPlayer
-from services.engine.leases import Leases
 from services.lobby.db import LobbyTicket
 from services.lobby.lobby import Lobby
 from services.lobby.matchmaking import Matchmaker
@@ -280,38 +279,6 @@ async def test_a_node_back_after_a_failover_is_sent_its_data_at_once(
                 assert (await node.config_get(name))[name] == deployed[name], (port, name)
         finally:
             await node.aclose()
-
-
-async def test_an_engine_keeps_its_leases_on_a_shard_refusing_writes_until_they_run_out(
-    cluster: LocalCluster,
-) -> None:
-    """A lease renewal its shard refuses (a master failing over, or short of its replica:
-    NOREPLICAS) no longer drops the partition at once: the lease is this engine's until it
-    runs out, and the partition is served again as soon as the shard takes writes. Dropped,
-    it was won back only after its key expired on the new master and a later round, then
-    reclaimed from scratch: seconds of a stalled shard more after each failover (issue 25).
-    The partitions on the healthy shards are renewed as ever."""
-    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
-    client: Any = connect(cluster.url)
-    lost: list[int] = []
-    leases = Leases(client, keys, "engine-a", 600_000, lost.append, lambda p: None)
-    try:
-        await leases.rebalance()
-        assert leases.held == set(keys.all_partitions())
-        port = client.get_node_from_key(keys.lease(0)).port
-        on_it = {
-            p for p in keys.all_partitions() if client.get_node_from_key(keys.lease(p)).port == port
-        }
-        refused = cluster.refused_writes(port)
-        cluster.kill(_replica_of(cluster, port))  # its master refuses writes: NOREPLICAS
-        with structlog.testing.capture_logs() as logs:
-            while cluster.refused_writes(port) == refused:
-                await leases.rebalance()
-        assert lost == [] and leases.held == set(keys.all_partitions())
-        failed = {e["partition"] for e in logs if e["event"] == "lease not renewed"}
-        assert failed == on_it
-    finally:
-        await client.aclose()  # the cluster is this test's own
 
 
 @pytest.mark.parametrize("service", ["bot player", "views projection"])
