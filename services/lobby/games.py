@@ -9,7 +9,7 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Annotated, Any, Literal, NamedTuple
 
 import structlog
@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocketState
-from structlog.contextvars import bound_contextvars
+from structlog.contextvars import bind_contextvars, bound_contextvars, reset_contextvars
 
 from shared.bus.scripts import Batch
 from shared.bus.tails import newest_first
@@ -170,6 +170,18 @@ def _bound(envelope: CommandEnvelope) -> Any:
     return bound_contextvars(game=envelope.game_id, command=envelope.command_id, seat=envelope.seat)
 
 
+@contextlib.contextmanager
+def _command_bound(envelope: CommandEnvelope) -> Iterator[None]:
+    """A socket's command's id on the log lines while it is sent (the socket's game and
+    seat are bound for its life): one context variable set and reset, without the look at
+    every bound variable that ``bound_contextvars`` takes on each entry."""
+    tokens = bind_contextvars(command=envelope.command_id)
+    try:
+        yield
+    finally:
+        reset_contextvars(**tokens)
+
+
 async def answer(
     lobby: Lobby, envelope: CommandEnvelope, result: CommandResult, legal: bool = False
 ) -> CommandOut:
@@ -271,7 +283,10 @@ async def events(
                 send = _serialized(websocket.send_text)
                 streaming = stream_events(lobby, game_id, start.seat, start.after, send)
                 moves = SocketMoves(lobby, limits, client, game_id, start.claim, send)
-                await _until_disconnect(websocket, streaming, moves)
+                # On the log lines of the socket's tasks (they copy the context): its moves
+                # then bind only their command ids.
+                with bound_contextvars(game=game_id, seat=start.seat):
+                    await _until_disconnect(websocket, streaming, moves)
             await websocket.close(reason="game_over")
     except Refused as refused:
         if websocket.client_state == WebSocketState.CONNECTING:
@@ -340,7 +355,7 @@ class SocketMoves:
             command_id = command.get("command_id")
             envelope, result = await self._admit(command)
             if result is None:
-                with _bound(envelope):
+                with _command_bound(envelope):
                     result = await self.lobby.execute(envelope)
             version = accepted(envelope, result)  # CommandOut's fields, without the model
             answered = {
@@ -374,7 +389,7 @@ class SocketMoves:
         checked = parsed if own_id and isinstance(parsed, CommandEnvelope) else None
         bucket = self.limits.bucket("commands", self.client)
         if self.one_trip and isinstance(parsed, CommandEnvelope):
-            with _bound(parsed):
+            with _command_bound(parsed):
                 verdict, wait, result = await self.lobby.execute_admitted(
                     bucket, self.claim, parsed, checked
                 )
