@@ -95,14 +95,24 @@ if _out:
             gc.set_debug(gc.DEBUG_SAVEALL)
             _figures["saving"] = True
         if "garbage" not in _figures and os.path.exists(os.path.join(_out, "count")):
+            _figures["old_objects"] = len(gc.get_objects(2))  # not frozen: a full one scans
+            began = time.thread_time()
             gc.collect()
+            _figures["full_collection_ms"] = round(1000 * (time.thread_time() - began), 1)
             gc.set_debug(0)
             kinds = {}
             for thing in gc.garbage:
                 name = type(thing).__qualname__
+                if isinstance(thing, BaseException):
+                    name = f"{name}: {str(thing)[:60]}"
+                frame = getattr(thing, "tb_frame", thing)  # a traceback: its frame's code
+                code = getattr(thing, "__code__", None) or getattr(frame, "f_code", None)
+                if code is not None:  # a function, frame or traceback: where its code is
+                    where = code.co_filename.rsplit("/", 2)[-2:]
+                    name = f"{name} {code.co_qualname} ({'/'.join(where)})"
                 kinds[name] = kinds.get(name, 0) + 1
             _figures["garbage"] = len(gc.garbage)
-            _figures["garbage_kinds"] = sorted(kinds.items(), key=lambda kv: -kv[1])[:12]
+            _figures["garbage_kinds"] = sorted(kinds.items(), key=lambda kv: -kv[1])[:16]
             _figures["compiles"] = sum(_compiles.values())
             _figures["compiled_at"] = sorted(_compiles.items(), key=lambda kv: -kv[1])[:8]
             gc.garbage.clear()
@@ -122,7 +132,7 @@ if _out:
                 "modules": len(sys.modules),
             }
             with open(path + ".tmp", "w") as f:
-                json.dump(figures, f)
+                f.write(json.dumps(figures))  # json.dump: cycles of its own
             os.replace(path + ".tmp", path)
 
     threading.Thread(target=_write, daemon=True).start()
@@ -220,6 +230,8 @@ async def load_round(tree: str, untuned: bool, args: argparse.Namespace) -> dict
             processes[role(end["argv"])]["garbage_kinds"] = found["garbage_kinds"]
             processes[role(end["argv"])]["compiles_per_move"] = round(found["compiles"] / moves, 3)
             processes[role(end["argv"])]["compiled_at"] = found["compiled_at"]
+            processes[role(end["argv"])]["old_objects"] = found["old_objects"]
+            processes[role(end["argv"])]["full_collection_ms"] = found["full_collection_ms"]
     return {
         "moves_per_second": result["moves_per_second"],
         "server_cpu_ms_per_move": result["server_cpu_ms_per_move"],
