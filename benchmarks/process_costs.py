@@ -122,12 +122,13 @@ if _out:
         while True:
             time.sleep(0.2)
             _cycles()
+            if not _figures.get("frozen"):  # once frozen: it walks the list, a cost of its own
+                _figures["frozen"] = gc.get_freeze_count()
             times = os.times()
             figures = {
                 **_figures,
                 "cpu_s": times.user + times.system,
                 "argv": sys.argv,
-                "frozen": gc.get_freeze_count(),
                 "threshold": gc.get_threshold(),
                 "modules": len(sys.modules),
             }
