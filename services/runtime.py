@@ -177,10 +177,11 @@ def tune_collector() -> None:
     2.7 s of a 25 s run, a full one 130 ms (1,000 cached games), and after this 0.17 s (no
     full one). Under 20 two-seat tables closed loop on `caravel up --processes 2`
     (``benchmarks/process_costs.py load --untuned``, 2026-11-28): with CPython's defaults
-    the collector took 1.7 to 8% of each process' CPU (40 young collections per 1,000
-    moves); with this, none in a 12 s window in either process (one young collection per
-    ~1,800 moves), ~165,000 objects frozen in the pipeline child and ~205,000 in the
-    lobby's. What only a collection frees is 0.2 (pipeline) to 0.7 (lobby) objects per
+    the collector took 1.4 to 7.6% of a process' CPU (~45 young collections per 1,000 moves
+    in the pipeline child, ~25 in the lobby's, a full one now and then); with this, a young
+    collection about every 1,800 moves (10-20 ms: ~1% of the CPU of a window it falls in,
+    none in most 11 s windows), ~165,000 objects frozen in the pipeline child and ~205,000
+    in the lobby's. What only a collection frees is 0.2 (pipeline) to 0.7 (lobby) objects per
     move, none made by Caravel's move path: uvicorn's and asyncio's closed connections,
     SQLAlchemy's statement compiler, openskill's rating at a game's end."""
     gc.collect()
