@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,7 @@ import caravel_loop
 import psutil
 
 from services.capacity import free_port, server_env, wait_ready
+from services.children import terminate
 
 TREE = str(Path(__file__).resolve().parent.parent)
 
@@ -179,11 +179,7 @@ def caravel_up(
         try:
             yield f"http://127.0.0.1:{port}", psutil.Process(process.pid), out
         finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            terminate([process], 60)
 
 
 async def load_round(tree: str, untuned: bool, args: argparse.Namespace) -> dict[str, Any]:
@@ -265,8 +261,7 @@ def start_round(tree: str, services: str, redis_url: str) -> dict[str, Any]:
             probe = read_probes(out).get(process.pid, {})
         finally:
             os.close(read)
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
+            terminate([process], 60)
     if not said:
         raise RuntimeError(f"caravel part {services} of {tree} exited before serving")
     return {
