@@ -122,7 +122,13 @@ class ViewWaiter:
         refuses writes (NOREPLICAS, a master killed mid-failover), a read serves the view
         already projected, as a read that did not ask, instead of failing every first read
         of a game (issue 25); it asks again at its next read. With no view yet, the
-        refusal is raised (a 503 to retry)."""
+        refusal is raised (a 503 to retry).
+
+        A read that finds no view forgets that it asked, as a wait that runs out does: the
+        ask may have found no log yet (a start answered 202: nothing to wait for) and then
+        been lost (a Redis killed before its AOF kept it, a failover), and the game, its view
+        never written, would read 404 until this process asked again minutes later (issue
+        25: a stuck game whose view read 404 to the end of a chaos run)."""
         refused: Exception | None = None
         try:
             logged = await self._ask(game_id, keep)
@@ -137,6 +143,8 @@ class ViewWaiter:
         if view is None and refused is not None:
             raise refused  # a game never projected, or none: say neither, a 503 to retry
         if _reached(view, version) or wait_s <= 0 or version == 0:
+            if view is None:  # a miss: the next read asks again (see above)
+                self._asked.pop(game_id, None)
             return view
         await self._follow(self.keys.partition(game_id))
         give_up = time.monotonic() + wait_s

@@ -152,6 +152,7 @@ class LocalCluster:
             "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
             "--cluster-require-full-coverage", "no",  # as deploy/redis-cluster.conf
+            "--repl-diskless-sync-delay", "0",  # as deploy/redis-cluster.conf
             "--save", "",
             "--appendonly", "no",
             "--logfile", str(folder / "redis.log"),

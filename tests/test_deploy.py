@@ -142,6 +142,7 @@ def _is_cluster_node_conf(conf: dict[str, str]) -> None:
     assert conf["cluster-enabled"] == "yes" and conf["appendonly"] == "yes"
     assert int(conf["min-replicas-to-write"]) >= 1  # pairs with CARAVEL_DURABILITY_REPLICAS
     assert conf["cluster-require-full-coverage"] == "no"  # a shard away stops only its own
+    assert conf["repl-diskless-sync-delay"] == "0"  # a node back syncs at once (issue 25)
 
 
 def _cluster_nodes(url: str) -> list[str]:

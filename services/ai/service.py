@@ -38,6 +38,7 @@ import structlog
 from redis.asyncio import Redis
 from structlog.contextvars import bound_contextvars
 
+from services.runtime import Stopped, wait_for
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
 from shared.bus.deadlines import heads as deadline_heads
 from shared.bus.deadlines import set_and_ack
@@ -104,10 +105,14 @@ class BotPlayer:
         self._deadline_keys = [keys.deadlines(p) for p in keys.all_partitions()]
         self._firing: dict[str, asyncio.Task[None]] = {}  # deadlines being played, by key
 
-    async def start(self) -> None:
-        """Subscribe to every partition's decision stream (groups made from their start)."""
+    async def start(self, stop: asyncio.Event | None = None) -> None:
+        """Subscribe to every partition's decision stream (groups made from their start).
+        The seat changes' stream (one key, on one shard) is waited for while its shard
+        fails: a bot player started while that shard's master was away (a kill in the
+        chaos run) raised here, and no bot played again in that process (issue 25)."""
         await self.broker.start()
-        await self.seats.follow(self.broker)
+        follow = functools.partial(self.seats.follow, self.broker)
+        await wait_for("the seat changes' shard", follow, stop or asyncio.Event())
         for stream in self.streams:
             await self.consumer.subscribe(stream)
 
@@ -116,7 +121,10 @@ class BotPlayer:
         ``CARAVEL_CLAIM_IDLE_MS`` / 2 the requests another worker left pending that long
         (it died, or could not answer yet) are taken over; and the deadlines loop plays for
         the humans whose time ran out."""
-        await self.start()
+        try:
+            await self.start(stop)
+        except Stopped:
+            return
         deadlines = asyncio.create_task(
             keep_running(stop, self.serve_round, log, "bot player deadlines round failed")
         )

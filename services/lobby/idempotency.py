@@ -5,7 +5,11 @@ retry after a lost answer) gets the first request's answer, and nothing is made 
 The first answer is kept in Redis under the client (its address, as the rate limits see it)
 and the key, for ``IDEMPOTENCY_TTL_S``. A repeat that comes while the first still runs waits
 for its answer (409 ``idempotency_pending`` with ``Retry-After`` if it takes longer than
-``WAIT_S``). The same key with another request (method, path or body) is refused: 422
+``WAIT_S``). While it runs, its slot says so for ``PENDING_S`` at a time, renewed: a lobby
+killed in the middle of a request (the chaos benchmark's kills) left the slot pending for
+the whole ``IDEMPOTENCY_TTL_S``, and every repeat was 409 ``idempotency_pending`` for a day
+(starts and tables never answered); now a repeat runs the request itself once the dead
+one's slot has run out. The same key with another request (method, path or body) is refused: 422
 ``idempotency_key_reused``. A 5xx answer is not kept: the next repeat tries again. Redis
 not answering lets the request through unguarded (it then meets the API's own 503).
 """
@@ -34,6 +38,7 @@ log = structlog.get_logger("caravel.idempotency")
 HEADER = b"idempotency-key"
 IDEMPOTENCY_TTL_S = 24 * 3600
 WAIT_S = 30.0  # a repeat waits this long for the first request's answer
+PENDING_S = 20.0  # a running request's slot lasts this long unless renewed (every third)
 POLL_S = 0.05
 KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
 KEPT_HEADERS = {b"content-type", b"location", b"retry-after"}
@@ -93,7 +98,7 @@ class IdempotencyMiddleware:
         pending = dump_json({"digest": digest})
         deadline = asyncio.get_running_loop().time() + WAIT_S
         while True:
-            if await self.redis.set(slot, pending, nx=True, ex=IDEMPOTENCY_TTL_S):
+            if await self.redis.set(slot, pending, nx=True, px=int(PENDING_S * 1000)):
                 return None
             raw = await self.redis.get(slot)
             if raw is None:
@@ -124,11 +129,14 @@ class IdempotencyMiddleware:
                 chunks.append(message.get("body", b""))
             await send(message)
 
+        renewing = asyncio.create_task(_renew(self.redis, slot))
         try:
             await self.app(scope, receive, keep)
         except BaseException:
             await _forget(self.redis, slot)
             raise
+        finally:
+            renewing.cancel()
         status = int(start.get("status", 500))
         if status >= 500:
             await _forget(self.redis, slot)
@@ -184,6 +192,18 @@ async def _send_kept(kept: dict[str, Any], send: Send) -> None:
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": kept["status"], "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _renew(redis: Redis, slot: str) -> None:
+    """Keep a running request's slot pending (until cancelled, when it answers)."""
+    while True:
+        await asyncio.sleep(PENDING_S / 3)
+        try:
+            await redis.pexpire(slot, int(PENDING_S * 1000))
+        except Exception as e:
+            if not transient(e):
+                raise
+            log.warning("idempotency slot not renewed, for now", error=str(e))
 
 
 async def _forget(redis: Redis, slot: str) -> None:

@@ -41,6 +41,7 @@ which keeps nothing the retention would not keep anyway.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections import OrderedDict
@@ -51,6 +52,7 @@ from typing import Any
 import structlog
 from redis.asyncio import Redis
 
+from services.runtime import Stopped, wait_for
 from shared.bus import Broker, Delivery, Follower, GroupConsumer, Keys, ensure_group
 from shared.bus.faults import transient
 from shared.bus.retention import advance_group
@@ -128,14 +130,25 @@ class ViewProjector:
         self._reading = asyncio.Lock()  # partitions taken up and let go one at a time
         self.started = asyncio.Event()  # following the wants (for tests and tools)
 
-    async def start(self) -> None:
+    async def start(self, stop: asyncio.Event | None = None) -> None:
         """Follow the wanted views (projecting the games wanted lately: some may have been
-        wanted while no projector ran), reading the event streams of their partitions."""
+        wanted while no projector ran), reading the event streams of their partitions.
+        The wants' stream (one key, on one shard) is waited for while its shard fails, and
+        the wanted games that cannot be projected now (their shard fails) are projected at
+        their next event or read (a read that finds no view asks again): a projection
+        started while a master was away raised here, and no view was written again in that
+        process (issue 25)."""
         await self.broker.start()
         stream = self.keys.view_wants()
-        tail, recent = await recent_wants(self.redis, stream)
+        read = functools.partial(recent_wants, self.redis, stream)
+        tail, recent = await wait_for("the wanted views' shard", read, stop or asyncio.Event())
         now = time.time()
-        await self._want([(game_id, until) for game_id, until in recent if until > now])
+        try:
+            await self._want([(game_id, until) for game_id, until in recent if until > now])
+        except Exception as error:
+            if not transient(error):
+                raise
+            log.warning("wanted views not projected at start", error=str(error))
         self._wants_read = tail
         await self._wants.add(stream, tail)
         self.started.set()
@@ -143,7 +156,10 @@ class ViewProjector:
     async def run(self, stop: asyncio.Event) -> None:
         """Project until ``stop``; every claim time / 2, take over what another projector
         left pending that long (it died); a batch that fails stays pending."""
-        await self.start()
+        try:
+            await self.start(stop)
+        except Stopped:
+            return
         try:
             tidying = keep_running(
                 stop, self.tidy, log, "views: letting partitions go failed", period_s=PARK_S
@@ -189,7 +205,11 @@ class ViewProjector:
         """Keep each game wanted until the latest time asked (forgetting the wants that
         ran out, once a minute: a look at every wanted game, and a trim of the stream's
         wants that ran out, which FastStream's publish cannot trim by age), and project the
-        games now, up to the newest version of their logs."""
+        games now, up to the newest version of their logs: partition by partition, so that
+        a shard in a fault (a master failing over) delays only its own games' views. Its
+        games are tried again with the whole batch (raised: see :meth:`_wanted`). One
+        projection for all used to fail as a whole, and every new game's first view, on
+        every shard, waited for the failover (issue 25)."""
         now = time.time()
         if now - self._forgotten > FORGET_S:
             self._forgotten = now
@@ -201,9 +221,21 @@ class ViewProjector:
         opened = await self._take_up(now)
         games = {game_id for game_id, _ in wants}
         games.update(g for g in self._wanted_now(now) if self.keys.partition(g) in opened)
-        ordered = sorted(games)
-        for start in range(0, len(ordered), BATCH):
-            await self.project(ordered[start : start + BATCH])
+        by_partition: dict[int, list[str]] = {}
+        for game_id in sorted(games):
+            by_partition.setdefault(self.keys.partition(game_id), []).append(game_id)
+        refused: Exception | None = None
+        for p in sorted(by_partition):  # a shard's fault fails its own partitions' games
+            ordered = by_partition[p]
+            try:
+                for start in range(0, len(ordered), BATCH):
+                    await self.project(ordered[start : start + BATCH])
+            except Exception as error:
+                if not transient(error):
+                    raise
+                refused = refused or error
+        if refused is not None:
+            raise refused
 
     def _forget(self, now: float) -> None:
         for game_id in [g for g, until in self.wanted.items() if until <= now]:

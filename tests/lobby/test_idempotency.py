@@ -5,11 +5,16 @@ when the repeats come at once; the same key with another request is refused."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
+from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
-from shared.bus import Keys
+from services.lobby import idempotency
+from services.lobby.idempotency import IdempotencyMiddleware
+from shared.bus import Keys, connect
 
 from .helpers import bearer, running_lobby
 
@@ -124,3 +129,73 @@ async def test_a_waiting_player_cancels_their_ticket(
         late = await client.delete(f"/queue/{pair[0]}")
         assert late.status_code == 409 and late.json()["code"] == "ticket_matched"
         assert late.json()["details"]["table_id"] == status["table_id"]
+
+
+async def test_a_repeat_runs_again_when_the_first_requests_lobby_died(
+    redis_url: str, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lobby killed in the middle of a keyed request (the chaos benchmark's lobby kills)
+    left its slot pending for a day: every repeat, at any lobby, waited and was answered 409
+    ``idempotency_pending`` (starts and new tables never answered). The first request runs
+    here in an event loop of its own, stopped while the request runs: none of its code runs
+    again, as after a ``kill -9``. A repeat at another lobby runs the request itself once
+    the dead one's slot has run out."""
+    monkeypatch.setattr(idempotency, "PENDING_S", 0.5)
+    body = b'{"seats": 2}'
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/tables",
+        "headers": [(b"idempotency-key", b"dies-1")],
+        "client": ("10.0.0.1", 1234),
+    }
+    running = threading.Event()
+
+    async def hangs(scope: Any, receive: Any, send: Any) -> None:
+        running.set()
+        await asyncio.Event().wait()  # the process dies in here
+
+    dead = asyncio.new_event_loop()
+    dying = connect(redis_url)
+    first = dead.create_task(
+        IdempotencyMiddleware(hangs, dying, keys)(scope, _receiving(body), _ignored)
+    )
+    thread = threading.Thread(target=dead.run_forever)
+    thread.start()
+    try:
+        assert await asyncio.to_thread(running.wait, 30)
+        dead.call_soon_threadsafe(dead.stop)  # the lobby dies: nothing of it runs again
+        thread.join()
+        assert not first.done()
+        answered: list[Any] = []
+
+        async def made(scope: Any, receive: Any, send: Any) -> None:
+            await send({"type": "http.response.start", "status": 201, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+        async def sent(message: Any) -> None:
+            answered.append(message)
+
+        repeat = connect(redis_url)
+        try:
+            await IdempotencyMiddleware(made, repeat, keys)(scope, _receiving(body), sent)
+        finally:
+            await repeat.aclose()
+        assert answered[0]["status"] == 201
+    finally:
+        thread.join()
+        _DEAD.append((dead, first, dying))  # left as a killed process leaves them, uncollected
+
+
+_DEAD: list[Any] = []
+
+
+def _receiving(body: bytes) -> Any:
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+async def _ignored(message: Any) -> None:
+    return None

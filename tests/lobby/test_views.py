@@ -243,6 +243,30 @@ async def test_a_read_whose_wait_ran_out_asks_again(redis: Redis, keys: Keys) ->
         await waiter.close()
 
 
+async def test_a_read_that_finds_no_view_asks_again(redis: Redis, keys: Keys) -> None:
+    """A game's first read comes before its game exists (a start answered 202): it asks for
+    the views, the log has no version, so it waits for nothing and finds no view. That ask
+    is lost (here: the wants' stream gone before any projection read it; in the chaos run a
+    Redis killed before its AOF kept it). The game's later reads find no view either: each
+    asks again (a miss re-projects), instead of answering 404 on the lost ask for minutes
+    (issue 25: a stuck game whose view read 404 to the end of a chaos run)."""
+    commands, _ = play_locally("g-miss", players=2, seed=7, limit=8)
+    sender = CommandSender(redis, keys)
+    waiter = ViewWaiter(redis, keys, service="test")
+    try:
+        assert await waiter.read("g-miss", 0, 0.2) is None  # no game yet
+        async with running_engine(redis, keys):
+            for command in commands:
+                assert (await sender.execute(command)).status == "accepted"
+        await redis.delete(keys.view_wants())  # the ask is lost
+        async with running_engine(redis, keys), running_projector(redis, keys):
+            state = await _logged_state(redis, keys, "g-miss")
+            assert await waiter.read("g-miss", 0, 10) == aod.view(state, 0)
+            assert await waiter.read_at("g-miss", None, 0, 0) == aod.view(state, None)
+    finally:
+        await waiter.close()
+
+
 async def _logged_state(redis: Redis, keys: Keys, game_id: str) -> Any:
     """The game's state as its log has it now."""
     loaded = (await EventStore(redis, keys).load_many([game_id], GameCodec()))[game_id]
