@@ -29,6 +29,7 @@ class Finish:
     result: CommandResult | None
     rejection: Rejection | None = None
     version: int | None = None
+    held: bool = False  # acknowledged with its game's end, as :attr:`Append.held`
 
 
 class Reject(Exception):

@@ -20,6 +20,21 @@ from .outcomes import Finish
 log = structlog.get_logger("caravel.engine")
 
 
+def hold_ends(cache: GameCache, appends: Sequence[Append], finishes: Sequence[Finish]) -> None:
+    """Mark held the appends that end their games and the outcomes answered on a game over
+    whose end is not recorded yet: their entries are acknowledged with that record
+    (:func:`record_final_hashes`), so an engine stopped before it leaves them pending. The
+    append script acknowledges the others: had it acknowledged an ending command too, a
+    stop between the two calls would leave a game over that no command ever comes to again,
+    never among the finished (never archived), as a chaos run of issue 25 found."""
+    for a in appends:
+        cached = cache.games.get(a.game_id)
+        if a.entry and cached is not None and cached.version == a.version:
+            a.held = cache.newly_over(a.game_id)
+    for f in finishes:
+        f.held = f.game_id is not None and cache.newly_over(f.game_id)
+
+
 async def record_finishes(
     store: EventStore, cache: GameCache, finishes: Sequence[tuple[int, Delivery, Finish]]
 ) -> list[tuple[int, Delivery]]:
@@ -28,7 +43,8 @@ async def record_finishes(
     stale: list[tuple[int, Delivery]] = []
     for i, d, f in finishes:
         rejection = f.rejection.model_dump_json() if f.rejection else None
-        args = (f.game_id, f.partition, f.result, f.entry_id, rejection, f.version)
+        entry = None if f.held else f.entry_id
+        args = (f.game_id, f.partition, f.result, entry, rejection, f.version)
         if not await store.finish(*args):
             log.warning("the log went back under a cached game", game=f.game_id)
             cache.games.pop(f.game_id or "", None)
@@ -46,33 +62,34 @@ async def record_final_hashes(
     cache: GameCache,
     appends: Sequence[Append],
     results: Sequence[Any],
-    answered: Sequence[str] = (),
+    finished: Sequence[Finish] = (),
 ) -> None:
-    """Record the final state hash of every game the batch ended, and of the games the
-    batch answered without appending (``answered``) that are over with none recorded: the
-    append that ended a game may have been written while its recording was not (Redis
-    refused it, or the engine was killed in between). The ending command, not acknowledged,
-    comes again and is answered as a duplicate; no other command comes to a game over, so
-    this is the only time to record it. Before, such a game was never among the finished:
-    never archived, and a game "not over" with no decision pending (issue 25's chaos run)."""
+    """Record the final state hash of every game the batch ended, and of the games over
+    with none recorded that the batch answered without appending (``finished``, recorded),
+    acknowledging the entries held for it (:func:`hold_ends`). The append that ended a game
+    may have been written while its recording was not (Redis refused it, or the engine was
+    killed in between): the ending command, still pending, comes again and is answered as
+    a duplicate, the only command that comes to a game over, so the end is recorded then."""
+    held: dict[str, list[str]] = {}
     for a, r in zip(appends, results, strict=True):
-        if r.status != "ok" or not cache.newly_over(a.game_id):
-            continue
-        cached = cache.games[a.game_id]
-        if cached.version != a.version or cached.game is None:
-            continue  # the game's last append of the batch records it
-        await _record(store, cache, a.game_id)
-    for game_id in dict.fromkeys(answered):
+        if a.held and a.entry and r.status == "ok":
+            held.setdefault(a.game_id, []).append(a.entry[1])
+    for f in finished:
+        if f.held and f.game_id is not None:
+            held.setdefault(f.game_id, []).append(f.entry_id)
+    for game_id, entries in held.items():
         if cache.newly_over(game_id):
-            await _record(store, cache, game_id)
+            await _record(store, cache, game_id, entries)
+        # else: its end was recorded meanwhile; the entries, pending, come again and are
+        # answered as duplicates, acknowledged then
 
 
-async def _record(store: EventStore, cache: GameCache, game_id: str) -> None:
-    """Record the cached game's final hash (it is over)."""
+async def _record(store: EventStore, cache: GameCache, game_id: str, entries: list[str]) -> None:
+    """Record the cached game's final hash (it is over), acknowledging ``entries``."""
     cached = cache.games[game_id]
     assert cached.game is not None
     state_hash = cached.game.state_hash(cached.state)
-    await store.record_final_hash(game_id, state_hash, cached.version)
+    await store.record_final_hash(game_id, state_hash, cached.version, entries)
     cached.final_recorded = True
 
 

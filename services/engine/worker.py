@@ -50,7 +50,7 @@ from .deciding import Decider
 from .decision_requests import attach
 from .leases import Leases
 from .outcomes import Finish
-from .recording import count_by_game, record_final_hashes, record_finishes
+from .recording import count_by_game, hold_ends, record_final_hashes, record_finishes
 
 log = structlog.get_logger("caravel.engine")
 
@@ -326,6 +326,7 @@ class Engine:
             outcomes.append((d, game_id, outcome))
 
         appends = [o for _, _, o in outcomes if isinstance(o, Append)]
+        hold_ends(self.cache, appends, [o for _, _, o in outcomes if isinstance(o, Finish)])
         attach(appends, self.cache, self.settings, self.codec)
         started = time.perf_counter()
         results = await self.store.append_many(appends)
@@ -356,9 +357,11 @@ class Engine:
         self.stats["accepted"] += len(accepted)
         metrics.count_commands("accepted", n=len(accepted))
         count_by_game(self.cache, accepted)
-        retry += await record_finishes(self.store, self.cache, finishes)
-        answered = [f.game_id for _, _, f in finishes if f.game_id is not None]
-        await record_final_hashes(self.store, self.cache, appends, results, answered)
+        stale = await record_finishes(self.store, self.cache, finishes)
+        retry += stale
+        again = {i for i, _ in stale}
+        recorded = [f for i, _, f in finishes if i not in again]
+        await record_final_hashes(self.store, self.cache, appends, results, recorded)
         if retry:
             self.stats["conflicts"] += len(retry)
             if attempt < 3:

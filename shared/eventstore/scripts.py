@@ -131,8 +131,12 @@ _FINISHED = """
 -- ms) and the partition event stream's last entry then, at or after the game's last one.
 -- The first time and entry recorded stay. Nothing is recorded if the log has not reached
 -- the version of the end (a failover took it back after the engine saw it: the game goes
--- on). KEYS: 1 meta, 2 finished, 3 partition events. ARGV: 1 game id, 2 final hash, 3 the
--- version of the end (0: not checked)
+-- on). Last, the command entries that ended the game or were answered on it over (held by
+-- the engine) are acknowledged: an engine stopped before this call, or a call that failed
+-- on the way, leaves them pending, to come again and record the end then.
+-- KEYS: 1 meta, 2 finished, 3 partition events, 4 command stream (with entries).
+-- ARGV: 1 game id, 2 final hash, 3 the version of the end (0: not checked), 4 the engine's
+-- group, then the entry ids
 if tonumber(redis.call('HGET', KEYS[1], 'version') or '0') < tonumber(ARGV[3]) then
   return 0
 end
@@ -145,6 +149,7 @@ if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'final_hash', ARGV[2]) end
 redis.call('HSETNX', KEYS[1], 'finished_ms', ms)
 redis.call('HSETNX', KEYS[1], 'final_entry', entry)
 redis.call('SADD', KEYS[2], ARGV[1])
+if #ARGV > 4 then redis.call('XACK', KEYS[4], ARGV[4], unpack(ARGV, 5)) end
 return 1
 """
 

@@ -83,6 +83,10 @@ class Append:
     decisions: Sequence[str] = ()  # decision request JSON documents
     seat: int | None = None  # the command's seat: its id is scoped to it (``command_key``)
     snapshot: str = ""  # the game's state JSON at ``version``, stored if the append is made
+    # True: the append ends its game, and its entry is acknowledged when the game's end is
+    # recorded (:meth:`EventStore.record_final_hash`), not with the append: an engine that
+    # stops in between leaves it pending, to come again (a duplicate) and record the end.
+    held: bool = False
 
     @property
     def version(self) -> int:
@@ -190,7 +194,7 @@ class EventStore(EventReader):
                 a.expected,
                 command_key(a.seat, command_id) if command_id else "",
                 a.game_id,
-                a.entry[1] if a.entry else "",
+                a.entry[1] if a.entry and not a.held else "",
                 result,
                 snapshot,
                 len(events),
@@ -321,12 +325,15 @@ class EventStore(EventReader):
                 batch.call(SCRIPTS["snapshot"], keys, [version, data])
             await batch.execute()
 
-    async def record_final_hash(self, game_id: str, state_hash: str, version: int) -> None:
+    async def record_final_hash(
+        self, game_id: str, state_hash: str, version: int, entries: Sequence[str] = ()
+    ) -> None:
         """The hash of a finished game's final state at ``version``, to check replays
         against; the game joins its partition's finished games, with when it finished (for
-        archiving). Nothing is recorded if the log has not reached ``version`` (it went
-        back: the game is not over)."""
-        await self._record_finished(game_id, state_hash, version)
+        archiving), and the command ``entries`` held for its end (:attr:`Append.held`) are
+        acknowledged with it. Nothing is recorded (or acknowledged) if the log has not
+        reached ``version`` (it went back: the game is not over)."""
+        await self._record_finished(game_id, state_hash, version, entries)
 
     async def stamp_finished(self, game_ids: Sequence[str]) -> None:
         """Record when finished games finished, for those that have no such record (they
@@ -334,11 +341,14 @@ class EventStore(EventReader):
         for game_id in game_ids:
             await self._record_finished(game_id, "", 0)
 
-    async def _record_finished(self, game_id: str, state_hash: str, version: int) -> None:
+    async def _record_finished(
+        self, game_id: str, state_hash: str, version: int, entries: Sequence[str] = ()
+    ) -> None:
         k = self.keys
         p = k.partition(game_id)
-        keys = [k.meta(game_id), k.finished(p), k.events(p)]
-        await call(self.redis, SCRIPTS["finished"], keys, [game_id, state_hash, version])
+        keys = [k.meta(game_id), k.finished(p), k.events(p), k.commands(p)]
+        args = [game_id, state_hash, version, self.group, *entries]
+        await call(self.redis, SCRIPTS["finished"], keys, args)
 
     async def forget(self, game_id: str, version: int, final_hash: str) -> bool:
         """Delete an archived game from Redis (its log, meta, seen ids, snapshot, seats and

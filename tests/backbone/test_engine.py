@@ -10,6 +10,7 @@ import pytest
 from redis.asyncio import Redis
 
 from services.engine import Engine
+from services.engine.worker import GROUP as ENGINE_GROUP
 from shared.bus import BODY, CommandSender, Keys
 from shared.contracts import CommandEnvelope, DeadLetter, DecisionRequest
 from shared.games import age_of_discovery as aod
@@ -58,6 +59,46 @@ async def test_a_game_whose_end_was_appended_but_not_recorded_is_recorded_when_a
         await sender.send(commands[-1])  # its answer is the first one, kept
         await wait_for(recorded)
         assert await engine.store.final_hash("g-unrecorded") == final.state_hash()
+
+
+async def test_a_games_end_that_could_not_be_recorded_is_recorded_when_its_command_comes_again(
+    redis: Redis, keys: Keys
+) -> None:
+    """Issue 25's chaos run: an engine killed between the append that ends a game and the
+    recording of its end. The append script acknowledged the ending command, so it never
+    came again, and the game, over, was never among the finished (never archived). Here
+    Redis refuses the recording (the partition's finished set holds a string: WRONGTYPE);
+    the ending command must stay pending meanwhile, and once the refusal is gone it comes
+    again and the end is recorded, with its final hash, and the command acknowledged."""
+    game = "g-end-refused"
+    commands, final = play_locally(game, players=2, seed=4)
+    sender = CommandSender(redis, keys)
+    p = keys.partition(game)
+    await redis.set(keys.finished(p), "in the way")
+    try:
+        async with running_engine(redis, keys) as engine:
+            for command in commands:  # the last one's answer comes with its append
+                assert (await sender.execute(command)).status == "accepted"
+            assert await _pending(redis, keys, p) == 1  # the ending command, held
+            await redis.delete(keys.finished(p))
+
+            async def recorded() -> bool:
+                return bool(await redis.sismember(keys.finished(p), game))
+
+            await wait_for(recorded)
+            assert await engine.store.final_hash(game) == final.state_hash()
+            await wait_for(lambda: _no_pending(redis, keys, p))
+    finally:
+        await redis.delete(keys.finished(p))
+
+
+async def _pending(redis: Redis, keys: Keys, p: int) -> int:
+    summary = await redis.xpending(keys.commands(p), ENGINE_GROUP)
+    return int(summary["pending"])
+
+
+async def _no_pending(redis: Redis, keys: Keys, p: int) -> bool:
+    return await _pending(redis, keys, p) == 0
 
 
 async def test_a_whole_game_through_the_engine_replays_to_its_recorded_hash(
