@@ -76,15 +76,29 @@ class LobbySeat(SQLModel, table=True):
 
 
 def make_engine(url: str, **options: Any) -> Engine:
-    """A SQLAlchemy engine with the lobby's tables migrated to the head revision."""
+    """A SQLAlchemy engine with the lobby's tables migrated to the head revision (a SQLite
+    file in write-ahead-log mode: :func:`_write_ahead`)."""
     if url.startswith("sqlite"):
         options.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
         database = make_url(url).database
         if database and database != ":memory:":  # a fresh data folder: make it
             Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, **options)
+    if engine.dialect.name == "sqlite":
+        _write_ahead(engine)
     migrate(engine, MIGRATIONS)
     return engine
+
+
+def _write_ahead(engine: Engine) -> None:
+    """A SQLite file's journal as a write-ahead log (issue 24). With the rollback journal
+    each commit made, synced and deleted a journal file beside the database, and a writer
+    locked its readers out: the lobby's threads and the services process (the archive,
+    scoring) waited on each other. In WAL mode readers never wait for the writer and a
+    commit appends to the log, synced once. The mode is the file's own, kept across
+    connections; an in-memory database keeps its own (``memory``)."""
+    with engine.connect() as connection:
+        connection.exec_driver_sql("PRAGMA journal_mode=WAL")
 
 
 class LobbyTicket(SQLModel, table=True):
