@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Engine, Index, make_url, text
+from sqlalchemy import JSON, Engine, Index, Table, make_url, text
 from sqlmodel import Field, SQLModel, create_engine
 
 from shared.games.api import DEFAULT_GAME
@@ -73,6 +73,11 @@ class LobbySeat(SQLModel, table=True):
     # Who holds the seat now: drawn anew each time it is taken, and named by the seat token,
     # so that a token outlives neither its holder's leaving nor a new holder's arrival.
     holder: str = Field(default="", max_length=64, sa_column_kwargs={"server_default": ""})
+
+
+TABLES: Table = LobbyTable.__table__  # type: ignore[attr-defined]
+"""The tables' SQL table, for Core statements (no unit of work where one statement does)."""
+SEATS: Table = LobbySeat.__table__  # type: ignore[attr-defined]
 
 
 def make_engine(url: str, **options: Any) -> Engine:

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
@@ -31,7 +31,7 @@ from .catalog import (
     players_schema,
     seat_schema,
 )
-from .db import LobbySeat, LobbyTable
+from .db import SEATS, TABLES, LobbySeat, LobbyTable
 from .lobby import (
     MAX_SEATS,
     VIEW_WAIT_S,
@@ -159,13 +159,11 @@ def _create(db: Engine, body: CreateTable) -> TableOut:
         LobbySeat(table_id=table.id, seat=s, kind="bot", name=bot_name(level, s), bot_level=level)
         for s, level in sorted(body.bots.items())
     ]
-    with Session(db) as session:
-        session.add(table)
-        session.flush()
-        session.add_all(seats)
-        session.commit()
-        session.refresh(table)
-        return table_out(table, _seats(session, table.id))
+    with db.begin() as connection:  # one transaction; the answer is what was written
+        connection.execute(insert(TABLES).values(table.model_dump()))
+        if seats:
+            connection.execute(insert(SEATS), [s.model_dump() for s in seats])
+    return table_out(table, seats)
 
 
 @router.get("/tables", response_model=list[TableOut], responses=ERRORS)
@@ -203,12 +201,10 @@ def _running(db: Engine) -> list[str]:
 
 
 def _set_finished(db: Engine, table_ids: list[str]) -> None:
-    with Session(db) as session:
-        query = select(LobbyTable).where(LobbyTable.id.in_(table_ids))  # type: ignore[attr-defined]
-        for table in session.exec(query).all():
-            table.status = "finished"
-            session.add(table)
-        session.commit()
+    with db.begin() as connection:
+        connection.execute(
+            update(TABLES).where(TABLES.c.id.in_(table_ids)).values(status="finished")
+        )
 
 
 def _list(db: Engine, status: str) -> list[TableOut]:
@@ -223,9 +219,8 @@ def _list(db: Engine, status: str) -> list[TableOut]:
 
 
 def _get(db: Engine, table_id: str) -> TableOut:
-    with Session(db) as session:
-        table = _table(session, table_id)
-        return table_out(table, _seats(session, table_id))
+    with db.connect() as connection:
+        return table_out(*_read(connection, table_id))
 
 
 @router.post(
@@ -249,24 +244,23 @@ async def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
 def _join(db: Engine, table_id: str, body: JoinTable) -> tuple[int, str]:
     """The seat taken in SQL and its new holder's id."""
     for _ in range(8):  # lost a race for a seat: try the next free one
-        with Session(db) as session:
-            table = _table(session, table_id)
-            if table.status != "open":
-                raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
-            taken = _seats(session, table_id)
-            if any(s.kind == "human" and s.name == body.name for s in taken):
-                message = f"{body.name!r} already holds a seat at table {table_id}"
-                raise ApiError(409, "name_taken", message)
-            seat = _free_seat(table, taken, body.seat)
-            holder = uuid.uuid4().hex
-            session.add(
-                LobbySeat(table_id=table_id, seat=seat, kind="human", name=body.name, holder=holder)
-            )
-            try:
-                session.commit()
-            except IntegrityError:  # lost a race for the seat, or for the name: look again
-                session.rollback()
-                continue
+        holder = uuid.uuid4().hex
+        try:
+            with db.begin() as connection:  # one read, one insert, one commit
+                table, taken = _read(connection, table_id)
+                if table.status != "open":
+                    raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
+                if any(s.kind == "human" and s.name == body.name for s in taken):
+                    message = f"{body.name!r} already holds a seat at table {table_id}"
+                    raise ApiError(409, "name_taken", message)
+                seat = _free_seat(table, taken, body.seat)
+                connection.execute(
+                    insert(SEATS).values(
+                        table_id=table_id, seat=seat, kind="human", name=body.name, holder=holder
+                    )
+                )
+        except IntegrityError:  # lost a race for the seat, or for the name: look again
+            continue
         return seat, holder
     raise ApiError(409, "table_busy", "too many players are joining at once; try again")
 
@@ -450,6 +444,25 @@ def _table(session: Session, table_id: str) -> LobbyTable:
     return table
 
 
+SEAT_COLUMNS = [c for c in SEATS.c if c.name != "table_id"]
+
+
+def _read(connection: Connection, table_id: str) -> tuple[LobbyTable, list[LobbySeat]]:
+    """A table and its taken seats in seat order, in one statement (the seats joined to
+    their table); 404 for no table."""
+    query = TABLES.outerjoin(SEATS).select().where(TABLES.c.id == table_id).order_by(SEATS.c.seat)
+    rows = connection.execute(query).all()
+    if not rows:
+        raise ApiError(404, "unknown_table", f"there is no table {table_id}")
+    table = LobbyTable(**{c.name: getattr(rows[0], c.name) for c in TABLES.c})
+    seats = [
+        LobbySeat(table_id=table_id, **{c.name: getattr(row, c.name) for c in SEAT_COLUMNS})
+        for row in rows
+        if row.seat is not None
+    ]
+    return table, seats
+
+
 def _seats(session: Session, table_id: str) -> list[LobbySeat]:
     """A table's taken seats, in seat order."""
     query = select(LobbySeat).where(LobbySeat.table_id == table_id).order_by(LobbySeat.seat)  # type: ignore[arg-type]
@@ -494,26 +507,35 @@ def _claim_start(
     """Mark an open, full table as running (once), filling free seats with bots if asked;
     returns it, its seats and the seats filled (a start not yet seen through is returned as
     it is, to be sent again; so is a running table to a ``repeat``)."""
-    with Session(db) as session:
-        table = _table(session, table_id)
+    with db.begin() as connection:  # one read, the writes, one commit
+        table, seats = _read(connection, table_id)
         if fill is not None:
             check_bot_level(api.get(table.game), fill)
         if table.status == "running" and (table.starting_since is not None or repeat):
-            return table, _seats(session, table_id), []  # an unfinished start, sent again
+            return table, seats, []  # an unfinished start, sent again
         if table.status != "open":
             raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
-        taken = {s.seat for s in _seats(session, table_id)}
+        taken = {s.seat for s in seats}
         free = [s for s in range(table.seats) if s not in taken]
         if free and fill is None:
             raise ApiError(409, "table_not_full", f"seats {free} are free", {"free": free})
-        for s in free:
-            bot = bot_name(fill or "", s)  # fill is set when a seat is free (checked above)
-            session.add(LobbySeat(table_id=table_id, seat=s, kind="bot", name=bot, bot_level=fill))
+        bots = [  # fill is set when a seat is free (checked above)
+            LobbySeat(
+                table_id=table_id, seat=s, kind="bot", name=bot_name(fill or "", s), bot_level=fill
+            )
+            for s in free
+        ]
+        if bots:
+            connection.execute(insert(SEATS), [b.model_dump() for b in bots])
         table.status, table.starting_since, table.start_error = "running", _now(), ""
-        session.add(table)
-        session.commit()
-        session.refresh(table)
-        return table, _seats(session, table_id), free
+        claimed = connection.execute(  # only if still open: a start at the same time lost
+            update(TABLES)
+            .where(TABLES.c.id == table_id, TABLES.c.status == "open")
+            .values(status=table.status, starting_since=table.starting_since, start_error="")
+        )
+        if claimed.rowcount != 1:
+            raise ApiError(409, "table_not_open", f"table {table_id} is being started")
+        return table, sorted(seats + bots, key=lambda s: s.seat), free
 
 
 def _reopen(db: Engine, table_id: str, filled: list[int], reason: str) -> None:
@@ -535,12 +557,10 @@ def _reopen(db: Engine, table_id: str, filled: list[int], reason: str) -> None:
 
 def _started(db: Engine, table_ids: list[str]) -> None:
     """The games of ``table_ids`` exist: their starts are done."""
-    with Session(db) as session:
-        query = select(LobbyTable).where(LobbyTable.id.in_(table_ids))  # type: ignore[attr-defined]
-        for table in session.exec(query).all():
-            table.starting_since = None
-            session.add(table)
-        session.commit()
+    with db.begin() as connection:
+        connection.execute(
+            update(TABLES).where(TABLES.c.id.in_(table_ids)).values(starting_since=None)
+        )
 
 
 def _retried(db: Engine, table_id: str) -> None:
