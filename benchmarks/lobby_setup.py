@@ -124,7 +124,7 @@ def main() -> None:
             print(json.dumps(runs["old"][-1]) if args.json else runs["old"][-1], flush=True)
     figures = ("lobby_ms_per_table", "services_ms_per_table", "redis_ms_per_table")
     summary: dict[str, Any] = {
-        side: {f: statistics.median(r[f] for r in results) for f in figures}
+        side: {f: round(statistics.median(r[f] for r in results), 2) for f in figures}
         for side, results in runs.items()
         if results
     }
