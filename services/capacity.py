@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import os
 import random
-import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from typing import Any
 import httpx
 import websockets
 
+from services.children import terminate
 from services.usage import server_rss_bytes, usage
 from shared.contracts import dump_json, load_json
 
@@ -109,11 +109,7 @@ def server(
     try:
         yield f"http://127.0.0.1:{port}", process
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        terminate([process], 60)
 
 
 async def wait_ready(base: str, seconds: float = 120) -> None:

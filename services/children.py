@@ -16,8 +16,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import structlog
@@ -157,6 +158,27 @@ class Children:
         for child in self.children:
             child.signal(signal.SIGTERM)
         await asyncio.gather(*(child.wait() for child in self.children))
+
+
+def terminate(
+    processes: Iterable[subprocess.Popen[Any]], timeout_s: float = CHILD_STOP_S
+) -> list[int]:
+    """SIGTERM to each process still running, then wait for each, killing one still there
+    ``timeout_s`` later: the one way every launcher here (benchmarks, tests, the capacity
+    server) stops what it started. Their exit codes in order (a killed one's ``-9``), so a
+    caller can check that a graceful stop was graceful."""
+    chosen = list(processes)
+    for process in chosen:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for process in chosen:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return [process.returncode for process in chosen]
 
 
 def layout(processes: int) -> list[tuple[str, str]]:

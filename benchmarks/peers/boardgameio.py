@@ -4,17 +4,16 @@ socket.io (one move in flight per match), with the server's CPU per move."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from typing import Any
 
 from services.capacity import free_port
+from services.children import terminate
 from services.usage import cpu_s, tree_pids
 
 VERSION = "0.50.2"
@@ -146,11 +145,7 @@ def run(folder: str, tables: int, seconds: float, warmup_s: float = 3) -> dict[s
         cpu1, elapsed = cpu_s(tree_pids(server.pid)), time.perf_counter() - started
         client.wait(timeout=30)
     finally:
-        server.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            server.wait(timeout=10)
-        if server.poll() is None:
-            server.kill()
+        terminate([server], 10)
     out = json.loads(line)
     moves = max(out["moves"], 1)
     return {

@@ -60,7 +60,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -410,13 +409,9 @@ def floor_server(variant: str, parse: str) -> Iterator[tuple[int, dict[str, int]
             _wait_port(port)
             yield port, pids, path
         finally:
-            for process in processes:
-                process.send_signal(signal.SIGTERM)
-            for process in processes:
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            from services.children import terminate  # not in the floor's own processes
+
+            terminate(processes, 10)
 
 
 def _wait_port(port: int, seconds: float = 30) -> None:

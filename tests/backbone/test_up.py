@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 
+from services.children import terminate
 from shared.bus import CommandSender, Keys, connect
 from tests.lobby.helpers import free_port
 
@@ -47,12 +47,7 @@ async def test_caravel_up_serves_games_from_an_embedded_redis(tmp_path: Path) ->
         docs = httpx.get(f"http://127.0.0.1:{port}/docs", timeout=10)
         assert docs.status_code == 200
     finally:
-        up.send_signal(signal.SIGTERM)
-        try:
-            assert up.wait(timeout=30) == 0
-        finally:
-            if up.poll() is None:
-                up.kill()
+        assert terminate([up], 30) == [0]  # a graceful stop on SIGTERM
     assert (tmp_path / "data" / "redis.db").stat().st_size > 0  # the log outlives the process
     assert up.stdout is not None
     said = up.stdout.read().decode().splitlines()  # where it serves, its docs, its data

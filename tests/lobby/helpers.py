@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from services.children import terminate
 from shared.bus import Keys
 
 READY_WITHIN_S = 120  # a loaded machine starts a `caravel up` of several processes slowly
@@ -91,11 +91,7 @@ async def running_lobby(
                 raise TimeoutError(f"caravel {command} not ready in {READY_WITHIN_S} s")
             yield client
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        terminate([process], 20)
 
 
 async def probe(port: int) -> httpx.Response:

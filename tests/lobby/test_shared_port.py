@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from services.children import terminate
 from shared.bus import Keys
 
 from .helpers import caravel_env, free_port, running_lobby
@@ -103,14 +104,7 @@ async def test_two_lobbies_share_a_port_and_either_one_serves_it_alone(
         assert second.poll() is None  # it started, and serves the port alone now
         assert await _answers(port, 10) == [200] * 10
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        terminate(processes, 20)
 
 
 async def test_caravel_up_with_two_lobbies_serves_its_port_from_two_processes(

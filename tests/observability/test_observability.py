@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import re
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -21,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 from sqlalchemy import create_engine
 
+from services.children import terminate
 from services.health import Health, operations_routes
 from services.runtime import EmbeddedRedis
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys, connect, ensure_group
@@ -201,11 +201,7 @@ async def test_an_engine_alone_serves_metrics_and_health_on_its_port(
 
             await wait_for(counted)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        terminate([process], 20)
 
 
 async def test_readiness_says_what_does_not_answer(redis: Redis) -> None:
