@@ -27,7 +27,7 @@ from typing import NamedTuple
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, Follower, Keys, newest_ids
-from shared.contracts import DecisionRequest, Notification, decision_game, dump_json
+from shared.contracts import Notification, decision_game, decision_head, dump_json, load_json
 from shared.games import api
 
 BATCH = 500
@@ -70,27 +70,35 @@ class Published(NamedTuple):
 
 
 class Decision:
-    """A decision request, parsed once, with its ``decision`` frames made once: the seat's
-    (with its legal commands) and a spectator's (without)."""
+    """A decision request as its writer encoded it (the engine), read only as far as whom
+    it is for (:func:`~shared.contracts.decision_head`), with its ``decision`` frames made
+    once: the seat's is the request's own JSON with the frame's type put in front (the
+    server wrote it: neither validated nor encoded again), a spectator's has no legal
+    commands."""
 
-    __slots__ = ("_frames", "request")
+    __slots__ = ("_frames", "head", "raw")
 
-    def __init__(self, request: DecisionRequest) -> None:
-        self.request = request
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self.head = decision_head(raw)
         self._frames: dict[bool, str] = {}
 
     def frame(self, spectator: bool) -> str:
         """The frame a socket is sent: a spectator's has no legal commands."""
         made = self._frames.get(spectator)
         if made is None:
-            item = self.request.model_dump(mode="json")
-            if spectator:
-                item["legal_commands"] = []
-            made = self._frames[spectator] = dump_json({"type": "decision", **item})
+            if spectator or self.raw[:1] != b"{":
+                item = load_json(self.raw)
+                if spectator:
+                    item["legal_commands"] = []
+                made = dump_json({"type": "decision", **item})
+            else:
+                made = '{"type":"decision",' + self.raw[1:].decode()
+            self._frames[spectator] = made
         return made
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Decision) and other.request == self.request
+        return isinstance(other, Decision) and other.raw == self.raw
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -181,8 +189,8 @@ class EventFanout:
                 named = decision_game(raw)
                 if named is not None and named not in self._listeners:
                     continue  # another game's: not worth parsing
-                item = Decision(DecisionRequest.model_validate_json(raw))
-                game_id = item.request.game_id
+                item = Decision(raw)
+                game_id = item.head.game_id
             else:
                 game_id = d.fields[b"g"].decode()
                 if game_id not in self._listeners:

@@ -9,7 +9,7 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Annotated, Any, Literal, NamedTuple
 
 import structlog
@@ -18,14 +18,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocketState
-from structlog.contextvars import bound_contextvars
+from structlog.contextvars import bind_contextvars, bound_contextvars, reset_contextvars
 
 from shared.bus.scripts import Batch
 from shared.bus.tails import newest_first
 from shared.contracts import (
     CommandEnvelope,
     CommandResult,
-    DecisionRequest,
     decision_game,
     dump_json,
     load_json,
@@ -171,20 +170,37 @@ def _bound(envelope: CommandEnvelope) -> Any:
     return bound_contextvars(game=envelope.game_id, command=envelope.command_id, seat=envelope.seat)
 
 
+@contextlib.contextmanager
+def _command_bound(envelope: CommandEnvelope) -> Iterator[None]:
+    """A socket's command's id on the log lines while it is sent (the socket's game and
+    seat are bound for its life): one context variable set and reset, without the look at
+    every bound variable that ``bound_contextvars`` takes on each entry."""
+    tokens = bind_contextvars(command=envelope.command_id)
+    try:
+        yield
+    finally:
+        reset_contextvars(**tokens)
+
+
 async def answer(
     lobby: Lobby, envelope: CommandEnvelope, result: CommandResult, legal: bool = False
 ) -> CommandOut:
     """The engine's ``result`` of a command as :func:`run` answers it."""
-    game_id, seat, command_id = envelope.game_id, envelope.seat, envelope.command_id
+    version = accepted(envelope, result)
+    out = CommandOut(status=result.status, version=version, command_id=envelope.command_id)
+    if legal and envelope.seat is not None:  # a seat's command: the lobby always gives one
+        out.legal = await _legal(lobby, envelope.game_id, envelope.seat, version)
+    return out
+
+
+def accepted(envelope: CommandEnvelope, result: CommandResult) -> int:
+    """The game's version after a command the engine took (its ``result``), or the
+    :class:`ApiError` of its refusal, raised."""
     if result.status == "rejected":
         code = result.code or "rejected"
         status = _status(code, envelope.type)
-        raise ApiError(status, code, result.reason or "", {"command_id": command_id})
-    version = result.version or 0  # the engine gives one with every answer but a rejection
-    out = CommandOut(status=result.status, version=version, command_id=command_id)
-    if legal and seat is not None:  # a seat's command: the lobby always gives one
-        out.legal = await _legal(lobby, game_id, seat, version)
-    return out
+        raise ApiError(status, code, result.reason or "", {"command_id": envelope.command_id})
+    return result.version or 0  # the engine gives one with every answer but a rejection
 
 
 @router.get(
@@ -267,7 +283,10 @@ async def events(
                 send = _serialized(websocket.send_text)
                 streaming = stream_events(lobby, game_id, start.seat, start.after, send)
                 moves = SocketMoves(lobby, limits, client, game_id, start.claim, send)
-                await _until_disconnect(websocket, streaming, moves)
+                # On the log lines of the socket's tasks (they copy the context): its moves
+                # then bind only their command ids.
+                with bound_contextvars(game=game_id, seat=start.seat):
+                    await _until_disconnect(websocket, streaming, moves)
             await websocket.close(reason="game_over")
     except Refused as refused:
         if websocket.client_state == WebSocketState.CONNECTING:
@@ -336,10 +355,14 @@ class SocketMoves:
             command_id = command.get("command_id")
             envelope, result = await self._admit(command)
             if result is None:
-                out = await run(self.lobby, envelope)
-            else:
-                out = await answer(self.lobby, envelope, result)
-            answered = out.model_dump(include={"command_id", "status", "version"})
+                with _command_bound(envelope):
+                    result = await self.lobby.execute(envelope)
+            version = accepted(envelope, result)  # CommandOut's fields, without the model
+            answered = {
+                "status": result.status,
+                "version": version,
+                "command_id": envelope.command_id,
+            }
             await self.send(dump_json({"type": "result", **answered}))
         except ApiError as e:
             await self._error(e.status, e.code, e.message, e.details, command_id)
@@ -355,7 +378,7 @@ class SocketMoves:
         the order ``POST /commands`` refuses (seat, rate, shape, id); with the engine's
         answer when it was sent with its checks (:meth:`Lobby.execute_admitted`, one round
         trip), else None (the checks took one round trip, a batch of the bucket's and the
-        seat's script calls: :func:`run` sends it)."""
+        seat's script calls: :meth:`Lobby.execute` sends it)."""
         if self.claim is None:
             message = "a spectator's socket sends no moves: open it with ?token="
             raise ApiError(403, "not_seated", message)
@@ -366,7 +389,7 @@ class SocketMoves:
         checked = parsed if own_id and isinstance(parsed, CommandEnvelope) else None
         bucket = self.limits.bucket("commands", self.client)
         if self.one_trip and isinstance(parsed, CommandEnvelope):
-            with _bound(parsed):
+            with _command_bound(parsed):
                 verdict, wait, result = await self.lobby.execute_admitted(
                     bucket, self.claim, parsed, checked
                 )
@@ -657,14 +680,14 @@ class _Follower:
     async def decision(self, decision: Decision) -> None:
         """Send the seat its decision request; a spectator gets every seat's, without the
         legal commands (whose turn it is and its deadline: the clock a table shows)."""
-        request = decision.request
-        mine = self.seat is None or request.seat == self.seat
-        if not mine or request.version <= self.decided:
+        head = decision.head
+        mine = self.seat is None or head.seat == self.seat
+        if not mine or head.version <= self.decided:
             return
-        if request.version > self.sent:
+        if head.version > self.sent:
             self.held = decision
-        elif request.version == self.sent:  # an older one is stale: the game moved on
-            self.decided = request.version
+        elif head.version == self.sent:  # an older one is stale: the game moved on
+            self.decided = head.version
             await self.send(decision.frame(spectator=self.seat is None))
 
 
@@ -676,11 +699,12 @@ async def _due_decisions(lobby: Lobby, game_id: str, seat: int, version: int) ->
         named = decision_game(fields[b"r"])
         if named is not None and named != game_id:
             continue  # another game's: not worth parsing
-        request = DecisionRequest.model_validate_json(fields[b"r"])
-        if request.game_id != game_id or request.version > version:
+        decision = Decision(fields[b"r"])
+        head = decision.head
+        if head.game_id != game_id or head.version > version:
             continue
-        if request.version < version:
+        if head.version < version:
             return []  # the game's newest request is older than its log: nothing is due
-        if request.seat == seat:
-            return [Decision(request)]
+        if head.seat == seat:
+            return [decision]
     return []

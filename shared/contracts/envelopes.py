@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import re
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
@@ -44,6 +45,33 @@ def decision_game(raw: bytes) -> str | None:
     if end < 0 or b"\\" in raw[start:end]:
         return None
     return raw[start:end].decode()
+
+
+# The head of a decision request's JSON, the same in the model's JSON and the engine's
+# hand-written one: its id (``game:version:seat``), game, version and seat, in this order.
+_DECISION_HEAD = re.compile(
+    rb'\{"request_id":"[^"\\]*","game_id":"([^"\\]*)","version":([0-9]+),"seat":([0-9]+),'
+)
+
+
+class DecisionHead(NamedTuple):
+    """Whom a decision request is for, and at which version."""
+
+    game_id: str
+    version: int
+    seat: int
+
+
+def decision_head(raw: bytes) -> DecisionHead:
+    """The game, version and seat of a decision request's JSON, read from its head without
+    parsing its legal commands (most of it): a lobby routes every request of the games its
+    sockets follow, and sends each on as the engine wrote it. A head in another form (keys
+    in another order, escapes) is read by parsing the document."""
+    head = _DECISION_HEAD.match(raw)
+    if head is not None:
+        return DecisionHead(head[1].decode(), int(head[2]), int(head[3]))
+    fields = from_json(raw)
+    return DecisionHead(fields["game_id"], fields["version"], fields["seat"])
 
 
 def new_id() -> str:

@@ -4,10 +4,11 @@ plays each seat of a game, and its move deadline)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from .codec import load_json
 
 HUMAN = "human"
 LEFT = "left"
@@ -29,7 +30,7 @@ class Notification(NamedTuple):
 
     def events(self) -> list[dict[str, Any]]:
         """The events as plain JSON objects (public parts only)."""
-        events: list[dict[str, Any]] = json.loads(self.events_json)
+        events: list[dict[str, Any]] = load_json(self.events_json)
         return events
 
 

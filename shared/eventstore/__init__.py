@@ -3,7 +3,7 @@ SQL archive of finished games, read through the same store."""
 
 from .archive import Archive, ArchivedGame, ArchiveMismatch, archive_game
 from .codec import GameCodec, to_event
-from .reading import Codec, Finished, FinishedLog, Loaded
+from .reading import Codec, EventReader, Finished, FinishedLog, Loaded
 from .store import Append, AppendResult, EventStore, Held
 from .transfer import GameExists, export_log, final_hash, import_log
 
@@ -14,6 +14,7 @@ __all__ = [
     "ArchiveMismatch",
     "ArchivedGame",
     "Codec",
+    "EventReader",
     "EventStore",
     "Finished",
     "FinishedLog",

@@ -93,6 +93,16 @@ class EventReader:
         raw = await self.redis.hget(self.keys.meta(game_id), "version")
         return int(raw) if raw else 0
 
+    async def versions(self, game_ids: Sequence[str]) -> dict[str, int]:
+        """Each game's log version (0: no game in Redis), in one round trip."""
+        if not game_ids:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.hget(self.keys.meta(game_id), "version")
+            found: list[Any] = await pipe.execute()
+        return {g: int(v) if v else 0 for g, v in zip(game_ids, found, strict=True)}
+
     async def read(self, game_id: str, after: int = 0) -> list[EventEnvelope]:
         """The game's events with a version above ``after``, in order (with secrets)."""
         return (await self.read_many({game_id: (after, None)}))[game_id]

@@ -14,8 +14,8 @@ from services.ai import service
 from services.ai.service import BotPlayer, bot_command_id
 from services.lobby.views import ViewProjector
 from shared.bus import BODY, CommandSender, Keys, ensure_group
-from shared.contracts import CommandEnvelope, DecisionRequest, Seats
-from shared.contracts.records import BOT_PREFIX
+from shared.contracts import CommandEnvelope, DecisionRequest, Seats, dump_json
+from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 
@@ -280,3 +280,37 @@ async def test_bot_games_finish_after_their_requests_were_dead_lettered(
             await wait_for(over, timeout_s=120, every_s=0.2)
         stop.set()
         await playing
+
+
+async def test_a_clock_its_human_beat_is_removed_without_a_view(redis: Redis, keys: Keys) -> None:
+    """A human's clock at a version the game has left (the human moved in time) is removed
+    when due, neither played nor its view asked for (no projection runs: asking would have
+    left it waiting, and in place); a clock of the game's current version stays."""
+    await redis.hset(keys.seats("g-beat"), mapping=dict(Seats({0: HUMAN, 1: HUMAN}).to_mapping()))
+    key = keys.deadlines(keys.partition("g-beat"))
+    async with running_engine(redis, keys):
+        sender = CommandSender(redis, keys)
+        await sender.execute(create_game("g-beat", players=2))
+        request = await _first_request(redis, keys, "g-beat")
+        move = dict(request.legal_commands[0])
+        answer = await sender.execute(
+            CommandEnvelope(
+                command_id="beat-1",
+                game_id="g-beat",
+                seat=request.seat,
+                type=move.pop("type"),
+                payload={k: v for k, v in move.items() if k != "seat"},
+            )
+        )
+    assert answer.status == "accepted" and answer.version > request.version
+    beaten = dump_json(["g-beat", request.version, request.seat])
+    current = dump_json(["g-beat", answer.version, 1 - request.seat])
+    await redis.zadd(key, {beaten: 1.0, current: time.time() + 3600})
+    player = BotPlayer(redis, keys, settings_for(keys))
+    try:
+        await player._fire(key)
+    finally:
+        await player.close()
+    assert await redis.zrange(key, 0, -1) == [current.encode()]
+    assert not await redis.exists(keys.view_wants())
+    assert await redis.xlen(keys.commands(keys.partition("g-beat"))) == 2  # no fallback's

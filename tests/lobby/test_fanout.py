@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from services.lobby.fanout import Decision, EventFanout, Published
 from shared.bus import Keys
-from shared.contracts import DecisionRequest, decision_game
+from shared.contracts import DecisionHead, DecisionRequest, decision_game, decision_head
 
 
 @pytest.fixture
@@ -80,8 +80,10 @@ async def test_listeners_get_their_games_decision_requests_after_their_events(
         second = await asyncio.wait_for(a.get(), 10)
         assert isinstance(first, Published) and first.version == 3
         assert isinstance(second, Decision)
-        assert second.request == request  # g-a's, whole (g-b's went to nobody)
-        assert json.loads(second.frame(spectator=False))["legal_commands"] == [{"type": "pass"}]
+        assert second.raw == request.model_dump_json().encode()  # g-a's (g-b's: to nobody)
+        assert second.head == (game_id, 3, 1)
+        seat_frame = json.loads(second.frame(spectator=False))
+        assert seat_frame == {"type": "decision", **request.model_dump(mode="json")}
         assert json.loads(second.frame(spectator=True))["legal_commands"] == []
         assert a.empty()
 
@@ -129,3 +131,21 @@ def test_a_decision_requests_game_is_read_without_parsing_it() -> None:
     assert decision_game(engine_written) == "g-a"
     assert decision_game(b'{"game_id":"g-\\"a","legal_commands":[]}') is None
     assert decision_game(b'{"legal_commands":[]}') is None
+
+
+def test_a_decision_requests_head_is_read_without_parsing_it() -> None:
+    """A lobby routes a request by its head (game, version, seat), whether the model or the
+    engine wrote it, and not by a field of the same name in its legal commands; a head in
+    another form is read by parsing the document."""
+    request = DecisionRequest(
+        game_id="g-a", version=3, seat=1, kind="place",
+        deadline=datetime.now(UTC), legal_commands=[{"type": "x", "seat": 0, "version": 9}],
+    )  # fmt: skip
+    assert decision_head(request.model_dump_json().encode()) == ("g-a", 3, 1)
+    engine_written = (
+        b'{"request_id":"g-a:3:1","game_id":"g-a","version":3,"seat":1,"kind":"turn",'
+        b'"legal_commands":[{"seat":0}]}'
+    )
+    assert decision_head(engine_written) == DecisionHead("g-a", 3, 1)
+    reordered = b'{"seat":1,"legal_commands":[],"version":4,"game_id":"g-\\"a"}'
+    assert decision_head(reordered) == ('g-"a', 4, 1)
