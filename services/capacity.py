@@ -89,14 +89,18 @@ def server_env(port: int, prefix: str = "cvbench", **settings: str) -> dict[str,
 
 @contextlib.contextmanager
 def server(
-    processes: int | None = None, tree: str | None = None, python: str = sys.executable
+    processes: int | None = None,
+    tree: str | None = None,
+    python: str = sys.executable,
+    **settings: str,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A ``caravel up`` (of the checkout at ``tree``, else this one) on a free port, of
-    ``processes`` processes (``CARAVEL_PROCESSES``; None: its default): its base URL and
-    process (the parent of the others: ``services.usage`` counts them all)."""
+    ``processes`` processes (``CARAVEL_PROCESSES``; None: its default), with ``settings``
+    as CARAVEL_<NAME>: its base URL and process (the parent of the others:
+    ``services.usage`` counts them all)."""
     port = free_port()
     chosen = {} if processes is None else {"processes": str(processes)}
-    env = server_env(port, "cvcap", metrics_port="0", **chosen)
+    env = server_env(port, "cvcap", metrics_port="0", **chosen, **settings)
     if tree is not None:
         env["PYTHONPATH"] = tree
     process = subprocess.Popen(

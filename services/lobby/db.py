@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Engine, Index, make_url, text
+from sqlalchemy import JSON, Engine, Index, Table, make_url, text
 from sqlmodel import Field, SQLModel, create_engine
 
 from shared.games.api import DEFAULT_GAME
@@ -75,16 +75,35 @@ class LobbySeat(SQLModel, table=True):
     holder: str = Field(default="", max_length=64, sa_column_kwargs={"server_default": ""})
 
 
+TABLES: Table = LobbyTable.__table__  # type: ignore[attr-defined]
+"""The tables' SQL table, for Core statements (no unit of work where one statement does)."""
+SEATS: Table = LobbySeat.__table__  # type: ignore[attr-defined]
+
+
 def make_engine(url: str, **options: Any) -> Engine:
-    """A SQLAlchemy engine with the lobby's tables migrated to the head revision."""
+    """A SQLAlchemy engine with the lobby's tables migrated to the head revision (a SQLite
+    file in write-ahead-log mode: :func:`_write_ahead`)."""
     if url.startswith("sqlite"):
         options.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
         database = make_url(url).database
         if database and database != ":memory:":  # a fresh data folder: make it
             Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, **options)
+    if engine.dialect.name == "sqlite":
+        _write_ahead(engine)
     migrate(engine, MIGRATIONS)
     return engine
+
+
+def _write_ahead(engine: Engine) -> None:
+    """A SQLite file's journal as a write-ahead log (issue 24). With the rollback journal
+    each commit made, synced and deleted a journal file beside the database, and a writer
+    locked its readers out: the lobby's threads and the services process (the archive,
+    scoring) waited on each other. In WAL mode readers never wait for the writer and a
+    commit appends to the log, synced once. The mode is the file's own, kept across
+    connections; an in-memory database keeps its own (``memory``)."""
+    with engine.connect() as connection:
+        connection.exec_driver_sql("PRAGMA journal_mode=WAL")
 
 
 class LobbyTicket(SQLModel, table=True):

@@ -12,9 +12,8 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Engine
+from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
 
 from shared.bus.seat_changes import seat_changed
 from shared.contracts import CommandEnvelope, CommandResult, Seats, key_json
@@ -31,7 +30,7 @@ from .catalog import (
     players_schema,
     seat_schema,
 )
-from .db import LobbySeat, LobbyTable
+from .db import SEATS, TABLES, LobbySeat, LobbyTable
 from .lobby import (
     MAX_SEATS,
     VIEW_WAIT_S,
@@ -159,13 +158,11 @@ def _create(db: Engine, body: CreateTable) -> TableOut:
         LobbySeat(table_id=table.id, seat=s, kind="bot", name=bot_name(level, s), bot_level=level)
         for s, level in sorted(body.bots.items())
     ]
-    with Session(db) as session:
-        session.add(table)
-        session.flush()
-        session.add_all(seats)
-        session.commit()
-        session.refresh(table)
-        return table_out(table, _seats(session, table.id))
+    with db.begin() as connection:  # one transaction; the answer is what was written
+        connection.execute(insert(TABLES).values(table.model_dump()))
+        if seats:
+            connection.execute(insert(SEATS), [s.model_dump() for s in seats])
+    return table_out(table, seats)
 
 
 @router.get("/tables", response_model=list[TableOut], responses=ERRORS)
@@ -197,35 +194,27 @@ async def mark_finished(lobby: Lobby, table_ids: list[str]) -> None:
 
 
 def _running(db: Engine) -> list[str]:
-    with Session(db) as session:
-        query = select(LobbyTable.id).where(LobbyTable.status == "running")
-        return list(session.exec(query).all())
+    with db.connect() as connection:
+        query = select(TABLES.c.id).where(TABLES.c.status == "running")
+        return list(connection.execute(query).scalars())
 
 
 def _set_finished(db: Engine, table_ids: list[str]) -> None:
-    with Session(db) as session:
-        query = select(LobbyTable).where(LobbyTable.id.in_(table_ids))  # type: ignore[attr-defined]
-        for table in session.exec(query).all():
-            table.status = "finished"
-            session.add(table)
-        session.commit()
+    with db.begin() as connection:
+        connection.execute(
+            update(TABLES).where(TABLES.c.id.in_(table_ids)).values(status="finished")
+        )
 
 
 def _list(db: Engine, status: str) -> list[TableOut]:
-    with Session(db) as session:
-        tables = session.exec(
-            select(LobbyTable)
-            .where(LobbyTable.status == status)
-            .order_by(LobbyTable.created_at.desc())  # type: ignore[attr-defined]
-            .limit(200)
-        ).all()
-        return [table_out(table, _seats(session, table.id)) for table in tables]
+    with db.connect() as connection:
+        tables = _tables(connection, TABLES.c.status == status, newest_first=True, limit=200)
+    return [table_out(table, seats) for table, seats in tables]
 
 
 def _get(db: Engine, table_id: str) -> TableOut:
-    with Session(db) as session:
-        table = _table(session, table_id)
-        return table_out(table, _seats(session, table_id))
+    with db.connect() as connection:
+        return table_out(*_read(connection, table_id))
 
 
 @router.post(
@@ -249,24 +238,23 @@ async def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
 def _join(db: Engine, table_id: str, body: JoinTable) -> tuple[int, str]:
     """The seat taken in SQL and its new holder's id."""
     for _ in range(8):  # lost a race for a seat: try the next free one
-        with Session(db) as session:
-            table = _table(session, table_id)
-            if table.status != "open":
-                raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
-            taken = _seats(session, table_id)
-            if any(s.kind == "human" and s.name == body.name for s in taken):
-                message = f"{body.name!r} already holds a seat at table {table_id}"
-                raise ApiError(409, "name_taken", message)
-            seat = _free_seat(table, taken, body.seat)
-            holder = uuid.uuid4().hex
-            session.add(
-                LobbySeat(table_id=table_id, seat=seat, kind="human", name=body.name, holder=holder)
-            )
-            try:
-                session.commit()
-            except IntegrityError:  # lost a race for the seat, or for the name: look again
-                session.rollback()
-                continue
+        holder = uuid.uuid4().hex
+        try:
+            with db.begin() as connection:  # one read, one insert, one commit
+                table, taken = _read(connection, table_id)
+                if table.status != "open":
+                    raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
+                if any(s.kind == "human" and s.name == body.name for s in taken):
+                    message = f"{body.name!r} already holds a seat at table {table_id}"
+                    raise ApiError(409, "name_taken", message)
+                seat = _free_seat(table, taken, body.seat)
+                connection.execute(
+                    insert(SEATS).values(
+                        table_id=table_id, seat=seat, kind="human", name=body.name, holder=holder
+                    )
+                )
+        except IntegrityError:  # lost a race for the seat, or for the name: look again
+            continue
         return seat, holder
     raise ApiError(409, "table_busy", "too many players are joining at once; try again")
 
@@ -274,11 +262,8 @@ def _join(db: Engine, table_id: str, body: JoinTable) -> tuple[int, str]:
 def _unjoin(db: Engine, table_id: str, seat: int, holder: str) -> None:
     """Give back a seat just taken whose join failed after all (its holder not cached: a
     NOREPLICAS; the seat stayed taken, and the retry was refused ``name_taken``)."""
-    with Session(db) as session:
-        taken = session.get(LobbySeat, (table_id, seat))
-        if taken is not None and taken.holder == holder:
-            session.delete(taken)
-            session.commit()
+    with db.begin() as connection:
+        connection.execute(delete(SEATS).where(_seat(table_id, seat), SEATS.c.holder == holder))
 
 
 @router.post(
@@ -443,17 +428,48 @@ def table_out(table: LobbyTable, seats: list[LobbySeat]) -> TableOut:
     )
 
 
-def _table(session: Session, table_id: str) -> LobbyTable:
-    table = session.get(LobbyTable, table_id)
-    if table is None:
-        raise ApiError(404, "unknown_table", f"there is no table {table_id}")
-    return table
+def _read(connection: Connection, table_id: str) -> tuple[LobbyTable, list[LobbySeat]]:
+    """A table and its taken seats in seat order; 404 for no table."""
+    for found in _tables(connection, TABLES.c.id == table_id):
+        return found
+    raise ApiError(404, "unknown_table", f"there is no table {table_id}")
 
 
-def _seats(session: Session, table_id: str) -> list[LobbySeat]:
-    """A table's taken seats, in seat order."""
-    query = select(LobbySeat).where(LobbySeat.table_id == table_id).order_by(LobbySeat.seat)  # type: ignore[arg-type]
-    return list(session.exec(query).all())
+def _tables(
+    connection: Connection,
+    where: ColumnElement[bool],
+    newest_first: bool = False,
+    limit: int | None = None,
+) -> list[tuple[LobbyTable, list[LobbySeat]]]:
+    """The tables ``where`` holds (the newest first, or in no given order; ``limit`` at
+    most), each with its taken seats in seat order: one statement, the seats joined to
+    their tables."""
+    chosen = TABLES.select().where(where)
+    if newest_first:
+        chosen = chosen.order_by(TABLES.c.created_at.desc())
+    if limit is not None:
+        chosen = chosen.limit(limit)
+    picked = chosen.subquery()
+    order = [picked.c.created_at.desc()] if newest_first else []
+    query = (
+        picked.outerjoin(SEATS, SEATS.c.table_id == picked.c.id)
+        .select()
+        .order_by(*order, picked.c.id, SEATS.c.seat)
+    )
+    found: dict[str, tuple[LobbyTable, list[LobbySeat]]] = {}
+    for row in connection.execute(query):
+        if row.id not in found:
+            table = LobbyTable(**{c.name: getattr(row, c.name) for c in TABLES.c})
+            found[row.id] = (table, [])
+        if row.seat is not None:
+            seat = LobbySeat(**{c.name: getattr(row, c.name) for c in SEATS.c})
+            found[row.id][1].append(seat)
+    return list(found.values())
+
+
+def _seat(table_id: str, seat: int) -> ColumnElement[bool]:
+    """One seat's row."""
+    return and_(SEATS.c.table_id == table_id, SEATS.c.seat == seat)
 
 
 def _free_seat(table: LobbyTable, seats: list[LobbySeat], wanted: int | None) -> int:
@@ -473,19 +489,19 @@ def _free_seat(table: LobbyTable, seats: list[LobbySeat], wanted: int | None) ->
 
 def _leave(db: Engine, table_id: str, seat_number: int) -> tuple[TableOut, bool]:
     """Free a seat (open table) or mark it abandoned (running game); says which."""
-    with Session(db) as session:
-        table = _table(session, table_id)
-        seat = session.get(LobbySeat, (table_id, seat_number))
+    with db.begin() as connection:
+        table, seats = _read(connection, table_id)
+        seat = next((s for s in seats if s.seat == seat_number), None)
         if seat is None or seat.kind != "human" or seat.left:
             raise ApiError(409, "not_seated", f"seat {seat_number} is not yours any more")
         running = table.status != "open"
         if running:
+            connection.execute(update(SEATS).where(_seat(table_id, seat_number)).values(left=True))
             seat.left = True
-            session.add(seat)
         else:
-            session.delete(seat)
-        session.commit()
-        return table_out(table, _seats(session, table_id)), running
+            connection.execute(delete(SEATS).where(_seat(table_id, seat_number)))
+            seats.remove(seat)
+    return table_out(table, seats), running
 
 
 def _claim_start(
@@ -494,75 +510,86 @@ def _claim_start(
     """Mark an open, full table as running (once), filling free seats with bots if asked;
     returns it, its seats and the seats filled (a start not yet seen through is returned as
     it is, to be sent again; so is a running table to a ``repeat``)."""
-    with Session(db) as session:
-        table = _table(session, table_id)
+    with db.begin() as connection:  # one read, the writes, one commit
+        table, seats = _read(connection, table_id)
         if fill is not None:
             check_bot_level(api.get(table.game), fill)
         if table.status == "running" and (table.starting_since is not None or repeat):
-            return table, _seats(session, table_id), []  # an unfinished start, sent again
+            return table, seats, []  # an unfinished start, sent again
         if table.status != "open":
             raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
-        taken = {s.seat for s in _seats(session, table_id)}
+        taken = {s.seat for s in seats}
         free = [s for s in range(table.seats) if s not in taken]
         if free and fill is None:
             raise ApiError(409, "table_not_full", f"seats {free} are free", {"free": free})
-        for s in free:
-            bot = bot_name(fill or "", s)  # fill is set when a seat is free (checked above)
-            session.add(LobbySeat(table_id=table_id, seat=s, kind="bot", name=bot, bot_level=fill))
+        bots = [  # fill is set when a seat is free (checked above)
+            LobbySeat(
+                table_id=table_id, seat=s, kind="bot", name=bot_name(fill or "", s), bot_level=fill
+            )
+            for s in free
+        ]
+        if bots:
+            connection.execute(insert(SEATS), [b.model_dump() for b in bots])
         table.status, table.starting_since, table.start_error = "running", _now(), ""
-        session.add(table)
-        session.commit()
-        session.refresh(table)
-        return table, _seats(session, table_id), free
+        claimed = connection.execute(  # only if still open: a start at the same time lost
+            update(TABLES)
+            .where(TABLES.c.id == table_id, TABLES.c.status == "open")
+            .values(status=table.status, starting_since=table.starting_since, start_error="")
+        )
+        if claimed.rowcount != 1:
+            raise ApiError(409, "table_not_open", f"table {table_id} is being started")
+        return table, sorted(seats + bots, key=lambda s: s.seat), free
 
 
 def _reopen(db: Engine, table_id: str, filled: list[int], reason: str) -> None:
     """Undo a start whose game was not created: the table is open again (without the bots
     that start added), saying why, and may be started again."""
-    with Session(db) as session:
-        table = session.get(LobbyTable, table_id)
-        if table is None or table.status != "running" or table.starting_since is None:
+    with db.begin() as connection:
+        reopened = connection.execute(
+            update(TABLES)
+            .where(
+                TABLES.c.id == table_id,
+                TABLES.c.status == "running",
+                TABLES.c.starting_since.is_not(None),
+            )
+            .values(status="open", starting_since=None, start_error=reason[:500])
+        )
+        if reopened.rowcount != 1:
             return  # its game was seen meanwhile
-        for seat in filled:
-            bot = session.get(LobbySeat, (table_id, seat))
-            if bot is not None and bot.kind == "bot":
-                session.delete(bot)
-        table.status, table.starting_since, table.start_error = "open", None, reason[:500]
-        session.add(table)
-        session.commit()
+        if filled:
+            connection.execute(
+                delete(SEATS).where(
+                    SEATS.c.table_id == table_id,
+                    SEATS.c.seat.in_(filled),
+                    SEATS.c.kind == "bot",
+                )
+            )
     log.warning("a table's start failed: open again", table_id=table_id, reason=reason)
 
 
 def _started(db: Engine, table_ids: list[str]) -> None:
     """The games of ``table_ids`` exist: their starts are done."""
-    with Session(db) as session:
-        query = select(LobbyTable).where(LobbyTable.id.in_(table_ids))  # type: ignore[attr-defined]
-        for table in session.exec(query).all():
-            table.starting_since = None
-            session.add(table)
-        session.commit()
+    with db.begin() as connection:
+        connection.execute(
+            update(TABLES).where(TABLES.c.id.in_(table_ids)).values(starting_since=None)
+        )
 
 
 def _retried(db: Engine, table_id: str) -> None:
     """A start sent again: the next look is ``CARAVEL_START_RETRY_S`` from now."""
-    with Session(db) as session:
-        table = session.get(LobbyTable, table_id)
-        if table is not None and table.starting_since is not None:
-            table.starting_since = _now()
-            session.add(table)
-            session.commit()
+    with db.begin() as connection:
+        connection.execute(
+            update(TABLES)
+            .where(TABLES.c.id == table_id, TABLES.c.starting_since.is_not(None))
+            .values(starting_since=_now())
+        )
 
 
 def _unfinished_starts(db: Engine, before: datetime) -> list[tuple[LobbyTable, list[LobbySeat]]]:
     """Running tables whose start began before ``before`` and is not seen through."""
-    with Session(db) as session:
-        query = (
-            select(LobbyTable)
-            .where(LobbyTable.status == "running")
-            .where(LobbyTable.starting_since < before)  # type: ignore[operator]
-            .limit(RECONCILE_BATCH)
-        )
-        return [(t, _seats(session, t.id)) for t in session.exec(query).all()]
+    unfinished = and_(TABLES.c.status == "running", TABLES.c.starting_since < before)
+    with db.connect() as connection:
+        return _tables(connection, unfinished, limit=RECONCILE_BATCH)
 
 
 def _now() -> datetime:

@@ -27,6 +27,19 @@ def test_a_sqlite_database_in_a_data_folder_not_made_yet_is_created(tmp_path: Pa
         engine.dispose()
 
 
+def test_a_sqlite_file_keeps_a_write_ahead_log(tmp_path: Path) -> None:
+    """Issue 24: readers never wait for the writer, and a commit appends to one log. The
+    mode is the file's: a connection opened later, by any process, has it too."""
+    path = tmp_path / "caravel.db"
+    make_engine(f"sqlite:///{path}").dispose()
+    other = create_engine(f"sqlite:///{path}")  # another process's engine, say
+    try:
+        with other.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    finally:
+        other.dispose()
+
+
 def test_lobby_and_scoring_starting_together_on_a_fresh_database_both_get_their_tables(
     database_url: str,
 ) -> None:
