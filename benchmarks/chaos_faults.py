@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 from redis.crc import key_slot
 
+from services.children import terminate
 from shared.bus import Keys
 from tests.cluster import LocalCluster, _free_ports
 
@@ -121,16 +122,7 @@ class Services:
 
     def stop(self, kinds: tuple[str, ...] = SERVICE_KINDS) -> None:
         """SIGTERM, then SIGKILL after 20 s."""
-        chosen = [p for (k, _), p in self.processes.items() if k in kinds]
-        for process in chosen:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in chosen:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        terminate([p for (k, _), p in self.processes.items() if k in kinds], 20)
 
 
 @dataclass

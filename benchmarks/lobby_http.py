@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ import websockets
 from scratch import postgres_schema  # beside this script
 
 from services.capacity import free_port, server_env
+from services.children import terminate
 from shared.bus import connect, delete_namespace
 
 
@@ -179,14 +179,7 @@ async def _drive(
             )
             elapsed = time.perf_counter() - started
     finally:
-        for server in servers:
-            server.send_signal(signal.SIGTERM)
-        for server in servers:
-            try:
-                server.wait(timeout=30)
-            finally:
-                if server.poll() is None:
-                    server.kill()
+        terminate(servers, 30)
     commands = sum(n for n, _ in results)
     latencies = [x for _, lat in results for x in lat]
     return {
