@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import contextlib
 import json
 import random
@@ -103,6 +104,7 @@ class Options:
     durability: bool = True  # cluster only
     database_url: str | None = None
     logs: Path | None = None  # where to keep the processes' logs (else deleted)
+    log_level: str = "WARNING"  # the services' CARAVEL_LOG_LEVEL
 
 
 @dataclass
@@ -127,6 +129,8 @@ class Report:
     # Redis kill's second in it, kind and shard (in --json only).
     timeline: dict[int, list[int]] = field(default_factory=dict)
     redis_kills: list[tuple[int, str, int | None]] = field(default_factory=list)
+    # Each node kill's phases (``Killer.phases``) and the hit shard's first event after it.
+    kill_phases: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
     def failures(self) -> dict[str, int]:
@@ -187,6 +191,7 @@ async def run(options: Options) -> Report:
     port = _free_ports(1)[0]  # as every port it hands out: one a restart finds free
     env = server_env(port, "cvchaos", http_share_port="true", secret="chaos-" + "s" * 32)
     env["CARAVEL_DATA_DIR"] = str(folder / "data")
+    env["CARAVEL_LOG_LEVEL"] = options.log_level
     try:
         with contextlib.ExitStack() as held:
             url, single, cluster = held.enter_context(backend(options, server))
@@ -295,6 +300,11 @@ def _timeline(report: Report, times: dict[int, list[float]], killer: Killer) -> 
     report.redis_kills = [
         (int(k.at - first), k.kind, k.shard) for k in killer.kills if k.shard is not None
     ]
+    for phases in killer.phases:
+        hit = times.get(phases["shard"], [])
+        i = bisect.bisect_right(hit, phases["at"])
+        moved = round(hit[i] - phases["at"], 2) if i < len(hit) else None
+        report.kill_phases.append({**phases, "moves_s": moved})
 
 
 async def _pending(http: Http, game: str) -> str:
@@ -439,6 +449,7 @@ def main() -> None:
     parser.add_argument("--no-durability", action="store_true")
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
+    parser.add_argument("--log-level", default="WARNING", help="the services' log level")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
     kinds = tuple(k for k in args.kill.split(",") if k)
@@ -457,6 +468,7 @@ def main() -> None:
         durability=not args.no_durability,
         database_url=args.database_url,
         logs=args.logs,
+        log_level=args.log_level,
     )
     report = asyncio.run(run(options))
     if args.json is not None:

@@ -241,6 +241,9 @@ class Killer:
         self.recoveries: dict[str, list[float]] = {}
         self.starts = shard_ranges(cluster) if cluster else []
         self.tasks: set[asyncio.Task[None]] = set()
+        # Each cluster node kill's phases, s after the kill (time.time() of the kill as "at"):
+        # its slots served by another node ("failover", masters), every node healthy again.
+        self.phases: list[dict[str, Any]] = []
 
     def counts(self) -> Counter[str]:
         return Counter(k.kind for k in self.kills)
@@ -322,12 +325,17 @@ class Killer:
         cluster.kill(port)
         killed = time.monotonic()
         self.kills.append(Kill(role, time.time(), shard, str(port)))
+        phases: dict[str, Any] = {"kind": role, "shard": shard, "at": self.kills[-1].at}
+        self.phases.append(phases)
         if role == "master":  # its replica takes over first; then the node comes back
             await asyncio.to_thread(_wait_failover, cluster, port)
+            phases["failover_s"] = round(time.monotonic() - killed, 2)
         else:
             await asyncio.sleep(random.uniform(0.2, 1.0))
         cluster.restart(port)
+        phases["restarted_s"] = round(time.monotonic() - killed, 2)
         await asyncio.to_thread(cluster.wait_healthy)
+        phases["healthy_s"] = round(time.monotonic() - killed, 2)
         self.recoveries.setdefault(role, []).append(time.monotonic() - killed)
 
 
