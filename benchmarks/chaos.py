@@ -66,6 +66,7 @@ from .chaos_checks import (
     Verdict,
     check_logs,
     median,
+    pooled_ratio,
     sample,
     scoring_caught_up,
     scoring_equals_rebuild,
@@ -285,7 +286,8 @@ async def _drive(
             times.setdefault(shard_of(game), []).extend(e.recorded_at.timestamp() for e in events)
         for found in times.values():
             found.sort()
-        report.shards = shard_figures(times, killer.kills, len(starts))
+        healthy = [p.get("healthy_s") for p in killer.phases]
+        report.shards = shard_figures(times, killer.kills, len(starts), healthy_s=healthy)
         _timeline(report, times, killer)
 
 
@@ -405,6 +407,15 @@ def table(report: Report) -> str:
                     f"{kind} kills: other shards' events/s vs before",
                     f"median {median(ratios)}, min {ratios[0]}, "
                     f">=0.9 in {sum(r >= 0.9 for r in ratios)}/{len(ratios)}",
+                )
+            )
+            quiet = sorted(r for s in found if (r := s.quiet_ratio) is not None)
+            rows.append(
+                (
+                    f"{kind} kills: other shards' events/s vs the quiet seconds before",
+                    f"median {median(quiet)}, >=0.9 in {sum(r >= 0.9 for r in quiet)}/"
+                    f"{len(quiet)} (no quiet baseline: {len(found) - len(quiet)}), "
+                    f"pooled {pooled_ratio(found)}",
                 )
             )
             rows.append(
