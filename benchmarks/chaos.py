@@ -3,8 +3,8 @@ killed at random; then every log, answer and projection is checked.
 
     python -m benchmarks.chaos --redis single|cluster \\
         --kill engine,redis,master,replica,lobby,ai,scoring --minutes M [--interval S]
-        [--humans 6] [--bot-tables 6] [--no-durability] [--database-url URL] [--json FILE]
-        [--logs DIR]
+        [--quiet S] [--humans 6] [--bot-tables 6] [--no-durability] [--database-url URL]
+        [--json FILE] [--logs DIR]
 
 Starts its own Redis from the machine's ``redis-server`` 7 (one server with AOF on a free
 port, killed with ``kill -9`` and started again on its files; or the local 3+3 cluster of
@@ -97,6 +97,7 @@ class Options:
     minutes: float = 1.0
     interval_s: float = 2.0
     recover_s: float = 2.0  # a service's kind is not killed again this long after it serves
+    quiet_s: float = 0.0  # no Redis kill this long after a Redis fault ends (Killer.quiet_s)
     humans: int = 6
     bot_tables: int = 6
     think: tuple[float, float] = (0.05, 0.3)
@@ -210,7 +211,7 @@ async def run(options: Options) -> Report:
                 services.start_all()
                 keys = Keys(env["CARAVEL_KEY_PREFIX"], 64)
                 kinds = kinds_for(options)
-                pace = (options.interval_s, options.recover_s)
+                pace = (options.interval_s, options.recover_s, options.quiet_s)
                 killer = Killer(kinds, services, single, cluster, *pace)
                 await _drive(options, port, keys, url, sql, services, killer, report)
             finally:
@@ -454,6 +455,9 @@ def main() -> None:
     parser.add_argument(
         "--recover", type=float, default=2.0, help="s from serving to a kind's next kill"
     )
+    parser.add_argument(
+        "--quiet", type=float, default=0.0, help="s from a Redis fault's end to the next"
+    )
     parser.add_argument("--humans", type=int, default=6)
     parser.add_argument("--bot-tables", type=int, default=6)
     parser.add_argument("--settle", type=float, default=120.0)
@@ -473,6 +477,7 @@ def main() -> None:
         minutes=args.minutes,
         interval_s=args.interval,
         recover_s=args.recover,
+        quiet_s=args.quiet,
         humans=args.humans,
         bot_tables=args.bot_tables,
         settle_s=args.settle,

@@ -227,6 +227,7 @@ class Killer:
         cluster: LocalCluster | None,
         interval_s: float,
         recover_s: float = 8.0,
+        quiet_s: float = 0.0,
     ) -> None:
         self.kinds = kinds
         self.services = services
@@ -234,6 +235,11 @@ class Killer:
         self.cluster = cluster
         self.interval_s = interval_s
         self.recover_s = recover_s  # a service kind is killed again this long after its start
+        # No Redis kill this long after a Redis fault ends (its cluster healthy): the other
+        # shards' rate has quiet seconds to be compared with (``shard_figures``). Without
+        # it the next Redis kill comes within 0.2 s of the last one's end whenever a
+        # fault lasts longer than the interval (a master's, ~5 s, at --interval 4).
+        self.quiet_s = quiet_s
         self.kills: list[Kill] = []
         self.busy: set[str] = set()
         self.errors: list[str] = []
@@ -337,6 +343,7 @@ class Killer:
         await asyncio.to_thread(cluster.wait_healthy)
         phases["healthy_s"] = round(time.monotonic() - killed, 2)
         self.recoveries.setdefault(role, []).append(time.monotonic() - killed)
+        await asyncio.sleep(self.quiet_s)  # still busy: no other Redis kill meanwhile
 
 
 def _wait_failover(cluster: LocalCluster, killed: int) -> None:
