@@ -222,11 +222,20 @@ async def _retried(read: Awaitable[None], subscriber: Any) -> None:
 
 
 async def _wait_after(error: Exception, subscriber: Any) -> None:
-    """FastStream's line for a failed read (same logger, level and message), then the wait."""
-    stream = channel(subscriber.stream_sub.name)
-    log.error("Message fetch error", exc_info=error, extra={"channel": stream})
+    """FastStream's line for a failed read (same logger, level and message), then the wait.
+    The first failure of a run is logged with its traceback, the 2nd, 4th, 8th... with its
+    error and count alone, the others not at all: a bot process follows every partition, and
+    a shard failing over had it format thousands of the same traceback a minute (14 MB of
+    log in 2 minutes of kills, the CPU taken from the other shards' games)."""
     subscriber.read_failures += 1
-    await asyncio.sleep(read_retry_s(subscriber.read_failures))
+    failures = subscriber.read_failures
+    stream = channel(subscriber.stream_sub.name)
+    if failures == 1:
+        log.error("Message fetch error", exc_info=error, extra={"channel": stream})
+    elif failures & (failures - 1) == 0:
+        extra = {"channel": stream, "failures": failures, "error": repr(error)}
+        log.error("Message fetch error", extra=extra)
+    await asyncio.sleep(read_retry_s(failures))
 
 
 def read_retry_s(failures: int) -> float:
