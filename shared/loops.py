@@ -52,12 +52,11 @@ async def keep_running(
     log: Any,
     failure: str,
     *,
-    period_s: float | Callable[[], float] = 0.0,
+    period_s: float = 0.0,
     on_error: Callable[[], None] | None = None,
     backoff: Backoff | None = None,
 ) -> None:
-    """Run ``round_`` until ``stop`` is set, ``period_s`` apart (0: at once again; a
-    callable: asked after each round).
+    """Run ``round_`` until ``stop`` is set, ``period_s`` apart (0: at once again).
 
     A round that raises is logged (``log.exception(failure)``), ``on_error`` drops the
     caller's untrusted caches, and the next round comes after a backoff delay."""
@@ -73,9 +72,8 @@ async def keep_running(
             await wait_or_stop(stop, delay)
             continue
         backoff.reset()
-        period = period_s() if callable(period_s) else period_s
-        if period > 0:
-            await wait_or_stop(stop, period)
+        if period_s > 0:
+            await wait_or_stop(stop, period_s)
 
 
 async def each(

@@ -17,12 +17,6 @@ from shared.eventstore.scripts import LEASES as SCRIPTS
 log = structlog.get_logger("caravel.engine")
 
 
-# The lease round's period while a shard fails a renewal or a take (a failover, NOREPLICAS):
-# the partitions dropped are won back this soon after their shard takes writes again,
-# instead of a third of the lease's life later (issue 25).
-FAULT_ROUND_S = 0.2
-
-
 class Leases:
     """The partitions one engine holds. ``on_lost(p)`` is called when the lease on ``p``
     goes (another engine writes its games from now on), ``on_won(p)`` when it is won.
@@ -30,7 +24,11 @@ class Leases:
     A lease whose renewal its shard fails is dropped at once (its partition is not served
     on a lease this engine cannot vouch for); its key still names this engine, so the
     engine takes it again (``take``: free, or its own) at the first round its shard takes
-    writes, rounds coming every :data:`FAULT_ROUND_S` meanwhile (:attr:`faulted`)."""
+    writes, not once the key has expired on the new master. (Rounds every 0.2 s while a
+    shard failed were tried too: the hit shard moved ~0.4 s sooner, the other shards'
+    events/s during a master kill fell from ~0.6 to ~0.45 of their quiet rate, each round
+    sending the dead master a pipeline and its client's commands re-reading the slot map:
+    taken out, benchmarks/README.md, branch `failover`.)"""
 
     def __init__(
         self,
@@ -45,7 +43,6 @@ class Leases:
         self.on_lost, self.on_won = on_lost, on_won
         self.held: set[int] = set()
         self.live: list[str] = [engine_id]  # the live engines, as last seen
-        self.faulted = False  # the last round met a shard's fault: the next one comes soon
 
     async def rebalance(self) -> None:
         """Heartbeat, renew held leases, then hold a fair share of the partitions."""
@@ -60,11 +57,9 @@ class Leases:
             for p in held:
                 batch.call(SCRIPTS["renew"], [self.keys.lease(p)], [self.id, ttl])
             replies = await batch.execute(raise_on_error=False)
-        faulted = False
         for p, renewed in zip(held, replies[3:], strict=True):
             if isinstance(renewed, Exception):  # its shard fails: the others carry on
                 log.warning("lease not renewed", partition=p, error=repr(renewed))
-                faulted = True
             if not renewed or isinstance(renewed, Exception):
                 self.on_lost(p)
         failed = next((r for r in replies[:3] if isinstance(r, Exception)), None)
@@ -72,12 +67,11 @@ class Leases:
             self.live = sorted(m.decode() if isinstance(m, bytes) else m for m in replies[2])
         else:  # the heartbeat's shard fails: share out as last seen, and carry on
             log.warning("engines' heartbeat not written", error=repr(failed))
-        self.faulted = await self._take_share(ttl) or faulted
+        await self._take_share(ttl)
 
-    async def _take_share(self, ttl: int) -> bool:
+    async def _take_share(self, ttl: int) -> None:
         """Release the partitions over this engine's share, then try for the missing ones,
-        starting where this engine's place among the live ones puts it. Whether a shard
-        failed a take."""
+        starting where this engine's place among the live ones puts it."""
         live = self.live
         total = self.keys.partitions
         share = math.ceil(total / max(len(live), 1))
@@ -86,7 +80,7 @@ class Leases:
             self.on_lost(p)
         need = share - len(self.held)
         if need <= 0:
-            return False
+            return
         start = (live.index(self.id) if self.id in live else 0) * share
         candidates = [(start + i) % total for i in range(total)]
         candidates = [p for p in candidates if p not in self.held]
@@ -102,12 +96,6 @@ class Leases:
             self.on_won(p)
         if won:
             log.info("leases", engine=self.id, held=len(self.held), live=len(live), won=won[:need])
-        return any(isinstance(r, Exception) for r in taken)
-
-    def period_s(self) -> float:
-        """How long until the next round: a third of the lease's life, or
-        :data:`FAULT_ROUND_S` after a round that met a shard's fault."""
-        return FAULT_ROUND_S if self.faulted else self.ttl_ms / 3000
 
     async def release(self, p: int) -> None:
         """Give up the lease on ``p`` (if this engine still has it)."""

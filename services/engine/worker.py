@@ -141,7 +141,7 @@ class Engine:
         having dropped what the engine can no longer trust (:meth:`distrust`)."""
         await self.start()
         await self.rebalance()
-        period = self.leases.period_s  # sooner while a shard fails (leases.FAULT_ROUND_S)
+        period = self.settings.lease_ttl_ms / 3000
         leases = asyncio.create_task(
             keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
         )

@@ -25,7 +25,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from services.ai.service import BotPlayer
-from services.engine.leases import FAULT_ROUND_S, Leases
+from services.engine.leases import Leases
 from services.lobby.db import LobbyTicket
 from services.lobby.lobby import Lobby
 from services.lobby.matchmaking import Matchmaker
@@ -367,10 +367,9 @@ async def test_an_engine_wins_back_the_leases_its_shard_refused_to_renew_once_it
 ) -> None:
     """A lease renewal its shard refuses (a master failing over, or short of its replica:
     NOREPLICAS) drops the partition; its key still names this engine, and the engine takes
-    it back at the first round its shard takes writes again, rounds coming every
-    ``FAULT_ROUND_S`` meanwhile. Before, it was won back only once its key had expired on
-    the shard (here in 10 minutes): seconds of a stalled shard more after each failover
-    (issue 25). The partitions on the healthy shards are renewed as ever."""
+    it back at the first round its shard takes writes again. Before, it was won back only
+    once its key had expired on the shard (here in 10 minutes): seconds of a stalled shard
+    more after each failover (issue 25). The healthy shards' partitions are renewed as ever."""
     keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
     client: Any = connect(cluster.url)
     lost: list[int] = []
@@ -383,7 +382,6 @@ async def test_an_engine_wins_back_the_leases_its_shard_refused_to_renew_once_it
     try:
         await leases.rebalance()
         assert leases.held == set(keys.all_partitions())
-        assert leases.period_s() == 200.0 and not leases.faulted
         port = client.get_node_from_key(keys.lease(0)).port
         on_it = {
             p for p in keys.all_partitions() if client.get_node_from_key(keys.lease(p)).port == port
@@ -395,11 +393,9 @@ async def test_an_engine_wins_back_the_leases_its_shard_refused_to_renew_once_it
             while cluster.refused_writes(port) == refused:
                 await leases.rebalance()
         assert set(lost) == on_it and leases.held == set(keys.all_partitions()) - on_it
-        assert leases.faulted and leases.period_s() == FAULT_ROUND_S
         cluster.restart(replica)
         await asyncio.to_thread(cluster.wait_healthy)
         await leases.rebalance()
         assert leases.held == set(keys.all_partitions())
-        assert not leases.faulted
     finally:
         await client.aclose()  # the cluster is this test's own
