@@ -40,6 +40,19 @@ def test_a_sqlite_file_keeps_a_write_ahead_log(tmp_path: Path) -> None:
         other.dispose()
 
 
+def test_a_sqlite_files_connections_sync_the_log_at_checkpoints_only(tmp_path: Path) -> None:
+    """Issue 24: each of the engine's connections (the pool's threads each make their own)
+    commits without an fsync of the log (``synchronous=NORMAL``, 1; SQLite's default is
+    FULL, 2): durable to the application's crashes, not to a power loss."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'caravel.db'}")
+    try:
+        with engine.connect() as first, engine.connect() as second:
+            for connection in (first, second):
+                assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+    finally:
+        engine.dispose()
+
+
 def test_lobby_and_scoring_starting_together_on_a_fresh_database_both_get_their_tables(
     database_url: str,
 ) -> None:
