@@ -80,6 +80,11 @@ TABLES: Table = LobbyTable.__table__  # type: ignore[attr-defined]
 SEATS: Table = LobbySeat.__table__  # type: ignore[attr-defined]
 
 
+SQLITE_POOL = 20
+"""Connections a SQLite file's engine keeps (and as many more it may open, closed when
+given back)."""
+
+
 def make_engine(url: str, **options: Any) -> Engine:
     """A SQLAlchemy engine with the lobby's tables migrated to the head revision (a SQLite
     file in write-ahead-log mode: :func:`_write_ahead`)."""
@@ -88,6 +93,12 @@ def make_engine(url: str, **options: Any) -> Engine:
         database = make_url(url).database
         if database and database != ":memory:":  # a fresh data folder: make it
             Path(database).parent.mkdir(parents=True, exist_ok=True)
+            # Connections kept for the request threads (issue 24): with the default 5 kept
+            # (and 10 more closed when given back), 20 requests at once opened and closed a
+            # connection each (the file opened, the schema read again, the pragmas) every
+            # few requests. A SQLite connection is a file handle and a page cache.
+            options.setdefault("pool_size", SQLITE_POOL)
+            options.setdefault("max_overflow", SQLITE_POOL)
     engine = create_engine(url, **options)
     if engine.dialect.name == "sqlite":
         _write_ahead(engine)

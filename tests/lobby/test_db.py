@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from threading import Barrier
 
 import pytest
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, event, inspect
 
 from services.lobby.db import make_engine
 from services.scoring.db import TABLES as SCORING_TABLES
@@ -49,6 +50,25 @@ def test_a_sqlite_files_connections_sync_the_log_at_checkpoints_only(tmp_path: P
         with engine.connect() as first, engine.connect() as second:
             for connection in (first, second):
                 assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+    finally:
+        engine.dispose()
+
+
+def test_a_sqlite_file_keeps_a_connection_for_each_of_twenty_requests_at_once(
+    tmp_path: Path,
+) -> None:
+    """Issue 24: 20 requests' threads using the database at once, then again, open no
+    connection the second time (the pool kept 5: the other 15 were opened and closed
+    each time)."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'caravel.db'}")
+    opened: list[object] = []
+    event.listen(engine, "connect", lambda connection, _record: opened.append(connection))
+    try:
+        for _ in range(2):
+            with ExitStack() as held:
+                for _ in range(20):
+                    held.enter_context(engine.connect()).exec_driver_sql("SELECT 1")
+        assert len(opened) <= 20
     finally:
         engine.dispose()
 
