@@ -129,6 +129,12 @@ class Keys:
         no table back."""
         return f"{self.prefix}:matchmaker"
 
+    def tickets_queued(self) -> str:
+        """A counter of the tickets queued so far, bumped by the lobby that took each one
+        (after its commit): a matchmaker that saw it unchanged since a round that left no
+        ticket waiting has nothing to match, and skips the SQL."""
+        return f"{self.prefix}:matchmaker:queued"
+
     def legacy_deadlines(self) -> str:
         """Where the pending decisions of every partition were kept before
         :meth:`deadlines`: the bot player moves what it finds there to their partitions'
