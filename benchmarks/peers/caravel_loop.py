@@ -30,7 +30,7 @@ import psutil
 import websockets
 
 from services.capacity import Plan, server, start_table
-from services.usage import usage
+from services.usage import cpu_s, tree_pids, usage
 
 
 @contextlib.contextmanager
@@ -197,11 +197,14 @@ async def closed_loop(
             players = [ws_table(client, ws_base, game, stop, tally) for _ in range(tables)]
         tasks = [asyncio.create_task(p) for p in players]
         await asyncio.sleep(warmup_s)
+        parts = services_children(server.pid)
         before, started = usage(server.pid), time.perf_counter()
+        parts_before = cpu_s(parts)
         tally.measuring = True
         await asyncio.sleep(seconds)
         tally.measuring = False
         after, elapsed = usage(server.pid), time.perf_counter() - started
+        parts_s = cpu_s(parts) - parts_before
         await stopped(tasks, stop)
     moves = max(tally.moves, 1)
     return {
@@ -212,6 +215,8 @@ async def closed_loop(
         "errors": dict(tally.errors),
         "moves_per_second": round(tally.moves / elapsed, 1),
         **after.per(before, moves),
+        # ``caravel up --processes N``'s services children (``services.cli part``) alone
+        "services_cpu_ms_per_move": round(1000 * parts_s / moves, 3) if parts else None,
         "server_cores_busy": round(
             (after.python_s + after.redis_s - before.python_s - before.redis_s) / elapsed, 2
         ),
@@ -220,6 +225,16 @@ async def closed_loop(
             for name, q in (("p50", 0.5), ("p99", 0.99))
         },
     }
+
+
+def services_children(pid: int) -> list[int]:
+    """The processes of the server's tree that run services (``services.cli part``)."""
+    found = []
+    for child in tree_pids(pid):
+        with contextlib.suppress(OSError), open(f"/proc/{child}/cmdline", "rb") as f:
+            if b"part" in f.read().split(b"\0"):
+                found.append(child)
+    return found
 
 
 async def stopped(tasks: list[asyncio.Task[Any]], stop: asyncio.Event) -> None:
