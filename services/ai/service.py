@@ -105,6 +105,10 @@ class BotPlayer:
         self._failing: set[str] = set()  # the deadlines whose shard failed last round
         self._deadline_keys = [keys.deadlines(p) for p in keys.all_partitions()]
         self._firing: dict[str, asyncio.Task[None]] = {}  # deadlines being played, by key
+        # the decisions streams whose requests of before are still to move to the bots' own
+        self._handing_over = [
+            (keys.decisions(p), keys.bot_decisions(p)) for p in keys.all_partitions()
+        ]
 
     async def start(self, stop: asyncio.Event | None = None) -> None:
         """Subscribe to every partition's decision stream (groups made from their start).
@@ -122,13 +126,17 @@ class BotPlayer:
         """The requests this player's group had not answered on the decisions streams, which
         it read before the engine wrote bots' requests to streams of their own, moved to
         those (once: the group is removed from the decisions streams, so that it no longer
-        holds their entries from being trimmed)."""
-        pairs = [
-            (self.keys.decisions(p), self.keys.bot_decisions(p)) for p in self.keys.all_partitions()
-        ]
-        moved = await hand_over(self.redis, GROUP, "r", pairs)
+        holds their entries from being trimmed). A partition whose shard refuses (or a
+        Redis away) is tried again at the next deadlines round: the start goes on."""
+        try:
+            moved, self._handing_over = await hand_over(self.redis, GROUP, "r", self._handing_over)
+        except Exception as e:
+            log.warning("decision requests not taken over yet", error=repr(e))
+            return
         if moved:
             log.info("decision requests taken over", requests=moved)
+        if self._handing_over:
+            log.warning("decision requests not taken over yet", partitions=len(self._handing_over))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Answer until ``stop``: the subscribers answer requests as they come; every
@@ -161,6 +169,8 @@ class BotPlayer:
 
     async def serve_round(self) -> None:
         """Play for the humans whose time ran out, then wait for the next deadline."""
+        if self._handing_over:
+            await self.take_over_requests()
         await asyncio.sleep(await self.fire_deadlines() / 1000)
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:

@@ -143,17 +143,21 @@ async def set_and_ack(
 
 async def hand_over(
     redis: Redis, group: str, field: str, streams: Sequence[tuple[str, str]]
-) -> int:
+) -> tuple[int, list[tuple[str, str]]]:
     """For each (old stream, new stream): what ``group`` had not handled on the old one
     copied to the new one, and the group removed from the old one (one call per pair,
     atomic, in one round trip; a stream without the group is left as it is). The bot
     player's requests moved to streams of their own: its group on the streams of every
     request, read no more, would otherwise keep them from being trimmed, and the requests
-    it had not answered would be lost. Returns how many entries were copied."""
+    it had not answered would be lost. Returns how many entries were copied, and the pairs
+    whose call failed (their shard refusing writes, say: nothing done there, to try again).
+    A connection lost is raised."""
     if not streams:
-        return 0
+        return 0, []
     async with Batch(redis) as batch:
         for old, new in streams:
             batch.call(SCRIPTS["hand_over"], [old, new], [group, field])
-        replies: list[Any] = await batch.execute()
-    return sum(max(0, int(r)) for r in replies)
+        replies: list[Any] = await batch.execute(raise_on_error=False)
+    failed = [pair for pair, r in zip(streams, replies, strict=True) if isinstance(r, Exception)]
+    copied = sum(max(0, int(r)) for r in replies if not isinstance(r, Exception))
+    return copied, failed

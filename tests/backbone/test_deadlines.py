@@ -65,15 +65,11 @@ async def test_a_groups_unhandled_entries_are_handed_over_and_the_group_removed(
     ids = [await any_redis.xadd(old, {"r": f"q{i}", "x": "-"}) for i in range(4)]
     await any_redis.xreadgroup("ai", "c", {old: ">"}, count=2)
     await any_redis.xack(old, "ai", ids[0])
-    assert (
-        await hand_over(
-            any_redis, "ai", "r", [(old, new), (keys.decisions(1), keys.bot_decisions(1))]
-        )
-        == 3
-    )
+    pairs = [(old, new), (keys.decisions(1), keys.bot_decisions(1))]
+    assert await hand_over(any_redis, "ai", "r", pairs) == (3, [])
     copied = await any_redis.xrange(new)
     assert [fields for _, fields in copied] == [{b"r": b"q1"}, {b"r": b"q2"}, {b"r": b"q3"}]
     groups = await any_redis.xinfo_groups(old)
     assert [g["name"] for g in groups] == [b"other"]
-    assert await hand_over(any_redis, "ai", "r", [(old, new)]) == 0
+    assert await hand_over(any_redis, "ai", "r", [(old, new)]) == (0, [])
     assert await any_redis.xlen(new) == 3
