@@ -75,6 +75,11 @@ class Keys:
     def decisions(self, p: int) -> str:
         return f"{self._p(p)}:decisions"
 
+    def bot_decisions(self, p: int) -> str:
+        """The decision requests of partition ``p``'s bot seats and leavers' seats: the bot
+        player's (the event store's append routes each request by the seat's player)."""
+        return f"{self._p(p)}:botdecisions"
+
     def view_updates(self, p: int) -> str:
         """The games whose view the projection wrote (``g``, at version ``v``), newest last,
         trimmed: whoever waits for a view blocks on it instead of polling the view."""
