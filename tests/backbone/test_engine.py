@@ -12,7 +12,8 @@ from redis.asyncio import Redis
 from services.engine import Engine
 from services.engine.worker import GROUP as ENGINE_GROUP
 from shared.bus import BODY, CommandSender, Keys
-from shared.contracts import CommandEnvelope, DeadLetter, DecisionRequest
+from shared.contracts import CommandEnvelope, DeadLetter, DecisionRequest, dump_json
+from shared.contracts.records import BOT_PREFIX, LEFT
 from shared.games import age_of_discovery as aod
 from shared.games import api
 
@@ -309,6 +310,42 @@ async def test_decision_requests_name_the_seat_and_its_legal_commands(
         assert request.legal_commands == legal
         assert "secret" not in entries[-1][1][b"r"].decode()
         assert len(commands) == 1
+
+
+async def test_a_humans_request_starts_its_clock_and_a_bots_goes_to_the_bot_player(
+    redis: Redis, keys: Keys
+) -> None:
+    """The append routes each decision request by the seat's player (the seats hash): a
+    human's starts its clock among the partition's deadlines (due at the request's
+    deadline), a bot's or a leaver's goes to the bot player's stream, a seat no lobby
+    seated to neither; every request goes to the decisions stream the sockets read."""
+    sender = CommandSender(redis, keys)
+    seats = {"g-route-h": "human", "g-route-b": f"{BOT_PREFIX}random", "g-route-l": LEFT}
+    for game_id, who in seats.items():
+        await redis.hset(keys.seats(game_id), mapping={"0": who, "1": who})
+    async with running_engine(redis, keys):
+        for game_id in [*seats, "g-route-none"]:
+            await sender.execute(create_game(game_id, players=2))
+    for game_id in [*seats, "g-route-none"]:
+        p = keys.partition(game_id)
+        asked = [
+            DecisionRequest.model_validate_json(fields[b"r"])
+            for _, fields in await redis.xrange(keys.decisions(p))
+        ]
+        [request] = [r for r in asked if r.game_id == game_id]
+        bots = [
+            DecisionRequest.model_validate_json(fields[b"r"])
+            for _, fields in await redis.xrange(keys.bot_decisions(p))
+        ]
+        clocks = dict(await redis.zrange(keys.deadlines(p), 0, -1, withscores=True))
+        member = dump_json([game_id, request.version, request.seat]).encode()
+        routed_to_bots = request in bots
+        if seats.get(game_id) == "human":
+            assert clocks[member] == pytest.approx(request.deadline.timestamp(), abs=0.01)
+            assert not routed_to_bots
+        else:
+            assert member not in clocks
+            assert routed_to_bots == (game_id != "g-route-none")
 
 
 async def test_decision_deadlines_follow_the_table_else_the_default(
