@@ -218,7 +218,17 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-LEASES = Library("leases", {"renew": _RENEW, "release": _RELEASE})
+# Taken when free, or when it already names this engine: an engine that dropped a partition
+# because its shard refused the renewal (a failover, NOREPLICAS) wins it back as soon as the
+# shard takes writes, not once its key has expired on the new master (issue 25).
+_TAKE = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if holder then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+LEASES = Library("leases", {"renew": _RENEW, "release": _RELEASE, "take": _TAKE})
 
 _VIEW_WRITE = """
 -- KEYS: 1 view hash, 2 view updates, 3 the game's log. ARGV: 1 version, 2 game id, 3 the id

@@ -484,3 +484,31 @@ async def test_a_batch_read_while_a_partition_is_fresh_waits_for_its_reclaim(
     finally:
         await engine.consumer.close()
         await engine.broker.stop()
+
+
+async def test_a_partition_won_while_the_engine_follows_is_subscribed_after_a_reclaim_round(
+    redis: Redis, keys: Keys
+) -> None:
+    """A round follows the partitions fresh when it starts, then reclaims idle entries when
+    due. A lease won meanwhile (the lease loop runs apart) made the partition fresh after
+    the follow had taken its list, and the reclaim of the same round handled its pending
+    entries and called it settled without subscribing to it: held, not fresh, never read
+    again, every command of it unanswered (test_failover_resume's start during a fault, 2
+    runs in 12 under load). The reclaim leaves fresh partitions to the follow."""
+    engine = Engine(redis, settings_for(keys), keys)
+    await engine.start()
+    p = keys.partition("g-won")
+    stream = keys.commands(p)
+    try:
+        await engine.follow()  # the round's follow: nothing held yet
+        engine.held.add(p)  # the lease loop wins p meanwhile
+        engine._won(p)
+        await engine.reclaim()  # the same round's reclaim, due
+        await engine.serve_round()  # the next round
+        assert stream in engine.consumer.streams
+        sender = CommandSender(redis, keys)
+        result = await sender.execute(create_game("g-won"), timeout_s=30)
+        assert result.status == "accepted", result
+    finally:
+        await engine.consumer.close()
+        await engine.broker.stop()
