@@ -3,8 +3,8 @@ killed at random; then every log, answer and projection is checked.
 
     python -m benchmarks.chaos --redis single|cluster \\
         --kill engine,redis,master,replica,lobby,ai,scoring --minutes M [--interval S]
-        [--humans 6] [--bot-tables 6] [--no-durability] [--database-url URL] [--json FILE]
-        [--logs DIR]
+        [--quiet S] [--humans 6] [--bot-tables 6] [--no-durability] [--database-url URL]
+        [--json FILE] [--logs DIR]
 
 Starts its own Redis from the machine's ``redis-server`` 7 (one server with AOF on a free
 port, killed with ``kill -9`` and started again on its files; or the local 3+3 cluster of
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import contextlib
 import json
 import random
@@ -65,6 +66,7 @@ from .chaos_checks import (
     Verdict,
     check_logs,
     median,
+    pooled_ratio,
     sample,
     scoring_caught_up,
     scoring_equals_rebuild,
@@ -95,6 +97,7 @@ class Options:
     minutes: float = 1.0
     interval_s: float = 2.0
     recover_s: float = 2.0  # a service's kind is not killed again this long after it serves
+    quiet_s: float = 0.0  # no Redis kill this long after a Redis fault ends (Killer.quiet_s)
     humans: int = 6
     bot_tables: int = 6
     think: tuple[float, float] = (0.05, 0.3)
@@ -103,6 +106,7 @@ class Options:
     durability: bool = True  # cluster only
     database_url: str | None = None
     logs: Path | None = None  # where to keep the processes' logs (else deleted)
+    log_level: str = "WARNING"  # the services' CARAVEL_LOG_LEVEL
 
 
 @dataclass
@@ -127,6 +131,8 @@ class Report:
     # Redis kill's second in it, kind and shard (in --json only).
     timeline: dict[int, list[int]] = field(default_factory=dict)
     redis_kills: list[tuple[int, str, int | None]] = field(default_factory=list)
+    # Each node kill's phases (``Killer.phases``) and the hit shard's first event after it.
+    kill_phases: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
     def failures(self) -> dict[str, int]:
@@ -187,6 +193,7 @@ async def run(options: Options) -> Report:
     port = _free_ports(1)[0]  # as every port it hands out: one a restart finds free
     env = server_env(port, "cvchaos", http_share_port="true", secret="chaos-" + "s" * 32)
     env["CARAVEL_DATA_DIR"] = str(folder / "data")
+    env["CARAVEL_LOG_LEVEL"] = options.log_level
     try:
         with contextlib.ExitStack() as held:
             url, single, cluster = held.enter_context(backend(options, server))
@@ -204,7 +211,7 @@ async def run(options: Options) -> Report:
                 services.start_all()
                 keys = Keys(env["CARAVEL_KEY_PREFIX"], 64)
                 kinds = kinds_for(options)
-                pace = (options.interval_s, options.recover_s)
+                pace = (options.interval_s, options.recover_s, options.quiet_s)
                 killer = Killer(kinds, services, single, cluster, *pace)
                 await _drive(options, port, keys, url, sql, services, killer, report)
             finally:
@@ -280,7 +287,8 @@ async def _drive(
             times.setdefault(shard_of(game), []).extend(e.recorded_at.timestamp() for e in events)
         for found in times.values():
             found.sort()
-        report.shards = shard_figures(times, killer.kills, len(starts))
+        healthy = [p.get("healthy_s") for p in killer.phases]
+        report.shards = shard_figures(times, killer.kills, len(starts), healthy_s=healthy)
         _timeline(report, times, killer)
 
 
@@ -295,6 +303,11 @@ def _timeline(report: Report, times: dict[int, list[float]], killer: Killer) -> 
     report.redis_kills = [
         (int(k.at - first), k.kind, k.shard) for k in killer.kills if k.shard is not None
     ]
+    for phases in killer.phases:
+        hit = times.get(phases["shard"], [])
+        i = bisect.bisect_right(hit, phases["at"])
+        moved = round(hit[i] - phases["at"], 2) if i < len(hit) else None
+        report.kill_phases.append({**phases, "moves_s": moved})
 
 
 async def _pending(http: Http, game: str) -> str:
@@ -397,6 +410,15 @@ def table(report: Report) -> str:
                     f">=0.9 in {sum(r >= 0.9 for r in ratios)}/{len(ratios)}",
                 )
             )
+            quiet = sorted(r for s in found if (r := s.quiet_ratio) is not None)
+            rows.append(
+                (
+                    f"{kind} kills: other shards' events/s vs the quiet seconds before",
+                    f"median {median(quiet)}, >=0.9 in {sum(r >= 0.9 for r in quiet)}/"
+                    f"{len(quiet)} (no quiet baseline: {len(found) - len(quiet)}), "
+                    f"pooled {pooled_ratio(found)}",
+                )
+            )
             rows.append(
                 (
                     f"{kind} kills: hit shard moves again (s)",
@@ -433,12 +455,16 @@ def main() -> None:
     parser.add_argument(
         "--recover", type=float, default=2.0, help="s from serving to a kind's next kill"
     )
+    parser.add_argument(
+        "--quiet", type=float, default=0.0, help="s from a Redis fault's end to the next"
+    )
     parser.add_argument("--humans", type=int, default=6)
     parser.add_argument("--bot-tables", type=int, default=6)
     parser.add_argument("--settle", type=float, default=120.0)
     parser.add_argument("--no-durability", action="store_true")
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
+    parser.add_argument("--log-level", default="WARNING", help="the services' log level")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
     kinds = tuple(k for k in args.kill.split(",") if k)
@@ -451,12 +477,14 @@ def main() -> None:
         minutes=args.minutes,
         interval_s=args.interval,
         recover_s=args.recover,
+        quiet_s=args.quiet,
         humans=args.humans,
         bot_tables=args.bot_tables,
         settle_s=args.settle,
         durability=not args.no_durability,
         database_url=args.database_url,
         logs=args.logs,
+        log_level=args.log_level,
     )
     report = asyncio.run(run(options))
     if args.json is not None:

@@ -79,28 +79,86 @@ async def _versions(store: EventStore, games: list[str]) -> dict[str, int] | Non
 @dataclass(frozen=True)
 class ShardFigures:
     kind: str
-    others_ratio: float  # the other shards' events/s during the fault / before it
+    others_ratio: float  # the other shards' events/s during the fault / the 5 s before it
     hit_answers_again_s: float | None  # the hit shard's first event after the kill
+    # The same against a quiet baseline (:func:`shard_figures`): the other shards' events
+    # and seconds while the hit shard is stalled, and in the quiet seconds before the kill.
+    during_events: int = 0
+    during_s: float = 0.0
+    quiet_events: int = 0
+    quiet_s: float = 0.0
+
+    @property
+    def quiet_ratio(self) -> float | None:
+        """The other shards' events/s while the hit shard stalls over their events/s in the
+        quiet seconds before the kill (None: less than ``MIN_QUIET_S`` of those)."""
+        if self.quiet_s < MIN_QUIET_S or not self.quiet_events:
+            return None
+        return round((self.during_events / self.during_s) / (self.quiet_events / self.quiet_s), 3)
+
+
+MIN_QUIET_S = 1.0  # a kill with fewer quiet seconds before it has no quiet baseline
+QUIET_S = 10.0  # the quiet baseline: at most this many seconds, the last before the kill
+
+
+def pooled_ratio(figures: Sequence[ShardFigures]) -> float | None:
+    """The other shards' events/s over every stall of ``figures`` over their events/s over
+    every quiet baseline (the kills with one): bursts weigh by their seconds, not by kill."""
+    kept = [f for f in figures if f.quiet_ratio is not None]
+    during_s, quiet_s = sum(f.during_s for f in kept), sum(f.quiet_s for f in kept)
+    quiet = sum(f.quiet_events for f in kept)
+    if not kept or not quiet or not during_s:
+        return None
+    return round((sum(f.during_events for f in kept) / during_s) / (quiet / quiet_s), 3)
 
 
 def shard_figures(
-    times: dict[int, list[float]], kills: Sequence[Kill], shards: int, window_s: float = 5.0
+    times: dict[int, list[float]],
+    kills: Sequence[Kill],
+    shards: int,
+    window_s: float = 5.0,
+    healthy_s: Sequence[float | None] = (),
 ) -> list[ShardFigures]:
     """For each master or replica kill, from the events' ``recorded_at`` (``times``: each
-    shard's, sorted): the other shards' events/s from the kill until the hit shard records
-    an event again (at least 2 s) against the ``window_s`` before it, and that time."""
+    shard's, sorted): the hit shard's first event after the kill; the other shards' events
+    during the stall (from the kill until the hit shard records an event again, at least
+    2 s) against the ``window_s`` before it (``others_ratio``); and against the quiet
+    seconds before it (``quiet_ratio``): from the end of the fault before (its cluster
+    healthy again and its hit shard moving again, whichever is later) to this kill, the last
+    ``QUIET_S`` of them at most. ``healthy_s``: each node kill's seconds from the kill to a
+    healthy cluster, in the order of ``kills`` (``Killer.phases``). The 5 s before a kill
+    held the fault before it about as often as not (a kill every ~4 s, a master's fault
+    lasting ~5 s), and its catch-up burst or stall moved the baseline, not the kill."""
     out = []
-    for kill in kills:
-        if kill.shard is None:
-            continue
+    node_kills = [k for k in kills if k.shard is not None]
+    first_event = min((t[0] for t in times.values() if t), default=0.0)
+    quiet_from = first_event
+    for n, kill in enumerate(node_kills):
+        assert kill.shard is not None
         hit = times.get(kill.shard, [])
         first = bisect.bisect_right(hit, kill.at)
         back = round(hit[first] - kill.at, 2) if first < len(hit) else None
         during = max(back if back is not None else window_s, 2.0)
         others = [times.get(s, []) for s in range(shards) if s != kill.shard]
         before = sum(_count(t, kill.at - window_s, kill.at) for t in others) / window_s
-        now = sum(_count(t, kill.at, kill.at + during) for t in others) / during
-        out.append(ShardFigures(kill.kind, round(now / before, 3) if before else 0.0, back))
+        now_events = sum(_count(t, kill.at, kill.at + during) for t in others)
+        now = now_events / during
+        quiet_start = max(quiet_from, kill.at - QUIET_S)
+        quiet_s = max(kill.at - quiet_start, 0.0)
+        quiet_events = sum(_count(t, quiet_start, kill.at) for t in others) if quiet_s else 0
+        healthy = healthy_s[n] if n < len(healthy_s) else None
+        quiet_from = kill.at + max(back or 0.0, healthy or 0.0)
+        out.append(
+            ShardFigures(
+                kill.kind,
+                round(now / before, 3) if before else 0.0,
+                back,
+                now_events,
+                during,
+                quiet_events,
+                round(quiet_s, 2),
+            )
+        )
     return out
 
 

@@ -227,6 +227,7 @@ class Killer:
         cluster: LocalCluster | None,
         interval_s: float,
         recover_s: float = 8.0,
+        quiet_s: float = 0.0,
     ) -> None:
         self.kinds = kinds
         self.services = services
@@ -234,6 +235,11 @@ class Killer:
         self.cluster = cluster
         self.interval_s = interval_s
         self.recover_s = recover_s  # a service kind is killed again this long after its start
+        # No Redis kill this long after a Redis fault ends (its cluster healthy): the other
+        # shards' rate has quiet seconds to be compared with (``shard_figures``). Without
+        # it the next Redis kill comes within 0.2 s of the last one's end whenever a
+        # fault lasts longer than the interval (a master's, ~5 s, at --interval 4).
+        self.quiet_s = quiet_s
         self.kills: list[Kill] = []
         self.busy: set[str] = set()
         self.errors: list[str] = []
@@ -241,6 +247,9 @@ class Killer:
         self.recoveries: dict[str, list[float]] = {}
         self.starts = shard_ranges(cluster) if cluster else []
         self.tasks: set[asyncio.Task[None]] = set()
+        # Each cluster node kill's phases, s after the kill (time.time() of the kill as "at"):
+        # its slots served by another node ("failover", masters), every node healthy again.
+        self.phases: list[dict[str, Any]] = []
 
     def counts(self) -> Counter[str]:
         return Counter(k.kind for k in self.kills)
@@ -322,13 +331,19 @@ class Killer:
         cluster.kill(port)
         killed = time.monotonic()
         self.kills.append(Kill(role, time.time(), shard, str(port)))
+        phases: dict[str, Any] = {"kind": role, "shard": shard, "at": self.kills[-1].at}
+        self.phases.append(phases)
         if role == "master":  # its replica takes over first; then the node comes back
             await asyncio.to_thread(_wait_failover, cluster, port)
+            phases["failover_s"] = round(time.monotonic() - killed, 2)
         else:
             await asyncio.sleep(random.uniform(0.2, 1.0))
         cluster.restart(port)
+        phases["restarted_s"] = round(time.monotonic() - killed, 2)
         await asyncio.to_thread(cluster.wait_healthy)
+        phases["healthy_s"] = round(time.monotonic() - killed, 2)
         self.recoveries.setdefault(role, []).append(time.monotonic() - killed)
+        await asyncio.sleep(self.quiet_s)  # still busy: no other Redis kill meanwhile
 
 
 def _wait_failover(cluster: LocalCluster, killed: int) -> None:

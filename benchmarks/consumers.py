@@ -170,6 +170,7 @@ async def measure(
     commands = [keys.commands(p) for p in keys.all_partitions()]
     events = [keys.events(p) for p in keys.all_partitions()]
     decisions = [keys.decisions(p) for p in keys.all_partitions()]
+    bot_decisions = [keys.bot_decisions(p) for p in keys.all_partitions()]  # all bots here
     played = _games(games, moves, players, seed)
     figures: dict[str, Any] = {}
     folder = tempfile.mkdtemp(prefix="caravel-consumers-")
@@ -195,8 +196,8 @@ async def measure(
         figures["fanout"] = _figure(appended + requested, seconds)
 
         bots = BotPlayer(redis, keys, settings)
-        seconds = await _timed(bots.run, lambda: _group_drained(redis, decisions, "ai"))
-        figures["bots"] = _figure(requested, seconds)
+        seconds = await _timed(bots.run, lambda: _group_drained(redis, bot_decisions, "ai"))
+        figures["bots"] = _figure(await _entries(redis, bot_decisions), seconds)
     finally:
         await delete_namespace(redis, keys.prefix)
         await redis.aclose()

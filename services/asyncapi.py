@@ -67,6 +67,7 @@ def _describe(broker: RedisBroker, keys: Keys) -> None:
     commands = _address(keys.commands)
     events = _address(keys.events)
     decisions = _address(keys.decisions)
+    bot_decisions = _address(keys.bot_decisions)
     rejections = _address(keys.rejections)
     dead = _address(keys.dead_letters)
     in_body = f"The JSON in the entry's field `{BODY.decode()}`."
@@ -112,7 +113,15 @@ def _describe(broker: RedisBroker, keys: Keys) -> None:
         DecisionRequest,
         f"Added by the atomic append with the events that make a seat decide. {in_r}",
     )
-    read(decisions, "ai:decisions", DecisionRequest, f"The bot player. {in_r}", AI_GROUP)
+    write(
+        bot_decisions,
+        "engine:botdecisions",
+        DecisionRequest,
+        "Added by the atomic append beside the decisions stream's entry, for a seat a bot "
+        "plays or whose player left (a human's seat starts its clock among the partition's "
+        f"deadlines instead). {in_r}",
+    )
+    read(bot_decisions, "ai:botdecisions", DecisionRequest, f"The bot player. {in_r}", AI_GROUP)
     read(
         decisions,
         "lobby:decisions",

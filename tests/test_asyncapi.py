@@ -44,11 +44,14 @@ def test_each_stream_kind_is_one_channel_template_with_its_writers_and_readers()
         "engine:commands": ENGINE_GROUP,
     }
     decisions = by_address[keys.decisions(0).replace("{0}", "{p}")]
-    assert decisions["ai:decisions"] == AI_GROUP and decisions["lobby:decisions"] == "xread"
+    assert decisions == {"engine:decisions": "xadd", "lobby:decisions": "xread"}
+    bots = by_address[keys.bot_decisions(0).replace("{0}", "{p}")]
+    assert bots == {"engine:botdecisions": "xadd", "ai:botdecisions": AI_GROUP}
     assert {a.split(":")[-1] for a in by_address} == {
         "commands",
         "events",
         "decisions",
+        "botdecisions",
         "rejections",
         "deadletters",
         "viewwants",

@@ -30,7 +30,7 @@ import psutil
 import websockets
 
 from services.capacity import Plan, server, start_table
-from services.usage import usage
+from services.usage import cpu_s, tree_pids, usage
 
 
 @contextlib.contextmanager
@@ -50,6 +50,7 @@ class Tally:
     moves: int = 0
     latencies: list[float] = field(default_factory=list)
     refused: int = 0
+    tables: int = 0  # tables set up so far (each a new game)
     errors: Counter[str] = field(default_factory=Counter)
     measuring: bool = False
 
@@ -70,6 +71,7 @@ async def http_table(
     """Play tables over HTTP until ``stop``."""
     while not stop.is_set():
         table, tokens = await new_table(client, game)
+        tally.tables += 1
         auth = [{"Authorization": f"Bearer {t}"} for t in tokens]
         legal = [(await client.get(f"/games/{table}/legal", headers=a)).json() for a in auth]
         while not stop.is_set():
@@ -130,6 +132,7 @@ async def ws_table(
     """Play tables over each seat's WebSocket until ``stop``."""
     while not stop.is_set():
         table, tokens = await new_table(client, game)
+        tally.tables += 1
         changed = asyncio.Event()
         async with contextlib.AsyncExitStack() as sockets:
             seats = []
@@ -198,10 +201,12 @@ async def closed_loop(
         tasks = [asyncio.create_task(p) for p in players]
         await asyncio.sleep(warmup_s)
         before, started = usage(server.pid), time.perf_counter()
-        tally.measuring = True
+        lobby_before, children_before = _split(server.pid)
+        tally.measuring, set_up = True, tally.tables
         await asyncio.sleep(seconds)
-        tally.measuring = False
+        tally.measuring, set_up = False, tally.tables - set_up
         after, elapsed = usage(server.pid), time.perf_counter() - started
+        lobby_after, children_after = _split(server.pid)
         await stopped(tasks, stop)
     moves = max(tally.moves, 1)
     return {
@@ -211,7 +216,11 @@ async def closed_loop(
         "refused": tally.refused,
         "errors": dict(tally.errors),
         "moves_per_second": round(tally.moves / elapsed, 1),
+        "tables_set_up": set_up,
         **after.per(before, moves),
+        # the lobby process (``caravel up`` itself) and its children (the services) apart
+        "lobby_cpu_ms_per_move": round(1000 * (lobby_after - lobby_before) / moves, 3),
+        "services_cpu_ms_per_move": round(1000 * (children_after - children_before) / moves, 3),
         "server_cores_busy": round(
             (after.python_s + after.redis_s - before.python_s - before.redis_s) / elapsed, 2
         ),
@@ -220,6 +229,11 @@ async def closed_loop(
             for name, q in (("p50", 0.5), ("p99", 0.99))
         },
     }
+
+
+def _split(pid: int) -> tuple[float, float]:
+    """CPU seconds so far of the lobby process at ``pid`` and of its children."""
+    return cpu_s([pid]), cpu_s(tree_pids(pid)[1:])
 
 
 async def stopped(tasks: list[asyncio.Task[Any]], stop: asyncio.Event) -> None:

@@ -97,6 +97,8 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         out[system] = {"moves_per_second": rates}
         for figure in (
             "server_cpu_ms_per_move",
+            "lobby_cpu_ms_per_move",
+            "services_cpu_ms_per_move",
             "redis_cpu_ms_per_move",
             "redis_commands_per_move",
         ):

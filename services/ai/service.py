@@ -1,7 +1,9 @@
 """The bot player: answers decision requests for bot seats, and for humans out of time.
 
-It follows the partition decision streams through its own consumer group (several workers
-share the load), one FastStream batch subscriber per partition stream
+It follows the partitions' bot decision streams (``Keys.bot_decisions``: the engine's
+append puts there the requests of bot seats and leavers' seats, and starts human seats'
+clocks among the deadlines itself) through its own consumer group (several workers share
+the load), one FastStream batch subscriber per partition stream
 (``shared.bus.GroupConsumer``); a separate loop plays for humans whose deadline passed,
 and for the requests that could not be answered when they came (their view lagged): those
 are kept among the deadlines too, so a request dead-lettered meanwhile is still answered.
@@ -40,8 +42,8 @@ from structlog.contextvars import bound_contextvars
 
 from services.runtime import Stopped, wait_for
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
+from shared.bus.deadlines import hand_over, set_and_ack
 from shared.bus.deadlines import heads as deadline_heads
-from shared.bus.deadlines import set_and_ack
 from shared.contracts import CommandEnvelope, DecisionRequest, dump_json, load_json
 from shared.contracts.records import HUMAN, LEFT
 from shared.eventstore import EventReader
@@ -65,7 +67,6 @@ VIEW_WAIT_S = 2.0  # a view this late leaves its request pending, to be tried ag
 RETRY_S = 1.0  # a request not answered yet is tried again from the deadlines this much later
 WAIT_MS = 100  # the deadlines are read again at least this often (a leaver's seat is due now)
 DUE_PER_ROUND = 100  # due deadlines played per partition and round
-CLOCKS_ONLY_PAUSE_S = 0.005  # after a batch of humans' requests only, before the next read
 
 
 class Unread:
@@ -95,7 +96,7 @@ class BotPlayer:
             max_deliveries=settings.max_deliveries,
             claim_idle_ms=settings.claim_idle_ms,
         )
-        self.streams = [keys.decisions(p) for p in keys.all_partitions()]
+        self.streams = [keys.bot_decisions(p) for p in keys.all_partitions()]
         self.views = ViewWaiter(redis, keys, service="ai")
         self.seats = SeatBook(redis, keys)
         self.logs = EventReader(redis, keys)  # the games' versions: stale deadlines
@@ -104,6 +105,10 @@ class BotPlayer:
         self._failing: set[str] = set()  # the deadlines whose shard failed last round
         self._deadline_keys = [keys.deadlines(p) for p in keys.all_partitions()]
         self._firing: dict[str, asyncio.Task[None]] = {}  # deadlines being played, by key
+        # the decisions streams whose requests of before are still to move to the bots' own
+        self._handing_over = [
+            (keys.decisions(p), keys.bot_decisions(p)) for p in keys.all_partitions()
+        ]
 
     async def start(self, stop: asyncio.Event | None = None) -> None:
         """Subscribe to every partition's decision stream (groups made from their start).
@@ -113,8 +118,25 @@ class BotPlayer:
         await self.broker.start()
         follow = functools.partial(self.seats.follow, self.broker)
         await wait_for("the seat changes' shard", follow, stop or asyncio.Event())
+        await self.take_over_requests()
         for stream in self.streams:
             await self.consumer.subscribe(stream)
+
+    async def take_over_requests(self) -> None:
+        """The requests this player's group had not answered on the decisions streams, which
+        it read before the engine wrote bots' requests to streams of their own, moved to
+        those (once: the group is removed from the decisions streams, so that it no longer
+        holds their entries from being trimmed). A partition whose shard refuses (or a
+        Redis away) is tried again at the next deadlines round: the start goes on."""
+        try:
+            moved, self._handing_over = await hand_over(self.redis, GROUP, "r", self._handing_over)
+        except Exception as e:
+            log.warning("decision requests not taken over yet", error=repr(e))
+            return
+        if moved:
+            log.info("decision requests taken over", requests=moved)
+        if self._handing_over:
+            log.warning("decision requests not taken over yet", partitions=len(self._handing_over))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Answer until ``stop``: the subscribers answer requests as they come; every
@@ -147,6 +169,8 @@ class BotPlayer:
 
     async def serve_round(self) -> None:
         """Play for the humans whose time ran out, then wait for the next deadline."""
+        if self._handing_over:
+            await self.take_over_requests()
         await asyncio.sleep(await self.fire_deadlines() / 1000)
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
@@ -181,12 +205,6 @@ class BotPlayer:
         await self._clocks_and_ack(
             clocks, [(d, r) for d, r in parsed if (r.game_id, r.seat) in done]
         )
-        if len(clocks) == len(latest):
-            # Humans' clocks alone, which run from the deadline the engine set whenever
-            # they are written: the next read waits a little, and takes the requests of
-            # several moves for one read and one write (a read and a write per two moves
-            # were a third of the services process's round trips at 700 moves/s).
-            await asyncio.sleep(CLOCKS_ONLY_PAUSE_S)
 
     async def _clocks_and_ack(
         self, clocks: dict[str, float], done: list[tuple[Delivery, DecisionRequest]]
@@ -196,7 +214,7 @@ class BotPlayer:
         by_partition: dict[int, tuple[dict[str, float], list[str], str]] = {}
         for member, due in clocks.items():
             p = self.keys.partition(load_json(member)[0])
-            by_partition.setdefault(p, ({}, [], self.keys.decisions(p)))[0][member] = due
+            by_partition.setdefault(p, ({}, [], self.keys.bot_decisions(p)))[0][member] = due
         for d, request in done:
             p = self.keys.partition(request.game_id)
             by_partition.setdefault(p, ({}, [], d.stream))[1].append(d.id)

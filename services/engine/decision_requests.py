@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 from shared.contracts import dump_json, name_json, string_json
-from shared.eventstore import Append, GameCodec
+from shared.eventstore import Append, GameCodec, Pending
 from shared.games import api
 from shared.settings import Settings
 
@@ -54,6 +54,7 @@ def attach(
     now = datetime.now(UTC)
     every = settings.snapshot_every
     games = cache.games
+    stamp = now.timestamp()
     deadlines: dict[float, str] = {}  # a timeout's deadline JSON, once per batch
     for game_id, a in last.items():
         cached = games.get(game_id)
@@ -67,8 +68,11 @@ def attach(
                 (now + timedelta(seconds=timeout)).isoformat()
             )
         game_json, version, legal = string_json(game_id), a.version, game.legal_commands
+        due = stamp + timeout  # a human seat's clock: the request's deadline
         a.decisions = [
-            _decision_json(game_json, version, d, deadline, legal(state, d.seat))
+            Pending(
+                d.seat, due, _decision_json(game_json, version, d, deadline, legal(state, d.seat))
+            )
             for d in game.pending(state)
         ]
         if a.version // every > first[game_id].expected // every or cache.newly_over(game_id):

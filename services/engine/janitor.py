@@ -5,8 +5,9 @@ holds the lease of: one janitor per partition at a time, with no coordination of
 (and were two to overlap while a lease moves, both steps are safe to repeat). Every round,
 for each held partition, it
 
-- trims the command, event, decision and rejection streams behind every consumer group,
-  keeping ``CARAVEL_STREAM_RETENTION_S`` of the recent past (``shared.bus.retention``);
+- trims the command, event, decision (the sockets' and the bot player's) and rejection
+  streams behind every consumer group, keeping ``CARAVEL_STREAM_RETENTION_S`` of the recent
+  past (``shared.bus.retention``);
 - archives the finished games that ended ``CARAVEL_ARCHIVE_AFTER_S`` ago or more and whose
   last event every consumer group of the event stream has passed (``shared.eventstore.
   archive``: written to SQL, verified, then deleted from Redis).
@@ -66,7 +67,7 @@ class Janitor:
     async def tend(self, p: int) -> None:
         """Trim partition ``p``'s streams, then archive its finished games that are due."""
         k = self.keys
-        streams = [k.commands(p), k.events(p), k.decisions(p), k.rejections(p)]
+        streams = [k.commands(p), k.events(p), k.decisions(p), k.rejections(p), k.bot_decisions(p)]
         trimmed = await self.trimmer.trim(streams)
         removed = sum(t.removed for t in trimmed)
         self.stats["trimmed"] += removed

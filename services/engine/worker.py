@@ -240,16 +240,19 @@ class Engine:
         """Take over entries idle in held partitions (their handler crashed); which ones
         have any is asked of all in one round trip first. A partition whose lease goes
         meanwhile is left alone: its entries, which this engine no longer handles, would be
-        claimed again and again until dead-lettered."""
+        claimed again and again until dead-lettered. So is a fresh one: :meth:`follow`
+        reclaims it and then subscribes to it. (Reclaimed here, a partition won while the
+        round's follow ran was called settled, never subscribed to: held, never read.)"""
         await self.consumer.revive()
-        settled = [self.keys.commands(p) for p in sorted(self.held) if p not in self.fresh]
-        stale = set(await self.consumer.with_idle(settled, self.settings.claim_idle_ms))
-        for p in sorted(self.held):
-            idle = 0 if p in self.fresh else self.settings.claim_idle_ms
+        settled = [p for p in sorted(self.held) if p not in self.fresh]
+        streams = [self.keys.commands(p) for p in settled]
+        stale = set(await self.consumer.with_idle(streams, self.settings.claim_idle_ms))
+        for p in settled:
             stream = self.keys.commands(p)
-            if idle and stream not in stale:
+            if stream not in stale or p in self.fresh:
                 continue  # nothing idle that long: no XAUTOCLAIM round trip for it
             async with self._alone(p):
+                idle = self.settings.claim_idle_ms
                 await self.consumer.reclaim(stream, idle, self._holds(p), self._settled(p))
 
     async def _on_batch(self, deliveries: list[Delivery]) -> None:

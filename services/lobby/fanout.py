@@ -27,7 +27,13 @@ from typing import NamedTuple
 from redis.asyncio import Redis
 
 from shared.bus import Broker, Delivery, Follower, Keys, newest_ids
-from shared.contracts import Notification, decision_game, decision_head, dump_json, load_json
+from shared.contracts import (
+    DecisionHead,
+    Notification,
+    decision_head,
+    dump_json,
+    load_json,
+)
 from shared.games import api
 
 BATCH = 500
@@ -78,9 +84,9 @@ class Decision:
 
     __slots__ = ("_frames", "head", "raw")
 
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, raw: bytes, head: DecisionHead | None = None) -> None:
         self.raw = raw
-        self.head = decision_head(raw)
+        self.head = decision_head(raw) if head is None else head
         self._frames: dict[bool, str] = {}
 
     def frame(self, spectator: bool) -> str:
@@ -186,11 +192,11 @@ class EventFanout:
             item: Delivered
             if d.stream in self._decisions:
                 raw = d.fields[b"r"]
-                named = decision_game(raw)
-                if named is not None and named not in self._listeners:
-                    continue  # another game's: not worth parsing
-                item = Decision(raw)
-                game_id = item.head.game_id
+                head = decision_head(raw)
+                if head.game_id not in self._listeners:
+                    continue  # another game's
+                item = Decision(raw, head)
+                game_id = head.game_id
             else:
                 game_id = d.fields[b"g"].decode()
                 if game_id not in self._listeners:

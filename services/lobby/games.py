@@ -25,7 +25,7 @@ from shared.bus.tails import newest_first
 from shared.contracts import (
     CommandEnvelope,
     CommandResult,
-    decision_game,
+    decision_head,
     dump_json,
     load_json,
 )
@@ -696,15 +696,11 @@ async def _due_decisions(lobby: Lobby, game_id: str, seat: int, version: int) ->
     among the partition's last ``DECISION_LOOKBACK`` (older ones: GET /legal still says)."""
     stream = lobby.keys.decisions(lobby.keys.partition(game_id))
     for _, fields in await newest_first(lobby.redis, stream, DECISION_LOOKBACK):
-        named = decision_game(fields[b"r"])
-        if named is not None and named != game_id:
-            continue  # another game's: not worth parsing
-        decision = Decision(fields[b"r"])
-        head = decision.head
+        head = decision_head(fields[b"r"])
         if head.game_id != game_id or head.version > version:
             continue
         if head.version < version:
             return []  # the game's newest request is older than its log: nothing is due
         if head.seat == seat:
-            return [decision]
+            return [Decision(fields[b"r"], head)]
     return []

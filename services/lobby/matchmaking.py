@@ -9,7 +9,7 @@ import uuid
 from collections import defaultdict
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import structlog
 from fastapi.concurrency import run_in_threadpool
@@ -20,6 +20,7 @@ from shared.bus.faults import transient
 from shared.contracts import load_json
 from shared.games import api
 from shared.loops import keep_running
+from shared.redis_replies import text
 
 from .db import LobbySeat, LobbyTable, LobbyTicket
 from .lobby import Lobby, bot_name
@@ -41,11 +42,17 @@ class Group(NamedTuple):
 
 
 class Matchmaker:
-    def __init__(self, lobby: Lobby, wait_s: float, period_s: float = 0.1) -> None:
+    def __init__(
+        self, lobby: Lobby, wait_s: float, period_s: float = 0.1, reconcile_s: float = RECONCILE_S
+    ) -> None:
         self.lobby = lobby
         self.wait_s = wait_s
         self.period_s = period_s
+        self.reconcile_s = reconcile_s
         self._next_reconcile = 0.0
+        # The tickets-queued counter as it was before the last round that left no ticket
+        # waiting (None: no such round, or one since left tickets waiting).
+        self._idle_at: bytes | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Form tables every ``period_s`` until ``stop``, and every ``RECONCILE_S`` see
@@ -56,22 +63,41 @@ class Matchmaker:
 
     async def round(self) -> list[str]:
         """Form every table that can be formed now (one lobby process at a time); returns
-        their ids. Each is started."""
+        their ids. Each is started. A round is one Redis read while the queue is known
+        empty: no ticket was queued (:meth:`Keys.tickets_queued`) since a round found none
+        waiting; every ``reconcile_s`` a round looks in SQL whatever the counter says (a
+        ticket whose signal Redis refused), and sees unfinished starts through."""
+        reconcile = time.monotonic() >= self._next_reconcile
+        queued = await self._queued()
+        if not reconcile and queued is not None and queued == self._idle_at:
+            return []  # nothing queued since the queue was seen empty
         locked = await self._lock()
         if locked is False:
             return []
         try:
-            formed = await run_in_threadpool(self._form_tables)
+            formed, waiting = await run_in_threadpool(self._form_tables)
+            self._idle_at = queued if not waiting else None
             for table_id in formed:
                 await self._start(table_id)
-            if time.monotonic() >= self._next_reconcile:
-                self._next_reconcile = time.monotonic() + RECONCILE_S
+            if reconcile:
+                self._next_reconcile = time.monotonic() + self.reconcile_s
                 await reconcile_starts(self.lobby)
             return formed
         finally:
             if locked:
                 with suppress(RedisError, AttributeError):  # it expires by itself
                     await self.lobby.redis.delete(self.lobby.keys.matchmaker())
+
+    async def _queued(self) -> bytes | None:
+        """The tickets-queued counter (``b""``: none queued yet; None: Redis did not say,
+        so the round looks in SQL)."""
+        try:
+            value: Any = await self.lobby.redis.get(self.lobby.keys.tickets_queued())
+        except Exception as error:  # a closed connection's AttributeError among them
+            if not transient(error):
+                raise
+            return None
+        return b"" if value is None else text(value).encode()
 
     async def _lock(self) -> bool | None:
         """Take the matchmaker's lock: True if taken, False if another process has it, None
@@ -100,9 +126,10 @@ class Matchmaker:
                 "a matched table did not start; it will be started again", table_id=table_id
             )
 
-    def _form_tables(self) -> list[str]:
+    def _form_tables(self) -> tuple[list[str], bool]:
         """The tables formed now, their free seats given to bots and their start begun (in
-        the same transaction as the tickets' matching: no table is left unstarted)."""
+        the same transaction as the tickets' matching: no table is left unstarted), and
+        whether tickets are left waiting (those another round holds are not seen)."""
         now = datetime.now(UTC)
         with Session(self.lobby.db) as session:
             waiting = session.exec(  # tickets another round holds are not this one's
@@ -115,6 +142,7 @@ class Matchmaker:
             for t in waiting:
                 groups[Group(t.game, t.ruleset, t.players, t.options)].append(t)
             formed = []
+            left = 0
             for group, tickets in groups.items():
                 while len(seated := one_per_name(tickets)[: group.players]) == group.players:
                     formed.append(self._table(session, seated, group))
@@ -123,8 +151,10 @@ class Matchmaker:
                 if oldest is not None and now - oldest >= timedelta(seconds=self.wait_s):
                     seated = one_per_name(tickets)
                     formed.append(self._table(session, seated, group))
+                    tickets = [t for t in tickets if t not in seated]
+                left += len(tickets)
             session.commit()
-            return formed
+            return formed, left > 0
 
     def _table(self, session: Session, tickets: list[LobbyTicket], group: Group) -> str:
         table = LobbyTable(

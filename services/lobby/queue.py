@@ -6,18 +6,22 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
+import structlog
 from fastapi import APIRouter, Response
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 from sqlmodel import Session, col, delete
 
+from shared.bus.faults import transient
 from shared.contracts import key_json
 from shared.httpapi import ERRORS, ApiError, Id
 
 from .catalog import players_schema
 from .db import LobbyTicket
-from .lobby import MAX_SEATS, GameChoice, LobbyDep, PlayerName, check_players
+from .lobby import MAX_SEATS, GameChoice, Lobby, LobbyDep, PlayerName, check_players
 
 router = APIRouter(tags=["queue"])
+log = structlog.get_logger("caravel.queue")
 
 
 class QueueIn(GameChoice):
@@ -36,9 +40,27 @@ class TicketOut(BaseModel):
 
 
 @router.post("/queue", status_code=202, response_model=TicketOut, responses=ERRORS)
-def enter_queue(body: QueueIn, lobby: LobbyDep) -> TicketOut:
+async def enter_queue(body: QueueIn, lobby: LobbyDep) -> TicketOut:
     """Wait for a game with these preferences: a table forms when enough players wait,
     or after a while with bots in the free seats, and starts by itself."""
+    ticket = await run_in_threadpool(_enter, lobby, body)
+    await tickets_queued(lobby)  # after the commit: the matchmaker finds the ticket
+    return ticket
+
+
+async def tickets_queued(lobby: Lobby) -> None:
+    """Tell the matchmakers a ticket is queued (:meth:`Keys.tickets_queued`). A Redis that
+    refuses it delays the match to the matchmaker's next full round (every second) and
+    fails no one: the ticket is in SQL."""
+    try:
+        await lobby.redis.incr(lobby.keys.tickets_queued())
+    except Exception as error:  # a closed connection's AttributeError among them
+        if not transient(error):
+            raise
+        log.warning("a queued ticket was not signalled", error=repr(error))
+
+
+def _enter(lobby: Lobby, body: QueueIn) -> TicketOut:
     game, ruleset, options = body.resolve()
     check_players(game, body.players)
     ticket = LobbyTicket(

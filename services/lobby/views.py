@@ -123,7 +123,9 @@ class ViewProjector:
         self.games: OrderedDict[str, Projected] = OrderedDict()
         self.wanted: dict[str, float] = {}  # game → until when (Unix time) it is read
         self._wants = Follower(self.broker, self._wanted, batch=BATCH)
-        self._projecting = asyncio.Lock()  # one projection at a time: wants and events
+        # One projection at a time per partition (wants and events): a game is projected by
+        # one at a time, and a partition whose shard fails holds up its own games only.
+        self._projecting: dict[int, asyncio.Lock] = {}
         self._forgotten = 0.0  # when the wants that ran out were last dropped
         self._wants_read = "0-0"  # the last want projected: read again from there on a failure
         self._read: set[int] = set()  # the partitions whose event stream is read
@@ -224,18 +226,26 @@ class ViewProjector:
         by_partition: dict[int, list[str]] = {}
         for game_id in sorted(games):
             by_partition.setdefault(self.keys.partition(game_id), []).append(game_id)
+        # The partitions at once: a shard's fault fails its own partitions' games, and its
+        # failures (a pipeline to a node away is tried again 0.25 s later) add up to no
+        # one else's wait. One after the other, a failover held every new want for about
+        # 0.25 s per wanted partition of the shard away, again at each retry.
+        outcomes = await asyncio.gather(
+            *(self._project_partition(by_partition[p]) for p in sorted(by_partition)),
+            return_exceptions=True,
+        )
         refused: Exception | None = None
-        for p in sorted(by_partition):  # a shard's fault fails its own partitions' games
-            ordered = by_partition[p]
-            try:
-                for start in range(0, len(ordered), BATCH):
-                    await self.project(ordered[start : start + BATCH])
-            except Exception as error:
-                if not transient(error):
-                    raise
-                refused = refused or error
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception) or not transient(outcome):
+                    raise outcome
+                refused = refused or outcome
         if refused is not None:
             raise refused
+
+    async def _project_partition(self, ordered: list[str]) -> None:
+        for start in range(0, len(ordered), BATCH):
+            await self.project(ordered[start : start + BATCH])
 
     def _forget(self, now: float) -> None:
         for game_id in [g for g, until in self.wanted.items() if until <= now]:
@@ -290,9 +300,25 @@ class ViewProjector:
             log.warning("views group not moved on", streams=sorted(failed))
 
     async def project(self, game_ids: Sequence[str]) -> None:
-        """Bring each game's view up to the newest version of its log."""
-        async with self._projecting:
+        """Bring each game's view up to the newest version of its log, with their partitions'
+        projections held off (their locks taken in order). One lock for all made every
+        partition's views wait on a projection of a shard failing over: its pipelines are
+        tried again 0.25 s later, and the other shards' views (which the bots play from)
+        lagged behind (issue 25: the other shards at a quarter of their events/s while a
+        master failed over)."""
+        locks = [
+            self._projecting.setdefault(p, asyncio.Lock())
+            for p in sorted({self.keys.partition(g) for g in game_ids})
+        ]
+        taken: list[asyncio.Lock] = []
+        try:
+            for lock in locks:
+                await lock.acquire()
+                taken.append(lock)
             await self._project(game_ids)
+        finally:
+            for lock in taken:
+                lock.release()
 
     async def _project(self, game_ids: Sequence[str]) -> None:
         missing = [g for g in game_ids if g not in self.games]
@@ -320,15 +346,18 @@ class ViewProjector:
     async def _catch_up(self, game_ids: Sequence[str]) -> None:
         """Apply the events cached games lack, read in one round trip from the event each
         holds; the games whose log went back are loaded again."""
+        game_ids = [g for g in game_ids if g in self.games]  # not let go meanwhile
         held = {g: Held(self.games[g].version, self.games[g].event_id) for g in game_ids}
         logs = await self.store.read_many({g: h.range() for g, h in held.items()})
         rebuilt = {g for g in game_ids if held[g].rolled_back(logs[g])}
         for game_id in sorted(rebuilt):
             log.warning("log went back; projecting the game again", game=game_id)
-            del self.games[game_id]
+            self.games.pop(game_id, None)
         await self._load(sorted(rebuilt))
         for game_id in set(game_ids) - rebuilt:
-            projected = self.games[game_id]
+            projected = self.games.get(game_id)
+            if projected is None:  # let go meanwhile (the cache is full): loaded when next due
+                continue
             for event in logs[game_id]:
                 if event.version == projected.version:
                     projected.event_id = event.event_id  # known now (was a snapshot's)

@@ -25,9 +25,9 @@ among them, are in :mod:`.faststream_ext`, pinned by a test):
   before 8.4, and polls without pause while the pending list holds busy entries.
 - A stream whose group vanished (a Redis restarted without its data): FastStream stops the
   subscriber for good; here the group is made again, from the start, and it restarts.
-- A failed read (a connection cut: Redis restarted, a failover) is retried after
-  ``READ_RETRY_S``, not FastStream's fixed 5 s, which held every new entry of a stream that
-  long after the cut.
+- A failed read (a connection cut: Redis restarted, a failover) is retried after 0.1 s,
+  doubling up to ``READ_RETRY_S`` (0.5 s), not FastStream's fixed 5 s, which held every
+  new entry of a stream that long after the cut.
 - Streams can be added and removed while running (the engine's partitions change hands), and
   a newly added stream's pending entries can be handled before any new one (``drain``).
 

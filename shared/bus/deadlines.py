@@ -1,6 +1,7 @@
 """The bot player's deadlines: reading the heads of many partitions' sorted sets at once
 (its loop reads every partition's earliest deadline several times a second, busy or idle),
-and setting humans' clocks with the acknowledgement of the requests that started them.
+setting humans' clocks with the acknowledgement of the requests that started them, and
+handing a group's unread entries over to another stream (:func:`hand_over`).
 
 On one Redis the heads come from one script call: one reply to parse instead of a
 pipeline of one ``ZRANGE`` per partition, whose packing, replies and redis-py callbacks
@@ -50,7 +51,49 @@ end
 return 1
 """
 
-SCRIPTS = Library("deadlines", {"heads": _HEADS, "set_and_ack": _SET_AND_ACK})
+_HAND_OVER = """
+-- The entries a consumer group has not handled on a stream (pending, or past its position)
+-- copied to another stream (field ARGV[2] only), then the group destroyed: a group that
+-- reads a stream no more, whose position would otherwise hold the stream's entries from
+-- being trimmed. Entries handled already may be copied again (between the first pending
+-- and the position): their readers take them twice. Returns the entries copied (-1: no
+-- such group). KEYS: 1 the old stream, 2 the new. ARGV: 1 group, 2 field.
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return {tonumber(ms), tonumber(seq)}
+end
+local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local group = nil
+for _, fields in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local g = {}
+  for i = 1, #fields, 2 do g[fields[i]] = fields[i + 1] end
+  if g['name'] == ARGV[1] then group = g end
+end
+if group == nil then return -1 end
+local from = parse(group['last-delivered-id'])
+from = {from[1], from[2] + 1}
+if tonumber(group['pending']) > 0 then
+  local first = parse(redis.call('XPENDING', KEYS[1], ARGV[1])[2])
+  if less(first, from) then from = first end
+end
+local copied = 0
+for _, entry in ipairs(redis.call('XRANGE', KEYS[1], from[1] .. '-' .. from[2], '+')) do
+  local f = entry[2]
+  for i = 1, #f, 2 do
+    if f[i] == ARGV[2] then
+      redis.call('XADD', KEYS[2], '*', ARGV[2], f[i + 1])
+      copied = copied + 1
+    end
+  end
+end
+redis.call('XGROUP', 'DESTROY', KEYS[1], ARGV[1])
+return copied
+"""
+
+SCRIPTS = Library(
+    "deadlines", {"heads": _HEADS, "set_and_ack": _SET_AND_ACK, "hand_over": _HAND_OVER}
+)
 
 
 async def heads(redis: Redis, keys: Sequence[str], last_count: int) -> list[Any]:
@@ -96,3 +139,25 @@ async def set_and_ack(
         for keys, args in calls:
             batch.call(SCRIPTS["set_and_ack"], keys, args)
         await batch.execute()
+
+
+async def hand_over(
+    redis: Redis, group: str, field: str, streams: Sequence[tuple[str, str]]
+) -> tuple[int, list[tuple[str, str]]]:
+    """For each (old stream, new stream): what ``group`` had not handled on the old one
+    copied to the new one, and the group removed from the old one (one call per pair,
+    atomic, in one round trip; a stream without the group is left as it is). The bot
+    player's requests moved to streams of their own: its group on the streams of every
+    request, read no more, would otherwise keep them from being trimmed, and the requests
+    it had not answered would be lost. Returns how many entries were copied, and the pairs
+    whose call failed (their shard refusing writes, say: nothing done there, to try again).
+    A connection lost is raised."""
+    if not streams:
+        return 0, []
+    async with Batch(redis) as batch:
+        for old, new in streams:
+            batch.call(SCRIPTS["hand_over"], [old, new], [group, field])
+        replies: list[Any] = await batch.execute(raise_on_error=False)
+    failed = [pair for pair, r in zip(streams, replies, strict=True) if isinstance(r, Exception)]
+    copied = sum(max(0, int(r)) for r in replies if not isinstance(r, Exception))
+    return copied, failed

@@ -94,11 +94,15 @@ from .metrics import channel
 CHECKED_VERSION = "0.7"
 """The FastStream release (major.minor) this module was checked against."""
 
-# A subscriber whose read failed reads again after this long (FastStream: 5 s, a module
-# constant of its own, left alone: our read step waits this long itself). Short enough that
-# a cut connection delays new entries by about that much; long enough that a Redis down for
-# good costs each subscriber one error line a second, not a busy loop.
-READ_RETRY_S = 1
+# A subscriber whose read failed reads again after a delay (FastStream: 5 s, a module
+# constant of its own, left alone: our read step waits itself): READ_RETRY_FIRST_S after
+# the first failure of a run, doubling up to READ_RETRY_S, back to the first after a read
+# that succeeds. Short, so a shard back from a failover (its slot map re-read, NOREPLICAS
+# over) is read again within about half the cap (issue 25: a fixed 1 s held the hit shard's
+# decisions and events up to a second after its shard took writes again); capped, so a
+# Redis down for good costs each subscriber two error lines a second, not a busy loop.
+READ_RETRY_FIRST_S = 0.1
+READ_RETRY_S = 0.5
 
 log = logging.getLogger("caravel.bus")  # the brokers' logger (``consumer.Broker``)
 
@@ -192,7 +196,8 @@ class FixedStreamSub(StreamSub):
 
 async def _retried(read: Awaitable[None], subscriber: Any) -> None:
     """Run a read step, the task running it kept as ``subscriber.reader`` (:class:`Read`);
-    a failure is logged and the step returns after :data:`READ_RETRY_S`,
+    a failure is logged and the step returns after a delay (:data:`READ_RETRY_FIRST_S`,
+    doubling with each failure in a row up to :data:`READ_RETRY_S`),
     FastStream's read loop then reads again (as it does after its own back-off, 5 s, which
     this one replaces). A group gone (NOGROUP) is FastStream's: it stops the subscriber,
     and the consumer makes the group again. A refusal (NOREPLICAS: XREADGROUP writes, and a
@@ -211,13 +216,31 @@ async def _retried(read: Awaitable[None], subscriber: Any) -> None:
         await _wait_after(e, subscriber)
     except Exception as e:
         await _wait_after(e, subscriber)
+    else:
+        if subscriber.read_failures:
+            subscriber.read_failures = 0
 
 
 async def _wait_after(error: Exception, subscriber: Any) -> None:
-    """FastStream's line for a failed read (same logger, level and message), then the wait."""
+    """FastStream's line for a failed read (same logger, level and message), then the wait.
+    The first failure of a run is logged with its traceback, the 2nd, 4th, 8th... with its
+    error and count alone, the others not at all: a bot process follows every partition, and
+    a shard failing over had it format thousands of the same traceback a minute (14 MB of
+    log in 2 minutes of kills, the CPU taken from the other shards' games)."""
+    subscriber.read_failures += 1
+    failures = subscriber.read_failures
     stream = channel(subscriber.stream_sub.name)
-    log.error("Message fetch error", exc_info=error, extra={"channel": stream})
-    await asyncio.sleep(READ_RETRY_S)
+    if failures == 1:
+        log.error("Message fetch error", exc_info=error, extra={"channel": stream})
+    elif failures & (failures - 1) == 0:
+        extra = {"channel": stream, "failures": failures, "error": repr(error)}
+        log.error("Message fetch error", extra=extra)
+    await asyncio.sleep(read_retry_s(failures))
+
+
+def read_retry_s(failures: int) -> float:
+    """The wait after the ``failures``-th failed read in a row."""
+    return float(min(READ_RETRY_S, READ_RETRY_FIRST_S * 2 ** min(failures - 1, 16)))
 
 
 class Read(stream_subscriber.StreamBatchSubscriber):
@@ -228,6 +251,7 @@ class Read(stream_subscriber.StreamBatchSubscriber):
     __slots__ = ()
 
     reader: asyncio.Task[Any] | None = None  # set on the instance by each read step
+    read_failures: int = 0  # failed reads in a row (set on the instance)
 
 
 class StreamRead(Read):

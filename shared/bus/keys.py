@@ -75,6 +75,11 @@ class Keys:
     def decisions(self, p: int) -> str:
         return f"{self._p(p)}:decisions"
 
+    def bot_decisions(self, p: int) -> str:
+        """The decision requests of partition ``p``'s bot seats and leavers' seats: the bot
+        player's (the event store's append routes each request by the seat's player)."""
+        return f"{self._p(p)}:botdecisions"
+
     def view_updates(self, p: int) -> str:
         """The games whose view the projection wrote (``g``, at version ``v``), newest last,
         trimmed: whoever waits for a view blocks on it instead of polling the view."""
@@ -128,6 +133,12 @@ class Keys:
         (matching takes its tickets under SQL row locks), so its shard refusing writes holds
         no table back."""
         return f"{self.prefix}:matchmaker"
+
+    def tickets_queued(self) -> str:
+        """A counter of the tickets queued so far, bumped by the lobby that took each one
+        (after its commit): a matchmaker that saw it unchanged since a round that left no
+        ticket waiting has nothing to match, and skips the SQL."""
+        return f"{self.prefix}:matchmaker:queued"
 
     def legacy_deadlines(self) -> str:
         """Where the pending decisions of every partition were kept before

@@ -28,25 +28,6 @@ game."""
 Visibility = Literal["public"] | int
 
 
-_GAME_FIELD = b'"game_id":"'
-
-
-def decision_game(raw: bytes) -> str | None:
-    """The game a decision request's JSON names, without parsing the document: a reader
-    that follows a partition's requests parses only those of the games it wants. Its
-    ``game_id`` field comes before its legal commands in both the model's JSON and the
-    engine's hand-written one, so the first such field is the request's (None: not found,
-    or an id with escapes in it; parse the document)."""
-    start = raw.find(_GAME_FIELD)
-    if start < 0:
-        return None
-    start += len(_GAME_FIELD)
-    end = raw.find(b'"', start)
-    if end < 0 or b"\\" in raw[start:end]:
-        return None
-    return raw[start:end].decode()
-
-
 # The head of a decision request's JSON, the same in the model's JSON and the engine's
 # hand-written one: its id (``game:version:seat``), game, version and seat, in this order.
 _DECISION_HEAD = re.compile(

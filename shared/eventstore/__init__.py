@@ -4,7 +4,7 @@ SQL archive of finished games, read through the same store."""
 from .archive import Archive, ArchivedGame, ArchiveMismatch, archive_game
 from .codec import GameCodec, to_event
 from .reading import Codec, EventReader, Finished, FinishedLog, Loaded
-from .store import Append, AppendResult, EventStore, Held
+from .store import Append, AppendResult, EventStore, Held, Pending
 from .transfer import GameExists, export_log, final_hash, import_log
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "GameExists",
     "Held",
     "Loaded",
+    "Pending",
     "archive_game",
     "export_log",
     "final_hash",

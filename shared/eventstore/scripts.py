@@ -33,17 +33,22 @@ _APPEND = (
 -- version, 2 command id, 3 game id, 4 entry id, 5 result json ('' : the caller publishes
 -- it, once replicas have the append), 6 the game's snapshot at the append's version (''
 -- none: stored only with the append, never on a log that took other events), 7 event
--- count, then (public json, secret json or '') pairs, then decision jsons. Each append
--- names only the keys it writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen,
--- 5 command stream, 6 decisions; then 7 its result, if it has a result json; then its
+-- count, then (public json, secret json or '') pairs, then decision requests, each as
+-- (seat, due, deadline member, json). Each append names only the keys it writes, in
+-- turn: 1 log, 2 partition events, 3 meta, 4 seen, 5 command stream, 6 decisions, 7 the
+-- game's seats, 8 the partition's deadlines, 9 the bot player's requests; then 10 its
+-- result, if it has a result json; then its
 -- snapshot, if it has one; then, for a new game (expected version 0), the partition's
 -- games and archived games (keys are most of what a call carries: fewer to pack and send).
 -- The log keeps the secret beside the public event; the partition stream gets the public
--- event only. A stale version is a conflict and writes nothing.
+-- event only. A stale version is a conflict and writes nothing. Every decision request
+-- goes to the decisions stream (the sockets' readers); a human seat's starts its clock
+-- among the deadlines (due then, member [game, version, seat]); a bot's or a leaver's
+-- also goes to the bot player's stream; a seat no lobby seated (no entry) to neither.
 local group, ttl = ARGV[2], ARGV[3]
 local function append(k, a, last)
   local expected = tonumber(ARGV[a + 1])
-  local nkeys = 6
+  local nkeys = 9
   local result, snapshot, games
   if ARGV[a + 5] ~= '' then nkeys = nkeys + 1; result = KEYS[k + nkeys] end
   if ARGV[a + 6] ~= '' then nkeys = nkeys + 1; snapshot = KEYS[k + nkeys] end
@@ -79,8 +84,14 @@ local function append(k, a, last)
   if snapshot then redis.call('HSET', snapshot, 'v', version, 's', ARGV[a + 6]) end
   if result then answer(result, ARGV[a + 5], ttl) end
   if ARGV[a + 4] ~= '' then redis.call('XACK', KEYS[k + 5], group, ARGV[a + 4]) end
-  for i = a + 8 + 2 * n, last do
-    redis.call('XADD', KEYS[k + 6], '*', 'r', ARGV[i])
+  for i = a + 8 + 2 * n, last, 4 do
+    local who = redis.call('HGET', KEYS[k + 7], ARGV[i])
+    if who == 'human' then
+      redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], ARGV[i + 2])
+    elseif who then
+      redis.call('XADD', KEYS[k + 9], '*', 'r', ARGV[i + 3])
+    end
+    redis.call('XADD', KEYS[k + 6], '*', 'r', ARGV[i + 3])
   end
   return nkeys, 'ok', tostring(version)
 end
@@ -207,7 +218,17 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-LEASES = Library("leases", {"renew": _RENEW, "release": _RELEASE})
+# Taken when free, or when it already names this engine: an engine that dropped a partition
+# because its shard refused the renewal (a failover, NOREPLICAS) wins it back as soon as the
+# shard takes writes, not once its key has expired on the new master (issue 25).
+_TAKE = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if holder then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+LEASES = Library("leases", {"renew": _RENEW, "release": _RELEASE, "take": _TAKE})
 
 _VIEW_WRITE = """
 -- KEYS: 1 view hash, 2 view updates, 3 the game's log. ARGV: 1 version, 2 game id, 3 the id

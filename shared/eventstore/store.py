@@ -64,11 +64,24 @@ def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], tuple[str, 
     hashed)."""
     k, p = keys, keys.partition(game_id)
     always = (k.log(game_id), k.events(p), k.meta(game_id), k.seen(game_id))
-    return (*always, k.commands(p), k.decisions(p)), (
+    routed = (k.seats(game_id), k.deadlines(p), k.bot_decisions(p))
+    return (*always, k.commands(p), k.decisions(p), *routed), (
         k.snapshot(game_id),
         k.games(p),
         k.archived(p),
     )
+
+
+class Pending(NamedTuple):
+    """A decision request an append adds: its seat, when the seat's time runs out (a Unix
+    time) and the request as JSON. The append script reads who plays the seat (the seats
+    hash): a human's clock starts among the partition's deadlines (``[game, version,
+    seat]`` due then), a bot's or a leaver's request goes to the bot player's stream too
+    (``Keys.bot_decisions``); every request goes to the decisions stream the sockets read."""
+
+    seat: int
+    due: float
+    json: str
 
 
 @dataclass
@@ -80,7 +93,7 @@ class Append:
     events: Sequence[EncodedEvent]
     command_id: str = ""
     entry: tuple[int, str] | None = None  # (partition, command stream entry id) to acknowledge
-    decisions: Sequence[str] = ()  # decision request JSON documents
+    decisions: Sequence[Pending] = ()  # the decision requests at ``version``
     seat: int | None = None  # the command's seat: its id is scoped to it (``command_key``)
     snapshot: str = ""  # the game's state JSON at ``version``, stored if the append is made
     # True: the append ends its game, and its entry is acknowledged when the game's end is
@@ -190,7 +203,7 @@ class EventStore(EventReader):
             if not a.expected:
                 keys += (games, archived)
             args += (
-                7 + 2 * len(events) + len(decisions),  # its argument count
+                7 + 2 * len(events) + 4 * len(decisions),  # its argument count
                 a.expected,
                 command_key(a.seat, command_id) if command_id else "",
                 a.game_id,
@@ -200,7 +213,10 @@ class EventStore(EventReader):
                 len(events),
             )
             args += chain.from_iterable(events)  # (public, secret) pairs
-            args += decisions
+            if decisions:
+                game_json, version = string_json(a.game_id), a.version
+                for seat, due, request in decisions:
+                    args += (seat, repr(due), f"[{game_json},{version},{seat}]", request)
         return keys, args
 
     @staticmethod

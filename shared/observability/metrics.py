@@ -123,7 +123,7 @@ class RedisSampler:
             for kind, key in (
                 ("commands", k.commands),
                 ("events", k.events),
-                ("decisions", k.decisions),
+                ("decisions", k.bot_decisions),  # the bot player's (the sockets' have no group)
             )
         ]
         async with self.redis.pipeline(transaction=False) as pipe:

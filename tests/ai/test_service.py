@@ -73,10 +73,15 @@ async def test_a_bot_game_runs_to_its_end_through_the_engine(redis: Redis, keys:
     assert {e.data["seat"] for e in events if e.type == "unit_placed"} == {0, 1}
 
 
+SLACK_S = 1.0  # a send delayed by a loaded machine; the budget would be 4.7 s late
+
+
 async def test_a_deadline_shorter_than_the_budget_is_still_met(redis: Redis, keys: Keys) -> None:
     """The mcts seat may think 5 s, but each move is due 0.3 s after its request: every
-    answer reaches the command stream before its request's deadline (the stream entry id is
-    the Redis server's clock, in ms)."""
+    answer reaches the command stream by its request's deadline, not after the 5 s budget
+    (the stream entry id is the Redis server's clock, in ms). The bot answers ``SAFETY_S``
+    (0.1 s) early; a loaded machine may delay the send past that, so the check allows
+    ``SLACK_S`` more, still far under the budget the deadline must cut short."""
     await _seat(redis, keys, "g-due", ("mcts", "random"), deadline_s=0.3)
     partition = keys.partition("g-due")
     secret = settings_for(keys).signing_key()
@@ -103,7 +108,8 @@ async def test_a_deadline_shorter_than_the_budget_is_still_met(redis: Redis, key
 
         await wait_for(five_answered, timeout_s=60, every_s=0.1)
         for request, at in await answered():
-            assert at < request.deadline.timestamp(), (request.version, at, request.deadline)
+            late = at - request.deadline.timestamp()
+            assert late < SLACK_S, (request.version, at, request.deadline)
 
 
 async def test_a_request_a_dead_worker_left_pending_is_answered_by_a_live_one(
@@ -112,7 +118,7 @@ async def test_a_request_a_dead_worker_left_pending_is_answered_by_a_live_one(
     """A worker read the first decision request and died without answering: a live bot
     player reclaims it once it has been idle for CARAVEL_CLAIM_IDLE_MS, and the game moves."""
     await _seat(redis, keys, "g-orphan", ("random", "random"))
-    stream = keys.decisions(keys.partition("g-orphan"))
+    stream = keys.bot_decisions(keys.partition("g-orphan"))
     stop = asyncio.Event()
     projector = ViewProjector(redis, keys)
     async with running_engine(redis, keys):
@@ -254,7 +260,7 @@ async def test_bot_games_finish_after_their_requests_were_dead_lettered(
     bot seat, which has no clock, waited for good. Now a request not answered is kept among
     the deadlines: once the projection is back, the game plays on to its end."""
     await _seat(redis, keys, "g-dead", ("random", "random"))
-    stream = keys.decisions(keys.partition("g-dead"))
+    stream = keys.bot_decisions(keys.partition("g-dead"))
     dead = keys.dead_letters(keys.partition("g-dead"))
     stop = asyncio.Event()
     settings = settings_for(keys, claim_idle_ms=100, max_deliveries=1, bot_think_ms=10)
@@ -314,3 +320,32 @@ async def test_a_clock_its_human_beat_is_removed_without_a_view(redis: Redis, ke
     assert await redis.zrange(key, 0, -1) == [current.encode()]
     assert not await redis.exists(keys.view_wants())
     assert await redis.xlen(keys.commands(keys.partition("g-beat"))) == 2  # no fallback's
+
+
+async def test_requests_its_group_left_on_the_decisions_streams_are_taken_over(
+    redis: Redis, keys: Keys
+) -> None:
+    """A bot player of before the bots' own streams left a request pending (read, never
+    answered) and another unread on a decisions stream: a player started now moves both to
+    the bot decisions stream and answers them, and its group leaves the decisions stream
+    (whose entries it would otherwise keep from being trimmed)."""
+    await _seat(redis, keys, "g-legacy", ("random", "random"))
+    old = keys.decisions(keys.partition("g-legacy"))
+    stop = asyncio.Event()
+    async with running_engine(redis, keys), running_projector(redis, keys):
+        await redis.xgroup_create(old, "ai", "0", mkstream=True)  # before any request
+        await CommandSender(redis, keys).execute(create_game("g-legacy", players=2))
+        await redis.delete(keys.bot_decisions(keys.partition("g-legacy")))  # as before
+        [pending] = await read_as(redis, "ai", "old-worker", old, 1)
+        request = DecisionRequest.model_validate_json(pending.fields[b"r"])
+        player = BotPlayer(redis, keys, settings_for(keys, bot_think_ms=10))
+        playing = asyncio.create_task(player.run(stop))
+
+        async def moved() -> bool:
+            return len(await EventStore(redis, keys).read("g-legacy")) > request.version
+
+        await wait_for(moved)
+        stop.set()
+        await playing
+    groups: Any = await redis.xinfo_groups(old)
+    assert "ai" not in {g["name"] for g in groups}

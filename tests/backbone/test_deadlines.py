@@ -6,7 +6,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from shared.bus import Keys, ensure_group
-from shared.bus.deadlines import heads, set_and_ack
+from shared.bus.deadlines import hand_over, heads, set_and_ack
 
 
 async def test_heads_are_each_sets_first_entries_by_score(any_redis: Redis, keys: Keys) -> None:
@@ -50,3 +50,26 @@ async def test_clocks_are_set_with_the_acknowledgement_of_their_requests(
     pending = await any_redis.xpending_range(streams[0], "ai", "-", "+", 10)
     assert [e["message_id"] for e in pending] == [ids[0][1]]
     assert (await any_redis.xpending(streams[1], "ai"))["pending"] == 0
+
+
+async def test_a_groups_unhandled_entries_are_handed_over_and_the_group_removed(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """Of four entries, the group acknowledged the first, holds the second pending and has
+    not read the last two: those three are copied to the new stream (their ``r`` field),
+    the group leaves the old stream, and a second call finds no group and copies nothing.
+    Another group on the old stream stays."""
+    old, new = keys.decisions(0), keys.bot_decisions(0)
+    await ensure_group(any_redis, old, "ai")
+    await ensure_group(any_redis, old, "other")
+    ids = [await any_redis.xadd(old, {"r": f"q{i}", "x": "-"}) for i in range(4)]
+    await any_redis.xreadgroup("ai", "c", {old: ">"}, count=2)
+    await any_redis.xack(old, "ai", ids[0])
+    pairs = [(old, new), (keys.decisions(1), keys.bot_decisions(1))]
+    assert await hand_over(any_redis, "ai", "r", pairs) == (3, [])
+    copied = await any_redis.xrange(new)
+    assert [fields for _, fields in copied] == [{b"r": b"q1"}, {b"r": b"q2"}, {b"r": b"q3"}]
+    groups = await any_redis.xinfo_groups(old)
+    assert [g["name"] for g in groups] == [b"other"]
+    assert await hand_over(any_redis, "ai", "r", [(old, new)]) == (0, [])
+    assert await any_redis.xlen(new) == 3

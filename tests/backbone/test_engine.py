@@ -12,7 +12,8 @@ from redis.asyncio import Redis
 from services.engine import Engine
 from services.engine.worker import GROUP as ENGINE_GROUP
 from shared.bus import BODY, CommandSender, Keys
-from shared.contracts import CommandEnvelope, DeadLetter, DecisionRequest
+from shared.contracts import CommandEnvelope, DeadLetter, DecisionRequest, dump_json
+from shared.contracts.records import BOT_PREFIX, LEFT
 from shared.games import age_of_discovery as aod
 from shared.games import api
 
@@ -311,6 +312,42 @@ async def test_decision_requests_name_the_seat_and_its_legal_commands(
         assert len(commands) == 1
 
 
+async def test_a_humans_request_starts_its_clock_and_a_bots_goes_to_the_bot_player(
+    redis: Redis, keys: Keys
+) -> None:
+    """The append routes each decision request by the seat's player (the seats hash): a
+    human's starts its clock among the partition's deadlines (due at the request's
+    deadline), a bot's or a leaver's goes to the bot player's stream, a seat no lobby
+    seated to neither; every request goes to the decisions stream the sockets read."""
+    sender = CommandSender(redis, keys)
+    seats = {"g-route-h": "human", "g-route-b": f"{BOT_PREFIX}random", "g-route-l": LEFT}
+    for game_id, who in seats.items():
+        await redis.hset(keys.seats(game_id), mapping={"0": who, "1": who})
+    async with running_engine(redis, keys):
+        for game_id in [*seats, "g-route-none"]:
+            await sender.execute(create_game(game_id, players=2))
+    for game_id in [*seats, "g-route-none"]:
+        p = keys.partition(game_id)
+        asked = [
+            DecisionRequest.model_validate_json(fields[b"r"])
+            for _, fields in await redis.xrange(keys.decisions(p))
+        ]
+        [request] = [r for r in asked if r.game_id == game_id]
+        bots = [
+            DecisionRequest.model_validate_json(fields[b"r"])
+            for _, fields in await redis.xrange(keys.bot_decisions(p))
+        ]
+        clocks = dict(await redis.zrange(keys.deadlines(p), 0, -1, withscores=True))
+        member = dump_json([game_id, request.version, request.seat]).encode()
+        routed_to_bots = request in bots
+        if seats.get(game_id) == "human":
+            assert clocks[member] == pytest.approx(request.deadline.timestamp(), abs=0.01)
+            assert not routed_to_bots
+        else:
+            assert member not in clocks
+            assert routed_to_bots == (game_id != "g-route-none")
+
+
 async def test_decision_deadlines_follow_the_table_else_the_default(
     redis: Redis, keys: Keys
 ) -> None:
@@ -444,6 +481,34 @@ async def test_a_batch_read_while_a_partition_is_fresh_waits_for_its_reclaim(
         for command in commands:
             result = await sender.result("g-fresh", command.command_id, seat=command.seat)
             assert result is not None and result.status == "accepted", result
+    finally:
+        await engine.consumer.close()
+        await engine.broker.stop()
+
+
+async def test_a_partition_won_while_the_engine_follows_is_subscribed_after_a_reclaim_round(
+    redis: Redis, keys: Keys
+) -> None:
+    """A round follows the partitions fresh when it starts, then reclaims idle entries when
+    due. A lease won meanwhile (the lease loop runs apart) made the partition fresh after
+    the follow had taken its list, and the reclaim of the same round handled its pending
+    entries and called it settled without subscribing to it: held, not fresh, never read
+    again, every command of it unanswered (test_failover_resume's start during a fault, 2
+    runs in 12 under load). The reclaim leaves fresh partitions to the follow."""
+    engine = Engine(redis, settings_for(keys), keys)
+    await engine.start()
+    p = keys.partition("g-won")
+    stream = keys.commands(p)
+    try:
+        await engine.follow()  # the round's follow: nothing held yet
+        engine.held.add(p)  # the lease loop wins p meanwhile
+        engine._won(p)
+        await engine.reclaim()  # the same round's reclaim, due
+        await engine.serve_round()  # the next round
+        assert stream in engine.consumer.streams
+        sender = CommandSender(redis, keys)
+        result = await sender.execute(create_game("g-won"), timeout_s=30)
+        assert result.status == "accepted", result
     finally:
         await engine.consumer.close()
         await engine.broker.stop()

@@ -28,7 +28,7 @@ from shared.contracts import (
     load_event,
     read_event,
 )
-from shared.eventstore import Append, EventStore, GameCodec
+from shared.eventstore import Append, EventStore, GameCodec, Pending
 from shared.games import age_of_discovery as aod
 
 from .helpers import RULES, stored, wait_for
@@ -153,7 +153,7 @@ async def test_one_call_appends_a_batch_of_every_kind_of_append(
         Append("g-mix-a", 0, encoded(a[:2]), "a0", entry=None, snapshot='{"s":1}'),
         Append("g-mix-b", 5, encoded(b[2:3]), "b1"),  # stale: a conflict
         Append("g-mix-c", 2, encoded(c[2:3]), "c0"),  # its id seen: a duplicate
-        Append("g-mix-b", 2, encoded(b[2:4]), "", decisions=['{"d":1}']),  # no command id
+        Append("g-mix-b", 2, encoded(b[2:4]), "", decisions=[Pending(0, 9.5, '{"d":1}')]),
         Append("g-mix-c", 2, encoded(c[2:4]), "c1", seat=2, snapshot='{"s":2}'),
     ]
     results = await store.append_many(appends)
@@ -173,6 +173,7 @@ async def test_one_call_appends_a_batch_of_every_kind_of_append(
         assert CommandResult.model_validate_json(answer).version == version
     decisions = await any_redis.xrange(keys.decisions(keys.partition("g-mix-b")))
     assert [fields[b"r"] for _, fields in decisions] == [b'{"d":1}']
+    assert not await any_redis.exists(keys.deadlines(keys.partition("g-mix-b")))  # no seats
     assert [e.version for e in await store.read("g-mix-b")] == [1, 2, 3, 4]
 
 

@@ -186,3 +186,48 @@ async def test_a_read_the_server_refuses_is_retried_by_the_same_read_loop(
         await consumer.close()
         await broker.stop()
         await redis.delete(stream)
+
+
+async def test_a_run_of_failed_reads_logs_one_traceback_and_starts_over_after_a_read(
+    redis: Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stream whose reads keep failing (a shard failing over: NOREPLICAS, refused
+    connections) is read again 0.1 s after the first failure, the wait doubling up to
+    ``READ_RETRY_S``; its first failure is logged with the traceback, the 2nd, 4th, 8th...
+    as one line, the others not. A read that succeeds starts the count over."""
+    stream = keys.decisions(1)
+    handled: list[Delivery] = []
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        handled.extend(deliveries)
+
+    broker = Broker(redis)
+    consumer = GroupConsumer(broker, redis, "g", "c", keys, handle)
+    await broker.start()
+    await consumer.subscribe(stream)
+    [subscriber] = {id(s): s for s in consumer._subscribers.values()}.values()
+    try:
+        with caplog.at_level(logging.ERROR, logger="caravel.bus"):
+            await redis.delete(stream)
+            await redis.set(stream, "not a stream")
+
+            async def failed_often() -> bool:
+                return subscriber.read_failures >= 5
+
+            await wait_for(failed_often)
+            lines = [r for r in caplog.records if r.getMessage() == "Message fetch error"]
+            assert sum(r.exc_info is not None for r in lines) == 1
+            assert len(lines) < subscriber.read_failures
+            assert [ext.read_retry_s(n) for n in (1, 2, 3, 4, 5)] == [0.1, 0.2, 0.4, 0.5, 0.5]
+            await redis.delete(stream)
+            await ensure_group(redis, stream, "g")
+            await redis.xadd(stream, {"v": "after"})
+
+            async def read_again() -> bool:
+                return bool(handled) and subscriber.read_failures == 0
+
+            await wait_for(read_again)
+    finally:
+        await consumer.close()
+        await broker.stop()
+        await redis.delete(stream)

@@ -25,6 +25,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from services.ai.service import BotPlayer
+from services.engine.leases import Leases
 from services.lobby.db import LobbyTicket
 from services.lobby.lobby import Lobby
 from services.lobby.matchmaking import Matchmaker
@@ -359,3 +360,42 @@ async def test_wanted_views_of_a_healthy_shard_are_projected_while_another_shard
         view = await client.hget(keys.view(game), "version")
         assert view is not None, (port, game)
     await client.aclose()
+
+
+async def test_an_engine_wins_back_the_leases_its_shard_refused_to_renew_once_it_takes_writes(
+    cluster: LocalCluster,
+) -> None:
+    """A lease renewal its shard refuses (a master failing over, or short of its replica:
+    NOREPLICAS) drops the partition; its key still names this engine, and the engine takes
+    it back at the first round its shard takes writes again. Before, it was won back only
+    once its key had expired on the shard (here in 10 minutes): seconds of a stalled shard
+    more after each failover (issue 25). The healthy shards' partitions are renewed as ever."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    lost: list[int] = []
+
+    def drop(p: int) -> None:  # as the engine's on_lost does
+        lost.append(p)
+        leases.held.discard(p)
+
+    leases = Leases(client, keys, "engine-a", 600_000, drop, lambda p: None)
+    try:
+        await leases.rebalance()
+        assert leases.held == set(keys.all_partitions())
+        port = client.get_node_from_key(keys.lease(0)).port
+        on_it = {
+            p for p in keys.all_partitions() if client.get_node_from_key(keys.lease(p)).port == port
+        }
+        replica = _replica_of(cluster, port)
+        refused = cluster.refused_writes(port)
+        cluster.kill(replica)  # its master refuses writes: NOREPLICAS
+        with structlog.testing.capture_logs():
+            while cluster.refused_writes(port) == refused:
+                await leases.rebalance()
+        assert set(lost) == on_it and leases.held == set(keys.all_partitions()) - on_it
+        cluster.restart(replica)
+        await asyncio.to_thread(cluster.wait_healthy)
+        await leases.rebalance()
+        assert leases.held == set(keys.all_partitions())
+    finally:
+        await client.aclose()  # the cluster is this test's own

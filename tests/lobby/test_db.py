@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from threading import Barrier
 
 import pytest
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, event, inspect
 
 from services.lobby.db import make_engine
 from services.scoring.db import TABLES as SCORING_TABLES
@@ -38,6 +39,38 @@ def test_a_sqlite_file_keeps_a_write_ahead_log(tmp_path: Path) -> None:
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     finally:
         other.dispose()
+
+
+def test_a_sqlite_files_connections_sync_the_log_at_checkpoints_only(tmp_path: Path) -> None:
+    """Issue 24: each of the engine's connections (the pool's threads each make their own)
+    commits without an fsync of the log (``synchronous=NORMAL``, 1; SQLite's default is
+    FULL, 2): durable to the application's crashes, not to a power loss."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'caravel.db'}")
+    try:
+        with engine.connect() as first, engine.connect() as second:
+            for connection in (first, second):
+                assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+    finally:
+        engine.dispose()
+
+
+def test_a_sqlite_file_keeps_a_connection_for_each_of_twenty_requests_at_once(
+    tmp_path: Path,
+) -> None:
+    """Issue 24: 20 requests' threads using the database at once, then again, open no
+    connection the second time (the pool kept 5: the other 15 were opened and closed
+    each time)."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'caravel.db'}")
+    opened: list[object] = []
+    event.listen(engine, "connect", lambda connection, _record: opened.append(connection))
+    try:
+        for _ in range(2):
+            with ExitStack() as held:
+                for _ in range(20):
+                    held.enter_context(engine.connect()).exec_driver_sql("SELECT 1")
+        assert len(opened) <= 20
+    finally:
+        engine.dispose()
 
 
 def test_lobby_and_scoring_starting_together_on_a_fresh_database_both_get_their_tables(

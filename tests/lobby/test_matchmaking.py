@@ -9,9 +9,16 @@ from typing import Any
 import httpx
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy import Engine, event
+from sqlmodel import Session
 
+from services.lobby.db import LobbyTicket
+from services.lobby.lobby import Lobby
+from services.lobby.matchmaking import Matchmaker
+from services.lobby.queue import tickets_queued
 from shared.bus import Keys
 from shared.games.api import DEFAULT_GAME
+from tests.backbone.helpers import settings_for
 
 from .helpers import bearer, running_lobby, wait_for_view
 
@@ -73,3 +80,36 @@ async def test_a_lone_player_is_given_bots_after_the_wait(
             )
         later = await wait_for_view(client, table["id"], match["token"], first["version"] + 1)
         assert later["version"] > first["version"]
+
+
+async def test_a_round_looks_in_sql_only_when_a_ticket_was_queued_or_one_waits(
+    redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """Issue 24: the matchmaker's round every 0.1 s was a lock, a thread hop and a SELECT
+    FOR UPDATE even with nobody queued. A round after one that left no ticket waiting is
+    one Redis read, until a queued ticket is signalled; while tickets wait (for others, or
+    for the wait's end and its bots) every round looks."""
+    statements: list[str] = []
+    event.listen(database, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    lobby = Lobby(redis, keys, database, settings_for(keys, secret="test"))
+    matchmaker = Matchmaker(lobby, wait_s=60, reconcile_s=3600)  # no reconciling rounds here
+    try:
+        assert await matchmaker.round() == []
+        assert statements  # the first round looks: nothing is known of the queue yet
+        statements.clear()
+        assert await matchmaker.round() == []
+        assert statements == []  # nothing queued since: no SQL
+        with Session(database) as session:
+            session.add(
+                LobbyTicket(id="q-1", name="solo", game=DEFAULT_GAME, players=2, options="{}")
+            )
+            session.commit()
+        await tickets_queued(lobby)
+        statements.clear()
+        assert await matchmaker.round() == []  # one player of two: no table yet
+        assert any("lobby_tickets" in s for s in statements)
+        statements.clear()
+        assert await matchmaker.round() == []
+        assert any("lobby_tickets" in s for s in statements)  # a ticket waits: it looks
+    finally:
+        await lobby.close()

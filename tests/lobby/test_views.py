@@ -401,3 +401,26 @@ async def _answers(redis: Redis) -> bool:
         return bool(await redis.ping())
     except ConnectionError:
         return False
+
+
+async def test_a_partitions_projection_does_not_wait_for_another_partitions(
+    redis: Redis, keys: Keys
+) -> None:
+    """A projection under way in one partition (its shard failing over: each of its
+    pipelines tried again 0.25 s later) holds up its own partition's games only. One lock
+    for every projection made the views of every shard wait on it, and the bots, which
+    play from the views, with them (issue 25: the other shards at a quarter of their
+    events/s while a master failed over)."""
+    games = [f"g-lock-{i}" for i in range(50)]
+    first = games[0]
+    other = next(g for g in games if keys.partition(g) != keys.partition(first))
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        for game in (first, other):
+            await sender.execute(create_game(game, players=2))
+    projector = ViewProjector(redis, keys)
+    busy = projector._projecting.setdefault(keys.partition(first), asyncio.Lock())
+    async with busy:  # the first game's partition is being projected
+        await asyncio.wait_for(projector.project([other]), 60)
+        assert await read_view(redis, keys, other, None) is not None
+        assert await read_view(redis, keys, first, None) is None
