@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from .connection import is_cluster
-from .scripts import Batch, Library, call
+from .scripts import STREAM_GROUPS_LUA, Batch, Library, call
 
 _HEADS = """
 -- Each sorted set's first entries with their scores, as ZRANGE key 0 n-1 WITHSCORES gives
@@ -51,34 +51,20 @@ end
 return 1
 """
 
-_HAND_OVER = """
+_HAND_OVER = (
+    STREAM_GROUPS_LUA
+    + """
 -- The entries a consumer group has not handled on a stream (pending, or past its position)
 -- copied to another stream (field ARGV[2] only), then the group destroyed: a group that
 -- reads a stream no more, whose position would otherwise hold the stream's entries from
 -- being trimmed. Entries handled already may be copied again (between the first pending
 -- and the position): their readers take them twice. Returns the entries copied (-1: no
 -- such group). KEYS: 1 the old stream, 2 the new. ARGV: 1 group, 2 field.
-local function parse(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return {tonumber(ms), tonumber(seq)}
-end
-local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local group = nil
-for _, fields in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local g = {}
-  for i = 1, #fields, 2 do g[fields[i]] = fields[i + 1] end
-  if g['name'] == ARGV[1] then group = g end
-end
+local group = group_named(KEYS[1], ARGV[1])
 if group == nil then return -1 end
-local from = parse(group['last-delivered-id'])
-from = {from[1], from[2] + 1}
-if tonumber(group['pending']) > 0 then
-  local first = parse(redis.call('XPENDING', KEYS[1], ARGV[1])[2])
-  if less(first, from) then from = first end
-end
 local copied = 0
-for _, entry in ipairs(redis.call('XRANGE', KEYS[1], from[1] .. '-' .. from[2], '+')) do
+for _, entry in ipairs(redis.call('XRANGE', KEYS[1], text(needs(KEYS[1], group)), '+')) do
   local f = entry[2]
   for i = 1, #f, 2 do
     if f[i] == ARGV[2] then
@@ -90,6 +76,7 @@ end
 redis.call('XGROUP', 'DESTROY', KEYS[1], ARGV[1])
 return copied
 """
+)
 
 SCRIPTS = Library(
     "deadlines", {"heads": _HEADS, "set_and_ack": _SET_AND_ACK, "hand_over": _HAND_OVER}

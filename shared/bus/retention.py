@@ -33,32 +33,21 @@ from redis.asyncio import Redis
 
 from shared.redis_replies import text as _text
 
-from .scripts import Batch, Library
+from .scripts import STREAM_GROUPS_LUA, Batch, Library
 
-_TRIM = """
+_TRIM = (
+    STREAM_GROUPS_LUA
+    + """
 -- KEYS: 1 stream. ARGV: 1 retention in ms.
 -- Returns {the first id kept, the first id a group still needs ('' if no group), removed}.
-local function parse(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return {tonumber(ms), tonumber(seq)}
-end
-local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
-local function text(id) return string.format('%d-%d', id[1], id[2]) end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'0-0', '', 0} end
 local now = redis.call('TIME')
 -- An entry at least the retention old goes: with no retention, one made this millisecond too.
 local point = {tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
                - tonumber(ARGV[1]) + 1, 0}
 local floor = nil
-for _, fields in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local group = {}
-  for i = 1, #fields, 2 do group[fields[i]] = fields[i + 1] end
-  local delivered = parse(group['last-delivered-id'])
-  local need = {delivered[1], delivered[2] + 1}
-  if tonumber(group['pending']) > 0 then
-    local first = parse(redis.call('XPENDING', KEYS[1], group['name'])[2])
-    if less(first, need) then need = first end
-  end
+for _, group in ipairs(groups(KEYS[1])) do
+  local need = needs(KEYS[1], group)
   if floor == nil or less(need, floor) then floor = need end
 end
 if floor ~= nil and less(floor, point) then point = floor end
@@ -68,6 +57,7 @@ if point[1] > 0 or point[2] > 0 then
 end
 return {text(point), floor and text(floor) or '', removed}
 """
+)
 
 _MARK = """
 -- KEYS: 1 stream. ARGV: 1 group, 2 the last id read.
@@ -79,15 +69,12 @@ return 1
 """
 
 
-_ADVANCE = """
+_ADVANCE = (
+    STREAM_GROUPS_LUA
+    + """
 -- KEYS: 1 stream. ARGV: 1 group, 2 an id ('$': the stream's last entry), 3 '1' to also
 -- acknowledge the group's entries pending below that id.
 -- The group's position moves up to the id, never back; a missing group is left missing.
-local function parse(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return {tonumber(ms), tonumber(seq)}
-end
-local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local to = ARGV[2]
 if to == '$' then
@@ -95,12 +82,7 @@ if to == '$' then
   if last == nil then return 0 end
   to = last[1]
 end
-local group = nil
-for _, fields in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local g = {}
-  for i = 1, #fields, 2 do g[fields[i]] = fields[i + 1] end
-  if g['name'] == ARGV[1] then group = g end
-end
+local group = group_named(KEYS[1], ARGV[1])
 if group == nil then return 0 end
 if less(parse(group['last-delivered-id']), parse(to)) then
   redis.call('XGROUP', 'SETID', KEYS[1], ARGV[1], to)
@@ -113,6 +95,7 @@ if ARGV[3] == '1' and tonumber(group['pending']) > 0 then
 end
 return acked
 """
+)
 
 
 SCRIPTS = Library("retention", {"trim": _TRIM, "mark": _MARK, "advance": _ADVANCE})

@@ -46,6 +46,46 @@ class Script:
     library: Library
 
 
+STREAM_GROUPS_LUA = """
+-- Stream entry ids as {ms, seq} pairs, which order like the ids, and a stream's consumer
+-- groups as XINFO GROUPS gives them (a table of fields each): shared by the scripts that
+-- trim streams, move a group's position and hand a group's entries over.
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return {tonumber(ms), tonumber(seq)}
+end
+local function less(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
+local function text(id) return string.format('%d-%d', id[1], id[2]) end
+local function groups(key)
+  local out = {}
+  for _, fields in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+    local g = {}
+    for i = 1, #fields, 2 do g[fields[i]] = fields[i + 1] end
+    out[#out + 1] = g
+  end
+  return out
+end
+local function group_named(key, name)
+  for _, g in ipairs(groups(key)) do
+    if g['name'] == name then return g end
+  end
+  return nil
+end
+-- The first entry a group has yet to handle: its first pending, or the one past its position.
+local function needs(key, group)
+  local delivered = parse(group['last-delivered-id'])
+  local need = {delivered[1], delivered[2] + 1}
+  if tonumber(group['pending']) > 0 then
+    local first = parse(redis.call('XPENDING', key, group['name'])[2])
+    if less(first, need) then need = first end
+  end
+  return need
+end
+"""
+"""Lua functions for scripts that read streams' ids and groups: put before a body that
+uses them (``STREAM_GROUPS_LUA + body``)."""
+
+
 class Library:
     """The scripts of one module, by name; each body reads its keys and arguments from
     ``KEYS`` and ``ARGV``, as a script given to EVAL does."""

@@ -7,11 +7,13 @@ test_consumer.py and test_follower.py; here a shared read is driven once, end to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
+from collections.abc import AsyncIterator
 from importlib.metadata import version
-from typing import get_args, get_type_hints
+from typing import Any, get_args, get_type_hints
 
 import pytest
 from faststream.redis import RedisBatchStreamMessage, RedisBroker, StreamSub
@@ -153,17 +155,8 @@ async def test_a_read_the_server_refuses_is_retried_by_the_same_read_loop(
     monkeypatch.setattr(stream_subscriber, "CONSUME_ERROR_BACKOFF_SECONDS", 3600)
     stream = keys.decisions(0)
     handled: list[Delivery] = []
-
-    async def handle(deliveries: list[Delivery]) -> None:
-        handled.extend(deliveries)
-
-    broker = Broker(redis)
-    consumer = GroupConsumer(broker, redis, "g", "c", keys, handle)
-    await broker.start()
-    await consumer.subscribe(stream)
-    [subscriber] = {id(s): s for s in consumer._subscribers.values()}.values()
-    first = subscriber.reader  # the task running its reads
-    try:
+    async with _one_stream_consumer(redis, keys, stream, handled) as subscriber:
+        first = subscriber.reader  # the task running its reads
         with caplog.at_level(logging.ERROR, logger="caravel.bus"):
             await redis.delete(stream)
             await redis.set(stream, "not a stream")
@@ -182,10 +175,6 @@ async def test_a_read_the_server_refuses_is_retried_by_the_same_read_loop(
 
             await wait_for(read_again)
             assert subscriber.reader is first
-    finally:
-        await consumer.close()
-        await broker.stop()
-        await redis.delete(stream)
 
 
 async def test_a_run_of_failed_reads_logs_one_traceback_and_starts_over_after_a_read(
@@ -197,16 +186,7 @@ async def test_a_run_of_failed_reads_logs_one_traceback_and_starts_over_after_a_
     as one line, the others not. A read that succeeds starts the count over."""
     stream = keys.decisions(1)
     handled: list[Delivery] = []
-
-    async def handle(deliveries: list[Delivery]) -> None:
-        handled.extend(deliveries)
-
-    broker = Broker(redis)
-    consumer = GroupConsumer(broker, redis, "g", "c", keys, handle)
-    await broker.start()
-    await consumer.subscribe(stream)
-    [subscriber] = {id(s): s for s in consumer._subscribers.values()}.values()
-    try:
+    async with _one_stream_consumer(redis, keys, stream, handled) as subscriber:
         with caplog.at_level(logging.ERROR, logger="caravel.bus"):
             await redis.delete(stream)
             await redis.set(stream, "not a stream")
@@ -227,6 +207,25 @@ async def test_a_run_of_failed_reads_logs_one_traceback_and_starts_over_after_a_
                 return bool(handled) and subscriber.read_failures == 0
 
             await wait_for(read_again)
+
+
+@contextlib.asynccontextmanager
+async def _one_stream_consumer(
+    redis: Redis, keys: Keys, stream: str, handled: list[Delivery]
+) -> AsyncIterator[Any]:
+    """A group consumer ``g`` reading ``stream`` alone into ``handled``; yields its
+    subscriber. Closed, with its broker, and the stream deleted at the end."""
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        handled.extend(deliveries)
+
+    broker = Broker(redis)
+    consumer = GroupConsumer(broker, redis, "g", "c", keys, handle)
+    await broker.start()
+    await consumer.subscribe(stream)
+    [subscriber] = {id(s): s for s in consumer._subscribers.values()}.values()
+    try:
+        yield subscriber
     finally:
         await consumer.close()
         await broker.stop()
