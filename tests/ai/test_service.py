@@ -18,6 +18,7 @@ from shared.contracts import CommandEnvelope, DecisionRequest, Seats, dump_json
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
+from shared.settings import Settings
 
 from ..backbone.helpers import (
     RULES,
@@ -128,15 +129,10 @@ async def test_a_request_a_dead_worker_left_pending_is_answered_by_a_live_one(
         [orphan] = await read_as(redis, "ai", "dead-worker", stream, 10)  # never answered
         request = DecisionRequest.model_validate_json(orphan.fields[b"r"])
         assert request.version == result.version
-        player = BotPlayer(redis, keys, settings_for(keys, claim_idle_ms=200))
-        playing = asyncio.create_task(player.run(stop))
-
-        async def moved() -> bool:
-            return len(await EventStore(redis, keys).read("g-orphan")) > request.version
-
-        await wait_for(moved)
+        settings = settings_for(keys, claim_idle_ms=200)
+        await _play_until_moved(redis, keys, "g-orphan", request.version, settings)
         stop.set()
-        await asyncio.gather(projecting, playing)
+        await projecting
     answer = (await EventStore(redis, keys).read("g-orphan"))[request.version]
     key = settings_for(keys).signing_key()
     expected = bot_command_id(key, "g-orphan", request.version, request.seat)
@@ -331,21 +327,30 @@ async def test_requests_its_group_left_on_the_decisions_streams_are_taken_over(
     (whose entries it would otherwise keep from being trimmed)."""
     await _seat(redis, keys, "g-legacy", ("random", "random"))
     old = keys.decisions(keys.partition("g-legacy"))
-    stop = asyncio.Event()
     async with running_engine(redis, keys), running_projector(redis, keys):
         await redis.xgroup_create(old, "ai", "0", mkstream=True)  # before any request
         await CommandSender(redis, keys).execute(create_game("g-legacy", players=2))
         await redis.delete(keys.bot_decisions(keys.partition("g-legacy")))  # as before
         [pending] = await read_as(redis, "ai", "old-worker", old, 1)
         request = DecisionRequest.model_validate_json(pending.fields[b"r"])
-        player = BotPlayer(redis, keys, settings_for(keys, bot_think_ms=10))
-        playing = asyncio.create_task(player.run(stop))
-
-        async def moved() -> bool:
-            return len(await EventStore(redis, keys).read("g-legacy")) > request.version
-
-        await wait_for(moved)
-        stop.set()
-        await playing
+        settings = settings_for(keys, bot_think_ms=10)
+        await _play_until_moved(redis, keys, "g-legacy", request.version, settings)
     groups: Any = await redis.xinfo_groups(old)
     assert "ai" not in {g["name"] for g in groups}
+
+
+async def _play_until_moved(
+    redis: Redis, keys: Keys, game_id: str, version: int, settings: Settings
+) -> None:
+    """Run a bot player until ``game_id``'s log is past ``version``, then stop it."""
+    stop = asyncio.Event()
+    playing = asyncio.create_task(BotPlayer(redis, keys, settings).run(stop))
+
+    async def moved() -> bool:
+        return len(await EventStore(redis, keys).read(game_id)) > version
+
+    try:
+        await wait_for(moved)
+    finally:
+        stop.set()
+        await playing
