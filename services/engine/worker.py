@@ -119,12 +119,11 @@ class Engine:
         connect the broker (its subscribers come with the leases). A stream whose shard
         fails now gets its group when its partition is followed (:meth:`follow`): one
         shard's fault at the start stopped the engine. Every stream failing without an
-        answer (Redis away: refused, timed out) raises: the engine's task ends, and its
-        liveness says so. A server that answers with an error (NOREPLICAS, CLUSTERDOWN)
+        answer (Redis away: refused, timed out) raises, and :meth:`run` tries again after
+        a backoff. A server that answers with an error (NOREPLICAS, CLUSTERDOWN)
         is there, and its refusal passes: every master of a cluster just made refuses
         writes for a moment, until it counts its replica as good, and the engine ended
-        there for good (its creates unanswered in test_failover_resume, every tenth run).
-        :meth:`run` waits for Redis then."""
+        there for good (its creates unanswered in test_failover_resume, every tenth run)."""
         failures = []
         for stream in self._streams:
             try:
