@@ -486,7 +486,13 @@ def _serve_alone(
         import structlog
 
         structlog.contextvars.bind_contextvars(process=settings.process_name)
-    asyncio.run(serve(settings, engine=engine, lobby=lobby, ai=ai, scoring=scoring, views=views))
+    main = serve(settings, engine=engine, lobby=lobby, ai=ai, scoring=scoring, views=views)
+    if lobby:  # uvicorn picks the lobby's loop
+        asyncio.run(main)
+    else:  # the pipeline's services on uvloop, as the lobby's uvicorn runs on it
+        import uvloop
+
+        uvloop.run(main)
 
 
 PARTS = ("engine", "lobby", "ai", "scoring", "views")

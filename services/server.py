@@ -238,6 +238,7 @@ async def _run(
     health = Health(redis, db, tasks, children)
     app.include_router(operations_routes(health))
     server = None
+    port = sockets[-1].getsockname()[1] if sockets else 0  # before uvloop's server owns them
     if sockets:
         server = _Server(_http_config(app, settings))
         tasks.append(asyncio.create_task(server.serve(sockets), name="http"))
@@ -245,7 +246,7 @@ async def _run(
     if server is not None:
         while not server.started and not tasks[-1].done() and not stop.is_set():
             await asyncio.sleep(0.01)  # until it serves its port: then a child says it serves
-    tell_parent(settings, sockets[-1].getsockname()[1] if sockets else 0)
+    tell_parent(settings, port)
     await stop.wait()
     if server is not None:
         server.should_exit = True

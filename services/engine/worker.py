@@ -21,13 +21,14 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime
 
 import structlog
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from services.runtime import Stopped, wait_for
 from shared.bus import (
     Broker,
     Coalesced,
@@ -118,8 +119,8 @@ class Engine:
         connect the broker (its subscribers come with the leases). A stream whose shard
         fails now gets its group when its partition is followed (:meth:`follow`): one
         shard's fault at the start stopped the engine. Every stream failing without an
-        answer (Redis away: refused, timed out) raises: the engine's task ends, and its
-        liveness says so. A server that answers with an error (NOREPLICAS, CLUSTERDOWN)
+        answer (Redis away: refused, timed out) raises, and :meth:`run` tries again after
+        a backoff. A server that answers with an error (NOREPLICAS, CLUSTERDOWN)
         is there, and its refusal passes: every master of a cluster just made refuses
         writes for a moment, until it counts its replica as good, and the engine ended
         there for good (its creates unanswered in test_failover_resume, every tenth run)."""
@@ -138,9 +139,13 @@ class Engine:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set: leases, and the partitions' subscribers. A failed
         round (Redis away, say) is logged and retried after a backoff (``keep_running``),
-        having dropped what the engine can no longer trust (:meth:`distrust`)."""
-        await self.start()
-        await self.rebalance()
+        having dropped what the engine can no longer trust (:meth:`distrust`). The start
+        and the first lease round wait for Redis: an engine started again while Redis was
+        killed raised there, and its process lived on with no engine (issue 25)."""
+        try:
+            await wait_for("Redis", self._begin, stop)
+        except Stopped:
+            return
         period = self.settings.lease_ttl_ms / 3000
         leases = asyncio.create_task(
             keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
@@ -265,6 +270,17 @@ class Engine:
                 self.distrust_partition(p)
 
     # --- leases ----------------------------------------------------------------------------
+
+    async def _begin(self) -> None:
+        """:meth:`start` and a first share of the partitions, the broker stopped again when
+        either fails (the next try starts it afresh)."""
+        try:
+            await self.start()
+            await self.rebalance()
+        except Exception:
+            with suppress(Exception):
+                await self.broker.stop()
+            raise
 
     async def rebalance(self) -> None:
         """Heartbeat, renew held leases, then hold a fair share of the partitions."""

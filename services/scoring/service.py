@@ -40,6 +40,7 @@ import structlog
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
+from services.runtime import Stopped, wait_for
 from shared.bus import Broker, Delivery, Follower, Keys, newest_ids
 from shared.bus.retention import mark_read
 from shared.contracts import EventEnvelope, Notification, Seats
@@ -126,13 +127,29 @@ class ScoringService:
         for stream in self.streams:
             await self.follower.add(stream, self.positions[stream])
 
+    async def _start_afresh(self) -> None:
+        """:meth:`start`, undone when it fails part way: the next try reads every stream
+        from its checkpoint again (a stream followed already would keep its position)."""
+        try:
+            await self.start()
+        except Exception:
+            with suppress(Exception):
+                await self.close()
+            raise
+
     def _checkpoints(self) -> dict[str, str]:
         with self.db.begin() as conn:
             return load_checkpoints(conn, self.streams)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Project until ``stop`` is set (the subscribers do, batch by batch)."""
-        await self.start()
+        """Project until ``stop`` is set (the subscribers do, batch by batch). The start
+        waits for Redis and SQL: a scoring process started while Redis was away (killed
+        between the process's first ping and its follow, in the chaos run) raised here, its
+        task ended, and the process lived on scoring nothing (issue 25)."""
+        try:
+            await wait_for("Redis and the scoring tables", self._start_afresh, stop)
+        except Stopped:
+            return
         try:
             await stop.wait()
         finally:
