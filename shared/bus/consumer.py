@@ -67,6 +67,7 @@ from .faststream_ext import (
     make_shared,
     parse_batch,
     reads_retried,
+    start_subscriber,
     stop_subscriber,
 )
 from .keys import Keys
@@ -256,7 +257,7 @@ class Follower:
             subscriber.stream_sub.positions[stream] = after
         self._subscribers[stream] = subscriber
         if not subscriber.running:
-            await subscriber.start()
+            await start_subscriber(subscriber)
 
     def _make_shared(self, first: str) -> Any:
         """The one subscriber of every stream (named for the first: its metrics' channel).
@@ -546,7 +547,7 @@ class GroupConsumer:
         sub = subscriber.stream_sub
         for stream in {sub.name, *(sub.streams if subscriber is self._shared else ())}:
             await ensure_group(self.redis, stream, self.group)
-        await subscriber.start()
+        await start_subscriber(subscriber)
 
     async def reclaim(
         self,

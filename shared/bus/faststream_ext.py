@@ -86,6 +86,7 @@ from faststream.redis.configs import RedisConnectionState
 from faststream.redis.subscriber.usecases import stream_subscriber
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.redis_replies import text
 
@@ -316,6 +317,23 @@ class SharedFollow(Read):
             streams=reading, count=sub.max_records, block=sub.polling_interval
         )
         await _hand_on(self, sub, response, positions, positions=True)
+
+
+async def start_subscriber(subscriber: Any) -> None:
+    """Start ``subscriber``; a start that times out raises redis-py's ``TimeoutError``
+    (transient: :func:`shared.bus.faults.transient`), not the built-in one.
+
+    FastStream's ``start`` waits 3 s at most (``anyio.fail_after(3.0)``) for the first PING
+    of the read task it starts, and raises the built-in ``TimeoutError`` past that: a Redis
+    restarting (LOADING its AOF) or a machine loaded many times over (CI: the whole suite on
+    2 cores) answers later. The services retry a start only on a transient error, so a
+    scoring process started during a chaos run's kills took the built-in one for a mistake:
+    its task ended, and the process lived on scoring nothing. Its read task still runs then:
+    the caller stops the subscriber (the services' start undoes itself) before it retries."""
+    try:
+        await subscriber.start()
+    except TimeoutError as e:
+        raise RedisTimeoutError("a subscriber's first read was not answered within 3 s") from e
 
 
 async def stop_subscriber(subscriber: Any, wait_s: float) -> None:

@@ -7,11 +7,17 @@ no more, and a stream set back from inside the handler is read again from there.
 from __future__ import annotations
 
 import asyncio
+import signal
 
+import pytest
 from redis.asyncio import Redis
 
+from benchmarks.chaos_faults import SingleRedis, until_ping
 from shared.bus import Broker, Delivery, Follower, Keys
 from shared.bus.connection import is_cluster
+from shared.bus.faults import transient
+from tests.cluster import redis_server
+from tests.conftest import missing_program
 
 from .helpers import wait_for
 
@@ -108,3 +114,34 @@ async def test_a_stream_set_back_from_the_handler_is_read_again_from_there(
 
     assert [v for s, v in seen if s == streams[1]] == ["x", "y", "x", "y"]
     assert [v for s, v in seen if s == streams[0]] == ["a"]
+
+
+async def test_a_follow_started_while_redis_does_not_answer_fails_as_transient() -> None:
+    """The chaos run's flake ("scoring differs": whole games never scored): FastStream's
+    subscriber start waits 3 s for its read task's first PING and raised the built-in
+    ``TimeoutError``, which the services' start retries not (not transient); the scoring
+    process started while Redis was slow to answer (restarting, or a loaded machine) lived on
+    scoring nothing. Here a Redis of the test's own is stopped (SIGSTOP) under the start."""
+    server = redis_server()
+    if server is None:
+        missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
+    redis_process = SingleRedis(server).start()
+    assert redis_process.process is not None
+    try:
+        await until_ping(redis_process.url)
+        client = Redis.from_url(redis_process.url)
+        broker = Broker(client, readers=1)
+        follower = Follower(broker, lambda _: asyncio.sleep(0), batch=10)
+        await broker.start()
+        redis_process.process.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(Exception) as failed:
+                await follower.add("cvtest-stopped:events", "0-0")
+            assert transient(failed.value), repr(failed.value)
+        finally:
+            redis_process.process.send_signal(signal.SIGCONT)
+            await follower.close()
+            await broker.stop()
+            await client.aclose()
+    finally:
+        redis_process.stop()
