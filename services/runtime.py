@@ -7,7 +7,7 @@ import asyncio
 import gc
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -103,6 +103,7 @@ async def wait_for(
     attempt: Callable[[], Awaitable[Any]],
     stop: asyncio.Event,
     waiting: Callable[[str | None], None] | None = None,
+    undo: Callable[[], Awaitable[Any]] | None = None,
     **about: Any,
 ) -> Any:
     """``attempt()``'s result once it succeeds, retried with a backoff (up to
@@ -110,13 +111,18 @@ async def wait_for(
     unreachable, timed out, still loading), with a log line each time: a service started
     before its Redis or its database waits for it instead of exiting (an orchestrator
     starts them in any order). ``waiting`` is told what is waited for (None once it
-    answered), for the readiness probe. Any other error is raised; a stop while waiting
-    raises :class:`Stopped`."""
+    answered), for the readiness probe. ``undo`` runs after each failed attempt (its own
+    failure ignored): a start that failed part way is taken back, and the next attempt
+    starts afresh. Any other error is raised; a stop while waiting raises
+    :class:`Stopped`."""
     backoff = Backoff(cap_s=WAIT_CAP_S)
     while True:
         try:
             result = await attempt()
         except Exception as e:
+            if undo is not None:
+                with suppress(Exception):
+                    await undo()
             if not (transient(e) or _sql_unreachable(e)):
                 raise
             if waiting is not None:

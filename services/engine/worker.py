@@ -21,7 +21,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import structlog
@@ -143,7 +143,7 @@ class Engine:
         and the first lease round wait for Redis: an engine started again while Redis was
         killed raised there, and its process lived on with no engine (issue 25)."""
         try:
-            await wait_for("Redis", self._begin, stop)
+            await wait_for("Redis", self._begin, stop, undo=self.broker.stop)
         except Stopped:
             return
         period = self.settings.lease_ttl_ms / 3000
@@ -272,15 +272,9 @@ class Engine:
     # --- leases ----------------------------------------------------------------------------
 
     async def _begin(self) -> None:
-        """:meth:`start` and a first share of the partitions, the broker stopped again when
-        either fails (the next try starts it afresh)."""
-        try:
-            await self.start()
-            await self.rebalance()
-        except Exception:
-            with suppress(Exception):
-                await self.broker.stop()
-            raise
+        """:meth:`start` and a first share of the partitions."""
+        await self.start()
+        await self.rebalance()
 
     async def rebalance(self) -> None:
         """Heartbeat, renew held leases, then hold a fair share of the partitions."""

@@ -127,16 +127,6 @@ class ScoringService:
         for stream in self.streams:
             await self.follower.add(stream, self.positions[stream])
 
-    async def _start_afresh(self) -> None:
-        """:meth:`start`, undone when it fails part way: the next try reads every stream
-        from its checkpoint again (a stream followed already would keep its position)."""
-        try:
-            await self.start()
-        except Exception:
-            with suppress(Exception):
-                await self.close()
-            raise
-
     def _checkpoints(self) -> dict[str, str]:
         with self.db.begin() as conn:
             return load_checkpoints(conn, self.streams)
@@ -147,7 +137,7 @@ class ScoringService:
         between the process's first ping and its follow, in the chaos run) raised here, its
         task ended, and the process lived on scoring nothing (issue 25)."""
         try:
-            await wait_for("Redis and the scoring tables", self._start_afresh, stop)
+            await wait_for("Redis and the scoring tables", self.start, stop, undo=self.close)
         except Stopped:
             return
         try:
