@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import JSON, Engine, Index, Table, event, make_url, text
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, SQLModel, create_engine
 
 from shared.games.api import DEFAULT_GAME
@@ -106,6 +108,11 @@ def make_engine(url: str, **options: Any) -> Engine:
     return engine
 
 
+WAL_SWITCH_TRIES = 600
+WAL_SWITCH_PAUSE_S = 0.05
+"""The switch to write-ahead logging waits up to 30 s (the connections' busy timeout)."""
+
+
 def _write_ahead(engine: Engine) -> None:
     """A SQLite file's journal as a write-ahead log (issue 24), synced at checkpoints only.
     With the rollback journal each commit made, synced and deleted a journal file beside the
@@ -130,8 +137,18 @@ def _write_ahead(engine: Engine) -> None:
         finally:
             cursor.close()
 
-    with engine.connect() as connection:
-        connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+    for attempt in range(WAL_SWITCH_TRIES):
+        try:
+            with engine.connect() as connection:
+                connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+            return
+        except OperationalError as error:
+            # SQLite answers "database is locked" at once, without its busy timeout, when
+            # another connection holds the file while the mode changes (another process
+            # creating its tables on a fresh file): wait for it as the busy timeout would.
+            if "locked" not in str(error) or attempt == WAL_SWITCH_TRIES - 1:
+                raise
+            time.sleep(WAL_SWITCH_PAUSE_S)
 
 
 class LobbyTicket(SQLModel, table=True):
