@@ -463,7 +463,7 @@ def up() -> None:
 
     settings = Settings()
     configure_logging(settings.log_level)
-    asyncio.run(serve(settings))
+    _exit_if_a_loop_died(lambda: asyncio.run(serve(settings)))
 
 
 def _serve_alone(
@@ -488,11 +488,26 @@ def _serve_alone(
         structlog.contextvars.bind_contextvars(process=settings.process_name)
     main = serve(settings, engine=engine, lobby=lobby, ai=ai, scoring=scoring, views=views)
     if lobby:  # uvicorn picks the lobby's loop
-        asyncio.run(main)
+        _exit_if_a_loop_died(lambda: asyncio.run(main))
     else:  # the pipeline's services on uvloop, as the lobby's uvicorn runs on it
         import uvloop
 
-        uvloop.run(main)
+        _exit_if_a_loop_died(lambda: uvloop.run(main))
+
+
+def _exit_if_a_loop_died(run: Callable[[], None]) -> None:
+    """``run()`` the server; a service loop that died ends the process with exit code 1 and
+    a log line naming it (:class:`services.server.LoopDied`), so that what started it
+    starts it again."""
+    from services.server import LoopDied
+
+    try:
+        run()
+    except LoopDied as died:
+        import structlog
+
+        structlog.get_logger("caravel").error("a service loop died: exiting", loops=str(died))
+        raise typer.Exit(1) from None
 
 
 PARTS = ("engine", "lobby", "ai", "scoring", "views")

@@ -64,14 +64,21 @@ class Health:
         return problems
 
     def dead(self) -> list[str]:
-        """Service loops that ended with an exception. Every loop retries its failed rounds
-        (``shared.loops.keep_running``), so one that ended this way will not come back by
-        itself: only a restart of the process helps."""
-        return [
-            f"{task.get_name()}: {task.exception()!r}"
-            for task in self.tasks
-            if task.done() and not task.cancelled() and task.exception() is not None
-        ]
+        """Service loops that ended with an exception (:func:`dead_loops`)."""
+        return dead_loops(self.tasks)
+
+
+def dead_loops(tasks: Sequence[asyncio.Task[Any]]) -> list[str]:
+    """The loops among ``tasks`` that ended with an exception, each as its name and error.
+    Every loop retries its failed rounds (``shared.loops.keep_running``), so one that ended
+    this way will not come back by itself: only a restart of the process helps."""
+    ended = [task for task in tasks if task.done() and not task.cancelled()]
+    # the error's class and message: redis-py's repr of a script's error drops the latter
+    return [
+        f"{task.get_name()}: {type(error).__name__}: {error}"
+        for task in ended
+        if (error := task.exception()) is not None
+    ]
 
 
 def operations_routes(health: Health) -> APIRouter:

@@ -16,7 +16,7 @@ import contextlib
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import uvicorn
@@ -30,7 +30,7 @@ from services.children import (
     running_children,
     tell_parent,
 )
-from services.health import Health, operations_routes
+from services.health import Health, dead_loops, operations_routes
 from services.runtime import (
     RedisPools,
     Stopped,
@@ -247,10 +247,46 @@ async def _run(
         while not server.started and not tasks[-1].done() and not stop.is_set():
             await asyncio.sleep(0.01)  # until it serves its port: then a child says it serves
     tell_parent(settings, port)
-    await stop.wait()
+    dead = await _until_stopped_or_dead(stop, tasks)
+    if dead:  # the others wind down with it: a process serving half its part is not kept
+        stop.set()
     if server is not None:
         server.should_exit = True
-    await asyncio.gather(*tasks)
+    if not dead:
+        await asyncio.gather(*tasks)  # an error raised while stopping is raised here
+        return
+    await asyncio.gather(*tasks, return_exceptions=True)  # the dead ones' errors are known
+    raise LoopDied("; ".join(dead))
+
+
+class LoopDied(Exception):
+    """A service loop of this process ended with an error (:func:`services.health.dead_loops`):
+    every loop retries what fails for a while (Redis or SQL away, a shard refusing), so one
+    that ended will not come back in this process. The process exits 1 rather than live on
+    serving half its part (a scoring service that scored nothing more, issue 25): whatever
+    started it (`caravel up` for its children, systemd, Kubernetes) starts it again, and its
+    exit says why."""
+
+
+async def _until_stopped_or_dead(stop: asyncio.Event, tasks: list[asyncio.Task[None]]) -> list[str]:
+    """Wait for ``stop``, or for loops among ``tasks`` to end with an error: those loops
+    (none when stopped). A loop that ends without one (nothing to do in this process) is
+    let go."""
+    stopping = asyncio.create_task(stop.wait(), name="stop")
+    running: set[asyncio.Task[Any]] = set(tasks)
+    try:
+        while running and not stop.is_set():
+            done, running = await asyncio.wait(
+                running | {stopping}, return_when=asyncio.FIRST_COMPLETED
+            )
+            running.discard(stopping)
+            dead = dead_loops([task for task in tasks if task in done])
+            if dead:
+                return dead
+        await stop.wait()
+        return []
+    finally:
+        stopping.cancel()
 
 
 def _loops(

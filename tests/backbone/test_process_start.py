@@ -5,6 +5,7 @@ collector's threshold (``services.runtime.tune_collector``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -13,8 +14,12 @@ from typing import Any
 
 import pytest
 
+from benchmarks.chaos_faults import until_ping
+from services.children import terminate
 from services.runtime import COLLECT_AFTER
 from shared.bus import Keys
+from tests.cluster import redis_server
+from tests.conftest import missing_program
 from tests.lobby.helpers import caravel_env, free_port
 
 # `caravel part SERVICES` run in this process; once it says it serves (the readiness pipe of
@@ -115,3 +120,44 @@ def test_a_started_process_has_tuned_its_collector(
     seen = started("engine", redis_url, keys, tmp_path)
     assert seen["threshold"] == list(COLLECT_AFTER)
     assert seen["frozen"] > 50_000  # the imported modules, classes, functions, schemas
+
+
+async def test_a_process_whose_service_loop_died_exits_so_that_it_is_started_again(
+    keys: Keys, tmp_path: Path
+) -> None:
+    """`caravel part scoring` against a Redis whose user may not run ``XGROUP`` (an access
+    list set wrong: scoring's start marks what it has read with ``XGROUP SETID``, refused for
+    good, unlike a Redis away, which it waits for). Its scoring loop dies, and the process
+    exits 1 naming it, so that what started it starts it again; before, it lived on until
+    stopped, its probes its only sign, scoring nothing (issue 25)."""
+    binary = redis_server()
+    if binary is None:
+        missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    no_groups = ["--user", "default", "on", "nopass", "~*", "&*", "+@all", "-xgroup"]
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *no_groups],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        await until_ping(url)
+        env = caravel_env(url, keys, data_dir=str(tmp_path), metrics_port="0")
+        scoring = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "part", "scoring"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            _, errors = await asyncio.to_thread(scoring.communicate, timeout=90)
+        except subprocess.TimeoutExpired:
+            terminate([scoring])
+            pytest.fail("caravel part scoring still ran 90 s after its scoring loop died")
+        assert scoring.returncode == 1
+        died = [line for line in errors.decode().splitlines() if "a service loop died" in line]
+        assert died and "scoring: ResponseError" in died[0] and "run this command" in died[0], (
+            errors
+        )
+    finally:
+        terminate([server])
