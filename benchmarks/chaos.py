@@ -28,6 +28,9 @@ their games (at most ``--settle`` seconds), and it checks:
 - no game stuck (every one over or still moving at the end) and no table stuck (started but
   ``open``, or ``running`` without a game); no HTTP 5xx but 503;
 - the scoring tables equal to a rebuild from the logs (``caravel projections rebuild``);
+- no process whose service loop died (*dead loops*: every process's ``/livez`` asked every
+  2 s through the run and at its end, a 503 naming the loops; a process that exited though
+  not killed, its last log line naming them, noted before a kill or restart hides it);
 - on the cluster: the other shards' events/s while a master or replica is down against
   before, and how soon the hit shard's games move again.
 
