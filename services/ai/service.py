@@ -113,9 +113,9 @@ class BotPlayer:
     async def start(self, stop: asyncio.Event | None = None) -> None:
         """Start reading, the whole start waited for while Redis fails (away, or a
         subscriber's first read not answered in time), a failed attempt taken back
-        (:meth:`close`) so that the next one starts afresh: a bot player started while
-        Redis was away raised in its broker's start, its task ended, and its process lived
-        on playing no bot (issue 25). Only the seat changes' follow was waited for before."""
+        (:meth:`close`) so that the next one starts afresh (issue 25). Only the seat
+        changes' follow was waited for before, and a retried follow left the subscriber of
+        the attempt that timed out reading beside the new one."""
         await wait_for("Redis", self._begin, stop or asyncio.Event(), undo=self.close)
 
     async def _begin(self) -> None:
