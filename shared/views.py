@@ -170,7 +170,7 @@ class ViewWaiter:
         if keep and now - self._asked.get(game_id, -ASK_AGAIN_S) < ASK_AGAIN_S:
             return None
         async with self.redis.pipeline(transaction=False) as pipe:
-            await want(self.broker, pipe, self.keys.view_wants(), game_id, KEPT_S if keep else 0)
+            await want(self.broker, pipe, self.keys, game_id, KEPT_S if keep else 0)
             pipe.hget(self.keys.meta(game_id), "version")
             replies: Any = await pipe.execute()
         if keep:
