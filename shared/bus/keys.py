@@ -85,6 +85,14 @@ class Keys:
         trimmed: whoever waits for a view blocks on it instead of polling the view."""
         return f"{self._p(p)}:viewed"
 
+    def view_wants(self, p: int) -> str:
+        """The partition's games whose views someone reads (``shared.contracts.ViewWant``:
+        the game, for how many seconds from the entry's time): the views projection projects
+        those only. Per partition, so a shard away holds up only its own games' wants (issue
+        25: one global stream on one shard stopped every game's views while it was away; its
+        old key ``<prefix>:viewwants`` is no longer read, see ``shared.bus.wants``)."""
+        return f"{self._p(p)}:viewwants"
+
     def rejections(self, p: int) -> str:
         return f"{self._p(p)}:rejections"
 
@@ -150,11 +158,6 @@ class Keys:
         """The seats of running games whose player changed (a human left: a
         ``shared.contracts.SeatChange``), for the bot players' books of who plays each seat."""
         return f"{self.prefix}:seatchanges"
-
-    def view_wants(self) -> str:
-        """The games whose views someone reads (``shared.contracts.ViewWant``: the game, for
-        how many seconds from the entry's time): the views projection projects those only."""
-        return f"{self.prefix}:viewwants"
 
     def all_partitions(self) -> range:
         return range(self.partitions)
