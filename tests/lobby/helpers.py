@@ -53,6 +53,12 @@ def start_caravel(
     )
 
 
+SEATS_FROM_ONE_ADDRESS = {"command_rate": "1000"}
+"""The settings of a lobby whose test plays several seats from one address as fast as it
+answers: the per-client command limit (20 a second, a burst of 100) is meant for one player
+and is tested on its own (test_limits.py); on uvloop a whole game's moves went past it."""
+
+
 @asynccontextmanager
 async def running_lobby(
     redis_url: str,

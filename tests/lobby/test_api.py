@@ -15,7 +15,7 @@ from services.ai.bots import GreedyBot
 from shared.bus import Keys
 from shared.eventstore import EventStore
 
-from .helpers import bearer, running_lobby, wait_for_view
+from .helpers import SEATS_FROM_ONE_ADDRESS, bearer, running_lobby, wait_for_view
 
 
 @pytest.mark.every_database  # the seat lock is the database's
@@ -42,7 +42,9 @@ async def test_one_human_and_bots_play_a_whole_game_through_the_api(
 ) -> None:
     """A scripted human (greedy choices from the seat's own view) and three seats played
     through the API by bot-level players reach the end of the game."""
-    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+    async with running_lobby(
+        redis_url, keys, database_url, tmp_path, **SEATS_FROM_ONE_ADDRESS
+    ) as client:
         table = (await client.post("/tables", json={"seats": 4})).json()
         tokens = []
         for i in range(4):

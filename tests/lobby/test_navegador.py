@@ -22,7 +22,7 @@ from shared.eventstore.codec import to_event
 from shared.games import api
 
 from ..scoring.helpers import game_ids, play_games
-from .helpers import bearer, running_lobby, wait_for_view
+from .helpers import SEATS_FROM_ONE_ADDRESS, bearer, running_lobby, wait_for_view
 
 GAME = "navegador"
 FACT_KINDS = {"exploration", "colony", "building_bought", "privilege"}
@@ -96,7 +96,9 @@ async def test_a_navegador_table_of_two_humans_and_two_bots_is_played_and_scored
     # A whole game takes minutes on a busy machine: played once, on SQLite (the scoring
     # tables are the same on PostgreSQL, which tests/scoring covers for every game).
     database_url = f"sqlite:///{tmp_path / 'navegador.db'}"
-    async with running_lobby(redis_url, keys, database_url, tmp_path, bot_think_ms="20") as client:
+    async with running_lobby(
+        redis_url, keys, database_url, tmp_path, bot_think_ms="20", **SEATS_FROM_ONE_ADDRESS
+    ) as client:
         seats = {first_game: {"0": "human", "1": "bot:random"}}  # Navegador's bots: greedy
         await play_games(redis, keys, [(first_game, 2, 5, None)], seats, engine=False)
         aod_board = await _eventually(client, "/leaderboard", lambda board: len(board) == 2)
