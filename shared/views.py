@@ -170,7 +170,8 @@ class ViewWaiter:
         if keep and now - self._asked.get(game_id, -ASK_AGAIN_S) < ASK_AGAIN_S:
             return None
         async with self.redis.pipeline(transaction=False) as pipe:
-            await want(self.broker, pipe, self.keys.view_wants(), game_id, KEPT_S if keep else 0)
+            wants = self.keys.view_wants(self.keys.partition(game_id))
+            await want(self.broker, pipe, wants, game_id, KEPT_S if keep else 0)
             pipe.hget(self.keys.meta(game_id), "version")
             replies: Any = await pipe.execute()
         if keep:

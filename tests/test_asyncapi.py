@@ -57,7 +57,7 @@ def test_each_stream_kind_is_one_channel_template_with_its_writers_and_readers()
         "viewwants",
         "seatchanges",
     }
-    assert by_address[keys.view_wants()] == {
+    assert by_address[keys.view_wants(0).replace("{0}", "{p}")] == {
         "lobby:viewwants": "xadd",
         "ai:viewwants": "xadd",
         "views:viewwants": "xread",

@@ -20,10 +20,12 @@ replaced by an older one.
 
 It projects only the games someone reads (issue 24: no one reads the views of a table of
 humans on their sockets, which get events, not views). A reader names the games it reads on
-the wanted views' stream (``shared.bus.wants``; :class:`shared.views.ViewWaiter` does, and
-waits for the log's version then); every projector follows that stream from its start (and
-the wants of the last minutes before it), projects a game when it is wanted and, while it
-stays wanted, at each of its events. The events of other games are acknowledged unread.
+the wanted views' stream of the game's partition (``shared.bus.wants``;
+:class:`shared.views.ViewWaiter` does, and waits for the log's version then); every projector
+follows every partition's wants stream from its start (and the wants of the last minutes
+before it; a partition whose shard is away from when it is back), projects a game when it is
+wanted and, while it stays wanted, at each of its events. The events of other games are
+acknowledged unread.
 
 It reads only the event streams of the partitions with a wanted game: with nobody reading
 views (humans on their sockets) it reads none, instead of every partition's every event.
@@ -41,6 +43,7 @@ which keeps nothing the retention would not keep anyway.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 import uuid
@@ -127,33 +130,56 @@ class ViewProjector:
         # one at a time, and a partition whose shard fails holds up its own games only.
         self._projecting: dict[int, asyncio.Lock] = {}
         self._forgotten = 0.0  # when the wants that ran out were last dropped
-        self._wants_read = "0-0"  # the last want projected: read again from there on a failure
+        # Per wants stream, the last want projected: read again from there on a failure.
+        self._wants_read: dict[str, str] = {}
+        self._later: set[asyncio.Task[None]] = set()  # partitions' wants followed once back
         self._read: set[int] = set()  # the partitions whose event stream is read
         self._reading = asyncio.Lock()  # partitions taken up and let go one at a time
         self.started = asyncio.Event()  # following the wants (for tests and tools)
 
     async def start(self, stop: asyncio.Event | None = None) -> None:
-        """Follow the wanted views (projecting the games wanted lately: some may have been
-        wanted while no projector ran), reading the event streams of their partitions.
-        The wants' stream (one key, on one shard) is waited for while its shard fails, and
-        the wanted games that cannot be projected now (their shard fails) are projected at
-        their next event or read (a read that finds no view asks again): a projection
-        started while a master was away raised here, and no view was written again in that
-        process (issue 25)."""
+        """Follow every partition's wanted views (projecting the games wanted lately: some
+        may have been wanted while no projector ran), reading the event streams of their
+        partitions. A partition whose wants' shard fails is followed once it is back (a
+        task waits for it until ``stop``); the others are followed now: one global stream of
+        wants, waited for at the start, held every game's views while its shard was away,
+        and a projection started then served none (issue 25). The wanted games that cannot
+        be projected now (their shard fails) are projected at their next event or read (a
+        read that finds no view asks again)."""
         await self.broker.start()
-        stream = self.keys.view_wants()
-        read = functools.partial(recent_wants, self.redis, stream)
-        tail, recent = await wait_for("the wanted views' shard", read, stop or asyncio.Event())
+        partitions = list(self.keys.all_partitions())
+        outcomes = await asyncio.gather(
+            *(self._follow_wants(p) for p in partitions), return_exceptions=True
+        )
+        for p, outcome in zip(partitions, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception) or not transient(outcome):
+                    raise outcome
+                log.warning("wanted views followed later", partition=p, error=str(outcome))
+                later = asyncio.create_task(self._follow_wants_later(p, stop or asyncio.Event()))
+                self._later.add(later)
+                later.add_done_callback(self._later.discard)
+        self.started.set()
+
+    async def _follow_wants(self, p: int) -> None:
+        """Follow partition ``p``'s wants from their tail, its recent wants projected."""
+        stream = self.keys.view_wants(p)
+        tail, recent = await recent_wants(self.redis, stream)
         now = time.time()
         try:
             await self._want([(game_id, until) for game_id, until in recent if until > now])
         except Exception as error:
             if not transient(error):
                 raise
-            log.warning("wanted views not projected at start", error=str(error))
-        self._wants_read = tail
+            log.warning("wanted views not projected at start", partition=p, error=str(error))
+        self._wants_read[stream] = tail
         await self._wants.add(stream, tail)
-        self.started.set()
+
+    async def _follow_wants_later(self, p: int, stop: asyncio.Event) -> None:
+        """Follow partition ``p``'s wants once its shard answers (until ``stop``)."""
+        follow = functools.partial(self._follow_wants, p)
+        with contextlib.suppress(Stopped):
+            await wait_for(f"partition {p}'s wanted views", follow, stop)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Project until ``stop``; every claim time / 2, take over what another projector
@@ -169,6 +195,9 @@ class ViewProjector:
             await asyncio.gather(self.consumer.run(stop), tidying)
         finally:
             try:
+                for later in list(self._later):
+                    later.cancel()
+                await asyncio.gather(*self._later, return_exceptions=True)
                 await self._wants.close()
             finally:
                 await self.broker.stop()
@@ -186,22 +215,32 @@ class ViewProjector:
         await self.consumer.ack(deliveries)
 
     async def _wanted(self, deliveries: list[Delivery]) -> None:
-        """Wants read from the stream: project their games now. A projection that Redis
-        refuses for a while (away, restarting, short of replicas) reads the batch again
-        after a pause: the follower moved past it before handing it over, and a game
-        waiting on a decision gets no event that would project it, while its reader asks
-        again only :data:`~shared.views.ASK_AGAIN_S` later (issue 25: a game stuck in the
-        chaos run, its player waiting for a view no one wrote after a Redis kill)."""
-        try:
-            await self._want([wanted_until(d.id, d.fields) for d in deliveries])
-        except Exception as error:
-            if not transient(error):
-                raise
-            log.warning("wanted views not projected; read again", error=str(error))
-            self._wants.rewind(self.keys.view_wants(), self._wants_read)
+        """Wants read from the streams: project their games now, stream by stream (a
+        partition's). A projection that Redis refuses for a while (away, restarting, short
+        of replicas) reads that stream's batch again after a pause: the follower moved past
+        it before handing it over, and a game waiting on a decision gets no event that
+        would project it, while its reader asks again only
+        :data:`~shared.views.ASK_AGAIN_S` later (issue 25: a game stuck in the chaos run,
+        its player waiting for a view no one wrote after a Redis kill)."""
+        by_stream: dict[str, list[Delivery]] = {}
+        for d in deliveries:
+            by_stream.setdefault(d.stream, []).append(d)
+        outcomes = await asyncio.gather(
+            *(self._want([wanted_until(d.id, d.fields) for d in ds]) for ds in by_stream.values()),
+            return_exceptions=True,
+        )
+        refused = False
+        for (stream, ds), outcome in zip(by_stream.items(), outcomes, strict=True):
+            if outcome is None:
+                self._wants_read[stream] = ds[-1].id
+                continue
+            if not isinstance(outcome, Exception) or not transient(outcome):
+                raise outcome
+            log.warning("wanted views not projected; read again", stream=stream, error=str(outcome))
+            self._wants.rewind(stream, self._wants_read[stream])
+            refused = True
+        if refused:
             await asyncio.sleep(RETRY_S)
-            return
-        self._wants_read = deliveries[-1].id
 
     async def _want(self, wants: Sequence[tuple[str, float]]) -> None:
         """Keep each game wanted until the latest time asked (forgetting the wants that
@@ -216,7 +255,8 @@ class ViewProjector:
         if now - self._forgotten > FORGET_S:
             self._forgotten = now
             self._forget(now)
-            await trim_wants(self.redis, self.keys.view_wants())
+            streams = [self.keys.view_wants(p) for p in self.keys.all_partitions()]
+            await asyncio.gather(*(trim_wants(self.redis, stream) for stream in streams))
         for game_id, until in wants:
             if until > self.wanted.get(game_id, 0):
                 self.wanted[game_id] = until

@@ -112,6 +112,16 @@ class Keys:
         on one shard stalled every bot player's loop while that shard was away)."""
         return f"{self._p(p)}:deadlines"
 
+    def view_wants(self, p: int) -> str:
+        """The partition's games whose views someone reads (``shared.contracts.ViewWant``:
+        the game, for how many seconds from the entry's time): the views projection projects
+        those only. Per partition, so a shard away holds up only its own games' wants
+        (issue 25: one global stream on one shard stopped every game's views while that
+        shard was away). Wants left on the old global ``prefix:viewwants`` by a deployment
+        before this are ignored: they are hints that last minutes, and a reader that finds
+        no view asks again."""
+        return f"{self._p(p)}:viewwants"
+
     def dead_letters(self, p: int) -> str:
         """Entries of the partition's streams that kept failing: in the partition's slot, so
         moving one there and acknowledging it is one transaction on a cluster too."""
@@ -150,11 +160,6 @@ class Keys:
         """The seats of running games whose player changed (a human left: a
         ``shared.contracts.SeatChange``), for the bot players' books of who plays each seat."""
         return f"{self.prefix}:seatchanges"
-
-    def view_wants(self) -> str:
-        """The games whose views someone reads (``shared.contracts.ViewWant``: the game, for
-        how many seconds from the entry's time): the views projection projects those only."""
-        return f"{self.prefix}:viewwants"
 
     def all_partitions(self) -> range:
         return range(self.partitions)

@@ -1,8 +1,8 @@
-"""The stream of wanted views (``Keys.view_wants``): readers of views name the games they
-read, and the views projection projects those games only (``services.lobby.views``). A want
-is a :class:`~shared.contracts.ViewWant` published through FastStream (its JSON in the
-entry's body field); the entry's id is its Redis time: the projection keeps a game wanted
-for ``keep_s`` seconds from it.
+"""The streams of wanted views (``Keys.view_wants``, one per partition: the wanted game's):
+readers of views name the games they read, and the views projection projects those games
+only (``services.lobby.views``). A want is a :class:`~shared.contracts.ViewWant` published
+through FastStream (its JSON in the entry's body field); the entry's id is its Redis time:
+the projection keeps a game wanted for ``keep_s`` seconds from it.
 
 Trimming: FastStream's publish trims by length only (``maxlen``), not by age (``MINID``).
 The stream keeps no want older than the longest want (:data:`KEPT_S`): the projection

@@ -314,7 +314,7 @@ async def test_a_clock_its_human_beat_is_removed_without_a_view(redis: Redis, ke
     finally:
         await player.close()
     assert await redis.zrange(key, 0, -1) == [current.encode()]
-    assert not await redis.exists(keys.view_wants())
+    assert not await redis.exists(keys.view_wants(keys.partition("g-beat")))
     assert await redis.xlen(keys.commands(keys.partition("g-beat"))) == 2  # no fallback's
 
 

@@ -36,6 +36,7 @@ from shared.contracts import Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
 from shared.games.api import DEFAULT_GAME
+from shared.views import ViewWaiter
 from tests.cluster import LocalCluster, keys_by_port
 
 from .helpers import create_game, running_engine, settings_for, wait_for
@@ -99,14 +100,14 @@ async def test_games_on_the_other_shards_go_on_while_one_shard_is_away(
         await _play_through_the_outage(cluster, client, keys, store, sender, "legacy_deadlines")
 
 
-@pytest.mark.parametrize("global_key", ["engines", "view_wants", "seat_changes"])
+@pytest.mark.parametrize("global_key", ["engines", "seat_changes"])
 async def test_games_on_the_other_shards_go_on_while_a_global_keys_shard_refuses_writes(
     cluster: LocalCluster, global_key: str
 ) -> None:
     """A global key (no partition tag) lives on one shard: with durability on, that
     shard's replica away makes its master refuse writes (NOREPLICAS) for the whole node
-    timeout or longer. The engines' heartbeat, the views' wants and the seat changes must
-    not stall the games of the other shards meanwhile."""
+    timeout or longer. The engines' heartbeat and the seat changes must not stall the games
+    of the other shards meanwhile."""
     keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
     client: Any = connect(cluster.url)
     store = EventStore(client, keys)
@@ -286,11 +287,13 @@ async def test_a_node_back_after_a_failover_is_sent_its_data_at_once(
 async def test_a_service_started_while_its_global_streams_master_is_away_serves_after_the_failover(
     cluster: LocalCluster, service: str
 ) -> None:
-    """The bot player reads the seat changes' tail at its start, the views projection the
-    wanted views: one key each, on one shard. Started while that shard's master was killed
-    (not yet failed over: connections refused), either raised from its start and served no
-    more in that process (the chaos run: every bot game stuck at its first decision). They
-    wait for the shard now, and serve once its replica has taken over."""
+    """The bot player reads the seat changes' tail at its start (one key, on one shard),
+    the views projection every partition's wanted views. Started while the shard's master
+    (of the seat changes, of partition 0's wants) was killed (not yet failed over:
+    connections refused), either raised from its start and served no more in that process
+    (the chaos run: every bot game stuck at its first decision). The bot player waits for
+    the shard now, and serves once its replica has taken over; the projection serves the
+    other partitions at once."""
     keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
     client: Any = connect(cluster.url)
     await client.ping()
@@ -303,7 +306,7 @@ async def test_a_service_started_while_its_global_streams_master_is_away_serves_
             return player.seats._changes is not None or task.done()
     else:
         projector = ViewProjector(client, keys)
-        run, key = projector.run, keys.view_wants()
+        run, key = projector.run, keys.view_wants(0)
 
         async def serving() -> bool:
             return projector.started.is_set() or task.done()
@@ -317,6 +320,44 @@ async def test_a_service_started_while_its_global_streams_master_is_away_serves_
     finally:
         stop.set()
         await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
+
+
+async def test_a_projection_started_while_a_shard_is_away_projects_the_other_shards_wants(
+    cluster: LocalCluster,
+) -> None:
+    """The shard that held every partition's wants (the old global ``viewwants`` key) is
+    away (master and replica killed: no failover), and a projection starts then: a game on
+    another shard is wanted (its reader asks, as the HTTP API does) and gets its view.
+    Before, the wants were one stream on that shard: the read's ask failed, and the
+    projection waited for the shard at its start, projecting no game of any shard (issue
+    25). Its partitions' wants are followed once the shard is back."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    await client.ping()
+    away = client.get_node_from_key(f"{keys.prefix}:viewwants").port
+    game = next(
+        g for i in range(1000) if client.get_node_from_key(keys.log(g := f"g-{i}")).port != away
+    )
+    sender = CommandSender(client, keys)
+    async with running_engine(client, keys, durability_replicas=1):
+        result = await sender.execute(create_game(game, players=2), timeout_s=30)
+        assert result.status == "accepted"
+    cluster.kill(_replica_of(cluster, away))
+    cluster.kill(away)
+    stop = asyncio.Event()
+    projector = ViewProjector(client, keys)
+    waiter = ViewWaiter(client, keys, service="test")
+    task = asyncio.create_task(projector.run(stop))
+    try:
+        with structlog.testing.capture_logs():
+            view = await waiter.read(game, None, 60)
+        assert view is not None and view["version"] == result.version, view
+        assert not task.done(), task
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+        await waiter.close()
         await client.aclose()
 
 

@@ -235,7 +235,7 @@ async def test_a_read_whose_wait_ran_out_asks_again(redis: Redis, keys: Keys) ->
             for command in commands:
                 assert (await sender.execute(command)).status == "accepted"
             assert await waiter.read("g-lost", 0, 0.2) is None  # no projection runs
-        await redis.delete(keys.view_wants())  # the ask is lost
+        await redis.delete(keys.view_wants(keys.partition("g-lost")))  # the ask is lost
         async with running_engine(redis, keys), running_projector(redis, keys):
             state = await _logged_state(redis, keys, "g-lost")
             assert await waiter.read("g-lost", 0, 10) == aod.view(state, 0)
@@ -258,7 +258,7 @@ async def test_a_read_that_finds_no_view_asks_again(redis: Redis, keys: Keys) ->
         async with running_engine(redis, keys):
             for command in commands:
                 assert (await sender.execute(command)).status == "accepted"
-        await redis.delete(keys.view_wants())  # the ask is lost
+        await redis.delete(keys.view_wants(keys.partition("g-miss")))  # the ask is lost
         async with running_engine(redis, keys), running_projector(redis, keys):
             state = await _logged_state(redis, keys, "g-miss")
             assert await waiter.read("g-miss", 0, 10) == aod.view(state, 0)
@@ -279,7 +279,7 @@ async def test_a_projector_trims_the_wants_that_ran_out_and_keeps_the_others(
 ) -> None:
     """Wants are published through FastStream, which trims by length only: the projector
     drops the wants older than the longest want (``KEPT_S``) itself, and honours the rest."""
-    stream = keys.view_wants()
+    stream = keys.view_wants(keys.partition("g-recent"))
     old = f"{int((time.time() - KEPT_S - 60) * 1000)}-0"
     body = ViewWant(game_id="g-old", keep_s=KEPT_S).encode()
     await redis.xadd(stream, {BODY: body}, id=old)  # written 11 minutes ago
@@ -375,7 +375,7 @@ async def test_a_want_whose_projection_was_refused_is_projected_once_writes_come
             assert not await redis.exists(keys.view("g-refused"))
             body = ViewWant(game_id="g-refused", keep_s=KEPT_S).encode()
             async with redis.pipeline(transaction=True) as pipe:  # refused from its read on
-                pipe.xadd(keys.view_wants(), {BODY: body})
+                pipe.xadd(keys.view_wants(0), {BODY: body})
                 pipe.config_set("min-replicas-to-write", 1)
                 await pipe.execute()
 

@@ -81,7 +81,7 @@ def bus_counted(
         for name, labels, value in found.get(family, []):
             if name.endswith("_total"):
                 # a partition stream's channel, not a stream; or a stream of no partition
-                one_stream = labels[label] in (keys.view_wants(), keys.seat_changes())
+                one_stream = labels[label] == keys.seat_changes()
                 assert labels[label].startswith(head) or one_stream, labels
                 kind = labels[label].removeprefix(head)
                 out[what or labels["status"], labels["app_name"], kind] += int(value)
