@@ -28,6 +28,9 @@ their games (at most ``--settle`` seconds), and it checks:
 - no game stuck (every one over or still moving at the end) and no table stuck (started but
   ``open``, or ``running`` without a game); no HTTP 5xx but 503;
 - the scoring tables equal to a rebuild from the logs (``caravel projections rebuild``);
+- no process whose service loop died (*dead loops*: every process's ``/livez`` asked every
+  2 s through the run and at its end, a 503 naming the loops; a process that exited though
+  not killed, its last log line naming them, noted before a kill or restart hides it);
 - on the cluster: the other shards' events/s while a master or replica is down against
   before, and how soon the hit shard's games move again.
 
@@ -116,6 +119,7 @@ class Report:
     redis_back_s: dict[str, float | None] = field(default_factory=dict)  # median per kind
     drill_errors: list[str] = field(default_factory=list)
     exited: list[str] = field(default_factory=list)  # processes that died unkilled
+    dead_loops: list[str] = field(default_factory=list)  # "process: loops" (Services.dead)
     acked: int = 0
     duplicates_answered: int = 0
     refused: int = 0
@@ -148,6 +152,7 @@ class Report:
             "replay mismatches": len(v.replay_mismatches),
             "scoring differs": len(v.scoring_differs) + (not self.scoring_caught_up),
             "processes exited": len(self.exited),
+            "dead loops": len(self.dead_loops),
             "failed drills": len(self.drill_errors),
         }
 
@@ -258,6 +263,8 @@ async def _drive(
                 sample(store, tally.games, shard_of, progress, stop_sampling)
             )
             killing = asyncio.create_task(killer.run(stop_kills))
+            stop_watching = asyncio.Event()
+            watching = asyncio.create_task(services.watch(base, stop_watching))
             await asyncio.sleep(options.minutes * 60)
             stop_kills.set()
             stop_new.set()
@@ -273,6 +280,8 @@ async def _drive(
             report.verdict.stuck_tables = await _stuck_tables(http, store, tally)
             stop_sampling.set()
             await sampler
+            stop_watching.set()
+            await watching  # its last look: every process at the end
         services.stop(("lobby", "ai"))
         report.scoring_caught_up = await _scoring_catches_up(store, sql, tally.games)
         services.stop(("scoring", "engine"))
@@ -323,6 +332,7 @@ def _restart_exited(services: Services, killer: Killer) -> list[str]:
     """Processes that died though not killed (after the kills, every one should run)."""
     exited = []
     for (kind, i), process in services.processes.items():
+        services.check_exit(kind, i)  # a loop that died, named before the restart
         if process.poll() is not None:
             exited.append(f"{kind}-{i} exited {process.returncode}")
             services.start(kind, i)
@@ -368,6 +378,7 @@ def _fill(report: Report, killer: Killer, tally: Tally) -> None:
     report.kills = dict(sorted(killer.counts().items()))
     report.redis_back_s = {k: median(v) for k, v in killer.recoveries.items()}
     report.drill_errors = killer.errors
+    report.dead_loops = [f"{process}: {said}" for process, said in killer.services.dead.items()]
     report.acked = len(tally.acked)
     report.duplicates_answered = sum(a.status == "duplicate" for a in tally.acked)
     report.refused = len(tally.refused)
@@ -438,6 +449,7 @@ def table(report: Report) -> str:
         "replay": v.replay_mismatches,
         "scoring": v.scoring_differs,
         "exited": report.exited,
+        "dead loops": report.dead_loops,
         "drills": report.drill_errors,
     }
     for name, items in findings.items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import shutil
 import signal
@@ -40,6 +41,8 @@ WAIT_READY_S = 0.2  # how often the killer looks again for the kind whose turn i
 # of 2 CPU seconds each start at once on a machine other work may load 15 times over.
 START_S = 300.0
 PORT_TAKEN = b"metrics port taken"  # services/server.py's warning: no probes on that port
+LOOP_DIED = b"a service loop died"  # services/cli.py's last line of a process whose loop died
+LIVEZ_EVERY_S = 2.0  # how often every process's /livez is asked (a few GETs each time)
 
 
 @dataclass
@@ -54,6 +57,9 @@ class Services:
     launched: Counter[tuple[str, int]] = field(default_factory=Counter)
     ports: dict[tuple[str, int], int] = field(default_factory=dict)  # metrics, not lobbies
     log_at: dict[tuple[str, int], int] = field(default_factory=dict)  # its log's size at start
+    # Processes whose service loop died (a 503 from /livez, or an exit naming the loop), each
+    # as "kind-i#start" (one entry per process, however often it is seen) → what it said.
+    dead: dict[str, str] = field(default_factory=dict)
 
     def start_all(self) -> None:
         for kind, count in INSTANCES.items():
@@ -80,6 +86,7 @@ class Services:
         """``kill -9`` one instance of ``kind`` (at random); its index."""
         i = random.randrange(INSTANCES[kind])
         process = self.processes[kind, i]
+        self.check_exit(kind, i)  # one that ended by itself is not hidden by this kill
         process.send_signal(signal.SIGKILL)
         process.wait()
         return i
@@ -117,12 +124,72 @@ class Services:
             log.seek(self.log_at[kind, i])
             return log.read()
 
+    def check_exit(self, kind: str, i: int) -> None:
+        """Count the instance's process among the dead loops if it exited though not killed:
+        since issue 25 a process whose service loop died exits 1 naming it, and a killer
+        that killed and restarted that instance later hid it (only the run's end looked)."""
+        code = self.processes[kind, i].poll()
+        if code is None or code == -signal.SIGKILL:
+            return
+        said = [line for line in self._log_since_start(kind, i).splitlines() if LOOP_DIED in line]
+        loops = _loops_named(said[-1]) if said else f"exited {code} without a kill"
+        self.dead.setdefault(f"{kind}-{i}#{self.launched[kind, i]}", loops)
+
+    async def probe(self, client: httpx.AsyncClient, lobbies: str) -> None:
+        """One look at every process: its exit (:meth:`check_exit`), and its ``/livez``
+        (a 503 names the loops that died; a refusal or timeout is a process killed or still
+        starting: the drills see those). The lobbies share one port: ``lobbies`` (their
+        base URL) answers for one of them."""
+        for kind, i in list(self.processes):
+            self.check_exit(kind, i)
+        targets = {
+            f"{kind}-{i}#{self.launched[kind, i]}": f"http://127.0.0.1:{port}/livez"
+            for (kind, i), port in self.ports.items()
+            if self.processes[kind, i].poll() is None
+        }
+        targets["lobby (shared port)"] = f"{lobbies}/livez"
+        answers = await asyncio.gather(*(_livez(client, url) for url in targets.values()))
+        for name, said in zip(targets, answers, strict=True):
+            if said is not None:
+                self.dead.setdefault(name, said)
+
+    async def watch(self, lobbies: str, stop: asyncio.Event) -> None:
+        """:meth:`probe` every ``LIVEZ_EVERY_S`` until ``stop``, and once more then: a
+        process whose loop died lived on before (issue 25), and the drills asked its
+        ``/livez`` only until it first served."""
+        async with httpx.AsyncClient(timeout=2) as client:
+            while not stop.is_set():
+                await self.probe(client, lobbies)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), LIVEZ_EVERY_S)
+            await self.probe(client, lobbies)
+
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.processes.values())
 
     def stop(self, kinds: tuple[str, ...] = SERVICE_KINDS) -> None:
         """SIGTERM, then SIGKILL after 20 s."""
         terminate([p for (k, _), p in self.processes.items() if k in kinds], 20)
+
+
+async def _livez(client: httpx.AsyncClient, url: str) -> str | None:
+    """What a ``/livez`` that answers 503 says (None: 200, or no answer)."""
+    try:
+        answer = await client.get(url)
+    except httpx.HTTPError:
+        return None
+    if answer.status_code != 503:
+        return None
+    with contextlib.suppress(ValueError):
+        return str(answer.json().get("message", answer.text))
+    return answer.text
+
+
+def _loops_named(line: bytes) -> str:
+    """The loops a process's last log line names (``services/cli.py``: JSON, ``loops``)."""
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(json.loads(line).get("loops", line.decode(errors="replace")))
+    return line.decode(errors="replace")
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -463,7 +463,7 @@ def up() -> None:
 
     settings = Settings()
     configure_logging(settings.log_level)
-    _exit_if_a_loop_died(lambda: asyncio.run(serve(settings)))
+    _exit_if_a_loop_died(lambda: _on_uvloop(serve(settings)))
 
 
 def _serve_alone(
@@ -487,12 +487,17 @@ def _serve_alone(
 
         structlog.contextvars.bind_contextvars(process=settings.process_name)
     main = serve(settings, engine=engine, lobby=lobby, ai=ai, scoring=scoring, views=views)
-    if lobby:  # uvicorn picks the lobby's loop
-        _exit_if_a_loop_died(lambda: asyncio.run(main))
-    else:  # the pipeline's services on uvloop, as the lobby's uvicorn runs on it
-        import uvloop
+    _exit_if_a_loop_died(lambda: _on_uvloop(main))
 
-        _exit_if_a_loop_died(lambda: uvloop.run(main))
+
+def _on_uvloop(main: Coroutine[Any, Any, None]) -> None:
+    """Run a server's ``main`` on uvloop. uvicorn picks its loop only in ``uvicorn.run``,
+    not in the ``Server.serve`` this process awaits, so the lobby ran on asyncio's own
+    loop: its socket writes and loop turns (seven WebSocket frames and two Redis round
+    trips a move) cost about a fifth more of its CPU there (benchmarks/README.md)."""
+    import uvloop
+
+    uvloop.run(main)
 
 
 def _exit_if_a_loop_died(run: Callable[[], None]) -> None:

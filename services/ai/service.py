@@ -111,13 +111,20 @@ class BotPlayer:
         ]
 
     async def start(self, stop: asyncio.Event | None = None) -> None:
-        """Subscribe to every partition's decision stream (groups made from their start).
-        The seat changes' stream (one key, on one shard) is waited for while its shard
-        fails: a bot player started while that shard's master was away (a kill in the
-        chaos run) raised here, and no bot played again in that process (issue 25)."""
+        """Start reading, the whole start waited for while Redis fails (away, or a
+        subscriber's first read not answered in time), a failed attempt taken back
+        (:meth:`close`) so that the next one starts afresh (issue 25). Only the seat
+        changes' follow was waited for before, and a retried follow left the subscriber of
+        the attempt that timed out reading beside the new one."""
+        await wait_for("Redis", self._begin, stop or asyncio.Event(), undo=self.close)
+
+    async def _begin(self) -> None:
+        """Follow the seat changes (before any request is answered), take over the requests
+        left on the decisions streams, and subscribe to every partition's bot decision
+        stream (groups made from their start; a partition whose shard fails is revived
+        later by the consumer's rounds)."""
         await self.broker.start()
-        follow = functools.partial(self.seats.follow, self.broker)
-        await wait_for("the seat changes' shard", follow, stop or asyncio.Event())
+        await self.seats.follow(self.broker)
         await self.take_over_requests()
         for stream in self.streams:
             await self.consumer.subscribe(stream)
@@ -157,11 +164,13 @@ class BotPlayer:
             await self.close()
 
     async def close(self) -> None:
-        """Stop playing deadlines, and reading (the decision requests and view updates)."""
+        """Stop playing deadlines, and reading (the decision requests, the seat changes and
+        view updates): at a stop, and after a start that failed part way."""
         for task in list(self._firing.values()):
             task.cancel()
         await asyncio.gather(*self._firing.values(), return_exceptions=True)
         try:
+            await self.consumer.close()
             await self.views.close()
             await self.seats.close()
         finally:

@@ -92,6 +92,7 @@ class Engine:
             batch=s.batch_size,
             max_deliveries=s.max_deliveries,
             claim_idle_ms=s.claim_idle_ms,
+            linger_ms=s.engine_linger_ms,
         )
         self.codec = GameCodec()
         self.cache = GameCache(redis, self.keys, self.store, self.codec)

@@ -371,6 +371,7 @@ class GroupConsumer:
         batch: int = 200,
         max_deliveries: int = 5,
         claim_idle_ms: int = 10_000,
+        linger_ms: int = 0,
     ) -> None:
         self.broker = broker
         self.redis = redis
@@ -381,6 +382,7 @@ class GroupConsumer:
         self.batch = batch
         self.max_deliveries = max_deliveries
         self.claim_idle_ms = claim_idle_ms
+        self.linger_ms = linger_ms  # the shared read's wait after a busy read (one Redis)
         self._subscribers: dict[str, Any] = {}  # stream → its subscriber (or the shared one)
         self._locks: dict[str, asyncio.Lock] = {}
         self._one_read = not is_cluster(redis)
@@ -454,6 +456,7 @@ class GroupConsumer:
         """The one subscriber of every stream (named for the first: its metrics' channel)."""
         subscriber = self._subscriber(first, SHARED_BLOCK_MS, self._on_shared_batch)
         self._shared = make_shared(subscriber, SharedRead, self.broker.client)
+        subscriber.stream_sub.linger_s = self.linger_ms / 1000
         return subscriber
 
     async def _on_shared_batch(self, deliveries: list[Delivery]) -> None:

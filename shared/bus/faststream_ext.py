@@ -190,6 +190,10 @@ class FixedStreamSub(StreamSub):
     streams: dict[str, None]  # a shared read's streams (``SharedRead``), in order
     client: Redis  # a shared read's client (the broker's, :func:`make_shared`)
     positions: dict[str, str]  # a shared follow's streams and the entry each is read after
+    # A shared read that brought at least ``linger_from`` entries (but not a full batch)
+    # waits this long before reading again (0: never): see :meth:`SharedRead._read_all`.
+    linger_s: float = 0.0
+    linger_from: int = 4
 
     def add_prefix(self, prefix: str) -> Self:
         return self if not prefix else super().add_prefix(prefix)
@@ -294,6 +298,18 @@ class SharedRead(Read):
         )
         # A stream dropped while the read was under way is skipped: left pending, reclaimed.
         await _hand_on(self, sub, response, sub.streams)
+        if sub.linger_s and response:
+            await _linger(sub, sum(len(entries) for _, entries in response))
+
+
+async def _linger(sub: FixedStreamSub, read: int) -> None:
+    """After a busy read (``read`` entries, at least ``sub.linger_from`` but not a full
+    batch), wait ``sub.linger_s`` so that the next read brings more: a handler's cost per
+    batch (the read, FastStream's dispatch, the engine's append round trip) is spread over
+    more entries. At 4,000 commands/s the engine read about 6 a batch and paid that cost for
+    every 6; a quiet stream (reads of one to three) is read again at once, its latency kept."""
+    if sub.linger_from <= read < (sub.max_records or read + 1):
+        await asyncio.sleep(sub.linger_s)
 
 
 class SharedFollow(Read):

@@ -6,6 +6,7 @@ and a stream unsubscribed is handled no more (what it had is left for a reclaim)
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from redis.asyncio import Redis
@@ -102,3 +103,52 @@ async def test_the_streams_to_reclaim_are_those_with_an_entry_idle_that_long_or_
     assert await consumer.with_idle(streams, 0) == [pending, groupless]
     assert await consumer.with_idle(streams, 3_600_000) == [groupless]  # none idle an hour
     assert await consumer.with_idle([], 0) == []
+
+
+async def test_a_shared_read_of_several_entries_waits_before_the_next_one_alone_does_not(
+    redis: Redis, keys: Keys
+) -> None:
+    """The engine's linger: after a read of ``linger_from`` (4) entries or more, the shared
+    read waits ``linger_ms`` before reading again, so the next entries come as one batch;
+    after a read of one it reads again at once."""
+    stream = keys.commands(0)
+    batches: list[tuple[float, list[str]]] = []
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        batches.append((time.monotonic(), [d.fields[b"v"].decode() for d in deliveries]))
+        await consumer.ack(deliveries)
+
+    broker = Broker(redis, readers=1)
+    consumer = GroupConsumer(broker, redis, "readers", "r1", keys, handle, linger_ms=1500)
+    await broker.start()
+
+    async def add(*values: str) -> float:
+        async with redis.pipeline(transaction=True) as pipe:  # one read takes them all
+            for v in values:
+                pipe.xadd(stream, {"v": v})
+            await pipe.execute()
+        return time.monotonic()
+
+    try:
+        await consumer.subscribe(stream)
+        await asyncio.sleep(0.2)
+        await add("a")
+        await wait_for(lambda: _count(batches, 1))
+        alone = await add("b")  # a read of one: read again at once
+        await wait_for(lambda: _count(batches, 2))
+        busy = await add("c", "d", "e", "f")
+        await wait_for(lambda: _count(batches, 3))
+        await add("g")
+        await add("h")
+        await wait_for(lambda: _count(batches, 4))
+    finally:
+        await consumer.close()
+        await broker.stop()
+
+    assert [values for _, values in batches] == [["a"], ["b"], ["c", "d", "e", "f"], ["g", "h"]]
+    assert batches[1][0] - alone < 1.0  # not held by a linger
+    assert batches[3][0] - busy >= 1.4  # held until the linger after the busy read was over
+
+
+async def _count(batches: list[Any], n: int) -> bool:
+    return len(batches) >= n

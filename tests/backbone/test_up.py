@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import psutil
 
 from services.children import terminate
 from shared.bus import CommandSender, Keys, connect
@@ -46,6 +47,7 @@ async def test_caravel_up_serves_games_from_an_embedded_redis(tmp_path: Path) ->
         await redis.aclose()
         docs = httpx.get(f"http://127.0.0.1:{port}/docs", timeout=10)
         assert docs.status_code == 200
+        assert _on_uvloop(up.pid)  # the process serving HTTP and WebSockets
     finally:
         assert terminate([up], 30) == [0]  # a graceful stop on SIGTERM
     assert (tmp_path / "data" / "redis.db").stat().st_size > 0  # the log outlives the process
@@ -54,3 +56,9 @@ async def test_caravel_up_serves_games_from_an_embedded_redis(tmp_path: Path) ->
     assert f"Caravel serves  http://127.0.0.1:{port}" in said
     assert f"API docs at     http://127.0.0.1:{port}/docs" in said
     assert f"Data folder     {(tmp_path / 'data').resolve()}" in said
+
+
+def _on_uvloop(pid: int) -> bool:
+    """Whether the process at ``pid`` has loaded uvloop: a server awaited in ``asyncio.run``
+    ran on asyncio's own loop whatever uvicorn's ``loop`` setting, and never loaded it."""
+    return any("uvloop" in m.path for m in psutil.Process(pid).memory_maps())
