@@ -331,7 +331,8 @@ async def test_a_projection_started_while_a_shard_is_away_projects_the_other_sha
     another shard is wanted (its reader asks, as the HTTP API does) and gets its view.
     Before, the wants were one stream on that shard: the read's ask failed, and the
     projection waited for the shard at its start, projecting no game of any shard (issue
-    25). Its partitions' wants are followed once the shard is back."""
+    25). Once the shard is back, a game there is projected too (its partitions' wants are
+    followed from then on)."""
     keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
     client: Any = connect(cluster.url)
     await client.ping()
@@ -343,7 +344,8 @@ async def test_a_projection_started_while_a_shard_is_away_projects_the_other_sha
     async with running_engine(client, keys, durability_replicas=1):
         result = await sender.execute(create_game(game, players=2), timeout_s=30)
         assert result.status == "accepted"
-    cluster.kill(_replica_of(cluster, away))
+    replica = _replica_of(cluster, away)
+    cluster.kill(replica)
     cluster.kill(away)
     stop = asyncio.Event()
     projector = ViewProjector(client, keys)
@@ -352,8 +354,21 @@ async def test_a_projection_started_while_a_shard_is_away_projects_the_other_sha
     try:
         with structlog.testing.capture_logs():
             view = await waiter.read(game, None, 60)
-        assert view is not None and view["version"] == result.version, view
-        assert not task.done(), task
+            assert view is not None and view["version"] == result.version, view
+            assert not task.done(), task
+            cluster.restart(away)  # back (empty): its partitions' wants are followed then
+            cluster.restart(replica)
+            await asyncio.to_thread(cluster.wait_healthy)
+            back = next(
+                g
+                for i in range(1000)
+                if client.get_node_from_key(keys.log(g := f"g-back-{i}")).port in (away, replica)
+            )
+            async with running_engine(client, keys, durability_replicas=1):
+                result = await sender.execute(create_game(back, players=2), timeout_s=30)
+                assert result.status == "accepted"
+            view = await waiter.read(back, None, 60)
+            assert view is not None and view["version"] == result.version, view
     finally:
         stop.set()
         await asyncio.gather(task, return_exceptions=True)
