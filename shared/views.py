@@ -118,11 +118,11 @@ class ViewWaiter:
         view there is (older, or None). ``keep`` False: the game's views are wanted only
         for this read (projected once; the caller reads no more of them).
 
-        The ask is a write to the wanted views' stream, on one shard: while that shard
-        refuses writes (NOREPLICAS, a master killed mid-failover), a read serves the view
-        already projected, as a read that did not ask, instead of failing every first read
-        of a game (issue 25); it asks again at its next read. With no view yet, the
-        refusal is raised (a 503 to retry).
+        The ask is a write to the game's partition's wanted views' stream, on the game's
+        shard: while that shard refuses writes (NOREPLICAS, a master killed mid-failover), a
+        read serves the view already projected, as a read that did not ask, instead of
+        failing every first read of a game (issue 25); it asks again at its next read. With
+        no view yet, the refusal is raised (a 503 to retry).
 
         A read that finds no view forgets that it asked, as a wait that runs out does: the
         ask may have found no log yet (a start answered 202: nothing to wait for) and then
@@ -170,8 +170,7 @@ class ViewWaiter:
         if keep and now - self._asked.get(game_id, -ASK_AGAIN_S) < ASK_AGAIN_S:
             return None
         async with self.redis.pipeline(transaction=False) as pipe:
-            wants = self.keys.view_wants(self.keys.partition(game_id))
-            await want(self.broker, pipe, wants, game_id, KEPT_S if keep else 0)
+            await want(self.broker, pipe, self.keys, game_id, KEPT_S if keep else 0)
             pipe.hget(self.keys.meta(game_id), "version")
             replies: Any = await pipe.execute()
         if keep:

@@ -20,12 +20,14 @@ replaced by an older one.
 
 It projects only the games someone reads (issue 24: no one reads the views of a table of
 humans on their sockets, which get events, not views). A reader names the games it reads on
-the wanted views' stream of the game's partition (``shared.bus.wants``;
-:class:`shared.views.ViewWaiter` does, and waits for the log's version then); every projector
-follows every partition's wants stream from its start (and the wants of the last minutes
-before it; a partition whose shard is away from when it is back), projects a game when it is
-wanted and, while it stays wanted, at each of its events. The events of other games are
-acknowledged unread.
+their partitions' wanted views' streams (``shared.bus.wants``; :class:`shared.views.ViewWaiter`
+does, and waits for the log's version then); every projector follows every partition's
+wants stream from its start (and the wants of the last minutes before it), projects a game
+when it is wanted and, while it stays wanted, at each of its events. The events of other
+games are acknowledged unread. A partition whose wants stream cannot be read (its shard
+away) is followed once it can be, its recent wants honoured then: it holds up no other
+partition's wants, at the start either (issue 25: one global wants stream on one shard
+stopped every game's views while that shard was away).
 
 It reads only the event streams of the partitions with a wanted game: with nobody reading
 views (humans on their sockets) it reads none, instead of every partition's every event.
@@ -43,8 +45,6 @@ which keeps nothing the retention would not keep anyway.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import time
 import uuid
 from collections import OrderedDict
@@ -75,6 +75,7 @@ CACHE_GAMES = 20_000
 BATCH = 500
 FORGET_S = 60.0
 RETRY_S = 0.5  # a refused projection of wants is tried again this much later
+FOLLOW_S = 1.0  # how often the wants streams not followed yet (their shard away) are tried
 PARK_S = 10.0  # how often the partitions with no wanted game are let go
 # A group position on a partition not read moves at most this close to now (or the
 # retention's edge, if further): a projector beside it reading the partition is never
@@ -130,77 +131,82 @@ class ViewProjector:
         # one at a time, and a partition whose shard fails holds up its own games only.
         self._projecting: dict[int, asyncio.Lock] = {}
         self._forgotten = 0.0  # when the wants that ran out were last dropped
-        # Per wants stream, the last want projected: read again from there on a failure.
+        self._trimmed = 0.0  # when the wants streams were last trimmed
+        # Wants stream → the last want projected: read again from there on a failure.
         self._wants_read: dict[str, str] = {}
-        self._later: set[asyncio.Task[None]] = set()  # partitions' wants followed once back
         self._read: set[int] = set()  # the partitions whose event stream is read
         self._reading = asyncio.Lock()  # partitions taken up and let go one at a time
         self.started = asyncio.Event()  # following the wants (for tests and tools)
 
-    async def start(self, stop: asyncio.Event | None = None) -> None:
-        """Follow every partition's wanted views (projecting the games wanted lately: some
-        may have been wanted while no projector ran), reading the event streams of their
-        partitions. A partition whose wants' shard fails is followed once it is back (a
-        task waits for it until ``stop``); the others are followed now: one global stream of
-        wants, waited for at the start, held every game's views while its shard was away,
-        and a projection started then served none (issue 25). The wanted games that cannot
-        be projected now (their shard fails) are projected at their next event or read (a
-        read that finds no view asks again)."""
+    async def start(self) -> None:
+        """Follow the wanted views of every partition that answers (projecting the games
+        wanted lately: some may have been wanted while no projector ran), reading the event
+        streams of their partitions; the others are followed once they answer
+        (:meth:`follow_wants`). Raises when no partition answers (Redis away): :meth:`run`
+        tries again. A start that waited for one global wants stream served no game while
+        its shard was away (issue 25)."""
         await self.broker.start()
-        partitions = list(self.keys.all_partitions())
-        outcomes = await asyncio.gather(
-            *(self._follow_wants(p) for p in partitions), return_exceptions=True
-        )
-        for p, outcome in zip(partitions, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                if not isinstance(outcome, Exception) or not transient(outcome):
-                    raise outcome
-                log.warning("wanted views followed later", partition=p, error=str(outcome))
-                later = asyncio.create_task(self._follow_wants_later(p, stop or asyncio.Event()))
-                self._later.add(later)
-                later.add_done_callback(self._later.discard)
+        failed = await self.follow_wants()
+        if failed and not self._wants.streams:
+            raise failed[0]
         self.started.set()
 
-    async def _follow_wants(self, p: int) -> None:
-        """Follow partition ``p``'s wants from their tail, its recent wants projected."""
-        stream = self.keys.view_wants(p)
-        tail, recent = await recent_wants(self.redis, stream)
+    async def follow_wants(self) -> list[Exception]:
+        """Follow the wants streams not followed yet, each from its tail, having projected
+        its wants of the last :data:`~shared.bus.wants.KEPT_S` (the games whose projection is
+        refused now are projected at their next event or read: a read that finds no view
+        asks again). Returns the errors of the streams that could not be read (their shard
+        away): they are tried again at the next call."""
+        streams = [self.keys.view_wants(p) for p in self.keys.all_partitions()]
+        missing = [stream for stream in streams if stream not in self._wants]
+        if not missing:
+            return []
+        outcomes = await asyncio.gather(
+            *(recent_wants(self.redis, stream) for stream in missing), return_exceptions=True
+        )
+        failed = _transient_failures(outcomes)
+        if failed:
+            log.warning("wanted views not followed yet", streams=len(failed), error=str(failed[0]))
+        read = {
+            stream: outcome
+            for stream, outcome in zip(missing, outcomes, strict=True)
+            if not isinstance(outcome, BaseException)
+        }
         now = time.time()
-        try:
-            await self._want([(game_id, until) for game_id, until in recent if until > now])
-        except Exception as error:
-            if not transient(error):
-                raise
-            log.warning("wanted views not projected at start", partition=p, error=str(error))
-        self._wants_read[stream] = tail
-        await self._wants.add(stream, tail)
-
-    async def _follow_wants_later(self, p: int, stop: asyncio.Event) -> None:
-        """Follow partition ``p``'s wants once its shard answers (until ``stop``)."""
-        follow = functools.partial(self._follow_wants, p)
-        with contextlib.suppress(Stopped):
-            await wait_for(f"partition {p}'s wanted views", follow, stop)
+        recent = [(g, until) for _, wants in read.values() for g, until in wants if until > now]
+        refused = await self._want(recent)
+        if refused:
+            log.warning("wanted views not projected at their start", partitions=sorted(refused))
+        for stream, (tail, _) in read.items():
+            self._wants_read[stream] = tail
+            await self._wants.add(stream, tail)
+        return failed
 
     async def run(self, stop: asyncio.Event) -> None:
         """Project until ``stop``; every claim time / 2, take over what another projector
-        left pending that long (it died); a batch that fails stays pending."""
+        left pending that long (it died); a batch that fails stays pending. The start waits
+        for Redis (a partition that does not answer is followed later)."""
         try:
-            await self.start(stop)
+            await wait_for("the wanted views' streams", self.start, stop, undo=self.close)
         except Stopped:
             return
         try:
             tidying = keep_running(
                 stop, self.tidy, log, "views: letting partitions go failed", period_s=PARK_S
             )
-            await asyncio.gather(self.consumer.run(stop), tidying)
+            following = keep_running(
+                stop, self.follow_wants, log, "views: following wants failed", period_s=FOLLOW_S
+            )
+            await asyncio.gather(self.consumer.run(stop), tidying, following)
         finally:
-            try:
-                for later in list(self._later):
-                    later.cancel()
-                await asyncio.gather(*self._later, return_exceptions=True)
-                await self._wants.close()
-            finally:
-                await self.broker.stop()
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop following the wants and the broker (at the end, or after a failed start)."""
+        try:
+            await self._wants.close()
+        finally:
+            await self.broker.stop()
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
         """Project the wanted games the entries name, then acknowledge the entries."""
@@ -215,48 +221,36 @@ class ViewProjector:
         await self.consumer.ack(deliveries)
 
     async def _wanted(self, deliveries: list[Delivery]) -> None:
-        """Wants read from the streams: project their games now, stream by stream (a
-        partition's). A projection that Redis refuses for a while (away, restarting, short
-        of replicas) reads that stream's batch again after a pause: the follower moved past
-        it before handing it over, and a game waiting on a decision gets no event that
-        would project it, while its reader asks again only
-        :data:`~shared.views.ASK_AGAIN_S` later (issue 25: a game stuck in the chaos run,
-        its player waiting for a view no one wrote after a Redis kill)."""
-        by_stream: dict[str, list[Delivery]] = {}
-        for d in deliveries:
-            by_stream.setdefault(d.stream, []).append(d)
-        outcomes = await asyncio.gather(
-            *(self._want([wanted_until(d.id, d.fields) for d in ds]) for ds in by_stream.values()),
-            return_exceptions=True,
-        )
-        refused = False
-        for (stream, ds), outcome in zip(by_stream.items(), outcomes, strict=True):
-            if outcome is None:
-                self._wants_read[stream] = ds[-1].id
-                continue
-            if not isinstance(outcome, Exception) or not transient(outcome):
-                raise outcome
-            log.warning("wanted views not projected; read again", stream=stream, error=str(outcome))
-            self._wants.rewind(stream, self._wants_read[stream])
-            refused = True
+        """Wants read from the streams: project their games now. The streams of the
+        partitions whose projection Redis refuses for a while (away, restarting, short of
+        replicas) are read again after a pause: the follower moved past them before handing
+        them over, and a game waiting on a decision gets no event that would project it,
+        while its reader asks again only :data:`~shared.views.ASK_AGAIN_S` later (issue 25: a
+        game stuck in the chaos run, its player waiting for a view no one wrote after a Redis
+        kill). A stream's wants are its partition's games only: the others move on."""
+        refused = await self._want([wanted_until(d.id, d.fields) for d in deliveries])
+        newest = {d.stream: d.id for d in deliveries}
+        for stream, last in newest.items():
+            if self.keys.partition_of(stream) in refused:
+                self._wants.rewind(stream, self._wants_read[stream])
+            else:
+                self._wants_read[stream] = last
         if refused:
+            log.warning("wanted views not projected; read again", partitions=sorted(refused))
             await asyncio.sleep(RETRY_S)
 
-    async def _want(self, wants: Sequence[tuple[str, float]]) -> None:
+    async def _want(self, wants: Sequence[tuple[str, float]]) -> set[int]:
         """Keep each game wanted until the latest time asked (forgetting the wants that
-        ran out, once a minute: a look at every wanted game, and a trim of the stream's
-        wants that ran out, which FastStream's publish cannot trim by age), and project the
-        games now, up to the newest version of their logs: partition by partition, so that
-        a shard in a fault (a master failing over) delays only its own games' views. Its
-        games are tried again with the whole batch (raised: see :meth:`_wanted`). One
-        projection for all used to fail as a whole, and every new game's first view, on
-        every shard, waited for the failover (issue 25)."""
+        ran out, once a minute), and project the games now, up to the newest version of
+        their logs: partition by partition, so that a shard in a fault (a master failing
+        over) delays only its own games' views. Returns the partitions whose projection
+        Redis refused (any other error is raised). One projection for all used to fail as
+        a whole, and every new game's first view, on every shard, waited for the failover
+        (issue 25)."""
         now = time.time()
         if now - self._forgotten > FORGET_S:
             self._forgotten = now
             self._forget(now)
-            streams = [self.keys.view_wants(p) for p in self.keys.all_partitions()]
-            await asyncio.gather(*(trim_wants(self.redis, stream) for stream in streams))
         for game_id, until in wants:
             if until > self.wanted.get(game_id, 0):
                 self.wanted[game_id] = until
@@ -270,18 +264,17 @@ class ViewProjector:
         # failures (a pipeline to a node away is tried again 0.25 s later) add up to no
         # one else's wait. One after the other, a failover held every new want for about
         # 0.25 s per wanted partition of the shard away, again at each retry.
+        partitions = sorted(by_partition)
         outcomes = await asyncio.gather(
-            *(self._project_partition(by_partition[p]) for p in sorted(by_partition)),
+            *(self._project_partition(by_partition[p]) for p in partitions),
             return_exceptions=True,
         )
-        refused: Exception | None = None
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                if not isinstance(outcome, Exception) or not transient(outcome):
-                    raise outcome
-                refused = refused or outcome
-        if refused is not None:
-            raise refused
+        _transient_failures(outcomes)
+        return {
+            p
+            for p, outcome in zip(partitions, outcomes, strict=True)
+            if isinstance(outcome, BaseException)
+        }
 
     async def _project_partition(self, ordered: list[str]) -> None:
         for start in range(0, len(ordered), BATCH):
@@ -323,7 +316,9 @@ class ViewProjector:
         """Let go of the partitions none of whose games is wanted any longer, and move the
         group forward on every partition not read, to the retention's edge (at most
         ``PARK_MARGIN_S`` from now), its entries pending there acknowledged: what it has
-        not been delivered no longer holds the stream's trimming back."""
+        not been delivered no longer holds the stream's trimming back. Once a minute, trim
+        the wants that ran out from the wants streams followed (FastStream's publish cannot
+        trim by age)."""
         now = time.time()
         async with self._reading:
             self._forget(now)
@@ -338,6 +333,9 @@ class ViewProjector:
         failed = await advance_group(self.redis, GROUP, parked, edge, ack_below=True)
         if failed:  # moved at a later round
             log.warning("views group not moved on", streams=sorted(failed))
+        if now - self._trimmed > FORGET_S:  # each stream's trim left to the next if refused
+            self._trimmed = now
+            await asyncio.gather(*(trim_wants(self.redis, s) for s in self._wants.streams))
 
     async def project(self, game_ids: Sequence[str]) -> None:
         """Bring each game's view up to the newest version of its log, with their partitions'
@@ -413,3 +411,15 @@ class ViewProjector:
         args = [projected.version, game_id, projected.event_id or "", *fields]
         updates = self.keys.view_updates(self.keys.partition(game_id))
         batch.call(VIEWS["write"], [self.keys.view(game_id), updates, self.keys.log(game_id)], args)
+
+
+def _transient_failures(outcomes: Sequence[Any]) -> list[Exception]:
+    """The errors among ``outcomes`` (of a gather), each a store's passing fault (refused,
+    away, short of replicas); any other error is raised."""
+    failed = []
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, Exception) or not transient(outcome):
+                raise outcome
+            failed.append(outcome)
+    return failed

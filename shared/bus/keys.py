@@ -85,6 +85,14 @@ class Keys:
         trimmed: whoever waits for a view blocks on it instead of polling the view."""
         return f"{self._p(p)}:viewed"
 
+    def view_wants(self, p: int) -> str:
+        """The partition's games whose views someone reads (``shared.contracts.ViewWant``:
+        the game, for how many seconds from the entry's time): the views projection projects
+        those only. Per partition, so a shard away holds up only its own games' wants (issue
+        25: one global stream on one shard stopped every game's views while it was away; its
+        old key ``<prefix>:viewwants`` is no longer read, see ``shared.bus.wants``)."""
+        return f"{self._p(p)}:viewwants"
+
     def rejections(self, p: int) -> str:
         return f"{self._p(p)}:rejections"
 
@@ -111,16 +119,6 @@ class Keys:
         or refusing writes holds up only its own games' deadlines (issue 25: one global set
         on one shard stalled every bot player's loop while that shard was away)."""
         return f"{self._p(p)}:deadlines"
-
-    def view_wants(self, p: int) -> str:
-        """The partition's games whose views someone reads (``shared.contracts.ViewWant``:
-        the game, for how many seconds from the entry's time): the views projection projects
-        those only. Per partition, so a shard away holds up only its own games' wants
-        (issue 25: one global stream on one shard stopped every game's views while that
-        shard was away). Wants left on the old global ``prefix:viewwants`` by a deployment
-        before this are ignored: they are hints that last minutes, and a reader that finds
-        no view asks again."""
-        return f"{self._p(p)}:viewwants"
 
     def dead_letters(self, p: int) -> str:
         """Entries of the partition's streams that kept failing: in the partition's slot, so

@@ -1,14 +1,22 @@
-"""The streams of wanted views (``Keys.view_wants``, one per partition: the wanted game's):
-readers of views name the games they read, and the views projection projects those games
-only (``services.lobby.views``). A want is a :class:`~shared.contracts.ViewWant` published
-through FastStream (its JSON in the entry's body field); the entry's id is its Redis time:
-the projection keeps a game wanted for ``keep_s`` seconds from it.
+"""The streams of wanted views (``Keys.view_wants``, one per partition): readers of views
+name the games they read, each on its game's partition's stream, and the views projection
+projects those games only (``services.lobby.views``). A want is a
+:class:`~shared.contracts.ViewWant` published through FastStream (its JSON in the entry's
+body field); the entry's id is its Redis time: the projection keeps a game wanted for
+``keep_s`` seconds from it.
+
+Per partition since issue 25: one stream for all partitions lay on one shard, and while that
+shard was away no game of any shard was projected. The old stream (``<prefix>:viewwants``)
+is neither read nor written: a want is a hint that lasts :data:`KEPT_S` at most, and every
+reader asks again (every :data:`~shared.views.ASK_AGAIN_S`, at its first read in a process,
+and whenever a read finds no view), so after an upgrade each game read is asked for on the
+new streams within minutes, most at once. What is left in the old key (at most
+:data:`KEPT` entries) can be deleted by hand.
 
 Trimming: FastStream's publish trims by length only (``maxlen``), not by age (``MINID``).
-The stream keeps no want older than the longest want (:data:`KEPT_S`): the projection
-trims it so (:func:`trim_wants`) once a minute, from the loop where it forgets the wants
-that ran out; the publish's ``maxlen`` (:data:`KEPT`) only bounds the stream while no
-projection runs."""
+A stream keeps no want older than the longest want (:data:`KEPT_S`): the projection
+trims each so (:func:`trim_wants`) once a minute, from its tidying loop; the publish's
+``maxlen`` (:data:`KEPT`) only bounds a stream while no projection runs."""
 
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ from shared.contracts import ViewWant
 from .consumer import Broker
 from .faststream_ext import BODY
 from .faults import transient
+from .keys import Keys
 from .tails import newest_ids
 
 log = structlog.get_logger("caravel.bus")
@@ -33,10 +42,11 @@ KEPT = 100_000  # entries kept at most: 166 wants a second for KEPT_S (one per r
 READ = 1_000
 
 
-async def want(broker: Broker, pipe: Any, stream: str, game_id: str, keep_s: float) -> None:
+async def want(broker: Broker, pipe: Any, keys: Keys, game_id: str, keep_s: float) -> None:
     """Queue on ``pipe`` (a pipeline of ``broker``'s client) the want of ``game_id``'s views
-    for ``keep_s`` seconds (0: project it once)."""
+    for ``keep_s`` seconds (0: project it once), on its partition's stream."""
     body = ViewWant(game_id=game_id, keep_s=keep_s).encode()
+    stream = keys.view_wants(keys.partition(game_id))
     await broker.publish_in(pipe, body, stream, maxlen=KEPT)
 
 
@@ -46,9 +56,8 @@ async def trim_wants(redis: Redis, stream: str) -> bool:
 
     A trim can wait: when the stream's shard refuses writes for a while (a master short of
     replicas answers NOREPLICAS), it is left to the next minute and ``False`` returned. It
-    used to raise, and the views projection, which trims first thing at its start, died
-    there: no game of any partition got a view again (a 1-in-3 chance, on a 3-shard
-    cluster, that the stream lay on the shard at fault)."""
+    used to raise, and the views projection, which trimmed first thing at its start, died
+    there: no game of any partition got a view again."""
     try:
         await redis.xtrim(stream, minid=_oldest(), approximate=False)
     except Exception as error:

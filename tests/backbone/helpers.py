@@ -117,7 +117,7 @@ async def want_views(redis: Redis, keys: Keys, *game_ids: str) -> None:
     broker = Broker(redis, service="test")
     async with redis.pipeline(transaction=False) as pipe:
         for game_id in game_ids:
-            await want(broker, pipe, keys.view_wants(keys.partition(game_id)), game_id, KEPT_S)
+            await want(broker, pipe, keys, game_id, KEPT_S)
         await pipe.execute()
 
 
