@@ -354,6 +354,52 @@ async def test_views_of_the_healthy_shards_are_projected_from_a_start_while_a_sh
             await client.aclose()
 
 
+async def test_a_shard_away_at_the_projections_start_has_its_games_projected_once_back(
+    cluster: LocalCluster,
+) -> None:
+    """The views projection started while a shard is away (master and replica killed)
+    follows that shard's partitions' wants once it is back: a game created there then and
+    wanted gets its view (the start tolerated the shard away; without the retry of its
+    wants streams, that partition's games would get no view in this process again)."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    await client.ping()
+    away = client.get_node_from_key(keys.view_wants(0)).port
+    replica = _replica_of(cluster, away)
+    cluster.kill(replica)
+    cluster.kill(away)  # no failover: the shard stays away
+    stop = asyncio.Event()
+    projector = ViewProjector(client, keys)
+    with structlog.testing.capture_logs():
+        task = asyncio.create_task(projector.run(stop))
+        try:
+            await wait_for(lambda: _started_or_done(projector, task), timeout_s=60)
+            assert not task.done(), task.exception()
+            cluster.restart(away)  # back, empty
+            cluster.restart(replica)
+            await asyncio.to_thread(cluster.wait_healthy)
+            game = next(
+                g
+                for g in (f"g-back-{i}" for i in range(1000))
+                if client.get_node_from_key(keys.log(g)).port in (away, replica)
+            )
+            sender = CommandSender(client, keys)
+            async with running_engine(client, keys, durability_replicas=1):
+                result = await sender.execute(create_game(game, players=2), timeout_s=30)
+                assert result.status == "accepted"
+            await want_views(client, keys, game)
+            await wait_for(lambda: _viewed_or_done(client, keys, game, task), timeout_s=60)
+            assert not task.done(), task.exception()
+        finally:
+            stop.set()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.aclose()
+
+
+async def _started_or_done(projector: ViewProjector, task: asyncio.Task[None]) -> bool:
+    return projector.started.is_set() or task.done()
+
+
 async def _viewed_or_done(client: Any, keys: Keys, game: str, task: asyncio.Task[None]) -> bool:
     """Whether ``game`` has its view (or ``task`` ended: the caller says how)."""
     return task.done() or await client.hget(keys.view(game), "version") is not None
