@@ -53,10 +53,17 @@ def start_caravel(
     )
 
 
-SEATS_FROM_ONE_ADDRESS = {"command_rate": "1000"}
-"""The settings of a lobby whose test plays several seats from one address as fast as it
-answers: the per-client command limit (20 a second, a burst of 100) is meant for one player
-and is tested on its own (test_limits.py); on uvloop a whole game's moves went past it."""
+SEATS_FROM_ONE_ADDRESS = {
+    "command_rate": "100000",
+    "command_burst": "100000",
+    "join_rate": "100000",
+    "join_burst": "100000",
+}
+"""The settings of a lobby whose test plays many seats from one address as fast as it
+answers (the move path's benchmarks, whole games of several humans): the per-client limits
+(20 commands a second after a burst of 100, 5 joins a second after 50) are meant for one
+player and are tested on their own (test_limits.py); on uvloop a whole game's moves went
+past them."""
 
 
 @asynccontextmanager

@@ -14,18 +14,18 @@ from redis.asyncio import Redis
 from services.capacity import Plan, live_tables
 from shared.bus import Keys
 
-from .helpers import running_lobby
+from .helpers import SEATS_FROM_ONE_ADDRESS, running_lobby
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "peers"))
 import caravel_loop  # a benchmark script's module, beside it
-
-UNLIMITED = {"command_rate": "100000", "command_burst": "100000"}
 
 
 async def test_the_move_path_benchmarks_play_moves(
     redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:
-    async with running_lobby(redis_url, keys, database_url, tmp_path, **UNLIMITED) as client:
+    async with running_lobby(
+        redis_url, keys, database_url, tmp_path, **SEATS_FROM_ONE_ADDRESS
+    ) as client:
         base = str(client.base_url).rstrip("/")
         me = psutil.Process(os.getpid())  # not the server: its CPU is not what is checked
         for mode in ("ws", "http"):

@@ -17,7 +17,7 @@ from websockets.asyncio.client import ClientConnection
 from shared.bus import Keys
 from shared.eventstore import EventStore
 
-from .helpers import bearer, running_lobby
+from .helpers import SEATS_FROM_ONE_ADDRESS, bearer, running_lobby
 
 RECEIVE_S = 30.0  # a frame comes within milliseconds; this only bounds a broken test
 
@@ -75,8 +75,9 @@ async def test_a_whole_game_is_played_by_moves_over_the_seats_sockets(
     Navegador's two-seat games take ten times as many) by ``command`` frames only, each the
     first legal command of the seat's ``decision`` frame: every move is accepted, the
     versions answered are the log's, and each socket ends with the game's last event."""
-    unlimited = {"command_rate": "100000", "command_burst": "100000"}  # one client, many moves
-    async with running_lobby(redis_url, keys, database_url, tmp_path, **unlimited) as client:
+    async with running_lobby(
+        redis_url, keys, database_url, tmp_path, **SEATS_FROM_ONE_ADDRESS
+    ) as client:
         for game in ("age_of_discovery",):
             table, tokens = await _two_humans(client, game)
             seats = [SeatSocket(await websockets.connect(_ws(client, table, t))) for t in tokens]
