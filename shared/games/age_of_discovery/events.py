@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from pydantic import model_validator
+
 from ..events import EventData, GameCreated, event_types
 
 
@@ -68,15 +70,30 @@ class GoodTaken(EventData):
 
 
 class Expedition(EventData):
+    """An expedition to a region (``region``, and its ``token`` revealed) or, once every
+    region is discovered, to the top discovery card (no ``region``, the ``card`` shown)."""
+
+    # Both shapes were always emitted; only the region's was declared, so a card's
+    # expedition failed the typed check: the declaration is mended, the version kept.
+
     type: ClassVar[str] = "expedition"
     seat: int
     colonists: int
     captains: int
     soldiers: int
-    region: str
+    region: str | None
     strength: int
-    token: dict[str, int]
+    token: dict[str, int] | None = None
+    card: dict[str, int | str] | None = None
     success: bool
+
+    @model_validator(mode="after")
+    def _token_or_card(self) -> Expedition:
+        if (self.region is None) != (self.card is not None) or (self.token is None) == (
+            self.card is None
+        ):
+            raise ValueError("a region's expedition reveals its token, a card's its card")
+        return self
 
 
 class SpecialistGained(EventData):

@@ -41,6 +41,7 @@ from shared.games.age_of_discovery import (
 )
 from shared.games.age_of_discovery.income import set_income
 
+from ..strategies import Spec
 from .scenarios import (
     card_on_top,
     discover,
@@ -1052,3 +1053,38 @@ def test_a_log_and_a_snapshot_in_the_old_shape_still_read() -> None:
     del snapshot["start_order"]
     restored = game.restore(snapshot)
     assert restored.start_order == [] and game.turn_positions(restored) == [0, 1, 2]
+
+
+def test_an_expedition_to_a_discovery_card_is_a_declared_event() -> None:
+    """Rules §5, Discovery: "once every region is discovered, expeditions draw the top
+    discovery card instead". Such an expedition's event names no region and shows the card
+    (here California, natives 4, failed with strength 2, from the game the protocol's
+    property test drew: 4 players, seed 71200); it validates against the declared
+    ``expedition`` class, as a region's does, and a mix of the two shapes does not."""
+    spec = Spec(
+        name="age_of_discovery",
+        ruleset="standard",
+        options=(
+            ("factory_income", 25),
+            ("navy_vp_per_ship", 4),
+            ("starting_order", "random"),
+            ("tile_set", "standard"),
+            ("university", "to_front"),
+        ),
+        players=4,
+        seed=71200,
+        play_seed=1,
+    )
+    play = spec.start().finish()
+    types = play.game.event_types()
+    expeditions = [e for e in play.log if e.type == "expedition"]
+    (card,) = [e for e in expeditions if e.data["region"] is None]
+    assert card.data["card"]["name"] == "California" and not card.data["success"]
+    assert all(api.check_event(e, types) is None for e in expeditions)
+    region = next(e for e in expeditions if e.data["region"] is not None)
+    for mixed in (
+        {**card.data, "token": region.data["token"]},  # a card and a token
+        {k: v for k, v in region.data.items() if k != "token"},  # a region, nothing shown
+        {**region.data, "region": None},  # no region, a token
+    ):
+        assert api.check_event(Event("expedition", mixed), types) is not None
