@@ -12,6 +12,7 @@ appends (the failover test asserts on it, ``benchmarks/cluster_appends.py`` time
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import random
@@ -24,7 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,32 @@ def redis_server() -> str | None:
         if path and os.access(path, os.X_OK) and _version(path) >= MIN_VERSION:
             return path
     return None
+
+
+@contextlib.asynccontextmanager
+async def redis_refusing_groups() -> AsyncIterator[str]:
+    """The URL of a ``redis-server`` of its own whose default user may not run ``XGROUP``:
+    an access list set wrong, which refuses a service's start for good (not a Redis away,
+    which a start waits for). Stopped afterwards."""
+    from benchmarks.chaos_faults import until_ping
+    from services.capacity import free_port
+
+    from .conftest import missing_program
+
+    binary = redis_server()
+    if binary is None:
+        missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
+    port = free_port()
+    no_groups = ["--user", "default", "on", "nopass", "~*", "&*", "+@all", "-xgroup"]
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *no_groups]
+    server = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        await until_ping(url)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def _version(binary: str) -> tuple[int, int]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +20,7 @@ import pytest
 from benchmarks.chaos import Options, kinds_for, run, table
 from benchmarks.chaos_faults import Services, SingleRedis, until_ping
 from services.capacity import free_port, server_env
-from services.children import terminate
-from tests.cluster import ephemeral_ports, redis_server
+from tests.cluster import ephemeral_ports, redis_refusing_groups, redis_server
 
 from .conftest import missing_program
 
@@ -75,26 +73,17 @@ async def test_a_process_whose_loop_died_is_named_among_the_dead_loops(tmp_path:
     naming its dead loop, and the watch counts that process, not killed, among the dead
     loops with the loop's name and error (before, only a drill's first ``/livez`` of a
     restarted process was looked at, and the run's end saw an exit)."""
-    binary = redis_server()
-    if binary is None:
-        missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    no_groups = ["--user", "default", "on", "nopass", "~*", "&*", "+@all", "-xgroup"]
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *no_groups]
-    server = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-    env = server_env(free_port(), "cvdead", secret="chaos-" + "s" * 32)
-    env.update(CARAVEL_REDIS_URL=url, CARAVEL_DATABASE_URL=f"sqlite:///{tmp_path / 'c.db'}")
-    services = Services(env, tmp_path)
-    try:
-        await until_ping(url)
-        services.start("scoring", 0)
-        await asyncio.to_thread(services.processes["scoring", 0].wait, 90)
-        async with httpx.AsyncClient(timeout=2) as client:
-            await services.probe(client, f"http://127.0.0.1:{free_port()}")  # no lobby
-    finally:
-        services.stop()
-        terminate([server])
+    async with redis_refusing_groups() as url:
+        env = server_env(free_port(), "cvdead", secret="chaos-" + "s" * 32)
+        env.update(CARAVEL_REDIS_URL=url, CARAVEL_DATABASE_URL=f"sqlite:///{tmp_path / 'c.db'}")
+        services = Services(env, tmp_path)
+        try:
+            services.start("scoring", 0)
+            await asyncio.to_thread(services.processes["scoring", 0].wait, 90)
+            async with httpx.AsyncClient(timeout=2) as client:
+                await services.probe(client, f"http://127.0.0.1:{free_port()}")  # no lobby
+        finally:
+            services.stop()
     assert list(services.dead) == ["scoring-0#1"], services.dead
     assert "scoring: ResponseError" in services.dead["scoring-0#1"], services.dead
 

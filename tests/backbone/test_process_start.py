@@ -14,12 +14,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks.chaos_faults import until_ping
 from services.children import terminate
 from services.runtime import COLLECT_AFTER
 from shared.bus import Keys
-from tests.cluster import redis_server
-from tests.conftest import missing_program
+from tests.cluster import redis_refusing_groups
 from tests.lobby.helpers import caravel_env, free_port
 
 # `caravel part SERVICES` run in this process; once it says it serves (the readiness pipe of
@@ -130,18 +128,7 @@ async def test_a_process_whose_service_loop_died_exits_so_that_it_is_started_aga
     good, unlike a Redis away, which it waits for). Its scoring loop dies, and the process
     exits 1 naming it, so that what started it starts it again; before, it lived on until
     stopped, its probes its only sign, scoring nothing (issue 25)."""
-    binary = redis_server()
-    if binary is None:
-        missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    no_groups = ["--user", "default", "on", "nopass", "~*", "&*", "+@all", "-xgroup"]
-    server = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *no_groups],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        await until_ping(url)
+    async with redis_refusing_groups() as url:
         env = caravel_env(url, keys, data_dir=str(tmp_path), metrics_port="0")
         scoring = subprocess.Popen(
             [sys.executable, "-m", "services.cli", "part", "scoring"],
@@ -159,5 +146,3 @@ async def test_a_process_whose_service_loop_died_exits_so_that_it_is_started_aga
         assert died and "scoring: ResponseError" in died[0] and "run this command" in died[0], (
             errors
         )
-    finally:
-        terminate([server])
