@@ -50,30 +50,50 @@ def redis_server() -> str | None:
     return None
 
 
+class OwnRedis:
+    """A ``redis-server`` of its own on a free port, persistence off, started when asked
+    (:meth:`start`: a service can be started first, against a port nothing answers on) and
+    stopped when the ``async with`` block ends. ``options`` are the server's own."""
+
+    def __init__(self, *options: str) -> None:
+        from services.capacity import free_port
+
+        from .conftest import missing_program
+
+        binary = redis_server()
+        if binary is None:
+            missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        bind = ["--port", str(self.port), "--bind", "127.0.0.1"]
+        self.args = [binary, *bind, "--save", "", "--appendonly", "no", *options]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        """Start the server and wait until it answers."""
+        from benchmarks.chaos_faults import until_ping
+
+        self.process = subprocess.Popen(self.args, stdout=subprocess.DEVNULL)
+        await until_ping(self.url)
+
+    async def __aenter__(self) -> OwnRedis:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
 @contextlib.asynccontextmanager
 async def redis_refusing_groups() -> AsyncIterator[str]:
     """The URL of a ``redis-server`` of its own whose default user may not run ``XGROUP``:
     an access list set wrong, which refuses a service's start for good (not a Redis away,
     which a start waits for). Stopped afterwards."""
-    from benchmarks.chaos_faults import until_ping
-    from services.capacity import free_port
-
-    from .conftest import missing_program
-
-    binary = redis_server()
-    if binary is None:
-        missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
-    port = free_port()
     no_groups = ["--user", "default", "on", "nopass", "~*", "&*", "+@all", "-xgroup"]
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *no_groups]
-    server = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-    try:
-        url = f"redis://127.0.0.1:{port}/0"
-        await until_ping(url)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    async with OwnRedis(*no_groups) as server:
+        await server.start()
+        yield server.url
 
 
 def _version(binary: str) -> tuple[int, int]:

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
 
-from benchmarks.chaos_faults import until_ping
 from services.ai.service import BotPlayer
-from services.capacity import free_port
 from shared.bus import CommandSender, Keys, connect
 from shared.eventstore import EventStore
 
 from ..backbone.helpers import create_game, running_engine, running_projector, settings_for
 from ..backbone.helpers import wait_for as wait_until
-from ..cluster import redis_server
-from ..conftest import missing_program
+from ..cluster import OwnRedis
 from .test_service import _seat
 
 
@@ -23,23 +19,16 @@ async def test_a_bot_player_started_while_redis_is_away_plays_once_it_is_back(ke
     waited for as a whole: started against a port nothing answers on, then a Redis comes up
     there, its task still runs and it answers a bot seat's requests (the game moves, every
     move the bots')."""
-    server = redis_server()
-    if server is None:
-        missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    redis = connect(url)
+    server = OwnRedis()
+    redis = connect(server.url)
     stop = asyncio.Event()
     playing = asyncio.create_task(
         BotPlayer(redis, keys, settings_for(keys, bot_think_ms=0)).run(stop)
     )
-    args = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    process: subprocess.Popen[bytes] | None = None
     try:
         await asyncio.sleep(1)  # a few failed starts
         assert not playing.done(), "the bot player's task ended while Redis was away"
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-        await until_ping(url)
+        await server.start()
         await _seat(redis, keys, "g-away", ("random", "random"))
         async with running_engine(redis, keys), running_projector(redis, keys):
             result = await CommandSender(redis, keys).execute(create_game("g-away", players=2))
@@ -52,9 +41,7 @@ async def test_a_bot_player_started_while_redis_is_away_plays_once_it_is_back(ke
             await wait_until(moved, timeout_s=60, every_s=0.1)
         assert not playing.done()
     finally:
-        stop.set()
-        await asyncio.wait_for(playing, 30)
-        await redis.aclose()
-        if process is not None:
-            process.terminate()
-            process.wait(timeout=10)
+        async with server:  # stopped last
+            stop.set()
+            await asyncio.wait_for(playing, 30)
+            await redis.aclose()

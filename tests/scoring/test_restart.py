@@ -14,15 +14,12 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy import Engine, select
 
-from benchmarks.chaos_faults import until_ping
-from services.capacity import free_port
 from services.scoring.db import ScoredGame, table_of
 from services.scoring.service import ScoringService
 from shared.bus import Keys, connect
 
 from ..backbone.helpers import running_engine
-from ..cluster import redis_server
-from ..conftest import missing_program
+from ..cluster import OwnRedis
 from .helpers import dump, game_ids, play_games
 
 pytestmark = pytest.mark.every_database  # SQL semantics: SQLite and PostgreSQL
@@ -122,23 +119,16 @@ async def test_scoring_and_an_engine_started_while_redis_is_away_serve_once_it_i
     Here both start against a port nothing answers on, then a Redis comes up there and a
     game is played: they waited for it, the engine accepts its commands and scoring scores
     it."""
-    server = redis_server()
-    if server is None:
-        missing_program("redis-server", "redis-server 7 or later (/usr/bin/redis-server)")
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    redis = connect(url)
+    server = OwnRedis()
+    redis = connect(server.url)
     scorer = ScoringService(redis, keys, database)
     stop = asyncio.Event()
     scoring = asyncio.create_task(scorer.run(stop))
-    args = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    process: subprocess.Popen[bytes] | None = None
     try:
         async with running_engine(redis, keys):
             await asyncio.sleep(1)  # a few failed starts
             assert not scoring.done(), "the scoring task ended while Redis was away"
-            process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-            await until_ping(url)
+            await server.start()
             (game,) = game_ids(keys, 1, "away")
             played = await play_games(redis, keys, [(game, 3, 4, 30)], engine=False)
         version = len(played[game][0])  # at least one event a command
@@ -149,9 +139,7 @@ async def test_scoring_and_an_engine_started_while_redis_is_away_serve_once_it_i
         assert versions(database).get(game, 0) >= version
         assert await scorer.caught_up()
     finally:
-        stop.set()
-        await asyncio.wait_for(scoring, 30)
-        await redis.aclose()
-        if process is not None:
-            process.terminate()
-            process.wait(timeout=10)
+        async with server:  # stopped last
+            stop.set()
+            await asyncio.wait_for(scoring, 30)
+            await redis.aclose()
