@@ -463,7 +463,7 @@ def up() -> None:
 
     settings = Settings()
     configure_logging(settings.log_level)
-    _exit_if_a_loop_died(lambda: _on_uvloop(serve(settings)))
+    _run_server(serve(settings))
 
 
 def _serve_alone(
@@ -487,27 +487,21 @@ def _serve_alone(
 
         structlog.contextvars.bind_contextvars(process=settings.process_name)
     main = serve(settings, engine=engine, lobby=lobby, ai=ai, scoring=scoring, views=views)
-    _exit_if_a_loop_died(lambda: _on_uvloop(main))
+    _run_server(main)
 
 
-def _on_uvloop(main: Coroutine[Any, Any, None]) -> None:
-    """Run a server's ``main`` on uvloop. uvicorn picks its loop only in ``uvicorn.run``,
-    not in the ``Server.serve`` this process awaits, so the lobby ran on asyncio's own
-    loop: its socket writes and loop turns (seven WebSocket frames and two Redis round
-    trips a move) cost about a fifth more of its CPU there (benchmarks/README.md)."""
+def _run_server(main: Coroutine[Any, Any, None]) -> None:
+    """Run a server's ``main`` on uvloop; a service loop that died ends the process with
+    exit code 1 and a log line naming it (:class:`services.server.LoopDied`), so that what
+    started it starts it again. uvicorn picks its loop only in ``uvicorn.run``, not in the
+    ``Server.serve`` this process awaits, so the lobby ran on asyncio's own loop: its socket
+    writes and loop turns cost about a fifth more of its CPU there (benchmarks/README.md)."""
     import uvloop
 
-    uvloop.run(main)
-
-
-def _exit_if_a_loop_died(run: Callable[[], None]) -> None:
-    """``run()`` the server; a service loop that died ends the process with exit code 1 and
-    a log line naming it (:class:`services.server.LoopDied`), so that what started it
-    starts it again."""
     from services.server import LoopDied
 
     try:
-        run()
+        uvloop.run(main)
     except LoopDied as died:
         import structlog
 
