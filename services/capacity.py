@@ -252,7 +252,8 @@ async def live_tables(
         started, used = time.perf_counter(), usage(pid)
         await asyncio.sleep(seconds)
         tally.measuring = False
-        elapsed, cost = time.perf_counter() - started, usage(pid).per(used, tally.moves)
+        elapsed, usage_after = time.perf_counter() - started, usage(pid)
+        cost = usage_after.per(used, tally.moves)
         spectators = [
             await sockets.enter_async_context(websockets.connect(f"{ws_base}/games/{table}/ws"))
             for table, _ in made
@@ -282,8 +283,22 @@ async def live_tables(
             cost["server_cpu_ms_per_move"] * tally.moves / 1000 / elapsed, 2
         ),
         **(cost if plan.humans == plan.seats else {}),  # with bots, not all moves are timed
+        **per_table_second(usage_after.per(used, round(tables * elapsed))),
         "memory_per_table_kb": round((rss_tables - rss_before) / tables / 1024, 1),
         "memory_per_socket_kb": round((rss_sockets - rss_tables) / tables / 1024, 1),
+    }
+
+
+def per_table_second(cost: dict[str, Any]) -> dict[str, Any]:
+    """The server's CPU per live table and second (``cost``: :meth:`Usage.per` with table
+    seconds for units), whole and by part (the lobby process, the services child, Redis),
+    and its Redis commands per table-second: the figure that says how many tables the
+    machine carries, bots' moves and idle work included."""
+    parts = ("server", "lobby", "services", "redis")
+    return {
+        "cpu_ms_per_table_second": {p: cost[f"{p}_cpu_ms_per_move"] for p in parts},
+        "redis_commands_per_table_second": cost["redis_commands_per_move"],
+        "redis_commands_by_name_per_table_second": cost["redis_commands_by_name"],
     }
 
 
