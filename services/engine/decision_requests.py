@@ -20,12 +20,17 @@ def _command_json(command: api.Command) -> str:
     return dump_json(command.to_dict())
 
 
+# A command's JSON as the engine lists it in its decision requests: equal JSON, equal
+# commands (the type and every field, in their order).
+command_json = _command_json
+
+
 def _decision_json(
     game_json: str,
     version: int,
     decision: api.Decision,
     deadline_json: str,
-    legal: list[api.Command],
+    legal: list[str],
 ) -> str:
     """A :class:`DecisionRequest` as JSON (its keys in the model's order), written by hand:
     the engine sends one after every batch for every game it touched. The game's id and the
@@ -36,7 +41,7 @@ def _decision_json(
         f'{{"request_id":{game_json[:-1]}:{version}:{seat}","game_id":{game_json},'
         f'"version":{version},"seat":{seat},"kind":{name_json(decision.kind)},'
         f'"deadline":{deadline_json},"correlation_id":null,'
-        f'"legal_commands":[{",".join(map(_command_json, legal))}]}}'
+        f'"legal_commands":[{",".join(legal)}]}}'
     )
 
 
@@ -69,11 +74,15 @@ def attach(
             )
         game_json, version, legal = string_json(game_id), a.version, game.legal_commands
         due = stamp + timeout  # a human seat's clock: the request's deadline
-        a.decisions = [
-            Pending(
-                d.seat, due, _decision_json(game_json, version, d, deadline, legal(state, d.seat))
+        requests: list[Pending] = []
+        listed: dict[int, frozenset[str]] = {}
+        for d in game.pending(state):
+            commands = list(map(_command_json, legal(state, d.seat)))
+            listed[d.seat] = frozenset(commands)
+            requests.append(
+                Pending(d.seat, due, _decision_json(game_json, version, d, deadline, commands))
             )
-            for d in game.pending(state)
-        ]
+        a.decisions = requests
+        cached.legal = (state, version, listed)  # the next command checked against these
         if a.version // every > first[game_id].expected // every or cache.newly_over(game_id):
             a.snapshot = dump_json(codec.snapshot(state))

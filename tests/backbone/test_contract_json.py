@@ -10,7 +10,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from services.engine.decision_requests import _decision_json
+from services.engine.decision_requests import _decision_json, command_json
 from shared.contracts import (
     SCHEMA_VERSION,
     CommandEnvelope,
@@ -87,7 +87,8 @@ def test_decision_requests_read_back_as_the_model(game_id: str) -> None:
         decisions = game.pending(state)
         for d in decisions:
             legal = game.legal_commands(state, d.seat)
-            text = _decision_json(string_json(game_id), version, d, dump_json(deadline), legal)
+            listed = [command_json(c) for c in legal]
+            text = _decision_json(string_json(game_id), version, d, dump_json(deadline), listed)
             request = DecisionRequest.model_validate_json(text)
             assert json.loads(text) == {
                 "request_id": f"{game_id}:{version}:{d.seat}",
