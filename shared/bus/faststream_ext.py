@@ -88,6 +88,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from shared.loops import logged_failure
 from shared.redis_replies import text
 
 from .metrics import channel
@@ -229,17 +230,16 @@ async def _retried(read: Awaitable[None], subscriber: Any) -> None:
 async def _wait_after(error: Exception, subscriber: Any) -> None:
     """FastStream's line for a failed read (same logger, level and message), then the wait.
     The first failure of a run is logged with its traceback, the 2nd, 4th, 8th... with its
-    error and count alone, the others not at all: a bot process follows every partition, and
-    a shard failing over had it format thousands of the same traceback a minute (14 MB of
-    log in 2 minutes of kills, the CPU taken from the other shards' games)."""
+    error and count alone, the others not at all (:func:`shared.loops.logged_failure`)."""
     subscriber.read_failures += 1
     failures = subscriber.read_failures
-    stream = channel(subscriber.stream_sub.name)
-    if failures == 1:
-        log.error("Message fetch error", exc_info=error, extra={"channel": stream})
-    elif failures & (failures - 1) == 0:
-        extra = {"channel": stream, "failures": failures, "error": repr(error)}
-        log.error("Message fetch error", extra=extra)
+    if logged_failure(failures):
+        stream = channel(subscriber.stream_sub.name)
+        if failures == 1:
+            log.error("Message fetch error", exc_info=error, extra={"channel": stream})
+        else:
+            extra = {"channel": stream, "failures": failures, "error": repr(error)}
+            log.error("Message fetch error", extra=extra)
     await asyncio.sleep(read_retry_s(failures))
 
 
