@@ -430,9 +430,9 @@ async def _decided(
 ) -> dict[str, Any]:
     """The bot's choice: a searching bot's in a thread (the loop serves other games while it
     thinks, between its GIL slices), an instant one's (random, greedy: 0.1 ms on average,
-    a few ms at worst) here. A thread for an instant bot cost a hand-over each way and
-    kept the loop waiting on the GIL all the same (issue 24: about a tenth of the bot
-    player's CPU at a human pace)."""
+    a few ms at worst) here. A thread for an instant bot cost a hand-over each way (a
+    submit, a wake-up, a future's callback) and kept the loop waiting on the GIL all the
+    same (issue 24: the capacity benchmark's bots, one decision per move)."""
     if player.searches:
         return await asyncio.to_thread(player.choose, observation, rng, budget_s)
     return player.choose(observation, rng, budget_s)
