@@ -75,5 +75,6 @@ def attach(
             )
             for d in game.pending(state)
         ]
+        a.over = game.is_over(state)  # the requests are every seat's: kept for /legal too
         if a.version // every > first[game_id].expected // every or cache.newly_over(game_id):
             a.snapshot = dump_json(codec.snapshot(state))

@@ -238,8 +238,24 @@ def _status(code: str, kind: str) -> int:
 
 
 async def _legal(lobby: Lobby, game_id: str, seat: int, after: int | None) -> LegalOut:
-    """A seat's legal commands at ``after`` or later. With none, the game may be over: then
-    they are read at its last version, so that ``finished`` and ``version`` agree."""
+    """A seat's legal commands at ``after`` or later: those of the engine's decision
+    requests at the log's version, which its append keeps in the game's meta (one HMGET,
+    never behind the log: issue 24, a projected view per HTTP read cost the services most
+    of an HTTP move). Else (none kept: an archived game, a log moved in; a version the log
+    has not reached) from the seat's view, as before."""
+    pending = await lobby.store.pending(game_id)
+    if pending is not None and (after is None or pending.version >= after):
+        legal = pending.legal(seat)
+        return LegalOut(
+            version=pending.version, seat=seat, legal_commands=legal, finished=pending.over
+        )
+    return await _legal_of_view(lobby, game_id, seat, after)
+
+
+async def _legal_of_view(lobby: Lobby, game_id: str, seat: int, after: int | None) -> LegalOut:
+    """A seat's legal commands at ``after`` or later, from its view. With none, the game may
+    be over: then they are read at its last version, so that ``finished`` and ``version``
+    agree."""
     view = await _view(lobby, game_id, seat, after)
     finished = False
     if not view["legal_commands"]:  # a game with a decision due is not over: no look-up
