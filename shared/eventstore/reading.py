@@ -76,6 +76,14 @@ class PendingDecisions(NamedTuple):
         return []
 
 
+def pending_of(reply: Sequence[Any]) -> PendingDecisions | None:
+    """:meth:`EventReader.pending` of its read's reply."""
+    version, at, over, raw = reply
+    if raw is None or version is None or at != version:
+        return None
+    return PendingDecisions(int(version), over == b"1", load_json(raw))
+
+
 S = TypeVar("S")
 
 
@@ -117,11 +125,15 @@ class EventReader:
         """The decision requests of the game's version, from its meta in one round trip;
         None when the meta keeps none at that version (no game, an archived one, a log
         moved in, an append whose engine gave none): read the views then."""
-        fields = ["version", "pending_version", "over", "pending"]
-        version, at, over, raw = await self.redis.hmget(self.keys.meta(game_id), fields)
-        if raw is None or version is None or at != version:
-            return None
-        return PendingDecisions(int(version), over == b"1", load_json(raw))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            self.pending_in(pipe, game_id)
+            (reply,) = await pipe.execute()
+        return pending_of(reply)
+
+    def pending_in(self, pipe: Any, game_id: str) -> None:
+        """Queue :meth:`pending`'s read on ``pipe``, whose reply :func:`pending_of` reads:
+        with another read in the same round trip (a seat's check)."""
+        pipe.hmget(self.keys.meta(game_id), ["version", "pending_version", "over", "pending"])
 
     async def versions(self, game_ids: Sequence[str]) -> dict[str, int]:
         """Each game's log version (0: no game in Redis), in one round trip."""

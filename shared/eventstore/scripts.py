@@ -35,11 +35,11 @@ _APPEND = (
 -- none: stored only with the append, never on a log that took other events), 7 whether
 -- the decision requests are every seat's at the append's version ('' not given, '0' the
 -- game goes on, '1' it is over), 8 event count, then (public json, secret json or '')
--- pairs, then decision requests, each as (seat, due, deadline member, json). Each append names only the keys it writes, in
--- turn: 1 log, 2 partition events, 3 meta, 4 seen, 5 command stream, 6 decisions, 7 the
--- game's seats, 8 the partition's deadlines, 9 the bot player's requests; then 10 its
--- result, if it has a result json; then its
--- snapshot, if it has one; then, for a new game (expected version 0), the partition's
+-- pairs, then decision requests, each as (seat, due, deadline member, json). Each append
+-- names only the keys it writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen,
+-- 5 command stream, 6 decisions, 7 the game's seats, 8 the partition's deadlines, 9 the
+-- bot player's requests; then 10 its result, if it has a result json; then its snapshot,
+-- if it has one; then, for a new game (expected version 0), the partition's
 -- games and archived games (keys are most of what a call carries: fewer to pack and send).
 -- The log keeps the secret beside the public event; the partition stream gets the public
 -- event only. A stale version is a conflict and writes nothing. Every decision request
