@@ -122,11 +122,11 @@ async def send_command(
     limits: Limits = request.app.state.limits
     client = client_of(request.scope)
     try:
-        claim = lobby.verified(authorization, game_id)
-    except ApiError:  # it draws on the client's rate too: a flood of them is refused (429)
-        await limits.take("commands", client)
-        raise
-    try:
+        try:
+            claim = lobby.verified(authorization, game_id)
+        except ApiError:  # it draws on the client's rate too: a flood of them gets 429s
+            await limits.take("commands", client)
+            raise
         with bound_contextvars(game=game_id, seat=claim.seat):
             out = await play(Admission(lobby, limits, client, game_id, claim, True), command, legal)
     except Refused as refused:
