@@ -307,8 +307,7 @@ class ViewProjector:
             failed = await advance_group(self.redis, GROUP, moved, "$")
             if failed:  # read from where the group is, once its shard is back: no gap
                 log.warning("views group not moved to the tail", streams=sorted(failed))
-            for stream in streams:
-                await self.consumer.subscribe(stream)
+            await self.consumer.subscribe_all(streams)
             self._read |= opened
             return opened
 
