@@ -129,7 +129,8 @@ class BotPlayer:
         await self.broker.start()
         await self.follow_seat_changes()
         await self.take_over_requests()
-        await self.consumer.subscribe_all(self.streams)
+        for stream in self.streams:
+            await self.consumer.subscribe(stream)
 
     async def follow_seat_changes(self) -> None:
         """Follow the partitions' seat changes not followed yet (their shard failed at the

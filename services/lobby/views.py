@@ -307,7 +307,8 @@ class ViewProjector:
             failed = await advance_group(self.redis, GROUP, moved, "$")
             if failed:  # read from where the group is, once its shard is back: no gap
                 log.warning("views group not moved to the tail", streams=sorted(failed))
-            await self.consumer.subscribe_all(streams)
+            for stream in streams:
+                await self.consumer.subscribe(stream)
             self._read |= opened
             return opened
 

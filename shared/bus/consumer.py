@@ -424,19 +424,6 @@ class GroupConsumer:
             except Exception:  # its shard fails: :meth:`revive` starts it
                 slog.warning("subscriber not started yet", stream=stream, exc_info=True)
 
-    async def subscribe_all(self, streams: Sequence[str]) -> None:
-        """:meth:`subscribe` each of ``streams``: on a cluster all at once, so that the
-        streams of a shard away (each start waits for its first read: FastStream's 3 s, and
-        the group's attempts before, about 9 s a stream on the loaded test machine) hold up
-        no other shard's (issue 25: the bot player started while a shard was away read the
-        partitions after that shard's first one about 9 s later each). On one Redis in turn:
-        one subscriber reads every stream there, and it must be started once."""
-        if self._one_read:
-            for stream in streams:
-                await self.subscribe(stream)
-            return
-        await asyncio.gather(*(self.subscribe(stream) for stream in streams))
-
     def _subscriber(self, stream: str, block_ms: int, handle: Handler) -> Any:
         subscriber = self.broker.subscriber(
             stream=FixedStreamSub(
