@@ -376,7 +376,8 @@ async def test_a_bot_player_started_while_a_shard_is_away_plays_the_other_shards
                     await client.hset(keys.seats(game), mapping=seats.to_mapping())
                     result = await sender.execute(create_game(game), timeout_s=30)
                     assert result.status == "accepted", result
-                await _advanced(store, {game: 0 for game in games}, ADVANCE)
+                created = {game: await store.version(game) for game in games}
+                await _advanced(store, created, ADVANCE)  # moves, not the create's events
     finally:
         await client.aclose()
 
