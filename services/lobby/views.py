@@ -65,7 +65,7 @@ from shared.contracts import Notification
 from shared.eventstore import EventStore, GameCodec, Held
 from shared.eventstore.scripts import VIEWS
 from shared.games import api
-from shared.loops import keep_running
+from shared.loops import keep_running, logged_failure
 from shared.views import view_documents
 
 log = structlog.get_logger("caravel.views")
@@ -134,6 +134,7 @@ class ViewProjector:
         self._trimmed = 0.0  # when the wants streams were last trimmed
         # Wants stream → the last want projected: read again from there on a failure.
         self._wants_read: dict[str, str] = {}
+        self._unfollowed_runs = 0  # calls of :meth:`follow_wants` in a row that left some out
         self._read: set[int] = set()  # the partitions whose event stream is read
         self._reading = asyncio.Lock()  # partitions taken up and let go one at a time
         self.started = asyncio.Event()  # following the wants (for tests and tools)
@@ -165,8 +166,7 @@ class ViewProjector:
             *(recent_wants(self.redis, stream) for stream in missing), return_exceptions=True
         )
         failed = _transient_failures(outcomes)
-        if failed:
-            log.warning("wanted views not followed yet", streams=len(failed), error=str(failed[0]))
+        self._log_unfollowed(failed)
         read = {
             stream: outcome
             for stream, outcome in zip(missing, outcomes, strict=True)
@@ -181,6 +181,26 @@ class ViewProjector:
             self._wants_read[stream] = tail
             await self._wants.add(stream, tail)
         return failed
+
+    def _log_unfollowed(self, failed: list[Exception]) -> None:
+        """Log the wants streams not followed yet as any run of failed retries is logged
+        (:func:`~shared.loops.logged_failure`): the first call of a run with the traceback,
+        the 2nd, 4th, 8th... as one line. Tried every :data:`FOLLOW_S`, a shard (or Redis)
+        away had the line logged once a second for as long as it was away (issue 25)."""
+        if not failed:
+            self._unfollowed_runs = 0
+            return
+        self._unfollowed_runs += 1
+        runs = self._unfollowed_runs
+        if logged_failure(runs):
+            error = failed[0] if runs == 1 else None
+            log.warning(
+                "wanted views not followed yet",
+                streams=len(failed),
+                failures=runs,
+                error=str(failed[0]),
+                exc_info=error,
+            )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Project until ``stop``; every claim time / 2, take over what another projector

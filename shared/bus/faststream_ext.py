@@ -70,7 +70,10 @@ The last four are listed as further gaps in the upstream document. The rest is F
 public API (``faststream``, ``faststream.redis``): the plain bodies (:class:`PlainBody`, its
 exported ``BinaryMessageFormatV1`` given to the broker's ``message_format``), the body
 field (:data:`BODY`, its wire format, pinned by publishing), the parser and decoder hooks;
-the bus metrics are series of our own (``.metrics``).
+the bus metrics are series of our own (``.metrics``). So is :meth:`GivenClientBroker.start`
+(``connect``, ``publishers``), which starts no subscriber: FastStream's starts every
+subscriber the broker still holds, stopped ones too; ours are each started and stopped by
+their owner.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from shared.loops import logged_failure
 from shared.redis_replies import text
 
 from .metrics import channel
@@ -143,7 +147,7 @@ class GivenClient(RedisConnectionState):
 
 class GivenClientBroker(RedisBroker):
     """A ``RedisBroker`` on ``self._given`` (set before ``__init__``), which it closes only
-    if ``self._owned``."""
+    if ``self._owned``; its :meth:`start` starts no subscriber."""
 
     _given: Redis
     _owned: bool
@@ -152,6 +156,26 @@ class GivenClientBroker(RedisBroker):
         self, connection_options: dict[str, Any], kwargs: dict[str, Any]
     ) -> Any:
         return GivenClient(self._given, self._owned)
+
+    async def start(self) -> None:
+        """Connect (no round trip: the client is given) and start the publishers, but no
+        subscriber: each is started by whoever made it (:func:`start_subscriber`), when it
+        is wanted, and stopped by it (:func:`stop_subscriber`).
+
+        FastStream's start also starts every subscriber the broker holds
+        (``BrokerUsecase.start``: ``for sub in self.subscribers: await sub.start()``), and
+        it holds ours in a weak set (``persistent=False``) where a stopped one lingers until
+        a cyclic collection frees it (rare in a serving process: ``tune_collector``). So a
+        service's start tried again after a failed one (taken back: its subscribers
+        stopped) started the stopped subscribers again, reading beside the new ones, and
+        their first read, not answered in 3 s (Redis stopped, restarting, or a machine
+        loaded many times over), raised the built-in ``TimeoutError`` out of
+        ``broker.start()``: not a fault the start waits out, so the bot player's task ended
+        (issue 25)."""
+        await self.connect()
+        for publisher in self.publishers:
+            await publisher.start()
+        self.running = True
 
 
 class PlainBody(BinaryMessageFormatV1):
@@ -229,17 +253,16 @@ async def _retried(read: Awaitable[None], subscriber: Any) -> None:
 async def _wait_after(error: Exception, subscriber: Any) -> None:
     """FastStream's line for a failed read (same logger, level and message), then the wait.
     The first failure of a run is logged with its traceback, the 2nd, 4th, 8th... with its
-    error and count alone, the others not at all: a bot process follows every partition, and
-    a shard failing over had it format thousands of the same traceback a minute (14 MB of
-    log in 2 minutes of kills, the CPU taken from the other shards' games)."""
+    error and count alone, the others not at all (:func:`shared.loops.logged_failure`)."""
     subscriber.read_failures += 1
     failures = subscriber.read_failures
-    stream = channel(subscriber.stream_sub.name)
-    if failures == 1:
-        log.error("Message fetch error", exc_info=error, extra={"channel": stream})
-    elif failures & (failures - 1) == 0:
-        extra = {"channel": stream, "failures": failures, "error": repr(error)}
-        log.error("Message fetch error", extra=extra)
+    if logged_failure(failures):
+        stream = channel(subscriber.stream_sub.name)
+        if failures == 1:
+            log.error("Message fetch error", exc_info=error, extra={"channel": stream})
+        else:
+            extra = {"channel": stream, "failures": failures, "error": repr(error)}
+            log.error("Message fetch error", extra=extra)
     await asyncio.sleep(read_retry_s(failures))
 
 

@@ -145,3 +145,51 @@ async def test_a_follow_started_while_redis_does_not_answer_fails_as_transient()
             await client.aclose()
     finally:
         redis_process.stop()
+
+
+async def test_a_start_tried_again_leaves_the_stopped_subscribers_of_the_one_before_stopped(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """A service's start that failed is taken back (its follower closed, its broker
+    stopped) and tried again on the same broker. The broker's start starts no subscriber
+    of the attempt before: FastStream's started every one it still held (a weak set, where a
+    stopped one lingers until a cyclic collection; held here, as that cycle holds it), and
+    the old subscriber read beside the new one (on a cluster, every entry handed twice)."""
+    stream = keys.events(0)
+    before: list[str] = []
+    after: list[str] = []
+
+    async def handle_before(deliveries: list[Delivery]) -> None:
+        before.extend(d.fields[b"v"].decode() for d in deliveries)
+
+    async def handle_after(deliveries: list[Delivery]) -> None:
+        after.extend(d.fields[b"v"].decode() for d in deliveries)
+
+    broker = Broker(any_redis, readers=1)
+    await broker.start()
+    first = Follower(broker, handle_before, batch=50)
+    await first.add(stream, "0-0")
+    old = broker.subscribers
+    assert old and all(s.running for s in old)
+    await any_redis.xadd(stream, {"v": "a"})
+    await wait_for(lambda: _has(before, 1))
+    await first.close()  # the attempt taken back
+    await broker.stop()
+
+    await broker.start()  # the next attempt
+    again = Follower(broker, handle_after, batch=50)
+    try:
+        assert not any(s.running for s in old), "a stopped subscriber was started again"
+        await any_redis.xadd(stream, {"v": "b"})
+        await again.add(stream, "0-0")
+        await any_redis.xadd(stream, {"v": "c"})
+        await wait_for(lambda: _has(after, 3))
+        await asyncio.sleep(0.3)  # what a stale reader would read meanwhile
+        assert (before, after) == (["a"], ["a", "b", "c"])
+    finally:
+        await again.close()
+        await broker.stop()
+
+
+async def _has(got: list[str], count: int) -> bool:
+    return len(got) >= count

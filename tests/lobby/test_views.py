@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import structlog
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError
 
@@ -33,7 +34,7 @@ from ..backbone.helpers import (
     want_views,
 )
 from ..backbone.test_eventstore import encoded, game_events
-from ..cluster import redis_server
+from ..cluster import OwnRedis, redis_server
 from ..conftest import missing_program
 
 WRITES = ("fcall", "function|load", "evalsha", "eval")  # the view script's calls
@@ -424,3 +425,36 @@ async def test_a_partitions_projection_does_not_wait_for_another_partitions(
         await asyncio.wait_for(projector.project([other]), 60)
         assert await read_view(redis, keys, other, None) is not None
         assert await read_view(redis, keys, first, None) is None
+
+
+async def test_wants_streams_not_followed_are_logged_once_per_doubling_of_the_run(
+    keys: Keys,
+) -> None:
+    """Wants streams that cannot be read (here a Redis not there yet: a port nothing
+    answers on) are tried every :data:`FOLLOW_S`; their line is logged as every run of
+    failed retries is (the 1st with its traceback, the 2nd, 4th, 8th...), not once a try
+    (issue 25: once a second for as long as a shard was away). Once the Redis answers,
+    every partition's wants are followed and the line stops."""
+    server = OwnRedis()
+    redis = connect(server.url)
+    projector = ViewProjector(redis, keys)
+    await projector.broker.start()  # no read: the subscribers come with the wants
+    async with server:
+        try:
+            with structlog.testing.capture_logs() as logs:
+                for _ in range(20):
+                    assert len(await projector.follow_wants()) == keys.partitions
+                lines = [e for e in logs if e["event"] == "wanted views not followed yet"]
+                assert len(lines) == 5  # of 20 tries: the 1st, 2nd, 4th, 8th and 16th
+                assert [e["failures"] for e in lines] == [1, 2, 4, 8, 16]
+                assert lines[0]["exc_info"] is not None
+                assert all(e["exc_info"] is None for e in lines[1:])
+                await server.start()
+                assert await projector.follow_wants() == []
+                assert len(projector._wants.streams) == keys.partitions
+                for _ in range(3):
+                    assert await projector.follow_wants() == []
+            assert len([e for e in logs if e["event"] == "wanted views not followed yet"]) == 5
+        finally:
+            await projector.close()
+            await redis.aclose()
