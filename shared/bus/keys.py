@@ -143,6 +143,12 @@ class Keys:
 
     # Global
     def engines(self) -> str:
+        """The live engines' heartbeats (a sorted set: engine -> expiry), read whole at each
+        lease round to share the partitions out. Global (a membership read in one command),
+        and on no path a move waits for: a round whose heartbeat its shard fails shares out
+        as last seen and still renews and takes the leases of the shards that answer (issue
+        25; ``shared.bus.connection.NodePipeline`` makes a one-node pipeline's fault its
+        commands' replies, so a first round, the heartbeat alone, no longer raises)."""
         return f"{self.prefix}:engines"
 
     def matchmaker(self) -> str:
