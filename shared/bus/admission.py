@@ -38,7 +38,8 @@ local function take(key, rate, burst)
   tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
   local wait = 0
   if tokens >= 1 then tokens = tokens - 1 else wait = (1 - tokens) / rate end
-  redis.call('SET', key, tostring(tokens) .. ' ' .. tostring(now), 'EX', math.ceil(burst / rate) + 1)
+  local ttl = math.ceil(burst / rate) + 1
+  redis.call('SET', key, tostring(tokens) .. ' ' .. tostring(now), 'EX', ttl)
   return wait
 end
 """
