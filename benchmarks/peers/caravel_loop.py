@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
 import time
 import uuid
 from collections import Counter
@@ -27,10 +28,12 @@ from typing import Any
 
 import httpx
 import psutil
+import redis
 import websockets
 
-from services.capacity import Plan, server, start_table
-from services.usage import cpu_s, tree_pids, usage
+from services.capacity import Plan, free_port, server, server_env, start_table, wait_ready
+from services.children import terminate
+from services.usage import Usage, cpu_s, tree_pids, usage
 
 
 @contextlib.contextmanager
@@ -41,6 +44,84 @@ def caravel_up(
     processes (None: its default): its base URL and process."""
     with server(processes, tree, python) as (base, process):
         yield base, psutil.Process(process.pid)
+
+
+# The services run apart (``--apart``): each ``caravel part`` in a process of its own, the
+# HTTP API first (it migrates the database the others then open).
+APART = ("lobby", "engine", "ai", "scoring", "views")
+
+
+@dataclass
+class Apart:
+    """The services of one checkout as separate processes (``caravel part NAME`` each, as a
+    deployment that runs them apart would) on a ``redis-server`` of their own: each
+    process' CPU so far, and the Redis' counters."""
+
+    processes: dict[str, int]  # name -> pid
+    redis_pid: int
+    redis_url: str
+
+    def cpu_by_process(self) -> dict[str, float]:
+        """CPU seconds so far of each service process and of Redis."""
+        out = {name: cpu_s([pid]) for name, pid in self.processes.items()}
+        out["redis"] = cpu_s([self.redis_pid])
+        return out
+
+    def usage(self) -> Usage:
+        """The counters :meth:`Usage.per` compares: every service process (Python) and
+        Redis, with its command counts."""
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            stats: Any = client.info("commandstats")
+        finally:
+            client.close()
+        commands = Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
+        return Usage(cpu_s(list(self.processes.values())), cpu_s([self.redis_pid]), commands)
+
+
+@contextlib.contextmanager
+def caravel_apart(python: str, tree: str) -> Iterator[tuple[str, Apart]]:
+    """The checkout at ``tree`` served by :data:`APART` processes on a free port, on a
+    ``redis-server`` started here (no persistence): its base URL and its processes."""
+    redis_port, port = free_port(), free_port()
+    store = subprocess.Popen(
+        ["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{redis_port}/0"
+    env = {**server_env(port, "cvapart", metrics_port="0", redis_url=url), "PYTHONPATH": tree}
+    started: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        for name in APART:
+            started[name] = subprocess.Popen(
+                [python, "-m", "services.cli", "part", name],
+                env=env,
+                cwd=tree,
+                stdout=subprocess.DEVNULL,
+            )
+            if name == "lobby":
+                asyncio.run(wait_ready(f"http://127.0.0.1:{port}"))
+        base = f"http://127.0.0.1:{port}"
+        asyncio.run(_table_started(base))
+        yield base, Apart({name: p.pid for name, p in started.items()}, store.pid, url)
+    finally:
+        terminate([*started.values()][::-1], 60)
+        terminate([store], 10)
+
+
+async def _table_started(base: str, seconds: float = 120) -> None:
+    """Wait until a table starts: the engine apart answers (the lobby's start waits for the
+    game's log, and refuses with 503 while no engine writes it)."""
+    deadline = time.monotonic() + seconds
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        while True:
+            try:
+                await new_table(client, "age_of_discovery")
+                return
+            except httpx.HTTPStatusError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
 
 
 @dataclass
@@ -179,7 +260,7 @@ def percentile(values: list[float], q: float) -> float:
 
 async def closed_loop(
     base: str,
-    server: psutil.Process,
+    server: psutil.Process | Apart,
     mode: str,
     tables: int = 20,
     seconds: float = 20,
@@ -187,8 +268,9 @@ async def closed_loop(
     warmup_s: float = 3,
 ) -> dict[str, Any]:
     """Play ``tables`` tables closed loop for ``seconds`` (after ``warmup_s``): moves/s,
-    the server's CPU per move (its process tree and its embedded Redis, apart and in all),
-    its Redis commands per move by name, and each move's round trip."""
+    the server's CPU per move (its process tree and its embedded Redis, apart and in all;
+    or each process of the services run :class:`Apart`, and their Redis), its Redis
+    commands per move by name, and each move's round trip."""
     tally = Tally()
     stop = asyncio.Event()
     limits = httpx.Limits(max_connections=2 * tables + 10, max_keepalive_connections=2 * tables)
@@ -200,15 +282,20 @@ async def closed_loop(
             players = [ws_table(client, ws_base, game, stop, tally) for _ in range(tables)]
         tasks = [asyncio.create_task(p) for p in players]
         await asyncio.sleep(warmup_s)
-        before, started = usage(server.pid), time.perf_counter()
-        lobby_before, children_before = _split(server.pid)
+        before, started = _usage(server), time.perf_counter()
+        by_before = _split(server)
         tally.measuring, set_up = True, tally.tables
         await asyncio.sleep(seconds)
         tally.measuring, set_up = False, tally.tables - set_up
-        after, elapsed = usage(server.pid), time.perf_counter() - started
-        lobby_after, children_after = _split(server.pid)
+        after, elapsed = _usage(server), time.perf_counter() - started
+        by_after = _split(server)
         await stopped(tasks, stop)
     moves = max(tally.moves, 1)
+    by_process = {
+        name: round(1000 * (by_after[name] - by_before[name]) / moves, 3) for name in by_after
+    }
+    lobby = by_process.pop("lobby")
+    services = round(sum(v for k, v in by_process.items() if k != "redis"), 3)
     return {
         "system": f"caravel ({mode})",
         "tables": tables,
@@ -219,8 +306,9 @@ async def closed_loop(
         "tables_set_up": set_up,
         **after.per(before, moves),
         # the lobby process (``caravel up`` itself) and its children (the services) apart
-        "lobby_cpu_ms_per_move": round(1000 * (lobby_after - lobby_before) / moves, 3),
-        "services_cpu_ms_per_move": round(1000 * (children_after - children_before) / moves, 3),
+        "lobby_cpu_ms_per_move": lobby,
+        "services_cpu_ms_per_move": services,
+        **({"cpu_ms_per_move_by_process": by_process} if isinstance(server, Apart) else {}),
         "server_cores_busy": round(
             (after.python_s + after.redis_s - before.python_s - before.redis_s) / elapsed, 2
         ),
@@ -231,9 +319,16 @@ async def closed_loop(
     }
 
 
-def _split(pid: int) -> tuple[float, float]:
-    """CPU seconds so far of the lobby process at ``pid`` and of its children."""
-    return cpu_s([pid]), cpu_s(tree_pids(pid)[1:])
+def _usage(server: psutil.Process | Apart) -> Usage:
+    return server.usage() if isinstance(server, Apart) else usage(server.pid)
+
+
+def _split(server: psutil.Process | Apart) -> dict[str, float]:
+    """CPU seconds so far of the lobby process and of the services: a ``caravel up``'s
+    process (the lobby) and its children; or each process run apart, and Redis."""
+    if isinstance(server, Apart):
+        return server.cpu_by_process()
+    return {"lobby": cpu_s([server.pid]), "services": cpu_s(tree_pids(server.pid)[1:])}
 
 
 async def stopped(tasks: list[asyncio.Task[Any]], stop: asyncio.Event) -> None:

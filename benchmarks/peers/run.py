@@ -2,7 +2,7 @@
 
     python benchmarks/peers/run.py --tables 20 --seconds 20 --rounds 2 [--mode ws|http]
         [--game age_of_discovery] [--old /tmp/caravel-base --old-mode http] [--no-bgio]
-        [--processes N] [--old-processes N] [--json]
+        [--processes N] [--old-processes N] [--apart] [--json]
 
 Each round runs, one after the other (alternating, so both meet the same load on a shared
 machine), a closed loop of ``--tables`` two-seat tables, one move in flight per table:
@@ -13,6 +13,11 @@ machine), a closed loop of ``--tables`` two-seat tables, one move in flight per 
   ``POST /commands?legal=true`` plus ``GET /legal`` of the other seat);
 - with ``--old TREE``: ``caravel up`` of another checkout (``git archive REV | tar -x -C
   TREE``) on ``--old-mode``, for before/after figures.
+
+``--apart`` runs each checkout's services as a deployment that runs them apart would:
+``caravel part lobby``, ``engine``, ``ai``, ``scoring`` and ``views``, each a process of its
+own, on a ``redis-server`` started for the round (no persistence); the CPU per move is
+then their sum with that Redis', and each one's (``cpu_ms_per_move_by_process``).
 
 Each prints moves/s, the server's CPU per move (user + system, from /proc: its whole
 process tree, lobby children included, and its embedded Redis, which daemonizes and so is
@@ -44,6 +49,15 @@ TREE = os.path.dirname(os.path.dirname(HERE))
 def caravel_round(
     tree: str, mode: str, args: argparse.Namespace, label: str, processes: int | None = None
 ) -> dict[str, Any]:
+    if args.apart:
+        with caravel_loop.caravel_apart(sys.executable, tree) as (base, apart):
+            result = asyncio.run(
+                caravel_loop.closed_loop(
+                    base, apart, mode, args.tables, args.seconds, args.game, args.warmup
+                )
+            )
+        result["system"] = f"{label} ({mode}, apart)"
+        return result
     with caravel_loop.caravel_up(sys.executable, tree, processes) as (base, server):
         asyncio.run(wait_ready(base))
         result = asyncio.run(
@@ -68,6 +82,11 @@ def main() -> None:
     parser.add_argument("--no-bgio", action="store_true", help="leave boardgame.io out")
     parser.add_argument("--processes", type=int, default=None, help="CARAVEL_PROCESSES (unset)")
     parser.add_argument("--old-processes", type=int, default=None, help="the --old one's")
+    parser.add_argument(
+        "--apart",
+        action="store_true",
+        help="each service a `caravel part` process of its own on a redis-server started here",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     results: list[dict[str, Any]] = []
@@ -104,6 +123,10 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         ):
             if figure in runs[0]:
                 out[system][figure] = sorted(r[figure] for r in runs)
+        if "cpu_ms_per_move_by_process" in runs[0]:  # --apart: each run's, in order
+            out[system]["cpu_ms_per_move_by_process"] = [
+                r["cpu_ms_per_move_by_process"] for r in runs
+            ]
     peer = out.get("boardgame.io")
     if peer:
         for system, figures in out.items():

@@ -9,11 +9,12 @@ from collections import Counter
 from pydantic import ValidationError
 
 from shared.bus import BODY, Delivery, Keys
-from shared.contracts import CommandEnvelope, CommandResult, Made, new_event_id, read_command
+from shared.contracts import CommandEnvelope, CommandResult, Made, read_command
 from shared.eventstore import Append
 from shared.games import api
 
 from .cache import CachedGame, GameCache
+from .decision_requests import command_json
 from .outcomes import Finish, Reject, malformed, new_game, rejected
 
 
@@ -74,8 +75,7 @@ class Decider:
         made = Made(
             env.game_id, env.command_id, env.correlation_id or env.command_id, env.actor, now
         )
-        ids = [new_event_id() for _ in events]
-        encoded = made.encode(events, cached.version + 1, ids)
+        encoded = made.encode(events, cached.version + 1)  # new event ids
         append = Append(
             env.game_id, cached.version, encoded, env.command_id, (p, d.id), seat=env.seat
         )
@@ -93,6 +93,11 @@ class Decider:
         if game is None:
             raise Reject("unknown_game", f"there is no game {env.game_id}")
         try:
-            return game.decide_into(cached.state, game.parse_command(env.rules_command()))
+            command = game.parse_command(env.rules_command())
+            # A command listed in the seat's last decision request at this very state is
+            # legal: the rules skip checking it again (their ``trusted``), the same events.
+            listed = cached.legal is not None
+            trusted = listed and cached.listed(command_json(command), command.seat)
+            return game.decide_into(cached.state, command, trusted=trusted)
         except api.RuleViolation as v:
             raise Reject(v.code, v.reason) from None

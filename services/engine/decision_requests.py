@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from typing import cast
 
 from shared.contracts import dump_json, name_json, string_json
 from shared.eventstore import Append, GameCodec, Pending
@@ -20,12 +21,49 @@ def _command_json(command: api.Command) -> str:
     return dump_json(command.to_dict())
 
 
+# A command's JSON as the engine lists it in its decision requests: equal JSON, equal
+# commands (the type and every field, in their order).
+command_json = _command_json
+
+LISTED_KEPT = 65536  # commands whose JSON is kept by identity, at most (then all dropped)
+
+
+class _ByIdentity:
+    """Legal commands' JSON looked up by the commands' identity, in C (``map`` of ``id``
+    and ``dict.get``). The rules list the same command objects again and again (they make
+    each legal command once); a lookup by value calls the dataclass' ``__hash__``, a Python
+    function, for every command of every decision request (10 a request on average), about
+    half of the requests' cost. Each command looked up is kept alive here with its JSON,
+    so that no other object can take its id while the entry stands; past
+    :data:`LISTED_KEPT` all are dropped at once."""
+
+    def __init__(self) -> None:
+        self.json: dict[int, str] = {}
+        self.kept: list[api.Command] = []
+
+    def __call__(self, commands: list[api.Command]) -> list[str]:
+        out = list(map(self.json.get, map(id, commands)))
+        if None in out:
+            if len(self.kept) > LISTED_KEPT:
+                self.json.clear()
+                self.kept.clear()
+            for i, found in enumerate(out):
+                if found is None:
+                    command = commands[i]
+                    out[i] = self.json[id(command)] = _command_json(command)
+                    self.kept.append(command)
+        return cast(list[str], out)
+
+
+listed_json = _ByIdentity()
+
+
 def _decision_json(
     game_json: str,
     version: int,
     decision: api.Decision,
     deadline_json: str,
-    legal: list[api.Command],
+    legal: list[str],
 ) -> str:
     """A :class:`DecisionRequest` as JSON (its keys in the model's order), written by hand:
     the engine sends one after every batch for every game it touched. The game's id and the
@@ -36,7 +74,7 @@ def _decision_json(
         f'{{"request_id":{game_json[:-1]}:{version}:{seat}","game_id":{game_json},'
         f'"version":{version},"seat":{seat},"kind":{name_json(decision.kind)},'
         f'"deadline":{deadline_json},"correlation_id":null,'
-        f'"legal_commands":[{",".join(map(_command_json, legal))}]}}'
+        f'"legal_commands":[{",".join(legal)}]}}'
     )
 
 
@@ -69,11 +107,15 @@ def attach(
             )
         game_json, version, legal = string_json(game_id), a.version, game.legal_commands
         due = stamp + timeout  # a human seat's clock: the request's deadline
-        a.decisions = [
-            Pending(
-                d.seat, due, _decision_json(game_json, version, d, deadline, legal(state, d.seat))
+        requests: list[Pending] = []
+        listed: dict[int, frozenset[str]] = {}
+        for d in game.pending(state):
+            commands = listed_json(legal(state, d.seat))
+            listed[d.seat] = frozenset(commands)
+            requests.append(
+                Pending(d.seat, due, _decision_json(game_json, version, d, deadline, commands))
             )
-            for d in game.pending(state)
-        ]
+        a.decisions = requests
+        cached.legal = (state, version, listed)  # the next command checked against these
         if a.version // every > first[game_id].expected // every or cache.newly_over(game_id):
             a.snapshot = dump_json(codec.snapshot(state))

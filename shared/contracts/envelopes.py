@@ -87,6 +87,12 @@ class _Ids:
     def __call__(self) -> str:
         return f"{self.process}{next(self.count):016x}"
 
+    def quoted(self, n: int) -> list[str]:
+        """``n`` new ids as JSON strings (hex digits: their own JSON once quoted), drawn in
+        one call: the engine names every event it makes."""
+        process = self.process
+        return [f'"{process}{i:016x}"' for i in itertools.islice(self.count, n)]
+
 
 new_event_id = _Ids()
 
@@ -215,32 +221,46 @@ class Made(NamedTuple):
     recorded_at: str
 
     def encode(
-        self, events: Sequence[Event], first_version: int, event_ids: Sequence[str]
+        self,
+        events: Sequence[Event],
+        first_version: int,
+        event_ids: Sequence[str] | None = None,
     ) -> list[EncodedEvent]:
         """``events`` as :class:`EventEnvelope` JSON (the model's keys in its order), at
-        versions from ``first_version`` on, named by ``event_ids``: each event's own
-        fields in one string with the shared rest, one JSON encoding of its data."""
+        versions from ``first_version`` on, named by ``event_ids`` (None: new ids of
+        :data:`new_event_id`): each event's own fields in one string with the shared
+        rest, one JSON encoding of its data."""
+        causation = _optional_json(self.causation_id)
+        correlation = (  # most commands are their own correlation: encoded once
+            causation
+            if self.correlation_id == self.causation_id
+            else _optional_json(self.correlation_id)
+        )
         tail = (
-            f'"causation_id":{_optional_json(self.causation_id)},'
-            f'"correlation_id":{_optional_json(self.correlation_id)},'
+            f'"causation_id":{causation},"correlation_id":{correlation},'
             f'"actor":{_optional_json(self.actor)},"recorded_at":{string_json(self.recorded_at)},'
             f'"schema_version":{SCHEMA_VERSION}}}'
         )
         game = string_json(self.game_id)
+        ids = (
+            new_event_id.quoted(len(events))
+            if event_ids is None
+            else [string_json(i) for i in event_ids]
+        )
         # tuple.__new__ in C, not the named tuple's own __new__ (a Python function): one
         # frame less per event.
         return [
             _new_tuple(
                 EncodedEvent,
                 (
-                    f'{{"event_id":{string_json(event_id)},"game_id":{game},"version":{version},'
+                    f'{{"event_id":{event_id},"game_id":{game},"version":{version},'
                     f'"type":{name_json(e.type)},"data":{dump_json(e.data)},"secret":null,'
                     f'"visibility":{_visibility_json(e.visibility)},{tail}',
                     "" if e.secret is None else dump_json(e.secret),
                 ),
             )
             for version, event_id, e in zip(
-                range(first_version, first_version + len(events)), event_ids, events, strict=True
+                range(first_version, first_version + len(events)), ids, events, strict=True
             )
         ]
 

@@ -195,8 +195,9 @@ class EventStore(EventReader):
             )
             keys += always
             result = ""
+            game_json = string_json(a.game_id)  # once per append, for the two below
             if command_id and answered_here:
-                result = self._result_json(a)
+                result = self._result_json(a, game_json)
                 keys.append(k.result(a.game_id, a.seat, command_id))
             if snapshot:
                 keys.append(snapshot_key)
@@ -214,18 +215,20 @@ class EventStore(EventReader):
             )
             args += chain.from_iterable(events)  # (public, secret) pairs
             if decisions:
-                game_json, version = string_json(a.game_id), a.version
+                version = a.version
                 for seat, due, request in decisions:
                     args += (seat, repr(due), f"[{game_json},{version},{seat}]", request)
         return keys, args
 
     @staticmethod
-    def _result_json(a: Append) -> str:
+    def _result_json(a: Append, game_json: str | None = None) -> str:
         """A :class:`CommandResult` "accepted" as its JSON (the model's keys in its order),
-        written without building the model (once per command the engine appends)."""
+        written without building the model (once per command the engine appends);
+        ``game_json``: the game's id as JSON, if the caller has it."""
         seat = "null" if a.seat is None else a.seat
+        game = string_json(a.game_id) if game_json is None else game_json
         return (
-            f'{{"command_id":{string_json(a.command_id)},"game_id":{string_json(a.game_id)},'
+            f'{{"command_id":{string_json(a.command_id)},"game_id":{game},'
             f'"status":"accepted","seat":{seat},"version":{a.version},"code":null,'
             '"reason":null}'
         )

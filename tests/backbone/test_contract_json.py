@@ -4,13 +4,15 @@ accepted results equal to the models' own documents, whatever the ids hold."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
 import pytest
 from pydantic import ValidationError
 
-from services.engine.decision_requests import _decision_json
+from services.engine import decision_requests
+from services.engine.decision_requests import _decision_json, command_json
 from shared.contracts import (
     SCHEMA_VERSION,
     CommandEnvelope,
@@ -29,6 +31,30 @@ from shared.games import api
 
 ODD = ["g-1", "abc123", "ABC", 'we"ird', "back\\slash", "ñandú", "tab\there", "", "x" * 64]
 ODD += ["2026-11-27T19:00:00.123456+00:00", " a/b <c> & 'd' ", "del\x7f", "nl\n", "t-3f2a9c"]
+
+
+def test_legal_commands_json_looked_up_by_identity_is_each_ones_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine looks its legal commands' JSON up by the commands' identity: the rules'
+    own objects, commands made afresh (equal, or new) and the lookup after it dropped what it
+    kept all give each command's own JSON, in order."""
+    monkeypatch.setattr(decision_requests, "LISTED_KEPT", 50)
+    lookup = decision_requests._ByIdentity()
+    game, chooser = api.get(), random.Random(3)
+    state, _ = game.new_game(game.rules(game.default_ruleset), 4, 11)
+    longest = 0
+    for _ in range(60):
+        decisions = game.pending(state)
+        for d in decisions:
+            legal = game.legal_commands(state, d.seat)
+            fresh = [dataclasses.replace(c) for c in legal]  # equal, not the same objects
+            for commands in (legal, fresh, legal):
+                assert lookup(commands) == [dump_json(c.to_dict()) for c in commands]
+            longest = max(longest, len(legal))
+        d = chooser.choice(decisions)
+        game.decide_into(state, chooser.choice(game.legal_commands(state, d.seat)))
+    assert len(lookup.kept) <= 50 + 2 * longest  # dropped past the bound, kept again since
 
 
 @pytest.mark.parametrize("text", ODD)
@@ -87,7 +113,8 @@ def test_decision_requests_read_back_as_the_model(game_id: str) -> None:
         decisions = game.pending(state)
         for d in decisions:
             legal = game.legal_commands(state, d.seat)
-            text = _decision_json(string_json(game_id), version, d, dump_json(deadline), legal)
+            listed = [command_json(c) for c in legal]
+            text = _decision_json(string_json(game_id), version, d, dump_json(deadline), listed)
             request = DecisionRequest.model_validate_json(text)
             assert json.loads(text) == {
                 "request_id": f"{game_id}:{version}:{d.seat}",

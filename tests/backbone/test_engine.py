@@ -312,6 +312,41 @@ async def test_decision_requests_name_the_seat_and_its_legal_commands(
         assert len(commands) == 1
 
 
+async def test_a_command_listed_before_its_game_moved_on_is_checked_again(
+    redis: Redis, keys: Keys
+) -> None:
+    """The engine decides a command listed in the seat's last decision request without the
+    rules checking it again, but only at the very state it was listed at: another command of
+    the same request, decided after the first moved the game on, is refused as out of turn
+    (not performed for a seat with nothing to decide), and nothing crashes."""
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys) as engine:
+        created = await sender.execute(create_game("g-listed", players=3, seed=5))
+        entries = await redis.xrange(keys.decisions(keys.partition("g-listed")))
+        request = DecisionRequest.model_validate_json(entries[-1][1][b"r"])
+        assert request.version == created.version and len(request.legal_commands) >= 2
+
+        def envelope(command: dict[str, object]) -> CommandEnvelope:
+            payload = {k: v for k, v in command.items() if k not in ("type", "seat")}
+            return CommandEnvelope(
+                game_id="g-listed", seat=request.seat, type=str(command["type"]), payload=payload
+            )
+
+        # Sent together, so that the second is decided in the batch of the first, after the
+        # first moved the game on but before the batch's decision requests listed anew.
+        first, second = envelope(request.legal_commands[0]), envelope(request.legal_commands[1])
+        await sender.send_many([first, second])
+        moved = await sender.result("g-listed", first.command_id, timeout_s=10, seat=first.seat)
+        stale = await sender.result("g-listed", second.command_id, timeout_s=10, seat=second.seat)
+        assert moved is not None and moved.status == "accepted"
+        assert stale is not None and (stale.status, stale.code) == ("rejected", "out_of_turn")
+        cached = engine.cache.games["g-listed"]
+        assert cached.legal is not None and cached.legal[1] == moved.version
+        assert request.seat not in cached.legal[2]  # the next seat's turn, listed
+        assert await engine.store.version("g-listed") == moved.version
+        assert engine.stats["crashed"] == 0
+
+
 async def test_a_humans_request_starts_its_clock_and_a_bots_goes_to_the_bot_player(
     redis: Redis, keys: Keys
 ) -> None:

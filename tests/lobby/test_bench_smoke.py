@@ -4,6 +4,7 @@ HTTP, and the live-tables driver of `caravel bench capacity` and the latency ben
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -34,3 +35,17 @@ async def test_the_move_path_benchmarks_play_moves(
         plan = Plan(seats=2, humans=2, think=(0.0, 0.05), watch_other=True)
         live = await live_tables(base, os.getpid(), 2, 1.0, plan)
         assert live["moves"] > 0 and live["refused"] == live["lost"] == 0, live
+
+
+def test_the_services_run_apart_play_moves_and_count_each_process() -> None:
+    """``run.py --apart``: each service a ``caravel part`` process of its own on a
+    redis-server of its own; every one of them and Redis did work in the window."""
+    tree = str(Path(__file__).parents[2])
+    with caravel_loop.caravel_apart(sys.executable, tree) as (base, apart):
+        run = asyncio.run(caravel_loop.closed_loop(base, apart, "ws", 2, 1.5, warmup_s=0.5))
+    assert run["moves"] > 0 and run["refused"] == 0, run
+    by_process = run["cpu_ms_per_move_by_process"]
+    assert set(by_process) == {"engine", "ai", "scoring", "views", "redis"}, run
+    assert by_process["engine"] > 0 and by_process["redis"] > 0, run
+    parts = run["lobby_cpu_ms_per_move"] + sum(by_process.values())
+    assert abs(run["server_cpu_ms_per_move"] - parts) < 0.01, run
