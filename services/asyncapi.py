@@ -145,10 +145,9 @@ def _describe_notices(
     keys: Keys,
     in_body: str,
 ) -> None:
-    """The notices: the wanted views (a stream per partition) and the seat changes (one
-    key)."""
+    """The notices: the wanted views and the seat changes (a stream per partition each)."""
     wants = _address(keys.view_wants)
-    changes = keys.seat_changes()
+    changes = _address(keys.seat_changes)
     asked = f"unless the process asked for the game within {ASK_AGAIN_S:g} s"
     write(wants, "lobby:viewwants", ViewWant, f"The HTTP API's view reads, {asked}. {in_body}")
     write(wants, "ai:viewwants", ViewWant, f"The bot player's view reads, {asked}. {in_body}")
@@ -164,13 +163,15 @@ def _describe_notices(
         changes,
         "lobby:seatchanges",
         SeatChange,
-        f"A human's leave of a running game, after the seats hash's write. {in_body}",
+        f"A human's leave of a running game, after the seats hash's write, on its game's "
+        f"partition's stream. {in_body}",
     )
     read(
         changes,
         "ai:seatchanges",
         SeatChange,
-        f"The bot player's seat book, from its tail. {in_body}",
+        f"The bot player's seat book, every partition's, each from its tail (a partition "
+        f"that does not answer is followed once it does). {in_body}",
     )
 
 

@@ -62,7 +62,7 @@ def test_each_stream_kind_is_one_channel_template_with_its_writers_and_readers()
         "ai:viewwants": "xadd",
         "views:viewwants": "xread",
     }
-    assert by_address[keys.seat_changes()] == {
+    assert by_address[keys.seat_changes(0).replace("{0}", "{p}")] == {
         "lobby:seatchanges": "xadd",
         "ai:seatchanges": "xread",
     }

@@ -67,6 +67,7 @@ VIEW_WAIT_S = 2.0  # a view this late leaves its request pending, to be tried ag
 RETRY_S = 1.0  # a request not answered yet is tried again from the deadlines this much later
 WAIT_MS = 100  # the deadlines are read again at least this often (a leaver's seat is due now)
 DUE_PER_ROUND = 100  # due deadlines played per partition and round
+FOLLOW_S = 1.0  # how often the seat changes of partitions not followed yet (shard away) are tried
 
 
 class Unread:
@@ -105,6 +106,7 @@ class BotPlayer:
         self._failing: set[str] = set()  # the deadlines whose shard failed last round
         self._deadline_keys = [keys.deadlines(p) for p in keys.all_partitions()]
         self._firing: dict[str, asyncio.Task[None]] = {}  # deadlines being played, by key
+        self._follow_at = 0.0  # when the seat changes not followed yet are tried again
         # the decisions streams whose requests of before are still to move to the bots' own
         self._handing_over = [
             (keys.decisions(p), keys.bot_decisions(p)) for p in keys.all_partitions()
@@ -119,15 +121,27 @@ class BotPlayer:
         await wait_for("Redis", self._begin, stop or asyncio.Event(), undo=self.close)
 
     async def _begin(self) -> None:
-        """Follow the seat changes (before any request is answered), take over the requests
+        """Follow the seat changes (before any request is answered; the partitions whose
+        shard fails are followed later, :meth:`follow_seat_changes`), take over the requests
         left on the decisions streams, and subscribe to every partition's bot decision
         stream (groups made from their start; a partition whose shard fails is revived
         later by the consumer's rounds)."""
         await self.broker.start()
-        await self.seats.follow(self.broker)
+        await self.follow_seat_changes()
         await self.take_over_requests()
         for stream in self.streams:
             await self.consumer.subscribe(stream)
+
+    async def follow_seat_changes(self) -> None:
+        """Follow the partitions' seat changes not followed yet (their shard failed at the
+        last try): at the start, then at most every :data:`FOLLOW_S` from the deadlines
+        loop. Raises only when no partition answers (Redis away: the start is retried)."""
+        self._follow_at = time.monotonic() + FOLLOW_S
+        failed = await self.seats.follow(self.broker)
+        if failed:
+            log.warning(
+                "seat changes not followed yet", partitions=len(failed), error=repr(failed[0])
+            )
 
     async def take_over_requests(self) -> None:
         """The requests this player's group had not answered on the decisions streams, which
@@ -180,6 +194,8 @@ class BotPlayer:
         """Play for the humans whose time ran out, then wait for the next deadline."""
         if self._handing_over:
             await self.take_over_requests()
+        if not self.seats.following and time.monotonic() >= self._follow_at:
+            await self.follow_seat_changes()
         await asyncio.sleep(await self.fire_deadlines() / 1000)
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:

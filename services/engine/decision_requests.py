@@ -116,6 +116,7 @@ def attach(
                 Pending(d.seat, due, _decision_json(game_json, version, d, deadline, commands))
             )
         a.decisions = requests
+        a.over = game.is_over(state)  # the requests are every seat's: kept for /legal too
         cached.legal = (state, version, listed)  # the next command checked against these
         if a.version // every > first[game_id].expected // every or cache.newly_over(game_id):
             a.snapshot = dump_json(codec.snapshot(state))

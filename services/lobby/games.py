@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Annotated, Any, Literal, NamedTuple
 
 import structlog
-from fastapi import APIRouter, Body, Query, WebSocket, WebSocketDisconnect
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Body, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocketState
@@ -29,6 +29,7 @@ from shared.contracts import (
     dump_json,
     load_json,
 )
+from shared.eventstore import PendingDecisions
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.redis_replies import text
@@ -108,28 +109,47 @@ async def send_command(
             "(see your legal commands). An optional command_id makes retries safe.",
         ),
     ],
+    request: Request,
     lobby: LobbyDep,
     authorization: Auth = None,
     legal: Annotated[
         bool, Query(description="Also answer your legal commands at the new version.")
     ] = False,
-) -> CommandOut:
+) -> Response:
     """Play a move for your seat: accepted with the game's new version (and, with
     ``?legal=true``, your legal commands from then on), or a 4xx with the rules' code and
     reason. A seat's WebSocket can send the same moves as ``command`` frames."""
-    claim = await lobby.claim(authorization, game_id)
-    return await play(lobby, game_id, claim.seat, command, legal)
+    limits: Limits = request.app.state.limits
+    client = client_of(request.scope)
+    try:
+        try:
+            claim = lobby.verified(authorization, game_id)
+        except ApiError:  # it draws on the client's rate too: a flood of them gets 429s
+            await limits.take("commands", client)
+            raise
+        with bound_contextvars(game=game_id, seat=claim.seat):
+            out = await play(Admission(lobby, limits, client, game_id, claim, True), command, legal)
+    except Refused as refused:
+        return refused.response()
+    return _json(out)
 
 
-async def play(
-    lobby: Lobby, game_id: str, seat: int, command: dict[str, Any], legal: bool = False
-) -> CommandOut:
-    """One move of a seat already checked, over HTTP: the engine's answer, or an
-    :class:`ApiError` with the rules' code (nothing changed)."""
-    envelope = envelope_of(game_id, seat, command)
-    if command.get("command_id"):  # the client's own id: a retry must be the same command
-        await lobby.check_reuse(envelope)
-    return await run(lobby, envelope, legal)
+async def play(admission: Admission, command: dict[str, Any], legal: bool) -> CommandOut:
+    """One move over HTTP, admitted (:class:`Admission`: the rate, the seat and the id
+    checked, and on one Redis sent and answered in the same round trip): the engine's
+    answer, or an :class:`ApiError` with the rules' code (nothing changed)."""
+    envelope, result = await admission.admit(command)
+    if result is None:
+        with _command_bound(envelope):
+            result = await admission.lobby.execute(envelope)
+    return await answer(admission.lobby, envelope, result, legal)
+
+
+def _json(model: BaseModel) -> Response:
+    """``model`` as the route's JSON answer: the model is built from values already checked,
+    so FastAPI's validation of it against the response model again is skipped (the hot
+    routes of an HTTP move, issue 24)."""
+    return Response(model.model_dump_json(), media_type="application/json")
 
 
 def envelope_of(game_id: str, seat: int, command: dict[str, Any]) -> CommandEnvelope:
@@ -155,19 +175,6 @@ def _parsed(game_id: str, seat: int, command: dict[str, Any]) -> CommandEnvelope
         return envelope_of(game_id, seat, command)
     except ApiError as e:
         return e
-
-
-async def run(lobby: Lobby, envelope: CommandEnvelope, legal: bool = False) -> CommandOut:
-    """A command admitted (seat, rate and id checked), over HTTP or a socket: the engine's
-    answer, or an :class:`ApiError` with the rules' code (nothing changed)."""
-    with _bound(envelope):
-        result = await lobby.execute(envelope)
-    return await answer(lobby, envelope, result, legal)
-
-
-def _bound(envelope: CommandEnvelope) -> Any:
-    """The command's game, id and seat on the log lines while it is sent and answered."""
-    return bound_contextvars(game=envelope.game_id, command=envelope.command_id, seat=envelope.seat)
 
 
 @contextlib.contextmanager
@@ -221,11 +228,11 @@ async def get_view(
 @router.get("/games/{game_id}/legal", response_model=LegalOut, responses=ERRORS)
 async def get_legal(
     game_id: Id, lobby: LobbyDep, authorization: Auth = None, after_version: AfterVersion = None
-) -> LegalOut:
+) -> Response:
     """Your seat's legal commands now (empty when you have nothing to decide), and whether
     the game is over."""
-    seat = (await lobby.claim(authorization, game_id)).seat
-    return await _legal(lobby, game_id, seat, after_version)
+    claim, pending = await lobby.claim_pending(authorization, game_id)
+    return _json(await _legal(lobby, game_id, claim.seat, after_version, pending))
 
 
 def _status(code: str, kind: str) -> int:
@@ -237,9 +244,32 @@ def _status(code: str, kind: str) -> int:
     return 422 if code in SHAPE_CODES else 409
 
 
-async def _legal(lobby: Lobby, game_id: str, seat: int, after: int | None) -> LegalOut:
-    """A seat's legal commands at ``after`` or later. With none, the game may be over: then
-    they are read at its last version, so that ``finished`` and ``version`` agree."""
+async def _legal(
+    lobby: Lobby,
+    game_id: str,
+    seat: int,
+    after: int | None,
+    pending: PendingDecisions | Literal["unread"] | None = "unread",
+) -> LegalOut:
+    """A seat's legal commands at ``after`` or later: those of the engine's decision
+    requests at the log's version, which its append keeps in the game's meta (``pending``,
+    read here unless given: one HMGET, never behind the log; issue 24, a projected view per
+    HTTP read cost the services most of an HTTP move). Else (none kept: an archived game, a
+    log moved in; a version the log has not reached) from the seat's view, as before."""
+    if isinstance(pending, str):
+        pending = await lobby.store.pending(game_id)
+    if pending is not None and (after is None or pending.version >= after):
+        legal = pending.legal(seat)
+        return LegalOut(
+            version=pending.version, seat=seat, legal_commands=legal, finished=pending.over
+        )
+    return await _legal_of_view(lobby, game_id, seat, after)
+
+
+async def _legal_of_view(lobby: Lobby, game_id: str, seat: int, after: int | None) -> LegalOut:
+    """A seat's legal commands at ``after`` or later, from its view. With none, the game may
+    be over: then they are read at its last version, so that ``finished`` and ``version``
+    agree."""
     view = await _view(lobby, game_id, seat, after)
     finished = False
     if not view["legal_commands"]:  # a game with a decision due is not over: no look-up
@@ -314,19 +344,15 @@ def _serialized(send: Callable[[str], Awaitable[None]]) -> Callable[[str], Await
     return one_at_a_time
 
 
-class SocketMoves:
-    """The moves a seat sends on its WebSocket, under the rules of ``POST /commands``: the
-    seat's holder checked at every move (a token whose holder left moves nothing), the
-    client's command rate, a reused command id refused. Each ``command`` frame is answered
-    on the socket, in the order sent, by
-
-    - ``{"type": "result", "command_id", "status": "accepted"|"duplicate", "version"}``;
-      the move's events and, when the seat must decide again, its ``decision`` frame (its
-      legal commands) come on the same socket, as every event does; or
-    - ``{"type": "error", "command_id", "status", "code", "message", "details"}``, with the
-      status and code ``POST /commands`` would answer (a frame that is not a command:
-      ``bad_frame``; a spectator's socket: ``not_seated``); nothing changed.
-    """
+class Admission:
+    """A seat's moves admitted under the rules of ``POST /commands``: the seat's holder
+    checked at every move (a token whose holder left moves nothing), the client's command
+    rate, a reused command id refused; on one Redis the checks, the send and the first wait
+    for the answer in one round trip. A socket's moves (:class:`SocketMoves`) and an HTTP
+    move (``rate_first``: a move out of tokens is refused for its rate before its seat, as
+    the rate limit of every other route is checked before its route runs) both go through
+    it: an HTTP move used to take four round trips (the rate, the seat, the send and its
+    wait), issue 24."""
 
     def __init__(
         self,
@@ -335,44 +361,16 @@ class SocketMoves:
         client: str,
         game_id: str,
         claim: SeatClaim | None,
-        send: Callable[[str], Awaitable[None]],
+        rate_first: bool = False,
     ) -> None:
         self.lobby, self.limits, self.client = lobby, limits, client
-        self.game_id, self.claim, self.send = game_id, claim, send
-        self.idle = asyncio.Event()  # no move between its frame and its answer
-        self.idle.set()
+        self.game_id, self.claim, self.rate_first = game_id, claim, rate_first
         # Moves go in one round trip with their checks (on one Redis) until one is refused:
         # a refused move closes the connection its wait blocked, so the moves after it go
         # the two-trip way until one passes.
         self.one_trip = lobby.sender.one_trip
 
-    async def frame(self, text: str) -> None:
-        """Answer one frame the client sent."""
-        self.idle.clear()
-        command_id = None
-        try:
-            command = _command_of(text)
-            command_id = command.get("command_id")
-            envelope, result = await self._admit(command)
-            if result is None:
-                with _command_bound(envelope):
-                    result = await self.lobby.execute(envelope)
-            version = accepted(envelope, result)  # CommandOut's fields, without the model
-            answered = {
-                "status": result.status,
-                "version": version,
-                "command_id": envelope.command_id,
-            }
-            await self.send(dump_json({"type": "result", **answered}))
-        except ApiError as e:
-            await self._error(e.status, e.code, e.message, e.details, command_id)
-        except Refused as e:
-            details = {} if e.retry_after_s is None else {"retry_after_s": e.retry_after_s}
-            await self._error(e.status, e.code, e.message, details, command_id)
-        finally:
-            self.idle.set()
-
-    async def _admit(self, command: dict[str, Any]) -> tuple[CommandEnvelope, CommandResult | None]:
+    async def admit(self, command: dict[str, Any]) -> tuple[CommandEnvelope, CommandResult | None]:
         """The command, from the seat still held by this socket's token (and the token
         alive), with a token left in the client's bucket and its id not reused, refused in
         the order ``POST /commands`` refuses (seat, rate, shape, id); with the engine's
@@ -417,6 +415,16 @@ class SocketMoves:
             wait = self.limits.unchecked(wait)
         return text(reply), wait
 
+    async def _check_rate(self, verdict: str, wait: Any, checked: CommandEnvelope | None) -> None:
+        """:class:`Refused` (429) if the bucket had no token left (the command's id digest,
+        stored by the checks, forgotten: the command goes no further)."""
+        try:
+            self.limits.check("commands", self.client, wait)
+        except Refused:
+            if checked is not None and verdict == "set":
+                await self.lobby.forget_digest(checked)
+            raise
+
     async def _refuse(
         self,
         verdict: str,
@@ -428,16 +436,14 @@ class SocketMoves:
         bucket's) refuse it: its refusal is raised. A seat not cached is checked the slow
         way (SQL, then cached), and so is the id of its command."""
         assert self.claim is not None
+        if self.rate_first:
+            await self._check_rate(verdict, wait, checked)
         if verdict == "not_seated":
             raise not_seated(self.claim.seat)
         if verdict == "unknown":  # the seat is not cached: SQL, then cached
             await self.lobby.check_holder(self.claim)
-        try:
-            self.limits.check("commands", self.client, wait)
-        except Refused:
-            if checked is not None and verdict == "set":
-                await self.lobby.forget_digest(checked)
-            raise
+        if not self.rate_first:
+            await self._check_rate(verdict, wait, checked)
         if isinstance(parsed, ApiError):
             raise parsed
         if verdict == "reused" and checked is not None:
@@ -445,6 +451,59 @@ class SocketMoves:
         if verdict == "unknown" and checked is not None:
             await self.lobby.check_reuse(checked)
         return parsed
+
+
+class SocketMoves(Admission):
+    """The moves a seat sends on its WebSocket (:class:`Admission`). Each ``command`` frame
+    is answered on the socket, in the order sent, by
+
+    - ``{"type": "result", "command_id", "status": "accepted"|"duplicate", "version"}``;
+      the move's events and, when the seat must decide again, its ``decision`` frame (its
+      legal commands) come on the same socket, as every event does; or
+    - ``{"type": "error", "command_id", "status", "code", "message", "details"}``, with the
+      status and code ``POST /commands`` would answer (a frame that is not a command:
+      ``bad_frame``; a spectator's socket: ``not_seated``); nothing changed.
+    """
+
+    def __init__(
+        self,
+        lobby: Lobby,
+        limits: Limits,
+        client: str,
+        game_id: str,
+        claim: SeatClaim | None,
+        send: Callable[[str], Awaitable[None]],
+    ) -> None:
+        super().__init__(lobby, limits, client, game_id, claim)
+        self.send = send
+        self.idle = asyncio.Event()  # no move between its frame and its answer
+        self.idle.set()
+
+    async def frame(self, text: str) -> None:
+        """Answer one frame the client sent."""
+        self.idle.clear()
+        command_id = None
+        try:
+            command = _command_of(text)
+            command_id = command.get("command_id")
+            envelope, result = await self.admit(command)
+            if result is None:
+                with _command_bound(envelope):
+                    result = await self.lobby.execute(envelope)
+            version = accepted(envelope, result)  # CommandOut's fields, without the model
+            answered = {
+                "status": result.status,
+                "version": version,
+                "command_id": envelope.command_id,
+            }
+            await self.send(dump_json({"type": "result", **answered}))
+        except ApiError as e:
+            await self._error(e.status, e.code, e.message, e.details, command_id)
+        except Refused as e:
+            details = {} if e.retry_after_s is None else {"retry_after_s": e.retry_after_s}
+            await self._error(e.status, e.code, e.message, details, command_id)
+        finally:
+            self.idle.set()
 
     async def _error(
         self, status: int, code: str, message: str, details: dict[str, Any], command_id: Any

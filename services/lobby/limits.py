@@ -132,15 +132,16 @@ class Limits:
 
 
 def rate_kind(method: str, path: str) -> str | None:
-    """Which rate a request draws on: joins (a table made or joined, a queue ticket),
-    commands, or none."""
+    """Which rate a request draws on here: joins (a table made or joined, a queue ticket),
+    or none. A command's (``POST /games/{id}/commands``) is taken by its route, in the
+    round trip that checks its seat and sends it (``games.Admission``), before anything
+    else is checked but its token's signature; a request refused for its token draws on it
+    there too."""
     if method != "POST":
         return None
     parts = path.strip("/").split("/")
     if parts in (["tables"], ["queue"]) or (len(parts) == 3 and parts[::2] == ["tables", "join"]):
         return "joins"
-    if len(parts) == 3 and parts[::2] == ["games", "commands"]:
-        return "commands"
     return None
 
 

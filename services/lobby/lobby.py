@@ -22,7 +22,7 @@ from shared.bus import Broker, CommandSender, Keys
 from shared.bus.admission import SCRIPTS as SEAT_SCRIPTS
 from shared.bus.scripts import Script
 from shared.contracts import CommandEnvelope, CommandResult, key_json
-from shared.eventstore import Archive, EventStore
+from shared.eventstore import Archive, EventStore, PendingDecisions, pending_of
 from shared.games import api
 from shared.httpapi import ApiError, game_named
 from shared.redis_replies import text
@@ -110,6 +110,30 @@ class Lobby:
         """The seat a bearer token proves at ``table_id``: 401 if it is missing, forged or
         expired; 403 if it is another table's, or if its holder no longer holds the seat (they
         left, or someone took it since): a signature alone would outlive the holder."""
+        claim = self.verified(authorization, table_id)
+        await self.check_holder(claim)
+        return claim
+
+    async def claim_pending(
+        self, authorization: str | None, game_id: str
+    ) -> tuple[tokens.SeatClaim, PendingDecisions | None]:
+        """:meth:`claim`, and the game's pending decisions (``EventReader.pending``) read in
+        the same round trip as the seat's holder: ``GET /legal`` in one round trip. A seat
+        not cached is checked the slow way (:meth:`check_holder`)."""
+        claim = self.verified(authorization, game_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(self.keys.holders(game_id), str(claim.seat))
+            self.store.pending_in(pipe, game_id)
+            cached, reply = await pipe.execute()
+        if cached is None:
+            await self.check_holder(claim)
+        elif (holder := text(cached)) == NO_HOLDER or holder != claim.holder:
+            raise not_seated(claim.seat)
+        return claim, pending_of(reply)
+
+    def verified(self, authorization: str | None, table_id: str) -> tokens.SeatClaim:
+        """The seat a bearer token claims at ``table_id`` (its holder not checked yet): 401
+        if it is missing, forged or expired; 403 if it is another table's."""
         if not authorization or not authorization.startswith("Bearer "):
             raise ApiError(401, "missing_token", "send 'Authorization: Bearer <seat token>'")
         try:
@@ -118,7 +142,6 @@ class Lobby:
             raise ApiError(401, e.code, e.message) from None
         if claim.table_id != table_id:
             raise ApiError(403, "wrong_table", "this seat token belongs to another table")
-        await self.check_holder(claim)
         return claim
 
     async def check_holder(self, claim: tokens.SeatClaim) -> None:

@@ -292,9 +292,7 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
         left: Any = Seats(players={claim.seat: LEFT}).to_mapping()
         async with lobby.redis.pipeline(transaction=False) as pipe:  # the bot players' books
             pipe.hset(lobby.keys.seats(table_id), mapping=left)  # read the seat again
-            await seat_changed(
-                lobby.sender.broker, pipe, lobby.keys.seat_changes(), table_id, claim.seat
-            )
+            await seat_changed(lobby.sender.broker, pipe, lobby.keys, table_id, claim.seat)
             await pipe.execute()
         view = await lobby.views.read(table_id, claim.seat, VIEW_WAIT_S)
         if view is not None and view["legal_commands"]:  # its decision is due now

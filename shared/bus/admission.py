@@ -18,19 +18,28 @@ from .faststream_ext import BODY
 from .scripts import Library, Script
 
 # take(bucket, tokens per second, burst): the seconds to wait before a token is there (0: one
-# was taken). Redis's clock, so replicas agree on the time.
+# was taken). Redis's clock, so replicas agree on the time. The bucket is one string,
+# "tokens at", written with its TTL by one SET (a hash took an HSET and an EXPIRE: one more
+# command on every move); a bucket of another type (a hash an older lobby wrote, for at most
+# its TTL) reads as full, as a missing one does, and is replaced.
 _BUCKET = """
 local function take(key, rate, burst)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-  local bucket = redis.call('HMGET', key, 'tokens', 'at')
-  local tokens = tonumber(bucket[1]) or burst
-  local at = tonumber(bucket[2]) or now
+  local held = redis.pcall('GET', key)
+  local tokens, at = burst, now
+  if type(held) == 'string' then
+    local space = string.find(held, ' ', 1, true)
+    if space then
+      tokens = tonumber(string.sub(held, 1, space - 1)) or burst
+      at = tonumber(string.sub(held, space + 1)) or now
+    end
+  end
   tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
   local wait = 0
   if tokens >= 1 then tokens = tokens - 1 else wait = (1 - tokens) / rate end
-  redis.call('HSET', key, 'tokens', tostring(tokens), 'at', tostring(now))
-  redis.call('EXPIRE', key, math.ceil(burst / rate) + 1)
+  local ttl = math.ceil(burst / rate) + 1
+  redis.call('SET', key, tostring(tokens) .. ' ' .. tostring(now), 'EX', ttl)
   return wait
 end
 """

@@ -287,7 +287,7 @@ class NodePipeline(ClusterPipeline):
             queue = list(self._execution_strategy._command_queue)  # type: ignore[attr-defined]
             groups = await self._by_node(queue)
             if len(groups) <= 1:
-                return await super().execute(raise_on_error, allow_redirections)
+                return await self._one_node(queue, raise_on_error, allow_redirections)
             await self.reset()  # type: ignore[no-untyped-call]
             parts = []
             for commands in groups:
@@ -310,6 +310,21 @@ class NodePipeline(ClusterPipeline):
             return replies
         finally:
             _IN_COMMAND.reset(token)
+
+    async def _one_node(
+        self, queue: list[Any], raise_on_error: bool, allow_redirections: bool
+    ) -> Any:
+        """A pipeline for one node, sent as redis-py sends it; but the node's fault (away,
+        timed out) is, unless raised for, the reply of each command, as it is in a pipeline
+        for several nodes. It was raised: the engines' lease round, whose first pipeline
+        holds the heartbeat alone (one global key), raised while that key's shard was away,
+        and an engine started then took no partition of any shard (issue 25)."""
+        try:
+            return await super().execute(raise_on_error, allow_redirections)
+        except Exception as error:
+            if raise_on_error:
+                raise
+            return [error] * len(queue)
 
     async def _by_node(self, queue: list[Any]) -> list[list[Any]]:
         """The queued commands by the node they go to, each group in order (those whose

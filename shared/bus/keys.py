@@ -93,6 +93,15 @@ class Keys:
         old key ``<prefix>:viewwants`` is no longer read, see ``shared.bus.wants``)."""
         return f"{self._p(p)}:viewwants"
 
+    def seat_changes(self, p: int) -> str:
+        """The partition's seats of running games whose player changed (a human left: a
+        ``shared.contracts.SeatChange``), for the bot players' books of who plays each seat.
+        Per partition, so a shard away holds up only its own games' changes (issue 25: one
+        global stream on one shard held a bot player's start, and every leave, while that
+        shard was away; its old key ``<prefix>:seatchanges`` is no longer read, see
+        ``shared.bus.seat_changes``)."""
+        return f"{self._p(p)}:seatchanges"
+
     def rejections(self, p: int) -> str:
         return f"{self._p(p)}:rejections"
 
@@ -134,6 +143,12 @@ class Keys:
 
     # Global
     def engines(self) -> str:
+        """The live engines' heartbeats (a sorted set: engine -> expiry), read whole at each
+        lease round to share the partitions out. Global (a membership read in one command),
+        and on no path a move waits for: a round whose heartbeat its shard fails shares out
+        as last seen and still renews and takes the leases of the shards that answer (issue
+        25; ``shared.bus.connection.NodePipeline`` makes a one-node pipeline's fault its
+        commands' replies, so a first round, the heartbeat alone, no longer raises)."""
         return f"{self.prefix}:engines"
 
     def matchmaker(self) -> str:
@@ -153,11 +168,6 @@ class Keys:
         :meth:`deadlines`: the bot player moves what it finds there to their partitions'
         (for one version: a lobby or bot player not yet upgraded still writes here)."""
         return f"{self.prefix}:deadlines"
-
-    def seat_changes(self) -> str:
-        """The seats of running games whose player changed (a human left: a
-        ``shared.contracts.SeatChange``), for the bot players' books of who plays each seat."""
-        return f"{self.prefix}:seatchanges"
 
     def all_partitions(self) -> range:
         return range(self.partitions)

@@ -27,6 +27,20 @@ async def newest_ids(redis: Redis, streams: Sequence[str]) -> dict[str, str]:
     return {s: (text(t[0][0]) if t else EMPTY) for s, t in zip(streams, tails, strict=True)}
 
 
+async def tails_that_answer(redis: Redis, streams: Sequence[str]) -> dict[str, str | Exception]:
+    """Each stream's newest entry id (:data:`EMPTY` for one with none), or
+    the error its shard answered (away, refusing): one pipeline for all, each shard's part
+    on its own on a cluster, so the streams of the shards that answer are followed now."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for stream in streams:
+            pipe.xrevrange(stream, count=1)
+        tails: list[Any] = await pipe.execute(raise_on_error=False)
+    return {
+        s: t if isinstance(t, Exception) else (text(t[0][0]) if t else EMPTY)
+        for s, t in zip(streams, tails, strict=True)
+    }
+
+
 Entry = tuple[bytes, dict[bytes, bytes]]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from redis.asyncio import Redis
 
@@ -56,6 +56,34 @@ class Finished:
     final_entry: str | None
 
 
+class PendingDecisions(NamedTuple):
+    """The decision requests every seat has at a game's version, as the append that made
+    the version kept them in the game's meta (the engine's own requests: each seat's legal
+    commands, nothing hidden from that seat), and whether the game is over."""
+
+    version: int
+    over: bool
+    requests: list[dict[str, Any]]
+
+    def legal(self, seat: int) -> list[dict[str, Any]]:
+        """The seat's legal commands (empty: it has nothing to decide). A seat with two
+        requests at once has the same commands in each: the rules' legal commands of the
+        seat."""
+        for request in self.requests:
+            if request["seat"] == seat:
+                legal: list[dict[str, Any]] = request["legal_commands"]
+                return legal
+        return []
+
+
+def pending_of(reply: Sequence[Any]) -> PendingDecisions | None:
+    """:meth:`EventReader.pending` of its read's reply."""
+    version, at, over, raw = reply
+    if raw is None or version is None or at != version:
+        return None
+    return PendingDecisions(int(version), over == b"1", load_json(raw))
+
+
 S = TypeVar("S")
 
 
@@ -92,6 +120,20 @@ class EventReader:
     async def version(self, game_id: str) -> int:
         raw = await self.redis.hget(self.keys.meta(game_id), "version")
         return int(raw) if raw else 0
+
+    async def pending(self, game_id: str) -> PendingDecisions | None:
+        """The decision requests of the game's version, from its meta in one round trip;
+        None when the meta keeps none at that version (no game, an archived one, a log
+        moved in, an append whose engine gave none): read the views then."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            self.pending_in(pipe, game_id)
+            (reply,) = await pipe.execute()
+        return pending_of(reply)
+
+    def pending_in(self, pipe: Any, game_id: str) -> None:
+        """Queue :meth:`pending`'s read on ``pipe``, whose reply :func:`pending_of` reads:
+        with another read in the same round trip (a seat's check)."""
+        pipe.hmget(self.keys.meta(game_id), ["version", "pending_version", "over", "pending"])
 
     async def versions(self, game_ids: Sequence[str]) -> dict[str, int]:
         """Each game's log version (0: no game in Redis), in one round trip."""

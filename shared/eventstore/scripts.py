@@ -32,19 +32,24 @@ _APPEND = (
 -- the results' ttl; then, for each append, the count of its arguments and they: 1 expected
 -- version, 2 command id, 3 game id, 4 entry id, 5 result json ('' : the caller publishes
 -- it, once replicas have the append), 6 the game's snapshot at the append's version (''
--- none: stored only with the append, never on a log that took other events), 7 event
--- count, then (public json, secret json or '') pairs, then decision requests, each as
--- (seat, due, deadline member, json). Each append names only the keys it writes, in
--- turn: 1 log, 2 partition events, 3 meta, 4 seen, 5 command stream, 6 decisions, 7 the
--- game's seats, 8 the partition's deadlines, 9 the bot player's requests; then 10 its
--- result, if it has a result json; then its
--- snapshot, if it has one; then, for a new game (expected version 0), the partition's
+-- none: stored only with the append, never on a log that took other events), 7 whether
+-- the decision requests are every seat's at the append's version ('' not given, '0' the
+-- game goes on, '1' it is over), 8 event count, then (public json, secret json or '')
+-- pairs, then decision requests, each as (seat, due, deadline member, json). Each append
+-- names only the keys it writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen,
+-- 5 command stream, 6 decisions, 7 the game's seats, 8 the partition's deadlines, 9 the
+-- bot player's requests; then 10 its result, if it has a result json; then its snapshot,
+-- if it has one; then, for a new game (expected version 0), the partition's
 -- games and archived games (keys are most of what a call carries: fewer to pack and send).
 -- The log keeps the secret beside the public event; the partition stream gets the public
 -- event only. A stale version is a conflict and writes nothing. Every decision request
 -- goes to the decisions stream (the sockets' readers); a human seat's starts its clock
 -- among the deadlines (due then, member [game, version, seat]); a bot's or a leaver's
 -- also goes to the bot player's stream; a seat no lobby seated (no entry) to neither.
+-- Given as every seat's, the requests are also kept in the game's meta ('pending': their
+-- JSON array; 'pending_version', the version they are at; 'over'): the legal commands an
+-- HTTP reader asks for, read in one HMGET, read-your-writes as the log is (the views
+-- projection's per-seat views are no longer made for them).
 local group, ttl = ARGV[2], ARGV[3]
 local function append(k, a, last)
   local expected = tonumber(ARGV[a + 1])
@@ -62,11 +67,11 @@ local function append(k, a, last)
   if version == 0 and redis.call('SISMEMBER', KEYS[games + 1], ARGV[a + 3]) == 1 then
     return nkeys, 'archived', '0'
   end
-  local n = tonumber(ARGV[a + 7])
+  local n = tonumber(ARGV[a + 8])
   local publics = {}
   for i = 0, n - 1 do
     version = version + 1
-    local public, secret = ARGV[a + 8 + 2 * i], ARGV[a + 9 + 2 * i]
+    local public, secret = ARGV[a + 9 + 2 * i], ARGV[a + 10 + 2 * i]
     if secret == '' then
       redis.call('XADD', KEYS[k + 1], version .. '-0', 'e', public)
     else
@@ -84,7 +89,8 @@ local function append(k, a, last)
   if snapshot then redis.call('HSET', snapshot, 'v', version, 's', ARGV[a + 6]) end
   if result then answer(result, ARGV[a + 5], ttl) end
   if ARGV[a + 4] ~= '' then redis.call('XACK', KEYS[k + 5], group, ARGV[a + 4]) end
-  for i = a + 8 + 2 * n, last, 4 do
+  local requests = {}
+  for i = a + 9 + 2 * n, last, 4 do
     local who = redis.call('HGET', KEYS[k + 7], ARGV[i])
     if who == 'human' then
       redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], ARGV[i + 2])
@@ -92,6 +98,11 @@ local function append(k, a, last)
       redis.call('XADD', KEYS[k + 9], '*', 'r', ARGV[i + 3])
     end
     redis.call('XADD', KEYS[k + 6], '*', 'r', ARGV[i + 3])
+    requests[#requests + 1] = ARGV[i + 3]
+  end
+  if ARGV[a + 7] ~= '' then
+    redis.call('HSET', KEYS[k + 3], 'pending_version', version, 'over', ARGV[a + 7],
+               'pending', '[' .. table.concat(requests, ',') .. ']')
   end
   return nkeys, 'ok', tostring(version)
 end

@@ -94,6 +94,10 @@ class Append:
     command_id: str = ""
     entry: tuple[int, str] | None = None  # (partition, command stream entry id) to acknowledge
     decisions: Sequence[Pending] = ()  # the decision requests at ``version``
+    # Whether ``decisions`` are every seat's at ``version`` (the game's state after the
+    # append) and the game is over: None, not given (an append before another of its game
+    # in the batch, a log moved in); then the game's meta keeps no pending requests for it.
+    over: bool | None = None
     seat: int | None = None  # the command's seat: its id is scoped to it (``command_key``)
     snapshot: str = ""  # the game's state JSON at ``version``, stored if the append is made
     # True: the append ends its game, and its entry is acknowledged when the game's end is
@@ -204,13 +208,14 @@ class EventStore(EventReader):
             if not a.expected:
                 keys += (games, archived)
             args += (
-                7 + 2 * len(events) + 4 * len(decisions),  # its argument count
+                8 + 2 * len(events) + 4 * len(decisions),  # its argument count
                 a.expected,
                 command_key(a.seat, command_id) if command_id else "",
                 a.game_id,
                 a.entry[1] if a.entry and not a.held else "",
                 result,
                 snapshot,
+                "" if a.over is None else "1" if a.over else "0",
                 len(events),
             )
             args += chain.from_iterable(events)  # (public, secret) pairs

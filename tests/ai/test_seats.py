@@ -64,7 +64,7 @@ async def test_a_following_book_reads_a_human_seat_once_and_again_once_it_is_nam
         await _seat(redis, keys, "g-follow", {0: LEFT, 1: LEFT})
         assert await book.players(both) == {("g-follow", 0): HUMAN, ("g-follow", 1): HUMAN}
         async with redis.pipeline(transaction=False) as pipe:
-            await seat_changed(broker, pipe, keys.seat_changes(), "g-follow", 1)
+            await seat_changed(broker, pipe, keys, "g-follow", 1)
             await pipe.execute()
 
         async def seen() -> bool:

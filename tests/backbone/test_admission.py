@@ -16,6 +16,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from shared.bus import CommandSender, Keys, connect
 from shared.bus.admission import SCRIPTS
 from shared.bus.connection import HiredisConnection
+from shared.bus.scripts import call
 from shared.contracts import CommandEnvelope, CommandResult
 
 GAME = "g-admit"
@@ -136,3 +137,20 @@ async def test_a_server_without_the_script_loads_it_and_the_move_is_answered(
     finally:
         await client.aclose()
         server.shutdown(save=False)
+
+
+async def test_a_take_writes_its_bucket_once_with_its_ttl_and_replaces_an_older_hash(
+    redis: Redis, keys: Keys
+) -> None:
+    """A token's take writes the bucket in one SET with its TTL (a string "tokens at", not
+    a hash and its EXPIRE: one command less a move); a bucket an older lobby left as a hash
+    is read as full and replaced, and the rate still holds: a burst of 2 at one token in
+    1,000 s lets two moves through and makes the third wait."""
+    bucket = f"{keys.prefix}:rate:commands:older"
+    await redis.hset(bucket, mapping={"tokens": "0", "at": "0"})
+    waits = [float(await call(redis, SCRIPTS["take"], [bucket], [0.001, 2])) for _ in range(3)]
+    assert waits[:2] == [0.0, 0.0] and waits[2] > 900, waits
+    assert await redis.type(bucket) in (b"string", "string")
+    tokens, at = (await redis.get(bucket)).split()
+    assert float(tokens) < 1 and float(at) > 1e9
+    assert 0 < await redis.ttl(bucket) <= 2001

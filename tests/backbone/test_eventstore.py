@@ -353,3 +353,29 @@ def test_the_stored_answer_of_an_append_is_a_command_result() -> None:
     expected = CommandResult(command_id="c-1", game_id="g-1", status="accepted", version=6)
     assert CommandResult.model_validate_json(stored_json) == expected
     assert stored_json == expected.model_dump_json()
+
+
+async def test_an_append_keeps_its_decision_requests_in_the_meta_at_its_version(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """The requests an append gives as every seat's are kept with its version and whether
+    the game is over (what HTTP's legal commands are answered from); a later append that
+    gives none leaves nothing read at its version (the reader falls back to the views)."""
+    store = EventStore(any_redis, keys)
+    events, _ = game_events("g-pending")
+    assert await store.pending("g-pending") is None  # no game
+    first = '{"seat":1,"version":3,"legal_commands":[{"type":"pass"}]}'
+    append = Append("g-pending", 0, encoded(events[:3]), "c1", decisions=[Pending(1, 9.5, first)])
+    append.over = False
+    await store.append(append)
+    pending = await store.pending("g-pending")
+    assert pending is not None and (pending.version, pending.over) == (3, False)
+    assert pending.legal(1) == [{"type": "pass"}] and pending.legal(0) == []
+    await store.append(Append("g-pending", 3, encoded(events[3:4]), "c2"))  # none given
+    assert await store.pending("g-pending") is None
+    ended = Append("g-pending", 4, encoded(events[4:5]), "c3")
+    ended.over = True
+    await store.append(ended)
+    pending = await store.pending("g-pending")
+    assert pending is not None
+    assert (pending.version, pending.over, pending.requests) == (5, True, [])

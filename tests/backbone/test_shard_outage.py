@@ -99,15 +99,16 @@ async def test_games_on_the_other_shards_go_on_while_one_shard_is_away(
         await _play_through_the_outage(cluster, client, keys, store, sender, "legacy_deadlines")
 
 
-@pytest.mark.parametrize("global_key", ["engines", "seat_changes"])
+@pytest.mark.parametrize("global_key", ["engines"])
 async def test_games_on_the_other_shards_go_on_while_a_global_keys_shard_refuses_writes(
     cluster: LocalCluster, global_key: str
 ) -> None:
     """A global key (no partition tag) lives on one shard: with durability on, that
     shard's replica away makes its master refuse writes (NOREPLICAS) for the whole node
-    timeout or longer. The engines' heartbeat and the seat changes must not stall the games
-    of the other shards meanwhile (the views' wants are per partition now: see
-    :func:`test_views_of_the_healthy_shards_are_projected_from_a_start_while_a_shard_is_away`)."""
+    timeout or longer. The engines' heartbeat must not stall the games of the other shards
+    meanwhile (the views' wants and the seat changes are per partition now: see
+    :func:`test_views_of_the_healthy_shards_are_projected_from_a_start_while_a_shard_is_away`
+    and :func:`test_a_bot_player_started_while_a_shard_is_away_plays_the_other_shards_games`)."""
     keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
     client: Any = connect(cluster.url)
     store = EventStore(client, keys)
@@ -286,30 +287,105 @@ async def test_a_node_back_after_a_failover_is_sent_its_data_at_once(
 async def test_a_bot_player_started_while_its_streams_master_is_away_serves_after_the_failover(
     cluster: LocalCluster,
 ) -> None:
-    """The bot player reads the seat changes' tail at its start: one key, on one shard.
-    Started while that shard's master was killed (not yet failed over: connections
-    refused), it raised from its start and served no more in that process (the chaos run:
-    every bot game stuck at its first decision). It waits for the shard now, and serves once
-    its replica has taken over."""
+    """The bot player reads the seat changes' tails at its start. Started while a shard's
+    master was killed (not yet failed over: connections refused), it raised from its start
+    and served no more in that process (the chaos run: every bot game stuck at its first
+    decision). It starts with the partitions that answer now, and follows the seat changes
+    of the others once that shard's replica has taken over (all of them: ``following``)."""
     keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
     client: Any = connect(cluster.url)
     await client.ping()
     stop = asyncio.Event()
     player = BotPlayer(client, keys, settings_for(keys, bot_think_ms=0))
 
-    async def serving() -> bool:
-        return player.seats._changes is not None or task.done()
+    async def following() -> bool:
+        return player.seats.following or task.done()
 
-    cluster.kill(client.get_node_from_key(keys.seat_changes()).port)
+    cluster.kill(client.get_node_from_key(keys.seat_changes(0)).port)
     task = asyncio.create_task(player.run(stop))
     try:
         with structlog.testing.capture_logs():
-            await wait_for(serving, timeout_s=120)
+            await wait_for(following, timeout_s=120)
         assert not task.done(), task.exception()
     finally:
         stop.set()
         await asyncio.gather(task, return_exceptions=True)
         await client.aclose()
+
+
+async def test_an_engine_started_while_the_heartbeats_shard_is_away_serves_the_other_shards(
+    cluster: LocalCluster,
+) -> None:
+    """The engines' heartbeat is one key (``Keys.engines``) on one shard. An engine's first
+    lease round sends it alone (no lease held yet): redis-py raised that shard's fault for
+    the whole pipeline, the round failed before taking any lease, and an engine started
+    while that shard was away (master and replica killed: no failover) served no partition
+    of any shard. A node away is the reply of its commands in a pipeline for one node too
+    now (``shared.bus.connection.NodePipeline``): the round goes on and takes the others."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    sender = CommandSender(client, keys)
+    try:
+        await client.ping()
+        away = client.get_node_from_key(keys.engines()).port
+        games = [
+            game
+            for game in (f"g-{uuid.uuid4().hex[:6]}-{i}" for i in range(200))
+            if client.get_node_from_key(keys.log(game)).port != away
+        ][:3]
+        cluster.kill(_replica_of(cluster, away))
+        cluster.kill(away)  # no failover: the shard stays away
+        with structlog.testing.capture_logs():
+            async with running_engine(client, keys, durability_replicas=1):
+                for game in games:
+                    result = await sender.execute(create_game(game), timeout_s=60)
+                    assert result.status == "accepted", result
+    finally:
+        await client.aclose()
+
+
+async def test_a_bot_player_started_while_a_shard_is_away_plays_the_other_shards_games(
+    cluster: LocalCluster,
+) -> None:
+    """The bot player (with the engine and the views projection) started while a shard is
+    away (its master and replica killed: no failover) plays the games of the other shards:
+    their bot seats, and the human seats whose clock runs out. The seat changes were one
+    stream on one shard (``<prefix>:seatchanges``, the shard killed here), whose tail the
+    bot player reads before it answers anything: it waited for that shard, and no game of
+    any shard moved while it was away (issue 25). They are a stream per partition now (the
+    games here: on the healthy shards' last partitions, read after those of the shard away)."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    store = EventStore(client, keys)
+    sender = CommandSender(client, keys)
+    try:
+        await client.ping()
+        away = client.get_node_from_key(f"{keys.prefix}:seatchanges").port  # the old key's
+        last = [
+            p
+            for p in reversed(keys.all_partitions())
+            if client.get_node_from_key(keys.commands(p)).port != away
+        ][:4]
+        games = [_game_on(keys, p) for p in last]
+        seats = Seats({0: HUMAN, 1: f"{BOT_PREFIX}random", 2: f"{BOT_PREFIX}random"}, DEADLINE_S)
+        cluster.kill(_replica_of(cluster, away))
+        cluster.kill(away)  # no failover: the shard stays away
+        with structlog.testing.capture_logs():
+            async with pipeline_running(client, keys):
+                for game in games:
+                    await client.hset(keys.seats(game), mapping=seats.to_mapping())
+                    result = await sender.execute(create_game(game), timeout_s=30)
+                    assert result.status == "accepted", result
+                created = {game: await store.version(game) for game in games}
+                await _advanced(store, created, ADVANCE)  # moves, not the create's events
+    finally:
+        await client.aclose()
+
+
+def _game_on(keys: Keys, p: int) -> str:
+    """A new game id on partition ``p``."""
+    head = f"g{p}-{uuid.uuid4().hex[:6]}-"
+    return next(f"{head}{i}" for i in range(100_000) if keys.partition(f"{head}{i}") == p)
 
 
 async def test_views_of_the_healthy_shards_are_projected_from_a_start_while_a_shard_is_away(

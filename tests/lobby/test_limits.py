@@ -145,3 +145,23 @@ async def test_bursts_past_a_clients_rates_get_429_with_retry_after_then_are_ser
     assert socket_refusal[0] == 4429 and socket_refusal[1].startswith("rate_limited")
     assert table_again.is_success
     assert move_again.status_code not in (429, 500)
+
+
+async def test_moves_refused_for_their_token_or_seat_draw_on_the_rate_too(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A move's rate is taken by its route (with its seat's check and its send, in one
+    round trip), not before the route: a flood of moves with a forged token still runs out
+    of the client's tokens (429, not 401 forever), and once out, a real seat's move is
+    refused for its rate before its seat is looked at (nothing sent)."""
+    rates = {"command_rate": "0.2", "command_burst": "2", "join_rate": "100", "join_burst": "100"}
+    async with running_lobby(redis_url, keys, database_url, tmp_path, **rates) as client:
+        game_id, token = await _started_table(client)
+        path, move = f"/games/{game_id}/commands", {"type": "no_such_command"}
+        forged = {"Authorization": "Bearer " + token[:-2] + ("AA" if token[-2:] != "AA" else "BB")}
+        answers = [await client.post(path, json=move, headers=forged) for _ in range(3)]
+        real = await client.post(path, json=move, headers=bearer(token))
+    assert [a.status_code for a in answers[:2]] == [401, 401]
+    _refused(answers[2], 429, "rate_limited")
+    _refused(real, 429, "rate_limited")
+    assert int(real.headers["Retry-After"]) >= 1

@@ -80,9 +80,8 @@ def bus_counted(
     ):
         for name, labels, value in found.get(family, []):
             if name.endswith("_total"):
-                # a partition stream's channel, not a stream; or a stream of no partition
-                one_stream = labels[label] == keys.seat_changes()
-                assert labels[label].startswith(head) or one_stream, labels
+                # a partition stream's channel, not a stream
+                assert labels[label].startswith(head), labels
                 kind = labels[label].removeprefix(head)
                 out[what or labels["status"], labels["app_name"], kind] += int(value)
     return out
