@@ -133,6 +133,8 @@ class Human:
         self.answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.waiting: dict[int, asyncio.Future[float]] = {}  # a version after -> its arrival
         self.over = asyncio.Event()
+        self.moves = 0  # the moves seen, every seat's: runs of events of one command
+        self._cause: str | None = None
 
     async def read(self) -> None:
         try:
@@ -145,6 +147,7 @@ class Human:
                     self.answers.put_nowait(frame)
                 else:
                     self._arrived(frame["version"], time.perf_counter())
+                    self._count(frame.get("causation_id"))
         finally:
             self.over.set()
 
@@ -153,6 +156,12 @@ class Human:
             future = self.waiting.pop(after)
             if not future.done():
                 future.set_result(at)
+
+    def _count(self, cause: str | None) -> None:
+        """A move seen: an event of another command than the last event's."""
+        if cause is not None and cause != self._cause:
+            self._cause = cause
+            self.moves += 1
 
     def expect(self, after: int) -> asyncio.Future[float]:
         """When the first event after version ``after`` reaches this socket."""
@@ -250,9 +259,12 @@ async def live_tables(
         rss_tables = server_rss_bytes(pid)
         tally.measuring = True
         started, used = time.perf_counter(), usage(pid)
+        seen = sum(h.moves for seated in humans for h in seated[:1])
         await asyncio.sleep(seconds)
         tally.measuring = False
-        elapsed, cost = time.perf_counter() - started, usage(pid).per(used, tally.moves)
+        seen = sum(h.moves for seated in humans for h in seated[:1]) - seen
+        elapsed, usage_after = time.perf_counter() - started, usage(pid)
+        cost = usage_after.per(used, tally.moves)
         spectators = [
             await sockets.enter_async_context(websockets.connect(f"{ws_base}/games/{table}/ws"))
             for table, _ in made
@@ -282,8 +294,28 @@ async def live_tables(
             cost["server_cpu_ms_per_move"] * tally.moves / 1000 / elapsed, 2
         ),
         **(cost if plan.humans == plan.seats else {}),  # with bots, not all moves are timed
+        **per_table_second(usage_after.per(used, round(tables * elapsed))),
+        "all_moves": seen,  # every seat's, bots' included, as the first human's socket saw
+        "cpu_ms_per_move": {
+            part: value
+            for part, value in usage_after.per(used, seen).items()
+            if part.endswith("cpu_ms_per_move")
+        },
         "memory_per_table_kb": round((rss_tables - rss_before) / tables / 1024, 1),
         "memory_per_socket_kb": round((rss_sockets - rss_tables) / tables / 1024, 1),
+    }
+
+
+def per_table_second(cost: dict[str, Any]) -> dict[str, Any]:
+    """The server's CPU per live table and second (``cost``: :meth:`Usage.per` with table
+    seconds for units), whole and by part (the lobby process, the services child, Redis),
+    and its Redis commands per table-second: the figure that says how many tables the
+    machine carries, bots' moves and idle work included."""
+    parts = ("server", "lobby", "services", "redis")
+    return {
+        "cpu_ms_per_table_second": {p: cost[f"{p}_cpu_ms_per_move"] for p in parts},
+        "redis_commands_per_table_second": cost["redis_commands_per_move"],
+        "redis_commands_by_name_per_table_second": cost["redis_commands_by_name"],
     }
 
 

@@ -86,12 +86,14 @@ def server_rss_bytes(pid: int) -> int:
 
 @dataclass
 class Usage:
-    """A ``caravel up``'s counters at one moment: CPU seconds of its Python processes and
-    of its embedded Redis, and the calls of each Redis command so far."""
+    """A ``caravel up``'s counters at one moment: CPU seconds of its Python processes (and
+    of the first, the lobby, apart: the others are its children, the services) and of its
+    embedded Redis, and the calls of each Redis command so far."""
 
     python_s: float
     redis_s: float
     commands: Counter[str] = field(default_factory=Counter)
+    lobby_s: float = 0.0
 
     def per(self, earlier: Usage, units: int) -> dict[str, Any]:
         """CPU ms per unit (Python, Redis, total) and Redis commands per unit, by name,
@@ -99,9 +101,12 @@ class Usage:
         units = max(units, 1)
         python, store = self.python_s - earlier.python_s, self.redis_s - earlier.redis_s
         calls = self.commands - earlier.commands
+        lobby = self.lobby_s - earlier.lobby_s
         return {
             "server_cpu_ms_per_move": round(1000 * (python + store) / units, 3),
             "python_cpu_ms_per_move": round(1000 * python / units, 3),
+            "lobby_cpu_ms_per_move": round(1000 * lobby / units, 3),
+            "services_cpu_ms_per_move": round(1000 * (python - lobby) / units, 3),
             "redis_cpu_ms_per_move": round(1000 * store / units, 3),
             "redis_commands_per_move": round(calls.total() / units, 2),
             "redis_commands_by_name": {
@@ -113,14 +118,14 @@ class Usage:
 def usage(pid: int) -> Usage:
     """The counters of the ``caravel up`` at ``pid`` now (no Redis figures with an external
     Redis: it serves others too)."""
-    python = cpu_s(tree_pids(pid))
+    python, lobby = cpu_s(tree_pids(pid)), cpu_s([pid])
     store = embedded_redis(pid)
     if store is None:
-        return Usage(python, 0.0)
+        return Usage(python, 0.0, lobby_s=lobby)
     client = redis.Redis(unix_socket_path=store.socket)
     try:
         stats: Any = client.info("commandstats")
     finally:
         client.close()
     commands = Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
-    return Usage(python, cpu_s([store.pid]), commands)
+    return Usage(python, cpu_s([store.pid]), commands, lobby)

@@ -64,13 +64,14 @@ def seat_part(public: dict[str, Any], seat_view: dict[str, Any]) -> dict[str, An
 
 
 async def read_view(
-    redis: Redis, keys: Keys, game_id: str, seat: int | None
+    redis: Redis, keys: Keys, game_id: str, seat: int | None, at_least: int = 0
 ) -> dict[str, Any] | None:
-    """A game's projected view for a seat (``None``: a spectator), or None if unknown. Its
-    ``version`` is the version of the game's log it shows."""
+    """A game's projected view for a seat (``None``: a spectator), or None if unknown (or,
+    with ``at_least``, older than that version: not parsed, as a waiter reads it only to
+    wait on). Its ``version`` is the version of the game's log it shows."""
     fields = ["version", "public"] + ([f"seat:{seat}"] if seat is not None else [])
     raw = await redis.hmget(keys.view(game_id), fields)
-    if raw[1] is None:
+    if raw[1] is None or (at_least and int(raw[0] or 0) < at_least):
         return None
     part = load_json(raw[2]) if seat is not None and raw[2] is not None else None
     view = assemble(load_json(raw[1]), part)
@@ -139,29 +140,47 @@ class ViewWaiter:
             log.warning("views not asked for, for now", game=game_id, error=str(error))
         if logged is not None:
             version = max(version, logged)
-        view = await read_view(self.redis, self.keys, game_id, seat)
-        if view is None and refused is not None:
-            raise refused  # a game never projected, or none: say neither, a 503 to retry
-        if _reached(view, version) or wait_s <= 0 or version == 0:
-            if view is None:  # a miss: the next read asks again (see above)
-                self._asked.pop(game_id, None)
+        if not (refused is None and wait_s > 0 and version > 0 and self._following(game_id)):
+            view = await read_view(self.redis, self.keys, game_id, seat)
+            if view is None and refused is not None:
+                raise refused  # a game never projected, or none: say neither, a 503 to retry
+            if _reached(view, version) or wait_s <= 0 or version == 0:
+                if view is None:  # a miss: the next read asks again (see above)
+                    self._asked.pop(game_id, None)
+                return view
+            await self._follow(self.keys.partition(game_id))
+        # else its partition's updates are read already: the loop's first read is the read
+        # (a bot's request comes as its event does, and the projection has seldom written
+        # the view yet: two reads and two parses of a view too old were made per move)
+        view = await self._wait(game_id, seat, version, wait_s)
+        if view is not None:
             return view
-        await self._follow(self.keys.partition(game_id))
+        self._asked.pop(game_id, None)  # the ask may be lost: the next read asks again
+        return await read_view(self.redis, self.keys, game_id, seat)  # the newest there is
+
+    async def _wait(
+        self, game_id: str, seat: int | None, version: int, wait_s: float
+    ) -> dict[str, Any] | None:
+        """The view once it reaches ``version``, its partition's updates followed (None after
+        ``wait_s``). A view read too old is not parsed: only its version is looked at."""
         give_up = time.monotonic() + wait_s
         while (left := give_up - time.monotonic()) > 0:
             woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(game_id, set()).add(woken)
             try:  # waiting before the read: a view written after it wakes this one
-                view = await read_view(self.redis, self.keys, game_id, seat)
-                if _reached(view, version):
+                view = await read_view(self.redis, self.keys, game_id, seat, at_least=version)
+                if view is not None:
                     return view
                 await asyncio.wait_for(woken, left)
             except TimeoutError:
                 break
             finally:
                 self._forget(game_id, woken)
-        self._asked.pop(game_id, None)  # the ask may be lost: the next read asks again
-        return view
+        return None
+
+    def _following(self, game_id: str) -> bool:
+        """Whether the updates of the game's partition are read already (:meth:`_follow`)."""
+        return self.keys.view_updates(self.keys.partition(game_id)) in self._follower
 
     async def _ask(self, game_id: str, keep: bool) -> int | None:
         """Ask the projection for the game's views, unless this process asked within

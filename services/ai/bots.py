@@ -30,6 +30,9 @@ class Bot(Protocol):
     """One interface for every level, so the arena and the service treat them alike."""
 
     level: str
+    # True: it thinks for a budget (run in a thread); False: it answers at once (a pure
+    # Python pass the GIL would keep the loop waiting on in a thread anyway)
+    searches: bool
 
     def choose(
         self, observation: Observation, rng: random.Random, budget_s: float | None = None
@@ -49,6 +52,7 @@ class RandomBot:
     """A uniformly random legal command."""
 
     level = "random"
+    searches = False
 
     def choose(
         self, observation: Observation, rng: random.Random, budget_s: float | None = None
@@ -61,6 +65,7 @@ class GreedyBot:
     see, and the best one is played. It looks one decision ahead, no further."""
 
     level = "greedy"
+    searches = False
 
     def choose(
         self, observation: Observation, rng: random.Random, budget_s: float | None = None
@@ -82,6 +87,7 @@ class MctsBot:
     """
 
     level = "mcts"
+    searches = True
 
     def __init__(self, budget_s: float | None = None, max_iterations: int | None = None) -> None:
         self.budget_s = Settings().bot_think_ms / 1000 if budget_s is None else budget_s

@@ -6,14 +6,17 @@ import json
 import random
 import subprocess
 import sys
+import threading
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.ai import BOTS, MctsBot, bot
+from services.ai import BOTS, MctsBot, bot, service
 from services.ai.arena import arena
+from services.ai.bots import Bot
 from services.ai.mcts import Node, Search
 from services.ai.service import fallback_level
 from shared.games import age_of_discovery as aod
@@ -322,3 +325,32 @@ def test_a_navegador_search_spends_its_tree_on_the_bots_own_commands() -> None:
     sampled = search.sampler.sample(7)
     search.playout(sampled, float("inf"))
     assert not game.pending(sampled) or game.pending(sampled)[0] == api.Decision(seat, "turn")
+
+
+async def test_instant_bots_decide_on_the_loop_and_searches_in_a_thread() -> None:
+    """Greedy and random answer at once: they decide on the event loop's thread (a thread
+    for each cost a hand-over each way and the GIL kept the loop waiting all the same);
+    a search thinks in a thread of its own, the loop free between its slices."""
+    game = api.get("age_of_discovery")
+    state, _ = game.new_game(game.rules(game.default_ruleset), 2, 1)
+    seat = game.pending(state)[0].seat
+    observation = game.view(state, seat)
+    threads: dict[str, int] = {}
+
+    def recorded(level: str) -> Bot:
+        player = bot(level)
+        choose = player.choose
+
+        def choosing(*args: Any) -> dict[str, Any]:
+            threads[level] = threading.get_ident()
+            return choose(*args)
+
+        player.choose = choosing  # type: ignore[method-assign]
+        return player
+
+    for level in ("random", "greedy", "mcts"):
+        choice = await service._decided(recorded(level), observation, random.Random(1), 0.05)
+        assert choice in observation["legal_commands"]
+    here = threading.get_ident()
+    assert threads["random"] == threads["greedy"] == here
+    assert threads["mcts"] != here

@@ -35,6 +35,7 @@ async def test_the_move_path_benchmarks_play_moves(
         plan = Plan(seats=2, humans=2, think=(0.0, 0.05), watch_other=True)
         live = await live_tables(base, os.getpid(), 2, 1.0, plan)
         assert live["moves"] > 0 and live["refused"] == live["lost"] == 0, live
+        assert live["all_moves"] > 0, live  # every seat's moves, seen on the first socket
 
 
 def test_the_services_run_apart_play_moves_and_count_each_process() -> None:

@@ -427,6 +427,49 @@ async def test_a_partitions_projection_does_not_wait_for_another_partitions(
         assert await read_view(redis, keys, first, None) is None
 
 
+async def test_a_wait_on_a_followed_partition_reads_the_view_once_before_and_once_after(
+    keys: Keys,
+) -> None:
+    """A bot's request comes with its event, before the projection has written the view:
+    the read waits. With the partition's updates followed already (every wait after a
+    process's first on it), it reads the view once before waiting and once when woken, and
+    gets the view written meanwhile. It read three times (and parsed the first two views,
+    too old) before, per bot move. Counted on a Redis of the test's own (its
+    ``commandstats``: no other test's reads in them)."""
+    game_id = "g-twice"
+    async with OwnRedis() as server:
+        await server.start()
+        redis = connect(server.url)
+        waiter = ViewWaiter(redis, keys, service="test")
+        try:
+            await _write_view(redis, keys, game_id, 1)
+            assert (await waiter.read_at(game_id, 0, 2, 0.2))["version"] == 1  # type: ignore[index]
+            await redis.config_resetstat()
+            reading = asyncio.create_task(waiter.read_at(game_id, 0, 2, 10))
+            await asyncio.sleep(0.3)
+            assert not reading.done()
+            await _write_view(redis, keys, game_id, 2)
+            view = await asyncio.wait_for(reading, 10)
+            assert view == {"board": 2, "mine": 0, "version": 2}
+            stats: Any = await redis.info("commandstats")
+            assert stats["cmdstat_hmget"]["calls"] == 2
+        finally:
+            await waiter.close()
+            await redis.aclose()
+
+
+async def _write_view(redis: Redis, keys: Keys, game_id: str, version: int) -> None:
+    """A view at ``version`` written as the projection writes one (public part, seat 0's
+    part, the version), and announced on the partition's view updates."""
+    fields = {
+        "version": version,
+        "public": json.dumps({"board": version}),
+        "seat:0": json.dumps({"set": {"mine": 0}}),
+    }
+    await redis.hset(keys.view(game_id), mapping=fields)  # type: ignore[arg-type]
+    await redis.xadd(keys.view_updates(keys.partition(game_id)), {"g": game_id, "v": version})
+
+
 async def test_wants_streams_not_followed_are_logged_once_per_doubling_of_the_run(
     keys: Keys,
 ) -> None:
