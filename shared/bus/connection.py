@@ -38,6 +38,7 @@ from redis.asyncio.connection import (
 )
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError
 
 from shared.redis_replies import text as _text
@@ -63,9 +64,27 @@ class _Sends(AbstractConnection):
     "socket writes" of the pipeline's py-spy profiles. Here the command is written and, when
     the socket took all of it, that is the end of the send (``drain`` would not wait);
     only bytes left buffered are waited for, under the timeout, by redis-py's own send, as
-    are a connection not made yet or closing, a health check due, and a failed write."""
+    are a connection not made yet or closing, a health check due, and a failed write.
+
+    A connection closed under the send (redis-py's cluster client disconnects a node's
+    connections when one of its commands meets the node away, while other tasks send on
+    them) fails as a :class:`redis.exceptions.ConnectionError`, as a refused or reset one
+    does: on uvloop the write raised ``RuntimeError: unable to perform operation on
+    <TCPTransport closed=True ...>; the handler is closed`` (and without it,
+    ``AttributeError`` once the writer was dropped), which redis-py's cluster client does
+    not retry and the HTTP API answered 500 during a failover."""
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        try:
+            await self._send(command, check_health)
+        except (RuntimeError, AttributeError) as error:
+            if not _closed_under(error):
+                raise
+            await self.disconnect(nowait=True)
+            message = f"the connection was closed under a send: {error}"
+            raise RedisConnectionError(message) from error
+
+    async def _send(self, command: Any, check_health: bool) -> None:
         writer = self._writer
         if (
             writer is None
@@ -82,6 +101,15 @@ class _Sends(AbstractConnection):
             raise
         if writer.transport.get_write_buffer_size():  # the socket is full: wait, timed
             await super().send_packed_command([], False)
+
+
+def _closed_under(error: RuntimeError | AttributeError) -> bool:
+    """Whether a send's ``error`` is its connection's transport closed (uvloop) or its
+    writer dropped (redis-py's disconnect) while it wrote."""
+    text = str(error)
+    if isinstance(error, RuntimeError):
+        return "the handler is closed" in text or "closed=True" in text
+    return "'NoneType' object has no attribute" in text
 
 
 class WaitingPool(BlockingConnectionPool):

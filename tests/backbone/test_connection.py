@@ -6,11 +6,13 @@ import asyncio
 from typing import Any
 
 import pytest
+import uvloop
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError
 
 from shared.bus import Keys, connect, delete_namespace, ensure_group
 from shared.bus.connection import CLUSTER_SOCKET_TIMEOUT_S, HiredisConnection, WaitingPool
+from shared.bus.faults import transient
 from shared.bus.scripts import Library, call
 
 
@@ -147,3 +149,40 @@ async def test_a_waiting_pool_serves_every_caller_on_its_connections_and_wakes_w
         await other.delete(counter, queue)
         await other.aclose()
         await client.aclose()
+
+
+def _next_connection(client: Any, key: str) -> Any:
+    """The connection ``client``'s next command on ``key`` takes (a free one: it made one)."""
+    if isinstance(client, RedisCluster):
+        return client.get_node_from_key(key)._free[0]
+    return client.connection_pool._available_connections[-1]
+
+
+def test_a_connection_closed_under_a_send_on_uvloop_fails_as_a_connection_error(
+    any_redis_url: str, keys: Keys
+) -> None:
+    """A command whose connection another task closed while it was taken (redis-py's
+    cluster client disconnects a node's connections when one command meets the node away)
+    fails as a ``ConnectionError``, which a cluster client retries on a new connection and
+    the HTTP API answers 503, and the next command goes on. On uvloop, the services' loop,
+    the write raised ``RuntimeError: ... the handler is closed``: a 500 during failovers."""
+
+    async def main() -> list[Any]:
+        client: Any = connect(any_redis_url)
+        key, outcomes = f"{keys.prefix}:closed", []
+        try:
+            await client.set(key, "v")
+            for _ in range(3):
+                _next_connection(client, key)._writer.transport.close()  # as a disconnect does
+                try:
+                    outcomes.append(await client.get(key))
+                except Exception as error:  # what the caller would see
+                    outcomes.append(error)
+                assert await client.get(key) == b"v"  # and the client goes on
+        finally:
+            await client.delete(key)
+            await client.aclose()
+        return outcomes
+
+    for outcome in uvloop.run(main()):
+        assert outcome == b"v" or (isinstance(outcome, ConnectionError) and transient(outcome))
