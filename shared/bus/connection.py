@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlsplit
 import hiredis
 from redis._parsers.commands import AsyncCommandsParser
 from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, NodesManager, RedisCluster
 from redis.asyncio.connection import (
     AbstractConnection,
     Connection,
@@ -268,6 +268,10 @@ class ShardedCluster(RedisCluster):
 
     _slots_read_at = -math.inf  # when the slot map was last read (monotonic)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.nodes_manager.__class__ = _KeptNodes  # the one change: see its docstring
+
     async def initialize(self, *args: Any, **kwargs: Any) -> ShardedCluster:
         """Read the slot map, unless it was read within :data:`CLUSTER_SLOTS_REREAD_S`: a
         map just read is the one a re-read would give, and the commands on every node wait
@@ -301,6 +305,34 @@ class ShardedCluster(RedisCluster):
         if shard_hint or transaction:  # one slot's transaction, or redis-py's refusal
             return super().pipeline(transaction, shard_hint)
         return NodePipeline(self)  # type: ignore[abstract]  # redis-py's own makes one so
+
+
+class _KeptNodes(NodesManager):
+    """redis-py's record of the cluster's nodes, whose slot-map re-read keeps the
+    connections of every node still there in the same role.
+
+    redis-py marks every connection of every node for reconnecting at each re-read (in
+    case a connection's READONLY state went stale; this client never reads from replicas,
+    so none has any): while a master failed over, each re-read (every
+    :data:`CLUSTER_SLOTS_REREAD_S`) had every process reconnect all its connections to the
+    healthy nodes as well, a connect and a handshake each (the bot player holds one per
+    stream it follows: 128 on a cluster of 64 partitions), and closed them under the
+    commands in flight. A node that changed role (a master become a replica) or is gone
+    still has its connections closed."""
+
+    __slots__ = ()  # as redis-py's (a client's record is turned into this one in place)
+
+    def set_nodes(
+        self, old: dict[str, ClusterNode], new: dict[str, ClusterNode], remove_old: bool = False
+    ) -> None:
+        same = [
+            o for name, o in old.items() if name in new and o.server_type == new[name].server_type
+        ]
+        unmarked: list[Any] = [c for node in same for c in node._connections]
+        unmarked = [c for c in unmarked if not c.should_reconnect()]
+        super().set_nodes(old, new, remove_old)
+        for connection in unmarked:
+            connection.reset_should_reconnect()
 
 
 class NodePipeline(ClusterPipeline):

@@ -186,3 +186,27 @@ def test_a_connection_closed_under_a_send_on_uvloop_fails_as_a_connection_error(
 
     for outcome in uvloop.run(main()):
         assert outcome == b"v" or (isinstance(outcome, ConnectionError) and transient(outcome))
+
+
+async def test_a_slot_map_re_read_keeps_the_connections_of_nodes_that_did_not_change(
+    redis_cluster_url: str,
+) -> None:
+    """Reading the slot map again (after any command met a node away: every 0.5 s of a
+    failover) leaves the connections to the nodes it found unchanged as they were: redis-py
+    reconnected all of them, to every node, and closed them under the commands in flight."""
+    client: Any = connect(redis_cluster_url)
+    try:
+        await client.initialize()
+        masters = client.get_primaries()
+
+        async def ids() -> list[int]:
+            return [await client.execute_command("CLIENT ID", target_nodes=m) for m in masters]
+
+        before = await ids()
+        for _ in range(3):
+            client._initialize, client._slots_read_at = True, float("-inf")
+            await client.initialize()
+        assert client.get_primaries() == masters
+        assert await ids() == before
+    finally:
+        await client.aclose()
