@@ -316,9 +316,8 @@ class _KeptNodes(NodesManager):
     so none has any): while a master failed over, each re-read (every
     :data:`CLUSTER_SLOTS_REREAD_S`) had every process reconnect all its connections to the
     healthy nodes as well, a connect and a handshake each (the bot player holds one per
-    stream it follows: 128 on a cluster of 64 partitions), and closed them under the
-    commands in flight. A node that changed role (a master become a replica) or is gone
-    still has its connections closed."""
+    stream it follows: 128 on a cluster of 64 partitions). A node that changed role (a
+    master become a replica) or is gone still has its connections closed."""
 
     __slots__ = ()  # as redis-py's (a client's record is turned into this one in place)
 
