@@ -34,6 +34,7 @@ from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.redis_replies import text
 
+from . import lean
 from .catalog import schema_ref
 from .fanout import Decision
 from .limits import Limits, Refused, client_of
@@ -41,7 +42,7 @@ from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep, command_id_reused, not_se
 from .tokens import SeatClaim
 
 log = structlog.get_logger("caravel.lobby")
-router = APIRouter(tags=["games"])
+router = APIRouter(tags=["games"], route_class=lean.LeanRoute)
 
 # Rule violations of a command's shape (what the OpenAPI document describes): a 422. Every
 # other one is a conflict with the game's state (its turn, board, money): a 409, and so is a
@@ -132,6 +133,23 @@ async def send_command(
     except Refused as refused:
         return refused.response()
     return _json(out)
+
+
+@lean.lean(send_command)
+async def _lean_command(request: Request) -> Response | None:
+    """:func:`send_command` of a plainly valid request (:mod:`.lean`), else None."""
+    game_id, fields = lean.game_id(request), lean.query(request)
+    if game_id is None or fields is None or not fields.keys() <= {"legal"}:
+        return None
+    legal = fields.get("legal", "false")
+    if legal not in ("true", "false"):
+        return None
+    command = await lean.json_object(request)
+    if command is None:
+        return None
+    lobby: Lobby = request.app.state.lobby
+    authorization = request.headers.get("authorization")
+    return await send_command(game_id, command, request, lobby, authorization, legal == "true")
 
 
 async def play(admission: Admission, command: dict[str, Any], legal: bool) -> CommandOut:
@@ -233,6 +251,20 @@ async def get_legal(
     the game is over."""
     claim, pending = await lobby.claim_pending(authorization, game_id)
     return _json(await _legal(lobby, game_id, claim.seat, after_version, pending))
+
+
+@lean.lean(get_legal)
+async def _lean_legal(request: Request) -> Response | None:
+    """:func:`get_legal` of a plainly valid request (:mod:`.lean`), else None."""
+    game_id, fields = lean.game_id(request), lean.query(request)
+    if game_id is None or fields is None or not fields.keys() <= {"after_version"}:
+        return None
+    try:
+        after = lean.version(fields.get("after_version"))
+    except ValueError:
+        return None
+    lobby: Lobby = request.app.state.lobby
+    return await get_legal(game_id, lobby, request.headers.get("authorization"), after)
 
 
 def _status(code: str, kind: str) -> int:
