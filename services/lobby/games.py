@@ -129,7 +129,8 @@ async def send_command(
             await limits.take("commands", client)
             raise
         with bound_contextvars(game=game_id, seat=claim.seat):
-            out = await play(Admission(lobby, limits, client, game_id, claim, True), command, legal)
+            admission = Admission(lobby, limits, client, game_id, claim, True, legal)
+            out = await play(admission, command, legal)
     except Refused as refused:
         return refused.response()
     return _json(out)
@@ -160,7 +161,7 @@ async def play(admission: Admission, command: dict[str, Any], legal: bool) -> Co
     if result is None:
         with _command_bound(envelope):
             result = await admission.lobby.execute(envelope)
-    return await answer(admission.lobby, envelope, result, legal)
+    return await answer(admission.lobby, envelope, result, legal, admission.pending)
 
 
 def _json(model: BaseModel) -> Response:
@@ -208,13 +209,21 @@ def _command_bound(envelope: CommandEnvelope) -> Iterator[None]:
 
 
 async def answer(
-    lobby: Lobby, envelope: CommandEnvelope, result: CommandResult, legal: bool = False
+    lobby: Lobby,
+    envelope: CommandEnvelope,
+    result: CommandResult,
+    legal: bool = False,
+    pending: PendingDecisions | None = None,
 ) -> CommandOut:
-    """The engine's ``result`` of a command as :func:`run` answers it."""
+    """The engine's ``result`` of a command as :func:`run` answers it; ``pending``: the
+    game's pending decisions read with the answer (read again if none, or older)."""
     version = accepted(envelope, result)
     out = CommandOut(status=result.status, version=version, command_id=envelope.command_id)
     if legal and envelope.seat is not None:  # a seat's command: the lobby always gives one
-        out.legal = await _legal(lobby, envelope.game_id, envelope.seat, version)
+        read: PendingDecisions | Literal["unread"] = "unread"
+        if pending is not None and pending.version >= version:
+            read = pending
+        out.legal = await _legal(lobby, envelope.game_id, envelope.seat, version, read)
     return out
 
 
@@ -394,9 +403,14 @@ class Admission:
         game_id: str,
         claim: SeatClaim | None,
         rate_first: bool = False,
+        read_pending: bool = False,
     ) -> None:
         self.lobby, self.limits, self.client = lobby, limits, client
         self.game_id, self.claim, self.rate_first = game_id, claim, rate_first
+        # With ``read_pending`` (an HTTP move that answers its legal commands): the game's
+        # pending decisions, read in the move's round trip once the engine answered.
+        self.read_pending = read_pending
+        self.pending: PendingDecisions | None = None
         # Moves go in one round trip with their checks (on one Redis) until one is refused:
         # a refused move closes the connection its wait blocked, so the moves after it go
         # the two-trip way until one passes.
@@ -420,8 +434,8 @@ class Admission:
         bucket = self.limits.bucket("commands", self.client)
         if self.one_trip and isinstance(parsed, CommandEnvelope):
             with _command_bound(parsed):
-                verdict, wait, result = await self.lobby.execute_admitted(
-                    bucket, self.claim, parsed, checked
+                verdict, wait, result, self.pending = await self.lobby.execute_admitted(
+                    bucket, self.claim, parsed, checked, self.read_pending
                 )
             if result is not None:
                 return parsed, result
