@@ -128,7 +128,7 @@ async def send_command(
         except ApiError:  # it draws on the client's rate too: a flood of them gets 429s
             await limits.take("commands", client)
             raise
-        with bound_contextvars(game=game_id, seat=claim.seat):
+        with _bound(game=game_id, seat=claim.seat):
             admission = Admission(lobby, limits, client, game_id, claim, True, legal)
             out = await play(admission, command, legal)
     except Refused as refused:
@@ -196,12 +196,18 @@ def _parsed(game_id: str, seat: int, command: dict[str, Any]) -> CommandEnvelope
         return e
 
 
-@contextlib.contextmanager
-def _command_bound(envelope: CommandEnvelope) -> Iterator[None]:
+def _command_bound(envelope: CommandEnvelope) -> contextlib.AbstractContextManager[None]:
     """A socket's command's id on the log lines while it is sent (the socket's game and
-    seat are bound for its life): one context variable set and reset, without the look at
-    every bound variable that ``bound_contextvars`` takes on each entry."""
-    tokens = bind_contextvars(command=envelope.command_id)
+    seat are bound for its life)."""
+    return _bound(command=envelope.command_id)
+
+
+@contextlib.contextmanager
+def _bound(**values: Any) -> Iterator[None]:
+    """``values`` on the log lines in the block: their context variables set and reset,
+    without the look at every bound variable that ``bound_contextvars`` takes on each
+    entry (an HTTP move's game and seat, a socket's command id)."""
+    tokens = bind_contextvars(**values)
     try:
         yield
     finally:
