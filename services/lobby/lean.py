@@ -90,9 +90,13 @@ def version(text: str | None) -> int | None:
 
 
 async def json_object(request: Request) -> dict[str, Any] | None:
-    """The request's body as a JSON object, sent as ``application/json`` (None: anything
-    else, for FastAPI's handler to read and answer)."""
-    if request.headers.get("content-type") != "application/json":
+    """The request's body as a JSON object, sent as ``application/json`` with its length
+    (None: anything else, for FastAPI's handler to read and answer). A chunked body is
+    FastAPI's to read: one past the size limit stops the read with the chunk that passes
+    it (``LimitsMiddleware``), and a second read after that chunk, the last, would wait
+    for one that never comes; with a length the middleware refused it before."""
+    headers = request.headers
+    if headers.get("content-type") != "application/json" or "content-length" not in headers:
         return None
     try:
         body = await request.json()  # as FastAPI reads it (kept on the request for it)
