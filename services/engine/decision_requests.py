@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import cast
 
-from shared.contracts import dump_json, name_json, string_json
+from shared.contracts import dump_json, id_json, name_json
 from shared.eventstore import Append, GameCodec, Pending
 from shared.games import api
 from shared.settings import Settings
@@ -105,15 +105,16 @@ def attach(
             deadline = deadlines[timeout] = dump_json(
                 (now + timedelta(seconds=timeout)).isoformat()
             )
-        game_json, version, legal = string_json(game_id), a.version, game.legal_commands
+        game_json, version, legal = id_json(game_id), a.version, game.legal_commands
         due = stamp + timeout  # a human seat's clock: the request's deadline
         requests: list[Pending] = []
-        listed: dict[int, frozenset[str]] = {}
+        listed: dict[int, dict[str, api.Command]] = {}
         for d in game.pending(state):
-            commands = listed_json(legal(state, d.seat))
-            listed[d.seat] = frozenset(commands)
+            commands = legal(state, d.seat)
+            texts = listed_json(commands)
+            listed[d.seat] = dict(zip(texts, commands, strict=True))
             requests.append(
-                Pending(d.seat, due, _decision_json(game_json, version, d, deadline, commands))
+                Pending(d.seat, due, _decision_json(game_json, version, d, deadline, texts))
             )
         a.decisions = requests
         a.over = game.is_over(state)  # the requests are every seat's: kept for /legal too

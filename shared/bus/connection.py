@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlsplit
 import hiredis
 from redis._parsers.commands import AsyncCommandsParser
 from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, NodesManager, RedisCluster
 from redis.asyncio.connection import (
     AbstractConnection,
     Connection,
@@ -38,6 +38,7 @@ from redis.asyncio.connection import (
 )
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError
 
 from shared.redis_replies import text as _text
@@ -63,9 +64,27 @@ class _Sends(AbstractConnection):
     "socket writes" of the pipeline's py-spy profiles. Here the command is written and, when
     the socket took all of it, that is the end of the send (``drain`` would not wait);
     only bytes left buffered are waited for, under the timeout, by redis-py's own send, as
-    are a connection not made yet or closing, a health check due, and a failed write."""
+    are a connection not made yet or closing, a health check due, and a failed write.
+
+    A connection closed under the send (redis-py's cluster client disconnects a node's
+    connections when one of its commands meets the node away, while other tasks send on
+    them) fails as a :class:`redis.exceptions.ConnectionError`, as a refused or reset one
+    does: on uvloop the write raised ``RuntimeError: unable to perform operation on
+    <TCPTransport closed=True ...>; the handler is closed`` (and without it,
+    ``AttributeError`` once the writer was dropped), which redis-py's cluster client does
+    not retry and the HTTP API answered 500 during a failover."""
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        try:
+            await self._send(command, check_health)
+        except (RuntimeError, AttributeError) as error:
+            if not _closed_under(error):
+                raise
+            await self.disconnect(nowait=True)
+            message = f"the connection was closed under a send: {error}"
+            raise RedisConnectionError(message) from error
+
+    async def _send(self, command: Any, check_health: bool) -> None:
         writer = self._writer
         if (
             writer is None
@@ -82,6 +101,15 @@ class _Sends(AbstractConnection):
             raise
         if writer.transport.get_write_buffer_size():  # the socket is full: wait, timed
             await super().send_packed_command([], False)
+
+
+def _closed_under(error: RuntimeError | AttributeError) -> bool:
+    """Whether a send's ``error`` is its connection's transport closed (uvloop) or its
+    writer dropped (redis-py's disconnect) while it wrote."""
+    text = str(error)
+    if isinstance(error, RuntimeError):
+        return "the handler is closed" in text or "closed=True" in text
+    return "'NoneType' object has no attribute" in text
 
 
 class WaitingPool(BlockingConnectionPool):
@@ -240,6 +268,10 @@ class ShardedCluster(RedisCluster):
 
     _slots_read_at = -math.inf  # when the slot map was last read (monotonic)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.nodes_manager.__class__ = _KeptNodes  # the one change: see its docstring
+
     async def initialize(self, *args: Any, **kwargs: Any) -> ShardedCluster:
         """Read the slot map, unless it was read within :data:`CLUSTER_SLOTS_REREAD_S`: a
         map just read is the one a re-read would give, and the commands on every node wait
@@ -273,6 +305,33 @@ class ShardedCluster(RedisCluster):
         if shard_hint or transaction:  # one slot's transaction, or redis-py's refusal
             return super().pipeline(transaction, shard_hint)
         return NodePipeline(self)  # type: ignore[abstract]  # redis-py's own makes one so
+
+
+class _KeptNodes(NodesManager):
+    """redis-py's record of the cluster's nodes, whose slot-map re-read keeps the
+    connections of every node still there in the same role.
+
+    redis-py marks every connection of every node for reconnecting at each re-read (in
+    case a connection's READONLY state went stale; this client never reads from replicas,
+    so none has any): while a master failed over, each re-read (every
+    :data:`CLUSTER_SLOTS_REREAD_S`) had every process reconnect all its connections to the
+    healthy nodes as well, a connect and a handshake each (the bot player holds one per
+    stream it follows: 128 on a cluster of 64 partitions). A node that changed role (a
+    master become a replica) or is gone still has its connections closed."""
+
+    __slots__ = ()  # as redis-py's (a client's record is turned into this one in place)
+
+    def set_nodes(
+        self, old: dict[str, ClusterNode], new: dict[str, ClusterNode], remove_old: bool = False
+    ) -> None:
+        same = [
+            o for name, o in old.items() if name in new and o.server_type == new[name].server_type
+        ]
+        unmarked: list[Any] = [c for node in same for c in node._connections]
+        unmarked = [c for c in unmarked if not c.should_reconnect()]
+        super().set_nodes(old, new, remove_old)
+        for connection in unmarked:
+            connection.reset_should_reconnect()
 
 
 class NodePipeline(ClusterPipeline):

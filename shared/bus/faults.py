@@ -21,8 +21,17 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 # Error replies that mean "not now" (redis-py gives most of them a class of their own, but
 # not NOREPLICAS: a write refused while a master has fewer replicas than
-# ``min-replicas-to-write``).
-TRANSIENT_REPLIES = ("NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING", "READONLY")
+# ``min-replicas-to-write``; nor UNBLOCKED: a blocking command, such as the lobby's wait for
+# the engine's answer, on a master that became a replica, a failover run by hand).
+TRANSIENT_REPLIES = (
+    "NOREPLICAS",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "LOADING",
+    "READONLY",
+    "UNBLOCKED",
+)
 
 PIPELINE_ERROR = " of pipeline caused error: "
 

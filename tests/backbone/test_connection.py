@@ -6,11 +6,13 @@ import asyncio
 from typing import Any
 
 import pytest
+import uvloop
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError
 
 from shared.bus import Keys, connect, delete_namespace, ensure_group
 from shared.bus.connection import CLUSTER_SOCKET_TIMEOUT_S, HiredisConnection, WaitingPool
+from shared.bus.faults import transient
 from shared.bus.scripts import Library, call
 
 
@@ -146,4 +148,65 @@ async def test_a_waiting_pool_serves_every_caller_on_its_connections_and_wakes_w
     finally:
         await other.delete(counter, queue)
         await other.aclose()
+        await client.aclose()
+
+
+def _next_connection(client: Any, key: str) -> Any:
+    """The connection ``client``'s next command on ``key`` takes (a free one: it made one)."""
+    if isinstance(client, RedisCluster):
+        return client.get_node_from_key(key)._free[0]
+    return client.connection_pool._available_connections[-1]
+
+
+def test_a_connection_closed_under_a_send_on_uvloop_fails_as_a_connection_error(
+    any_redis_url: str, keys: Keys
+) -> None:
+    """A command whose connection another task closed while it was taken (redis-py's
+    cluster client disconnects a node's connections when one command meets the node away)
+    fails as a ``ConnectionError``, which a cluster client retries on a new connection and
+    the HTTP API answers 503, and the next command goes on. On uvloop, the services' loop,
+    the write raised ``RuntimeError: ... the handler is closed``: a 500 during failovers."""
+
+    async def main() -> list[Any]:
+        client: Any = connect(any_redis_url)
+        key, outcomes = f"{keys.prefix}:closed", []
+        try:
+            await client.set(key, "v")
+            for _ in range(3):
+                _next_connection(client, key)._writer.transport.close()  # as a disconnect does
+                try:
+                    outcomes.append(await client.get(key))
+                except Exception as error:  # what the caller would see
+                    outcomes.append(error)
+                assert await client.get(key) == b"v"  # and the client goes on
+        finally:
+            await client.delete(key)
+            await client.aclose()
+        return outcomes
+
+    for outcome in uvloop.run(main()):
+        assert outcome == b"v" or (isinstance(outcome, ConnectionError) and transient(outcome))
+
+
+async def test_a_slot_map_re_read_keeps_the_connections_of_nodes_that_did_not_change(
+    redis_cluster_url: str,
+) -> None:
+    """Reading the slot map again (after any command met a node away: every 0.5 s of a
+    failover) leaves the connections to the nodes it found unchanged as they were: redis-py
+    reconnected all of them, to every node, and closed them under the commands in flight."""
+    client: Any = connect(redis_cluster_url)
+    try:
+        await client.initialize()
+        masters = client.get_primaries()
+
+        async def ids() -> list[int]:
+            return [await client.execute_command("CLIENT ID", target_nodes=m) for m in masters]
+
+        before = await ids()
+        for _ in range(3):
+            client._initialize, client._slots_read_at = True, float("-inf")
+            await client.initialize()
+        assert client.get_primaries() == masters
+        assert await ids() == before
+    finally:
         await client.aclose()

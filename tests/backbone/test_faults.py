@@ -4,13 +4,18 @@ failing over, resharding or short of replicas, as opposed to a mistake."""
 from __future__ import annotations
 
 import asyncio
+import time
+from typing import Any
 
+import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from services.lobby.limits import Limits
 from shared.bus import Keys, connect
 from shared.bus.faults import transient
 from shared.settings import Settings
+from tests.cluster import LocalCluster
 
 from ..lobby.helpers import free_port
 
@@ -115,3 +120,40 @@ async def test_the_rate_limiter_lets_a_request_through_while_no_cluster_node_ans
         await Limits(client, keys, Settings()).take("joins", "10.0.0.1")  # no exception
     finally:
         await client.aclose()
+
+
+async def test_a_blocking_wait_on_a_master_failed_over_by_hand_fails_transiently(
+    cluster: LocalCluster, keys: Keys
+) -> None:
+    """A blocking command (the lobby's wait for the engine's answer is a BLMOVE on the
+    game's shard) on a master that becomes a replica (``CLUSTER FAILOVER`` run on its
+    replica: maintenance, a rebalance) is answered ``UNBLOCKED force unblock from blocking
+    operation, instance state changed (master -> replica?)``: transient, a 503 to retry,
+    not a 500."""
+    client: Any = connect(cluster.url)
+    key = f"{keys.prefix}:answer"
+    try:
+        await client.initialize()  # the slot map
+        master = client.get_node_from_key(key).port
+        wait = asyncio.create_task(client.blmove(key, key, 10, "LEFT", "LEFT"))
+        await asyncio.sleep(0.3)  # blocked on the master
+        assert not wait.done()
+        await asyncio.to_thread(cluster._cli, _replica_of(cluster, master), "CLUSTER", "FAILOVER")
+        with pytest.raises(ResponseError) as raised:
+            await asyncio.wait_for(wait, 10)
+        assert "UNBLOCKED" in str(raised.value)
+        assert transient(raised.value)
+    finally:
+        await client.aclose()
+
+
+def _replica_of(cluster: LocalCluster, master: int) -> int:
+    """The port of the replica of the master on ``master``, once it has one."""
+    node_id = cluster._cli(master, "CLUSTER", "MYID")
+    for _ in range(100):
+        for line in cluster._cli(master, "CLUSTER", "NODES").splitlines():
+            fields = line.split()
+            if "slave" in fields[2] and fields[3] == node_id:
+                return int(fields[1].split("@")[0].rsplit(":", 1)[1])
+        time.sleep(0.1)
+    raise AssertionError(f"no replica of {master}")
