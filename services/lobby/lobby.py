@@ -84,7 +84,7 @@ class Lobby:
         self.key = settings.signing_key()
         self.sender = CommandSender(redis, keys, Broker(redis, service="lobby"))
         self.store = EventStore(redis, keys, archive=Archive(db))  # archived games too
-        self.fanout = EventFanout(redis, keys)
+        self.fanout = EventFanout(redis, keys, linger_ms=settings.fanout_linger_ms)
         self.views = ViewWaiter(redis, keys, service="lobby")
 
     async def start(self) -> None:
