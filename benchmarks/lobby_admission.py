@@ -70,7 +70,7 @@ async def _two_trips(sender: CommandSender, keys: Keys, game: str, c: CommandEnv
 
 
 async def _one_trip(sender: CommandSender, keys: Keys, game: str, c: CommandEnvelope) -> None:
-    reply, result = await sender.execute_admitted(*_calls(keys, game, c), c, 10)
+    reply, result, _ = await sender.execute_admitted(*_calls(keys, game, c), c, 10)
     assert result is not None, reply
 
 

@@ -84,6 +84,14 @@ class Settings(BaseSettings):
         "read of 4 or more (not a full batch): larger batches under load, less CPU a command; "
         "a read of one to three is followed at once.",
     )
+    fanout_linger_ms: int = Field(
+        default=5,
+        ge=0,
+        description="A lobby's reader of the event and decision streams waits this long "
+        "after a read that brought entries before reading again: a read (naming every "
+        "followed partition's streams) per few entries rather than per entry; an entry "
+        "written meanwhile reaches its sockets that much later at most.",
+    )
     scoring_commit_ms: int = Field(
         default=250,
         ge=0,

@@ -28,6 +28,9 @@ log = structlog.get_logger("caravel.views")
 
 UPDATES_BATCH = 500
 ASK_AGAIN_S = KEPT_S / 3  # a process reading a game's views asks for them again this often
+# A partition's view updates no wait has used for this long are no longer read (see
+# :class:`ViewWaiter`); the first wait on it after that follows it again.
+FOLLOW_IDLE_S = 10.0
 
 
 def view_documents(game: api.AnyGame, state: Any, seats: int) -> dict[str, bytes]:
@@ -95,11 +98,22 @@ class ViewWaiter:
     lately, is read as eagerly projected views were (read-your-writes). A wait that runs
     out forgets that this process asked: the ask may have been lost (the wants' stream
     trimmed or refused while the projection was away), and a later read that did not ask
-    would read a view the projection never writes (a game stuck waiting on a decision)."""
+    would read a view the projection never writes (a game stuck waiting on a decision).
 
-    def __init__(self, redis: Redis, keys: Keys, service: str) -> None:
+    A partition no wait has used for ``idle_s`` is no longer read: a lobby waits on a game's
+    first view when its table starts, and then read every view update of every partition
+    a table had started on, for nobody (an XREAD naming all of them per update, at 300
+    tables as many reads as its fan-out's)."""
+
+    def __init__(
+        self, redis: Redis, keys: Keys, service: str, idle_s: float = FOLLOW_IDLE_S
+    ) -> None:
         self.redis = redis
         self.keys = keys
+        self.idle_s = idle_s
+        self._used: dict[int, float] = {}  # a followed partition → when a wait last used it
+        self._swept = time.monotonic()  # when idle partitions were last looked for
+        self._sweeping: asyncio.Task[None] | None = None
         self.broker = Broker(redis, readers=keys.partitions, service=service)
         self._waiting: dict[str, set[asyncio.Future[None]]] = {}
         self._follower = Follower(self.broker, self._seen, batch=UPDATES_BATCH)
@@ -176,6 +190,7 @@ class ViewWaiter:
                 break
             finally:
                 self._forget(game_id, woken)
+                self._used[self.keys.partition(game_id)] = time.monotonic()
         return None
 
     def _following(self, game_id: str) -> bool:
@@ -201,6 +216,8 @@ class ViewWaiter:
 
     async def close(self) -> None:
         """Stop the subscribers (at shutdown, before the Redis client goes away)."""
+        if self._sweeping is not None:
+            await self._sweeping
         await self._follower.close()
         await self.broker.stop()
 
@@ -218,8 +235,37 @@ class ViewWaiter:
             after = (await newest_ids(self.redis, [stream]))[stream]
             await self.broker.connect()
             await self._follower.add(stream, after)
+            self._used[p] = time.monotonic()
+
+    async def _unfollow_idle(self) -> None:
+        """Stop reading the partitions no wait has used for ``idle_s`` and none waits on.
+        Checked and dropped with no await between (:meth:`Follower.remove` forgets the
+        stream before its first await): a wait that starts afterwards sees the partition
+        unfollowed and follows it again from its tail then (:meth:`_follow`)."""
+        async with self._starting:
+            for p, used in list(self._used.items()):
+                now = time.monotonic()
+                if now - used <= self.idle_s or self._used.get(p) != used:
+                    continue
+                if any(self.keys.partition(game_id) == p for game_id in self._waiting):
+                    continue
+                del self._used[p]
+                await self._follower.remove(self.keys.view_updates(p))
+
+    def _sweep(self) -> None:
+        """Look for idle partitions every ``idle_s / 2`` (from the updates' handler: a
+        partition nobody reads brings no batch, and costs no read but the idle block), in
+        a task of its own: its read's subscriber may be stopped."""
+        now = time.monotonic()
+        if now - self._swept < self.idle_s / 2 or (
+            self._sweeping is not None and not self._sweeping.done()
+        ):
+            return
+        self._swept = now
+        self._sweeping = asyncio.create_task(self._unfollow_idle())
 
     async def _seen(self, deliveries: list[Delivery]) -> None:
+        self._sweep()
         if not self._waiting:
             return
         for delivery in deliveries:

@@ -2,7 +2,7 @@
 
     python benchmarks/peers/run.py --tables 20 --seconds 20 --rounds 2 [--mode ws|http]
         [--game age_of_discovery] [--old /tmp/caravel-base --old-mode http] [--no-bgio]
-        [--processes N] [--old-processes N] [--apart] [--json]
+        [--processes N] [--old-processes N] [--apart] [--client lean|httpx] [--json]
 
 Each round runs, one after the other (alternating, so both meet the same load on a shared
 machine), a closed loop of ``--tables`` two-seat tables, one move in flight per table:
@@ -10,7 +10,9 @@ machine), a closed loop of ``--tables`` two-seat tables, one move in flight per 
 - boardgame.io (its server from npm in a temporary folder, in-memory storage, a game of
   one move per turn, clients over socket.io): see ``boardgameio.py``;
 - this checkout's ``caravel up`` (``--mode ws``: moves over the seats' WebSockets; ``http``:
-  ``POST /commands?legal=true`` plus ``GET /legal`` of the other seat);
+  ``POST /commands?legal=true`` plus ``GET /legal`` of the other seat, each table's on a
+  keep-alive connection of its own through ``lean_http.py``; ``--client httpx``: through
+  httpx, whose CPU per request made the driver the limit, issue 24);
 - with ``--old TREE``: ``caravel up`` of another checkout (``git archive REV | tar -x -C
   TREE``) on ``--old-mode``, for before/after figures.
 
@@ -53,7 +55,14 @@ def caravel_round(
         with caravel_loop.caravel_apart(sys.executable, tree) as (base, apart):
             result = asyncio.run(
                 caravel_loop.closed_loop(
-                    base, apart, mode, args.tables, args.seconds, args.game, args.warmup
+                    base,
+                    apart,
+                    mode,
+                    args.tables,
+                    args.seconds,
+                    args.game,
+                    args.warmup,
+                    args.client == "lean",
                 )
             )
         result["system"] = f"{label} ({mode}, apart)"
@@ -62,7 +71,14 @@ def caravel_round(
         asyncio.run(wait_ready(base))
         result = asyncio.run(
             caravel_loop.closed_loop(
-                base, server, mode, args.tables, args.seconds, args.game, args.warmup
+                base,
+                server,
+                mode,
+                args.tables,
+                args.seconds,
+                args.game,
+                args.warmup,
+                args.client == "lean",
             )
         )
     result["system"] = f"{label} ({mode}{f', {processes} processes' if processes else ''})"
@@ -86,6 +102,13 @@ def main() -> None:
         "--apart",
         action="store_true",
         help="each service a `caravel part` process of its own on a redis-server started here",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("lean", "httpx"),
+        default="lean",
+        help="--mode http's client for the moves: a keep-alive connection per table over "
+        "asyncio streams (lean_http.py), or httpx (before: the driver's CPU was the limit)",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

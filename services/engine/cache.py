@@ -35,22 +35,20 @@ class CachedGame:
     # since is not among them: its requests come without one, and the bot player reads its
     # projected view instead.
     bots: frozenset[int] = frozenset()
-    # The legal commands' JSON of each pending seat, as the engine last sent them in its
-    # decision requests, with the state and version they were listed at (see ``listed``).
-    legal: tuple[Any, int, dict[int, frozenset[str]]] | None = None
+    # The legal commands of each pending seat, by the JSON the engine last sent them as in
+    # its decision requests, with the state and version they were listed at (``listed``).
+    legal: tuple[Any, int, dict[int, dict[str, api.Command]]] | None = None
 
-    def listed(self, command_json: str, seat: int) -> bool:
-        """``command_json`` is one of ``seat``'s legal commands in the state as it is: they
-        were listed at this very state object and version (a decided command moves the
-        version, a refused one leaves the state as it was, a crash drops the cached game),
-        so the rules may take it as ``trusted`` and skip checking it again."""
+    def listed(self, command_json: str, seat: int | None) -> api.Command | None:
+        """The legal command of ``seat`` whose JSON is ``command_json`` in the state as it
+        is, if any: listed at this very state object and version (a decided command moves
+        the version, a refused one leaves the state as it was, a crash drops the cached
+        game), so the rules may take it as ``trusted`` and skip checking it again."""
         memo = self.legal
-        return (
-            memo is not None
-            and memo[0] is self.state
-            and memo[1] == self.version
-            and command_json in memo[2].get(seat, ())
-        )
+        if memo is None or memo[0] is not self.state or memo[1] != self.version:
+            return None
+        commands = memo[2].get(seat)  # type: ignore[arg-type]
+        return None if commands is None else commands.get(command_json)
 
     @classmethod
     def of(cls, state: Any, version: int, seen: dict[str, int], seats: Seats) -> CachedGame:

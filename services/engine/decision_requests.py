@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, cast
 
-from shared.contracts import dump_json, name_json, string_json
+from shared.contracts import dump_json, id_json, name_json
 from shared.eventstore import Append, GameCodec, Pending
 from shared.games import api
 from shared.settings import Settings
@@ -117,16 +117,17 @@ def attach(
             deadline = deadlines[timeout] = dump_json(
                 (now + timedelta(seconds=timeout)).isoformat()
             )
-        game_json, version, legal = string_json(game_id), a.version, game.legal_commands
+        game_json, version, legal = id_json(game_id), a.version, game.legal_commands
         due = stamp + timeout  # a human seat's clock: the request's deadline
         requests: list[Pending] = []
-        listed: dict[int, frozenset[str]] = {}
+        listed: dict[int, dict[str, api.Command]] = {}
         bots = cached.bots
         for d in game.pending(state):
             seat = d.seat
-            commands = listed_json(legal(state, seat))
-            listed[seat] = frozenset(commands)
-            request = _decision_json(game_json, version, d, deadline, commands)
+            commands = legal(state, seat)
+            texts = listed_json(commands)
+            listed[seat] = dict(zip(texts, commands, strict=True))
+            request = _decision_json(game_json, version, d, deadline, texts)
             view = own_view_json(game, state, seat) if seat in bots else ""
             requests.append(Pending(seat, due, request, view))
         a.decisions = requests

@@ -113,7 +113,13 @@ Delivered = Published | Decision
 
 
 class EventFanout:
-    def __init__(self, redis: Redis, keys: Keys, block_ms: int = 1000) -> None:
+    """``linger_ms``: after a read that brought entries, the reader waits that long before
+    it reads again (``CARAVEL_FANOUT_LINGER_MS``; :class:`~shared.bus.Follower`). At a human
+    pace every read brought one or two entries and named every partition's two streams with
+    their positions: half of a lobby's Python CPU at 300 tables (``benchmarks/README.md``,
+    "the lobby's fan-out")."""
+
+    def __init__(self, redis: Redis, keys: Keys, block_ms: int = 1000, linger_ms: int = 0) -> None:
         self.redis = redis
         self.keys = keys
         self.block_ms = block_ms
@@ -123,7 +129,9 @@ class EventFanout:
         self._listeners: dict[str, set[asyncio.Queue[Delivered]]] = {}
         self._decisions = {keys.decisions(p) for p in keys.all_partitions()}
         self._games = Counter[int]()  # partition → its games with a listener here
-        self._follower = Follower(self.broker, self._deliver, batch=BATCH, block_ms=block_ms)
+        self._follower = Follower(
+            self.broker, self._deliver, batch=BATCH, block_ms=block_ms, linger_ms=linger_ms
+        )
         self._changing = asyncio.Lock()
 
     @property

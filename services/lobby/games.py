@@ -34,6 +34,7 @@ from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 from shared.redis_replies import text
 
+from . import lean
 from .catalog import schema_ref
 from .fanout import Decision
 from .limits import Limits, Refused, client_of
@@ -41,7 +42,7 @@ from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep, command_id_reused, not_se
 from .tokens import SeatClaim
 
 log = structlog.get_logger("caravel.lobby")
-router = APIRouter(tags=["games"])
+router = APIRouter(tags=["games"], route_class=lean.LeanRoute)
 
 # Rule violations of a command's shape (what the OpenAPI document describes): a 422. Every
 # other one is a conflict with the game's state (its turn, board, money): a 409, and so is a
@@ -127,11 +128,29 @@ async def send_command(
         except ApiError:  # it draws on the client's rate too: a flood of them gets 429s
             await limits.take("commands", client)
             raise
-        with bound_contextvars(game=game_id, seat=claim.seat):
-            out = await play(Admission(lobby, limits, client, game_id, claim, True), command, legal)
+        with _bound(game=game_id, seat=claim.seat):
+            admission = Admission(lobby, limits, client, game_id, claim, True, legal)
+            out = await play(admission, command, legal)
     except Refused as refused:
         return refused.response()
     return _json(out)
+
+
+@lean.lean(send_command)
+async def _lean_command(request: Request) -> Response | None:
+    """:func:`send_command` of a plainly valid request (:mod:`.lean`), else None."""
+    game_id, fields = lean.game_id(request), lean.query(request)
+    if game_id is None or fields is None or not fields.keys() <= {"legal"}:
+        return None
+    legal = fields.get("legal", "false")
+    if legal not in ("true", "false"):
+        return None
+    command = await lean.json_object(request)
+    if command is None:
+        return None
+    lobby: Lobby = request.app.state.lobby
+    authorization = request.headers.get("authorization")
+    return await send_command(game_id, command, request, lobby, authorization, legal == "true")
 
 
 async def play(admission: Admission, command: dict[str, Any], legal: bool) -> CommandOut:
@@ -142,7 +161,7 @@ async def play(admission: Admission, command: dict[str, Any], legal: bool) -> Co
     if result is None:
         with _command_bound(envelope):
             result = await admission.lobby.execute(envelope)
-    return await answer(admission.lobby, envelope, result, legal)
+    return await answer(admission.lobby, envelope, result, legal, admission.pending)
 
 
 def _json(model: BaseModel) -> Response:
@@ -177,12 +196,18 @@ def _parsed(game_id: str, seat: int, command: dict[str, Any]) -> CommandEnvelope
         return e
 
 
-@contextlib.contextmanager
-def _command_bound(envelope: CommandEnvelope) -> Iterator[None]:
+def _command_bound(envelope: CommandEnvelope) -> contextlib.AbstractContextManager[None]:
     """A socket's command's id on the log lines while it is sent (the socket's game and
-    seat are bound for its life): one context variable set and reset, without the look at
-    every bound variable that ``bound_contextvars`` takes on each entry."""
-    tokens = bind_contextvars(command=envelope.command_id)
+    seat are bound for its life)."""
+    return _bound(command=envelope.command_id)
+
+
+@contextlib.contextmanager
+def _bound(**values: Any) -> Iterator[None]:
+    """``values`` on the log lines in the block: their context variables set and reset,
+    without the look at every bound variable that ``bound_contextvars`` takes on each
+    entry (an HTTP move's game and seat, a socket's command id)."""
+    tokens = bind_contextvars(**values)
     try:
         yield
     finally:
@@ -190,13 +215,21 @@ def _command_bound(envelope: CommandEnvelope) -> Iterator[None]:
 
 
 async def answer(
-    lobby: Lobby, envelope: CommandEnvelope, result: CommandResult, legal: bool = False
+    lobby: Lobby,
+    envelope: CommandEnvelope,
+    result: CommandResult,
+    legal: bool = False,
+    pending: PendingDecisions | None = None,
 ) -> CommandOut:
-    """The engine's ``result`` of a command as :func:`run` answers it."""
+    """The engine's ``result`` of a command as :func:`run` answers it; ``pending``: the
+    game's pending decisions read with the answer (read again if none, or older)."""
     version = accepted(envelope, result)
     out = CommandOut(status=result.status, version=version, command_id=envelope.command_id)
     if legal and envelope.seat is not None:  # a seat's command: the lobby always gives one
-        out.legal = await _legal(lobby, envelope.game_id, envelope.seat, version)
+        read: PendingDecisions | Literal["unread"] = "unread"
+        if pending is not None and pending.version >= version:
+            read = pending
+        out.legal = await _legal(lobby, envelope.game_id, envelope.seat, version, read)
     return out
 
 
@@ -233,6 +266,20 @@ async def get_legal(
     the game is over."""
     claim, pending = await lobby.claim_pending(authorization, game_id)
     return _json(await _legal(lobby, game_id, claim.seat, after_version, pending))
+
+
+@lean.lean(get_legal)
+async def _lean_legal(request: Request) -> Response | None:
+    """:func:`get_legal` of a plainly valid request (:mod:`.lean`), else None."""
+    game_id, fields = lean.game_id(request), lean.query(request)
+    if game_id is None or fields is None or not fields.keys() <= {"after_version"}:
+        return None
+    try:
+        after = lean.version(fields.get("after_version"))
+    except ValueError:
+        return None
+    lobby: Lobby = request.app.state.lobby
+    return await get_legal(game_id, lobby, request.headers.get("authorization"), after)
 
 
 def _status(code: str, kind: str) -> int:
@@ -362,9 +409,14 @@ class Admission:
         game_id: str,
         claim: SeatClaim | None,
         rate_first: bool = False,
+        read_pending: bool = False,
     ) -> None:
         self.lobby, self.limits, self.client = lobby, limits, client
         self.game_id, self.claim, self.rate_first = game_id, claim, rate_first
+        # With ``read_pending`` (an HTTP move that answers its legal commands): the game's
+        # pending decisions, read in the move's round trip once the engine answered.
+        self.read_pending = read_pending
+        self.pending: PendingDecisions | None = None
         # Moves go in one round trip with their checks (on one Redis) until one is refused:
         # a refused move closes the connection its wait blocked, so the moves after it go
         # the two-trip way until one passes.
@@ -388,8 +440,8 @@ class Admission:
         bucket = self.limits.bucket("commands", self.client)
         if self.one_trip and isinstance(parsed, CommandEnvelope):
             with _command_bound(parsed):
-                verdict, wait, result = await self.lobby.execute_admitted(
-                    bucket, self.claim, parsed, checked
+                verdict, wait, result, self.pending = await self.lobby.execute_admitted(
+                    bucket, self.claim, parsed, checked, self.read_pending
                 )
             if result is not None:
                 return parsed, result

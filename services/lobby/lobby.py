@@ -84,7 +84,7 @@ class Lobby:
         self.key = settings.signing_key()
         self.sender = CommandSender(redis, keys, Broker(redis, service="lobby"))
         self.store = EventStore(redis, keys, archive=Archive(db))  # archived games too
-        self.fanout = EventFanout(redis, keys)
+        self.fanout = EventFanout(redis, keys, linger_ms=settings.fanout_linger_ms)
         self.views = ViewWaiter(redis, keys, service="lobby")
 
     async def start(self) -> None:
@@ -232,19 +232,26 @@ class Lobby:
         claim: tokens.SeatClaim,
         command: CommandEnvelope,
         checked: CommandEnvelope | None,
-    ) -> tuple[str, Any, CommandResult | None]:
+        pending: bool = False,
+    ) -> tuple[str, Any, CommandResult | None, PendingDecisions | None]:
         """The checks of :meth:`seat_call` (``checked``: a command under its client's own
         id) and the ``bucket``'s token, and when they pass the command sent and answered,
         in one round trip (:meth:`CommandSender.execute_admitted`). Returns the seat's
-        verdict (``sent`` when sent), the bucket's wait and the answer (None: not sent,
-        nothing written but the token); 503 if no answer comes."""
+        verdict (``sent`` when sent), the bucket's wait, the answer (None: not sent,
+        nothing written but the token) and, with ``pending``, the game's pending decisions
+        read in the same round trip once the answer came (None: not read, or none kept:
+        ``EventReader.pending``); 503 if no answer comes."""
         timeout_s = self.settings.command_timeout_s
         seat = self.seat_call(claim, checked)
+        then = [self.store.pending_command(command.game_id)] if pending else []
         try:
-            reply, result = await self.sender.execute_admitted(bucket, seat, command, timeout_s)
+            reply, result, after = await self.sender.execute_admitted(
+                bucket, seat, command, timeout_s, then
+            )
         except TimeoutError:
             raise _no_answer(timeout_s) from None
-        return text(reply[0]), text(reply[1]), result
+        read = pending_of(after[0]) if after and not isinstance(after[0], Exception) else None
+        return text(reply[0]), text(reply[1]), result, read
 
 
 def _no_answer(timeout_s: float) -> ApiError:

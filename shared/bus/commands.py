@@ -116,14 +116,18 @@ class CommandSender:
         seat: admission.Call,
         command: CommandEnvelope,
         timeout_s: float = 5,
-    ) -> tuple[list[Any], CommandResult | None]:
+        then: Sequence[tuple[Any, ...]] = (),
+    ) -> tuple[list[Any], CommandResult | None, list[Any]]:
         """Admit ``command`` (the ``take`` and ``seat`` calls of :mod:`.admission`) and,
         when admitted, send it and wait for its answer: the ``admit`` script and the first
         wait go on one connection in one write, one round trip when the engine answers
-        within a slice. Returns the script's reply (``[b"sent", b"0"]``: sent) and the
-        answer (None: not sent); raises TimeoutError when no answer comes in time. A
-        command not sent leaves its wait blocking on the connection: the connection is
-        closed, not given back to the pool. Only when :attr:`one_trip`."""
+        within a slice. Returns the script's reply (``[b"sent", b"0"]``: sent), the
+        answer (None: not sent) and the replies of the commands ``then`` (read-only ones,
+        sent after the wait on its connection: Redis runs them once the wait is answered,
+        so they read what the engine wrote with its answer; [] when the first wait was not
+        answered, or the command not sent); raises TimeoutError when no answer comes in
+        time. A command not sent leaves its wait blocking on the connection: the
+        connection is closed, not given back to the pool. Only when :attr:`one_trip`."""
         started = time.monotonic()
         stream = self.keys.commands(self.keys.partition(command.game_id))
         key = self.keys.result(command.game_id, command.seat, command.command_id)
@@ -132,15 +136,17 @@ class CommandSender:
         pool: Any = self.redis.connection_pool
         connection = await pool.get_connection()
         try:
-            reply, raw = await _admitted(connection, invocation(self.redis, *script), wait)
+            reply, raw, after = await _admitted(
+                connection, invocation(self.redis, *script), wait, then
+            )
         finally:
             await pool.release(connection)
         if isinstance(reply, ResponseError):  # the library is not loaded yet: load, call
             reply = await call(self.redis, *script)
         if reply[0] != admission.SENT:
-            return reply, None
+            return reply, None, []
         self.broker.published_outside(stream, time.monotonic() - started)
-        return reply, await self._answer(command, raw, started, timeout_s)
+        return reply, await self._answer(command, raw, started, timeout_s), after
 
     async def execute(self, command: CommandEnvelope, timeout_s: float = 5) -> CommandResult:
         """Send and wait for the answer; raises TimeoutError when none comes in time. The
@@ -177,13 +183,20 @@ def _slice(left_s: float) -> float:
     return max(min(left_s, WAIT_SLICE_S), 0.01)
 
 
-async def _admitted(connection: Any, script: tuple[Any, ...], wait: tuple[Any, ...]) -> Any:
-    """Send ``script`` and ``wait`` in one write; their replies, the wait's None when the
-    script did not send (then, or on any failure, the connection is closed: a wait is
-    still blocking on it, or a reply unread). A script missing from the server is its
-    ResponseError, for the caller to load."""
+async def _admitted(
+    connection: Any,
+    script: tuple[Any, ...],
+    wait: tuple[Any, ...],
+    then: Sequence[tuple[Any, ...]] = (),
+) -> tuple[Any, Any, list[Any]]:
+    """Send ``script``, ``wait`` and ``then`` in one write; their replies: the script's,
+    the wait's (None when the script did not send: then, or on any failure, the
+    connection is closed, as a wait is still blocking on it, or a reply unread), and
+    ``then``'s ([] unless the wait was answered: before, they read too early; an error
+    reply is its error). A script missing from the server is its ResponseError, for the
+    caller to load."""
     try:
-        await connection.send_packed_command(connection.pack_commands([script, wait]))
+        await connection.send_packed_command(connection.pack_commands([script, wait, *then]))
         try:
             reply = await connection.read_response()
         except ResponseError as e:
@@ -192,8 +205,18 @@ async def _admitted(connection: Any, script: tuple[Any, ...], wait: tuple[Any, .
             reply = e
         if isinstance(reply, ResponseError) or reply[0] != admission.SENT:
             await connection.disconnect()
-            return reply, None
-        return reply, await connection.read_response()
+            return reply, None, []
+        raw = await connection.read_response()
+        after = [await _reply_or_error(connection) for _ in then]
+        return reply, raw, after if raw is not None else []
     except BaseException:
         await connection.disconnect()
         raise
+
+
+async def _reply_or_error(connection: Any) -> Any:
+    """The next reply on ``connection``; an error reply as its exception, not raised."""
+    try:
+        return await connection.read_response()
+    except ResponseError as e:
+        return e

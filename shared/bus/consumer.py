@@ -225,15 +225,28 @@ class Follower:
     On a cluster each stream has a subscriber of its own (:func:`follow`), whose reads go
     to its node. A stream's position moves past a batch before the batch is handled: a
     reader that keeps positions of its own sets it back from inside ``handle``
-    (:meth:`rewind`; no read is in flight then)."""
+    (:meth:`rewind`; no read is in flight then).
+
+    With ``linger_ms``, the shared read (one Redis) waits that long after any read that
+    brought entries (not a full batch) before it reads again: a reader woken for one entry
+    at a time (the lobby's fan-out at a human pace) pays its XREAD of every stream, and
+    the round trip, per few entries, not per entry; an entry written meanwhile is that much
+    later. On a cluster, the per-stream subscribers do not linger."""
 
     def __init__(
-        self, broker: Broker, handle: Handler, *, batch: int, block_ms: int = BLOCK_MS
+        self,
+        broker: Broker,
+        handle: Handler,
+        *,
+        batch: int,
+        block_ms: int = BLOCK_MS,
+        linger_ms: int = 0,
     ) -> None:
         self.broker = broker
         self.handle = handle
         self.batch = batch
         self.block_ms = block_ms
+        self.linger_ms = linger_ms
         self._one_read = not is_cluster(broker.client)
         self._shared: Any = None  # the one subscriber of every stream, once made
         self._subscribers: dict[str, Any] = {}  # stream → its subscriber (or the shared one)
@@ -265,6 +278,8 @@ class Follower:
         from the next one on."""
         subscriber = follow(self.broker, first, "0-0", self.batch, self.handle, SHARED_BLOCK_MS)
         self._shared = make_shared(subscriber, SharedFollow, self.broker.client)
+        subscriber.stream_sub.linger_s = self.linger_ms / 1000
+        subscriber.stream_sub.linger_from = 1
         return subscriber
 
     def rewind(self, stream: str, position: str) -> None:

@@ -330,7 +330,8 @@ async def _linger(sub: FixedStreamSub, read: int) -> None:
     batch), wait ``sub.linger_s`` so that the next read brings more: a handler's cost per
     batch (the read, FastStream's dispatch, the engine's append round trip) is spread over
     more entries. At 4,000 commands/s the engine read about 6 a batch and paid that cost for
-    every 6; a quiet stream (reads of one to three) is read again at once, its latency kept."""
+    every 6; a quiet stream (reads of one to three) is read again at once, its latency kept.
+    A follower (:class:`SharedFollow`) lingers from one entry on (``linger_from``)."""
     if sub.linger_from <= read < (sub.max_records or read + 1):
         await asyncio.sleep(sub.linger_s)
 
@@ -338,7 +339,10 @@ async def _linger(sub: FixedStreamSub, read: int) -> None:
 class SharedFollow(Read):
     """The group-less counterpart of :class:`SharedRead`: one XREAD of every stream in
     ``FixedStreamSub.positions``, each after its own position, moved past its entries
-    before the batch is handled (FastStream's ``last_id`` does the same for one stream)."""
+    before the batch is handled (FastStream's ``last_id`` does the same for one stream).
+    It lingers after a read as :class:`SharedRead` does (:func:`_linger`), once the batch
+    is handled: the next read starts from the positions the batch moved, so nothing is
+    skipped or read twice, and a stream's entries stay in order."""
 
     __slots__ = ()
 
@@ -356,6 +360,8 @@ class SharedFollow(Read):
             streams=reading, count=sub.max_records, block=sub.polling_interval
         )
         await _hand_on(self, sub, response, positions, positions=True)
+        if sub.linger_s and response:
+            await _linger(sub, sum(len(entries) for _, entries in response))
 
 
 async def start_subscriber(subscriber: Any) -> None:

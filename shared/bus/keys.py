@@ -62,7 +62,11 @@ class Keys:
         ids, so two games or two seats may use the same one: the game is in the key, ended
         by a ``/`` (which a game id cannot hold), then the id scoped to its seat
         (:func:`~shared.contracts.command_key`), so no (game, seat, command) shares a key."""
-        return f"{self._g(game_id, 'result')}/{command_key(seat, command_id)}"
+        return f"{self.results(game_id)}/{command_key(seat, command_id)}"
+
+    def results(self, game_id: str) -> str:
+        """What the names of a game's answers (:meth:`result`) start with, before the ``/``."""
+        return self._g(game_id, "result")
 
     # Per partition
     def commands(self, p: int) -> str:

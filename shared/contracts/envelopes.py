@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 
 from shared.games.api import DEFAULT_GAME, Event
 
@@ -238,10 +238,10 @@ class Made(NamedTuple):
         )
         tail = (
             f'"causation_id":{causation},"correlation_id":{correlation},'
-            f'"actor":{_optional_json(self.actor)},"recorded_at":{string_json(self.recorded_at)},'
+            f'"actor":{_word_json(self.actor)},"recorded_at":{_word_json(self.recorded_at)},'
             f'"schema_version":{SCHEMA_VERSION}}}'
         )
-        game = string_json(self.game_id)
+        game = id_json(self.game_id)
         ids = (
             new_event_id.quoted(len(events))
             if event_ids is None
@@ -254,8 +254,8 @@ class Made(NamedTuple):
                 EncodedEvent,
                 (
                     f'{{"event_id":{event_id},"game_id":{game},"version":{version},'
-                    f'"type":{name_json(e.type)},"data":{dump_json(e.data)},"secret":null,'
-                    f'"visibility":{_visibility_json(e.visibility)},{tail}',
+                    f'"type":{name_json(e.type)},"data":{to_json(e.data).decode()},'
+                    f'"secret":null,"visibility":{_visibility_json(e.visibility)},{tail}',
                     "" if e.secret is None else dump_json(e.secret),
                 ),
             )
@@ -283,6 +283,15 @@ def string_json(text: str) -> str:
 
 def _optional_json(text: str | None) -> str:
     return "null" if text is None else string_json(text)
+
+
+id_json = functools.lru_cache(maxsize=65_536)(string_json)
+"""A game's id as a JSON string (:func:`string_json`), encoded once per game: the engine
+writes it three times per command (its events, the append's result, its decision requests)."""
+
+_word_json = functools.lru_cache(maxsize=64)(_optional_json)
+"""An actor's or a batch's time as JSON (or ``null``): a handful of actors, and a batch's
+commands share their time, so each is encoded once, not once per command."""
 
 
 @functools.lru_cache(maxsize=4096)

@@ -133,7 +133,12 @@ class EventReader:
     def pending_in(self, pipe: Any, game_id: str) -> None:
         """Queue :meth:`pending`'s read on ``pipe``, whose reply :func:`pending_of` reads:
         with another read in the same round trip (a seat's check)."""
-        pipe.hmget(self.keys.meta(game_id), ["version", "pending_version", "over", "pending"])
+        pipe.execute_command(*self.pending_command(game_id))
+
+    def pending_command(self, game_id: str) -> tuple[str, ...]:
+        """:meth:`pending`'s read as a command (its reply for :func:`pending_of`), to send
+        on a connection with others (after a move's wait for its answer)."""
+        return ("HMGET", self.keys.meta(game_id), "version", "pending_version", "over", "pending")
 
     async def versions(self, game_ids: Sequence[str]) -> dict[str, int]:
         """Each game's log version (0: no game in Redis), in one round trip."""

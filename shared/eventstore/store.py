@@ -46,6 +46,7 @@ from shared.contracts import (
     EventEnvelope,
     command_key,
     dump_json,
+    id_json,
     string_json,
 )
 from shared.redis_replies import text as _text
@@ -57,11 +58,11 @@ RESULT_TTL_S = 3600
 
 
 @lru_cache(maxsize=65_536)
-def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], tuple[str, str, str]]:
+def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], tuple[str, str, str, str]]:
     """The keys an append to ``game_id`` always writes, in the script's order, and those
     only some write (its snapshot; its partition's games and archived games, for a new
-    game). Formatted once per game, not once per command (each with the game's partition
-    hashed)."""
+    game; what its answers' names start with). Formatted once per game, not once per
+    command (each with the game's partition hashed)."""
     k, p = keys, keys.partition(game_id)
     always = (k.log(game_id), k.events(p), k.meta(game_id), k.seen(game_id))
     routed = (k.seats(game_id), k.deadlines(p), k.bot_decisions(p))
@@ -69,6 +70,7 @@ def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], tuple[str, 
         k.snapshot(game_id),
         k.games(p),
         k.archived(p),
+        k.results(game_id),
     )
 
 
@@ -193,7 +195,7 @@ class EventStore(EventReader):
         args: list[Any] = [len(appends), self.group, RESULT_TTL_S]
         k, answered_here = self.keys, not self.replicas
         for a in appends:
-            always, (snapshot_key, games, archived) = _append_keys(k, a.game_id)
+            always, (snapshot_key, games, archived, results) = _append_keys(k, a.game_id)
             command_id, events, decisions, snapshot = (
                 a.command_id,
                 a.events,
@@ -202,10 +204,11 @@ class EventStore(EventReader):
             )
             keys += always
             result = ""
-            game_json = string_json(a.game_id)  # once per append, for the two below
-            if command_id and answered_here:
+            game_json = id_json(a.game_id)
+            key = command_key(a.seat, command_id) if command_id else ""
+            if key and answered_here:
                 result = self._result_json(a, game_json)
-                keys.append(k.result(a.game_id, a.seat, command_id))
+                keys.append(f"{results}/{key}")  # Keys.result's name
             if snapshot:
                 keys.append(snapshot_key)
             if not a.expected:
@@ -213,7 +216,7 @@ class EventStore(EventReader):
             args += (
                 8 + 2 * len(events) + 5 * len(decisions),  # its argument count
                 a.expected,
-                command_key(a.seat, command_id) if command_id else "",
+                key,
                 a.game_id,
                 a.entry[1] if a.entry and not a.held else "",
                 result,
@@ -234,7 +237,7 @@ class EventStore(EventReader):
         written without building the model (once per command the engine appends);
         ``game_json``: the game's id as JSON, if the caller has it."""
         seat = "null" if a.seat is None else a.seat
-        game = string_json(a.game_id) if game_json is None else game_json
+        game = id_json(a.game_id) if game_json is None else game_json
         return (
             f'{{"command_id":{string_json(a.command_id)},"game_id":{game},'
             f'"status":"accepted","seat":{seat},"version":{a.version},"code":null,'

@@ -66,7 +66,7 @@ async def _answered(
 
     answering = asyncio.create_task(engine())
     sender = CommandSender(sending or redis, keys)
-    reply, result = await sender.execute_admitted(*_calls(keys, HOLDER, command), command, 10)
+    reply, result, _ = await sender.execute_admitted(*_calls(keys, HOLDER, command), command, 10)
     await answering
     assert result == answer
     return reply
@@ -87,6 +87,37 @@ async def test_an_admitted_command_is_appended_as_published_and_answered(
     assert await redis.get(f"{keys.result(GAME, 0, 'c1')}/digest") == b"d1"
 
 
+async def test_commands_after_the_wait_read_what_came_with_the_answer(
+    redis: Redis, one_connection: Redis, keys: Keys
+) -> None:
+    """``then``: sent after the wait on its connection, they run once the answer came, so
+    they read what the engine wrote before it (an HTTP move's pending decisions: its legal
+    commands in the move's round trip, read-your-writes); a refused move gets none."""
+    await redis.hset(keys.holders(GAME), "0", HOLDER)
+    stream, mark = keys.commands(keys.partition(GAME)), f"{keys.prefix}:mark"
+    command = _command()
+    answer = CommandResult(command_id="c1", game_id=GAME, status="accepted", version=3)
+
+    async def engine() -> None:
+        while not await redis.xlen(stream):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # the wait is blocked by now: the read must follow it
+        await redis.set(mark, "written")
+        await redis.lpush(keys.result(GAME, 0, "c1"), answer.model_dump_json())
+
+    answering = asyncio.create_task(engine())
+    sender = CommandSender(one_connection, keys)
+    calls = _calls(keys, HOLDER, command)
+    reply, result, after = await sender.execute_admitted(*calls, command, 10, [("GET", mark)])
+    await answering
+    assert reply[0] == b"sent" and result == answer
+    assert after == [b"written"]
+    await redis.hset(keys.holders(GAME), "0", "bob")
+    refused = await sender.execute_admitted(*calls, _command("c2"), 10, [("GET", mark)])
+    assert refused[0][0] == b"not_seated" and refused[1:] == (None, [])
+    assert await one_connection.echo("in step") == b"in step"
+
+
 @pytest.mark.parametrize("refusal", ["not_seated", "unknown", "rate", "reused"])
 async def test_a_refused_move_appends_nothing_and_its_wait_is_not_pooled(
     redis: Redis, one_connection: Redis, keys: Keys, refusal: str
@@ -105,7 +136,7 @@ async def test_a_refused_move_appends_nothing_and_its_wait_is_not_pooled(
         await redis.execute_command("FCALL", take[0].function, 1, *take[1], *take[2])
     sender = CommandSender(one_connection, keys)
     before = await one_connection.client_id()
-    reply, result = await sender.execute_admitted(take, seat, command, 10)
+    reply, result, _ = await sender.execute_admitted(take, seat, command, 10)
     verdict = {"not_seated": b"not_seated", "unknown": b"unknown", "rate": b"ok"}
     assert reply[0] == verdict.get(refusal, b"reused")
     assert (float(reply[1]) > 0) == (refusal == "rate")

@@ -10,6 +10,8 @@ import pytest
 from redis.asyncio import Redis
 
 from services.engine import Engine
+from services.engine.cache import CachedGame
+from services.engine.deciding import _as_listed
 from services.engine.worker import GROUP as ENGINE_GROUP
 from shared.bus import BODY, CommandSender, Keys
 from shared.contracts import CommandEnvelope, DeadLetter, DecisionRequest, dump_json
@@ -345,6 +347,60 @@ async def test_a_command_listed_before_its_game_moved_on_is_checked_again(
         assert request.seat not in cached.legal[2]  # the next seat's turn, listed
         assert await engine.store.version("g-listed") == moved.version
         assert engine.stats["crashed"] == 0
+
+
+def test_a_command_sent_as_listed_is_found_by_its_json_and_no_other_is() -> None:
+    """A command whose payload comes in its listing's order (as bots send it) is the listed
+    command itself, taken without parsing; one in another order, one naming a seat in its
+    payload, one of another seat and any at a state moved on are not found (parsed and
+    checked as any other)."""
+    game = api.get("age_of_discovery")
+    state, _ = game.new_game(game.rules(game.default_ruleset), 3, 5)
+    [decision] = game.pending(state)
+    seat, commands = decision.seat, game.legal_commands(state, decision.seat)
+    cached = CachedGame(game, state, 4)
+    cached.legal = (state, 4, {seat: {dump_json(c.to_dict()): c for c in commands}})
+    command = commands[-1]
+    wire = command.to_dict()
+    kind, payload = wire.pop("type"), {k: v for k, v in wire.items() if k != "seat"}
+
+    def sent(payload: dict[str, object], seat: int = seat) -> CommandEnvelope:
+        return CommandEnvelope(game_id="g-1", seat=seat, type=str(kind), payload=payload)
+
+    assert _as_listed(sent(payload), cached) is command
+    assert len(payload) >= 2  # so that another order is another JSON
+    assert _as_listed(sent(dict(reversed(payload.items()))), cached) is None
+    assert _as_listed(sent({**payload, "seat": seat}), cached) is None
+    assert _as_listed(sent(payload, seat=(seat + 1) % 3), cached) is None
+    cached.version = 5
+    assert _as_listed(sent(payload), cached) is None
+
+
+async def test_a_listed_command_in_another_order_is_accepted_as_listed_or_not(
+    redis: Redis, keys: Keys
+) -> None:
+    """Both ways of deciding a listed command (found by its JSON, or parsed) accept it:
+    the bot's order first, then a command whose payload's fields come reversed."""
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys) as engine:
+        created = await sender.execute(create_game("g-order", players=3, seed=5))
+        version = created.version
+        for reverse in (False, True, False, True):
+            entries = await redis.xrange(keys.decisions(keys.partition("g-order")))
+            request = DecisionRequest.model_validate_json(entries[-1][1][b"r"])
+            assert request.version == version
+            wire = dict(request.legal_commands[-1])
+            payload = {k: v for k, v in wire.items() if k not in ("type", "seat")}
+            if reverse:
+                payload = dict(reversed(payload.items()))
+            result = await sender.execute(
+                CommandEnvelope(
+                    game_id="g-order", seat=request.seat, type=str(wire["type"]), payload=payload
+                )
+            )
+            assert result.status == "accepted", result
+            version = result.version
+        assert engine.stats["crashed"] == 0 and engine.stats["rejected"] == 0
 
 
 async def test_a_humans_request_starts_its_clock_and_a_bots_goes_to_the_bot_player(

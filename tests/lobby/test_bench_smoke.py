@@ -29,8 +29,10 @@ async def test_the_move_path_benchmarks_play_moves(
     ) as client:
         base = str(client.base_url).rstrip("/")
         me = psutil.Process(os.getpid())  # not the server: its CPU is not what is checked
-        for mode in ("ws", "http"):
-            run = await caravel_loop.closed_loop(base, me, mode, tables=2, seconds=1, warmup_s=0.5)
+        for mode, lean in (("ws", True), ("http", True), ("http", False)):  # lean: its client
+            run = await caravel_loop.closed_loop(
+                base, me, mode, tables=2, seconds=1, warmup_s=0.5, lean=lean
+            )
             assert run["moves"] > 0 and run["refused"] == 0, run
         plan = Plan(seats=2, humans=2, think=(0.0, 0.05), watch_other=True)
         live = await live_tables(base, os.getpid(), 2, 1.0, plan)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
 from services.lobby.fanout import Decision, EventFanout, Published
-from shared.bus import Keys
+from shared.bus import Keys, connect
 from shared.contracts import DecisionHead, DecisionRequest, decision_head
+
+from ..cluster import OwnRedis
 
 
 @pytest.fixture
@@ -117,6 +120,53 @@ async def test_a_partition_is_read_only_while_one_of_its_games_is_listened_to(
         assert queue_a.empty() and queue_b.empty()
     assert not fanout.streams
     await fanout.close()
+
+
+async def test_a_linger_reads_the_entries_written_meanwhile_at_once_all_in_order(
+    keys: Keys,
+) -> None:
+    """After a read that brought entries the fan-out waits (``linger_ms``) before reading
+    again: what was written meanwhile, to several partitions' event and decision streams,
+    comes in one XREAD, every entry, each game's in order, a partition listened to during
+    the wait included from its listening on. Without the linger, each entry written while
+    the reader blocks wakes it: one XREAD per entry. Counted on a Redis of the test's own
+    (its ``commandstats``: no other test's reads in them)."""
+    async with OwnRedis() as server:
+        await server.start()
+        redis = connect(server.url)
+        fanout = EventFanout(redis, keys, block_ms=50, linger_ms=500)
+        a = "g-a"
+        b = next(f"g-{i}" for i in range(1000) if keys.partition(f"g-{i}") != keys.partition(a))
+        try:
+            async with fanout.listen(a) as queue_a:
+                await _append(redis, keys, a, 1)
+                first = await asyncio.wait_for(queue_a.get(), 10)
+                assert isinstance(first, Published) and first.version == 1
+                await redis.config_resetstat()  # the reader lingers now
+                await _append(redis, keys, b, 1)  # before b is listened to: not delivered
+                async with fanout.listen(b) as queue_b:
+                    request = DecisionRequest(
+                        game_id=a, version=3, seat=1, kind="place",
+                        deadline=datetime.now(UTC), legal_commands=[],
+                    )  # fmt: skip
+                    decisions = keys.decisions(keys.partition(a))
+                    for game_id, version in ((a, 2), (b, 2), (a, 3), (b, 3)):
+                        await _append(redis, keys, game_id, version)
+                        if (game_id, version) == (a, 3):  # its request, as the engine adds it
+                            await redis.xadd(decisions, {"r": request.model_dump_json()})
+                        await asyncio.sleep(0.02)  # a reader that does not linger reads each
+                    got_a = [await asyncio.wait_for(queue_a.get(), 10) for _ in range(3)]
+                    got_b = [await asyncio.wait_for(queue_b.get(), 10) for _ in range(2)]
+                    stats: Any = await redis.info("commandstats")
+                    assert [x.version for x in got_a[:2] if isinstance(x, Published)] == [2, 3]
+                    assert isinstance(got_a[2], Decision) and got_a[2].head == (a, 3, 1)
+                    assert [x.version for x in got_b if isinstance(x, Published)] == [2, 3]
+                    assert stats["cmdstat_xread"]["calls"] <= 2  # 4 or more without the linger
+                    await asyncio.sleep(0.1)
+                    assert queue_a.empty() and queue_b.empty()
+        finally:
+            await fanout.close()
+            await redis.aclose()
 
 
 def test_a_decision_requests_head_is_read_without_parsing_it() -> None:

@@ -111,3 +111,62 @@ async def test_each_seats_legal_commands_are_the_rules_at_the_logs_version(
         assert moves > 20 and answers[0]["finished"] and answers[1]["finished"]
         projected = await redis.hget(keys.view(game), "version")
         assert projected is not None and int(projected) <= start < rules.version
+
+
+async def test_the_move_routes_answer_any_spelling_as_fastapi_validates_it(
+    redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """The two routes of an HTTP move answer a plainly valid request themselves
+    (``services.lobby.lean``) and leave every other spelling to FastAPI: the same answer
+    for a version spelled ``0`` or ``00``, ``legal=true`` or ``legal=1``; FastAPI's 422s for
+    what it refuses (a negative or too large version, a bad id, a body that is not a JSON
+    object or not JSON, another content type)."""
+    async with running_lobby(
+        redis_url, keys, database_url, tmp_path, **SEATS_FROM_ONE_ADDRESS
+    ) as client:
+        table = (await client.post("/tables", json={"seats": 2})).json()["id"]
+        tokens = [
+            (await client.post(f"/tables/{table}/join", json={"name": n})).json()["token"]
+            for n in ("A", "B")
+        ]
+        assert (await client.post(f"/tables/{table}/start", headers=bearer(tokens[0]))).is_success
+        legal = f"/games/{table}/legal"
+        plain, padded = [
+            await client.get(f"{legal}?after_version={v}", headers=bearer(tokens[0]))
+            for v in ("0", "00")
+        ]
+        assert plain.status_code == padded.status_code == 200
+        assert plain.content == padded.content
+        assert plain.headers["content-type"] == padded.headers["content-type"]
+        seat = 0 if plain.json()["legal_commands"] else 1
+        mover = bearer(tokens[seat])
+        if seat:
+            plain = await client.get(legal, headers=mover)
+        command = plain.json()["legal_commands"][0]
+        moved = await client.post(
+            f"/games/{table}/commands?legal=1&other=x", json=command, headers=mover
+        )
+        assert moved.status_code == 200, moved.json()
+        assert moved.json()["legal"]["version"] == moved.json()["version"]
+        refused = {
+            "get": [f"{legal}?after_version={v}" for v in ("-1", str(10**15 + 1), "x")]
+            + ["/games/bad!id/legal", f"{legal}?after_version=1&after_version=x"],
+            "post": [(f"/games/{table}/commands?legal=maybe", "application/json", b"{}")]
+            + [
+                (f"/games/{table}/commands?legal=true", kind, body)
+                for kind, body in (
+                    ("application/json", b"[1]"),
+                    ("application/json", b"{"),
+                    ("text/plain", b"{}"),
+                )
+            ],
+        }
+        for path in refused["get"]:
+            answer = await client.get(path, headers=mover)
+            assert answer.status_code == 422, (path, answer.json())
+            assert answer.json()["code"] == "invalid_request", (path, answer.json())
+        for path, kind, body in refused["post"]:
+            headers = {**mover, "content-type": kind}
+            answer = await client.post(path, content=body, headers=headers)
+            assert answer.status_code == 422, (path, body, answer.json())
+            assert answer.json()["code"] == "invalid_request", (path, body, answer.json())

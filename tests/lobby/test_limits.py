@@ -98,6 +98,31 @@ async def test_large_bodies_and_frames_are_refused_and_change_nothing(
     assert small.is_success
 
 
+async def test_a_chunked_command_past_the_limit_in_its_last_chunk_gets_413(
+    redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A move's body sent chunked whose last chunk passes CARAVEL_MAX_BODY_BYTES gets 413
+    at once: the move's route does not read the body a second time (that read waited for a
+    chunk that never comes, and the client for its answer)."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        game_id, token = await _started_table(client)
+        pad = "p" * 64 * 1024
+        body = f'{{"type": "place", "unit": "colonist", "box": "dock", "pad": "{pad}"}}'.encode()
+
+        async def two_chunks() -> AsyncIterator[bytes]:
+            yield body[:60_000]
+            await asyncio.sleep(0.2)  # read apart: the route's first read ends at the first
+            yield body[60_000:]  # the last chunk: past 65,536 bytes
+
+        answer = await client.post(
+            f"/games/{game_id}/commands?legal=true",
+            content=two_chunks(),
+            headers={**bearer(token), "content-type": "application/json"},
+            timeout=10,
+        )
+    _refused(answer, 413, "payload_too_large")
+
+
 async def test_bursts_past_a_clients_rates_get_429_with_retry_after_then_are_served(
     redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
 ) -> None:

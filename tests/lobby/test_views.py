@@ -458,6 +458,40 @@ async def test_a_wait_on_a_followed_partition_reads_the_view_once_before_and_onc
             await redis.aclose()
 
 
+async def test_a_partition_no_wait_used_lately_is_no_longer_followed(
+    redis: Redis, keys: Keys
+) -> None:
+    """A lobby waits on a game's first view when its table starts, and went on reading
+    every view update of that partition for nobody. Once no wait has used a partition for
+    ``idle_s`` it is no longer read; the next wait on it follows it again, and is woken by
+    the view written while it waits."""
+    game_id = "g-idle"
+    stream = keys.view_updates(keys.partition(game_id))
+    waiter = ViewWaiter(redis, keys, service="test", idle_s=0.3)
+    try:
+        await _write_view(redis, keys, game_id, 1)
+        await waiter.read_at(game_id, 0, 1, 0)  # asked once: later reads need not ask
+        reading = asyncio.create_task(waiter.read_at(game_id, 0, 2, 10))
+        await asyncio.sleep(0.1)
+        await _write_view(redis, keys, game_id, 2)
+        assert (await asyncio.wait_for(reading, 10))["version"] == 2  # type: ignore[index]
+        assert stream in waiter._follower.streams
+        for version in range(3, 30):  # updates nobody waits for, past idle_s
+            await _write_view(redis, keys, game_id, version)
+            await asyncio.sleep(0.05)
+            if stream not in waiter._follower.streams:
+                break
+        assert stream not in waiter._follower.streams
+        reading = asyncio.create_task(waiter.read_at(game_id, 0, version + 1, 10))
+        await asyncio.sleep(0.1)
+        assert stream in waiter._follower.streams and not reading.done()
+        await _write_view(redis, keys, game_id, version + 1)
+        view = await asyncio.wait_for(reading, 10)
+        assert view is not None and view["version"] == version + 1
+    finally:
+        await waiter.close()
+
+
 async def _write_view(redis: Redis, keys: Keys, game_id: str, version: int) -> None:
     """A view at ``version`` written as the projection writes one (public part, seat 0's
     part, the version), and announced on the partition's view updates."""
