@@ -23,15 +23,10 @@ from shared.bus import Broker, Delivery, Follower, Keys
 from shared.bus.seat_changes import changed_seat
 from shared.bus.tails import tails_that_answer
 from shared.contracts import Seats
-from shared.contracts.records import BOT_PREFIX, LEFT
+from shared.contracts.records import BOT_PREFIX, final
 
 KEPT_GAMES = 10_000  # games whose seats are kept, least recently used dropped first
 CHANGES_BATCH = 500
-
-
-def final(who: str) -> bool:
-    """A seat's player that can no longer change: a bot, or a player who left."""
-    return who == LEFT or who.startswith(BOT_PREFIX)
 
 
 class SeatBook:

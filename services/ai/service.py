@@ -12,12 +12,17 @@ deadline passed without a move, a fallback bot decides and the command is record
 actor ``fallback``. It knows no game: the seat's projected view names it, and the bots play
 it through the registry.
 
-A bot sees only its seat's projected view, never the game state, and answers with one of
-the legal commands the request carries. The view must show the request's version: the
-player reads it, and while the projection is behind, blocks on the partition's view-update
-stream (the projector adds an entry after each view it writes) until its game is named,
-instead of polling. Command ids are derived from (game, version, seat), so a redelivered
-request, or two workers answering one, apply a move once.
+A bot sees only its seat's own view, never the game state, and answers with one of the
+legal commands the request carries. A bot seat's request carries that view (the engine
+makes it from the state it holds at the request's version): the bot decides from the
+request alone, and its command is sent only if the game is still at that version (in the
+send's round trip: a stale request's answer never reaches the game). A request without a
+view (a deadline entry, a seat whose player left after the engine loaded the game, an
+engine not yet upgraded) is answered from the seat's projected view, which must show the
+request's version: the player reads it, and while the projection is behind, blocks on the
+partition's view-update stream (the projector adds an entry after each view it writes)
+until its game is named, instead of polling. Command ids are derived from (game, version,
+seat), so a redelivered request, or two workers answering one, apply a move once.
 
 A searching bot thinks for its budget (``bot_think_ms``) but never past the request's
 deadline: it gets the time left less a safety margin, and answers with the best move found
@@ -291,11 +296,12 @@ class BotPlayer:
             ]
         level = bot_level(who)  # who None: no lobby seated anyone, no clock runs
         turn = (request.game_id, request.version, request.seat)
+        legal, own = request.legal_commands, request.view
         if level is not None:
             deadline = request.deadline.timestamp()
-            return await self.play(*turn, level, "bot", deadline, request.legal_commands)
+            return await self.play(*turn, level, "bot", deadline, legal, own)
         if who == LEFT:
-            return await self.play(*turn, None, "fallback", None, request.legal_commands)
+            return await self.play(*turn, None, "fallback", None, legal, own)
         if who == HUMAN:  # the engine set the deadline: the table's, else the default
             due = {_member(request): request.deadline.timestamp()}
             if clocks is None:
@@ -393,21 +399,30 @@ class BotPlayer:
         actor: str,
         deadline: float | None = None,
         legal: list[dict[str, Any]] | None = None,
+        own: Observation | None = None,
     ) -> bool:
         """Decide for ``seat`` at ``version`` from its view, unless the game has moved on;
         ``level`` None: the game's fallback level. Choose among ``legal``, the commands the
         request carried (None: the view's, for a deadline entry). Answer before ``deadline``
-        (a Unix time) when one is given. False when the view has not reached ``version``
-        yet: nothing was decided."""
+        (a Unix time) when one is given. ``own``: the seat's view the request carried (its
+        legal commands apart); without one, the seat's projected view is read. False when
+        nothing was decided and the request is to be tried again: the projected view has
+        not reached ``version`` yet, or the game's log is behind it (a failover took it
+        back)."""
         command_id = bot_command_id(self.key, game_id, version, seat)
         with bound_contextvars(game=game_id, command=command_id, seat=seat):  # on every line
-            view = await self._view_at(game_id, seat, version)
-            if view is None:
-                return False
-            legal = view["legal_commands"] if legal is None else legal
-            if view["version"] != version or not legal:
-                return True  # stale: someone moved already, or the seat has nothing to decide
-            observation = {**view, "legal_commands": legal}
+            if own is None:
+                view = await self._view_at(game_id, seat, version)
+                if view is None:
+                    return False
+                legal = view["legal_commands"] if legal is None else legal
+                if view["version"] != version or not legal:
+                    return True  # stale: someone moved already, or nothing to decide
+                observation = {**view, "legal_commands": legal}
+            elif not legal:
+                return True  # the seat has nothing to decide
+            else:
+                observation = {**own, "legal_commands": legal, "version": version}
             game = game_of(observation)
             level = level or fallback_level(game)
             budget = self.settings.bot_think_ms / 1000
@@ -419,17 +434,20 @@ class BotPlayer:
             metrics.BOT_DECISION_SECONDS.labels(level, actor).observe(time.perf_counter() - started)
             metrics.BOT_DECISIONS.labels(game.name).inc()
             payload = {k: v for k, v in choice.items() if k not in ("type", "seat")}
-            await self.sender.send(
-                CommandEnvelope(
-                    command_id=command_id,
-                    game_id=game_id,
-                    seat=seat,
-                    type=choice["type"],
-                    payload=payload,
-                    actor="bot" if actor == "bot" else "fallback",
-                )
+            command = CommandEnvelope(
+                command_id=command_id,
+                game_id=game_id,
+                seat=seat,
+                type=choice["type"],
+                payload=payload,
+                actor="bot" if actor == "bot" else "fallback",
             )
-            return True
+            if own is None:  # the projected view's version said the game is still there
+                await self.sender.send(command)
+                return True
+            # Sent only if the game is still at ``version`` (a stale request's answer is
+            # not); above it the game moved on: done.
+            return await self.sender.send_at(command, version) >= version
 
     async def _view_at(self, game_id: str, seat: int, version: int) -> Observation | None:
         """The seat's view once the projection has reached ``version`` (None after

@@ -1,5 +1,6 @@
 """The engine's cache of games: each game's state at its last version, the command ids
-already applied and its table's move deadline, kept for the most recently used games."""
+already applied, its table's move deadline and its bots' seats, kept for the most recently
+used games."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ class CachedGame:
     seen: dict[str, int] = field(default_factory=dict)
     final_recorded: bool = False
     deadline_s: float | None = None  # the table's move deadline, when its lobby set one
+    # The seats a bot plays (or whose player had left) when the game was loaded: their
+    # decision requests carry the seat's own view (``decision_requests``). A seat left
+    # since is not among them: its requests come without one, and the bot player reads its
+    # projected view instead.
+    bots: frozenset[int] = frozenset()
     # The legal commands of each pending seat, by the JSON the engine last sent them as in
     # its decision requests, with the state and version they were listed at (``listed``).
     legal: tuple[Any, int, dict[int, dict[str, api.Command]]] | None = None
@@ -45,24 +51,21 @@ class CachedGame:
         return None if commands is None else commands.get(command_json)
 
     @classmethod
-    def of(
-        cls, state: Any, version: int, seen: dict[str, int], deadline_s: float | None
-    ) -> CachedGame:
-        """A loaded game, its kind found from its state's type."""
+    def of(cls, state: Any, version: int, seen: dict[str, int], seats: Seats) -> CachedGame:
+        """A loaded game, its kind found from its state's type, with its table's deadline
+        and bots."""
         game = None if state is None else api.of(state)
-        return cls(game, state, version, seen, False, deadline_s)
+        return cls(game, state, version, seen, False, seats.deadline_s, seats.played_by_bots())
 
 
-async def table_deadlines(
-    redis: Redis, keys: Keys, game_ids: Sequence[str]
-) -> dict[str, float | None]:
-    """Each game's move deadline as its table set it (in the seats hash the lobby writes
-    before it creates the game); None where no lobby set one."""
+async def table_seats(redis: Redis, keys: Keys, game_ids: Sequence[str]) -> dict[str, Seats]:
+    """Each game's seats as its table set them (the seats hash the lobby writes before it
+    creates the game; empty where no lobby set one), in one round trip."""
     async with redis.pipeline(transaction=False) as pipe:
         for game_id in game_ids:
             pipe.hgetall(keys.seats(game_id))
         found: list[Any] = await pipe.execute()
-    return {g: Seats.from_hash(raw).deadline_s for g, raw in zip(game_ids, found, strict=True)}
+    return {g: Seats.from_hash(raw) for g, raw in zip(game_ids, found, strict=True)}
 
 
 class GameCache:
@@ -83,11 +86,9 @@ class GameCache:
             loaded = await self.store.load_many(missing, self.codec)
         except Exception:
             return  # some game does not load: each is loaded alone, isolating the failure
-        deadlines = await table_deadlines(self.redis, self.keys, missing)
+        seats = await table_seats(self.redis, self.keys, missing)
         for game_id, game in loaded.items():
-            self.games[game_id] = CachedGame.of(
-                game.state, game.version, game.seen, deadlines[game_id]
-            )
+            self.games[game_id] = CachedGame.of(game.state, game.version, game.seen, seats[game_id])
         while len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)
 
@@ -98,8 +99,8 @@ class GameCache:
             self.games.move_to_end(game_id)
             return game
         loaded = await self.store.load(game_id, self.codec)
-        deadline_s = (await table_deadlines(self.redis, self.keys, [game_id]))[game_id]
-        cached = CachedGame.of(loaded.state, loaded.version, loaded.seen, deadline_s)
+        seats = (await table_seats(self.redis, self.keys, [game_id]))[game_id]
+        cached = CachedGame.of(loaded.state, loaded.version, loaded.seen, seats)
         self.games[game_id] = cached
         if len(self.games) > CACHE_GAMES:
             self.games.popitem(last=False)

@@ -1,12 +1,13 @@
 """What the engine attaches to a batch's appends: the decision requests of every game it
-touched (each pending seat, its legal commands and deadline) and the snapshots due."""
+touched (each pending seat, its legal commands and deadline; a bot seat's, its own view too)
+and the snapshots due."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import cast
+from typing import Any, cast
 
 from shared.contracts import dump_json, id_json, name_json
 from shared.eventstore import Append, GameCodec, Pending
@@ -78,12 +79,23 @@ def _decision_json(
     )
 
 
+def own_view_json(game: api.AnyGame, state: Any, seat: int) -> str:
+    """``seat``'s own view of ``state`` (the game's ``view`` for it: never another seat's
+    hidden values) as JSON, without its legal commands, which its request lists: what a bot
+    seat decides from, with no views projection, no view read and no wait for one (issue 24:
+    half the services' CPU at a human pace went to projecting and reading bots' views)."""
+    view = game.view(state, seat)
+    return dump_json({k: v for k, v in view.items() if k != "legal_commands"})
+
+
 def attach(
     appends: Sequence[Append], cache: GameCache, settings: Settings, codec: GameCodec
 ) -> None:
     """To the last append of every game the batch touched: decision requests for the
     game's state after it, and a snapshot of that state every N events and at the
-    game's end (stored by the append itself, so only if the append is made)."""
+    game's end (stored by the append itself, so only if the append is made). A pending
+    seat the game was loaded with as a bot's (:attr:`CachedGame.bots`) gets its own view
+    in its request, made here from the state at the request's version; the others none."""
     first: dict[str, Append] = {}
     last: dict[str, Append] = {}
     for a in appends:
@@ -109,13 +121,15 @@ def attach(
         due = stamp + timeout  # a human seat's clock: the request's deadline
         requests: list[Pending] = []
         listed: dict[int, dict[str, api.Command]] = {}
+        bots = cached.bots
         for d in game.pending(state):
-            commands = legal(state, d.seat)
+            seat = d.seat
+            commands = legal(state, seat)
             texts = listed_json(commands)
-            listed[d.seat] = dict(zip(texts, commands, strict=True))
-            requests.append(
-                Pending(d.seat, due, _decision_json(game_json, version, d, deadline, texts))
-            )
+            listed[seat] = dict(zip(texts, commands, strict=True))
+            request = _decision_json(game_json, version, d, deadline, texts)
+            view = own_view_json(game, state, seat) if seat in bots else ""
+            requests.append(Pending(seat, due, request, view))
         a.decisions = requests
         a.over = game.is_over(state)  # the requests are every seat's: kept for /legal too
         cached.legal = (state, version, listed)  # the next command checked against these

@@ -16,10 +16,24 @@ from shared.redis_replies import text
 from . import admission
 from .connection import is_cluster
 from .consumer import Broker
+from .faststream_ext import BODY
 from .keys import Keys
-from .scripts import call, invocation, is_missing
+from .scripts import Library, call, invocation, is_missing
 
 WAIT_SLICE_S = 1.0  # well under any socket timeout a client is given
+
+# KEYS: 1 the game's meta, 2 its partition's command stream. ARGV: 1 the version the command
+# was decided at, 2 its body. The command is appended as a broker publishes it (its body in
+# the BODY field) only while the game's log is at that version; the reply is the log's
+# version (0: no log here).
+_SEND_AT = f"""
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if version == tonumber(ARGV[1]) then
+  redis.call('XADD', KEYS[2], '*', '{BODY.decode()}', ARGV[2])
+end
+return version
+"""
+SCRIPTS = Library("commands", {"send_at": _SEND_AT})
 
 
 class CommandSender:
@@ -34,6 +48,27 @@ class CommandSender:
         """Queue ``command``; returns the stream entry id. The engine answers asynchronously."""
         body = command.model_dump_json().encode()
         return await self.send_raw(command.game_id, body, command.command_id)
+
+    async def send_at(self, command: CommandEnvelope, version: int) -> int:
+        """Queue ``command``, decided at the game's ``version``, only if the game's log is
+        still there: returns the log's version (the command was sent if it is ``version``).
+        A bot that decided from its request's own view reads no view, hence no version:
+        this keeps a stale request's answer (the game moved on) out of the game, in the
+        round trip that sends it. With tracing on (a publication's span is FastStream's)
+        the version is read first, then the command published."""
+        stream = self.keys.commands(self.keys.partition(command.game_id))
+        meta = self.keys.meta(command.game_id)
+        body = command.model_dump_json().encode()
+        if self.broker.traced:
+            at = int(await self.redis.hget(meta, "version") or 0)
+            if at == version:
+                await self.broker.publish(body, stream=stream, correlation_id=command.command_id)
+            return at
+        started = time.monotonic()
+        at = int(await call(self.redis, SCRIPTS["send_at"], [meta, stream], [version, body]))
+        if at == version:
+            self.broker.published_outside(stream, time.monotonic() - started)
+        return at
 
     async def send_raw(
         self, game_id: str, payload: bytes | str, correlation_id: str | None = None

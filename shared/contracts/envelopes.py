@@ -337,7 +337,8 @@ class CommandResult(_Envelope):
 
 
 class DecisionRequest(_Envelope):
-    """A seat must decide: its legal commands and deadline. Never carries hidden values."""
+    """A seat must decide: its legal commands and deadline. Never carries another seat's
+    hidden values: ``view``, when there, is the deciding seat's own."""
 
     request_id: str = Field(default_factory=new_id)
     game_id: str
@@ -347,6 +348,15 @@ class DecisionRequest(_Envelope):
     deadline: datetime
     legal_commands: list[dict[str, Any]]
     correlation_id: str | None = None
+    view: dict[str, Any] | None = Field(
+        default=None,
+        description="The deciding seat's own view at ``version`` (the game's ``view`` for "
+        "that seat, without its legal commands, which the request lists): given only in a "
+        "bot seat's request on the bot player's stream, so that the bot decides from the "
+        "request alone. Absent (an engine not yet upgraded, a leaver's seat, every request "
+        "on the decisions stream the sockets read): the bot player reads the seat's "
+        "projected view.",
+    )
 
 
 def _name_the_game(raw: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,12 @@ class Notification(NamedTuple):
         return events
 
 
+def final(who: str) -> bool:
+    """A seat's player that can no longer change: a bot, or a player who left (a running
+    table takes no joins)."""
+    return who == LEFT or who.startswith(BOT_PREFIX)
+
+
 IMPORTED = "imported"  # the seats hash's field marking an imported game
 EXPERIMENT = "experiment"  # the seats hash's field naming a `caravel lab run --live` experiment
 EXPERIMENT_GAMES = "experiment_games"  # and how many games that run plays (its plan)
@@ -86,6 +92,10 @@ class Seats:
     def who(self, seat: int) -> str:
         """``human`` for a seat no lobby assigned (a game created without one)."""
         return self.players.get(seat, HUMAN)
+
+    def played_by_bots(self) -> frozenset[int]:
+        """The seats a bot plays, its own or the fallback of a player who left."""
+        return frozenset(seat for seat, who in self.players.items() if final(who))
 
     def bot_level(self, seat: int) -> str | None:
         who = self.who(seat)

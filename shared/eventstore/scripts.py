@@ -35,7 +35,8 @@ _APPEND = (
 -- none: stored only with the append, never on a log that took other events), 7 whether
 -- the decision requests are every seat's at the append's version ('' not given, '0' the
 -- game goes on, '1' it is over), 8 event count, then (public json, secret json or '')
--- pairs, then decision requests, each as (seat, due, deadline member, json). Each append
+-- pairs, then decision requests, each as (seat, due, deadline member, json, the seat's own
+-- view json or ''). Each append
 -- names only the keys it writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen,
 -- 5 command stream, 6 decisions, 7 the game's seats, 8 the partition's deadlines, 9 the
 -- bot player's requests; then 10 its result, if it has a result json; then its snapshot,
@@ -45,7 +46,9 @@ _APPEND = (
 -- event only. A stale version is a conflict and writes nothing. Every decision request
 -- goes to the decisions stream (the sockets' readers); a human seat's starts its clock
 -- among the deadlines (due then, member [game, version, seat]); a bot's or a leaver's
--- also goes to the bot player's stream; a seat no lobby seated (no entry) to neither.
+-- also goes to the bot player's stream, with the seat's view set into it as its last
+-- field ('view') when the engine made one (there only: the sockets' stream and the meta
+-- get none); a seat no lobby seated (no entry) to neither.
 -- Given as every seat's, the requests are also kept in the game's meta ('pending': their
 -- JSON array; 'pending_version', the version they are at; 'over'): the legal commands an
 -- HTTP reader asks for, read in one HMGET, read-your-writes as the log is (the views
@@ -90,12 +93,16 @@ local function append(k, a, last)
   if result then answer(result, ARGV[a + 5], ttl) end
   if ARGV[a + 4] ~= '' then redis.call('XACK', KEYS[k + 5], group, ARGV[a + 4]) end
   local requests = {}
-  for i = a + 9 + 2 * n, last, 4 do
+  for i = a + 9 + 2 * n, last, 5 do
     local who = redis.call('HGET', KEYS[k + 7], ARGV[i])
     if who == 'human' then
       redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], ARGV[i + 2])
     elseif who then
-      redis.call('XADD', KEYS[k + 9], '*', 'r', ARGV[i + 3])
+      local request = ARGV[i + 3]
+      if ARGV[i + 4] ~= '' then  -- the request's JSON object ends with its '}'
+        request = string.sub(request, 1, -2) .. ',"view":' .. ARGV[i + 4] .. '}'
+      end
+      redis.call('XADD', KEYS[k + 9], '*', 'r', request)
     end
     redis.call('XADD', KEYS[k + 6], '*', 'r', ARGV[i + 3])
     requests[#requests + 1] = ARGV[i + 3]

@@ -79,11 +79,14 @@ class Pending(NamedTuple):
     time) and the request as JSON. The append script reads who plays the seat (the seats
     hash): a human's clock starts among the partition's deadlines (``[game, version,
     seat]`` due then), a bot's or a leaver's request goes to the bot player's stream too
-    (``Keys.bot_decisions``); every request goes to the decisions stream the sockets read."""
+    (``Keys.bot_decisions``); every request goes to the decisions stream the sockets read.
+    ``view``: the seat's own view's JSON ("" none), put into the request only on the bot
+    player's stream (the engine makes it for the seats it read as bots')."""
 
     seat: int
     due: float
     json: str
+    view: str = ""
 
 
 @dataclass
@@ -211,7 +214,7 @@ class EventStore(EventReader):
             if not a.expected:
                 keys += (games, archived)
             args += (
-                8 + 2 * len(events) + 4 * len(decisions),  # its argument count
+                8 + 2 * len(events) + 5 * len(decisions),  # its argument count
                 a.expected,
                 key,
                 a.game_id,
@@ -224,8 +227,8 @@ class EventStore(EventReader):
             args += chain.from_iterable(events)  # (public, secret) pairs
             if decisions:
                 version = a.version
-                for seat, due, request in decisions:
-                    args += (seat, repr(due), f"[{game_json},{version},{seat}]", request)
+                for seat, due, request, view in decisions:
+                    args += (seat, repr(due), f"[{game_json},{version},{seat}]", request, view)
         return keys, args
 
     @staticmethod

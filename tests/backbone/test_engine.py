@@ -409,7 +409,9 @@ async def test_a_humans_request_starts_its_clock_and_a_bots_goes_to_the_bot_play
     """The append routes each decision request by the seat's player (the seats hash): a
     human's starts its clock among the partition's deadlines (due at the request's
     deadline), a bot's or a leaver's goes to the bot player's stream, a seat no lobby
-    seated to neither; every request goes to the decisions stream the sockets read."""
+    seated to neither; every request goes to the decisions stream the sockets read. The
+    bot player's copy carries the seat's own view (a bot's or a leaver's seat when the
+    engine loaded the game), the sockets' none."""
     sender = CommandSender(redis, keys)
     seats = {"g-route-h": "human", "g-route-b": f"{BOT_PREFIX}random", "g-route-l": LEFT}
     for game_id, who in seats.items():
@@ -430,7 +432,9 @@ async def test_a_humans_request_starts_its_clock_and_a_bots_goes_to_the_bot_play
         ]
         clocks = dict(await redis.zrange(keys.deadlines(p), 0, -1, withscores=True))
         member = dump_json([game_id, request.version, request.seat]).encode()
-        routed_to_bots = request in bots
+        assert request.view is None
+        assert all(b.view is not None and b.view["seat"] == b.seat for b in bots)
+        routed_to_bots = request in [b.model_copy(update={"view": None}) for b in bots]
         if seats.get(game_id) == "human":
             assert clocks[member] == pytest.approx(request.deadline.timestamp(), abs=0.01)
             assert not routed_to_bots

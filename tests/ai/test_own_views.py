@@ -1,0 +1,158 @@
+"""Bot seats decide from the view their decision request carries (issue 24): the engine
+makes it from the state it holds at the request's version, the append script puts it into
+the bot player's stream's entry only, and the bot player decides from the request alone,
+with no views projection, no view read and no wants."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from redis.asyncio import Redis
+
+from services.ai.service import BotPlayer
+from shared.bus import BODY, CommandSender, Keys
+from shared.bus.connection import connect
+from shared.contracts import CommandEnvelope, DecisionRequest, Seats, load_json
+from shared.contracts.records import BOT_PREFIX
+from shared.eventstore import EventStore
+from shared.games import age_of_discovery as aod
+
+from ..backbone.helpers import (
+    RULES,
+    create_game,
+    play_locally,
+    running_engine,
+    settings_for,
+    wait_for,
+)
+from ..cluster import OwnRedis
+
+
+async def _seat_bots(redis: Redis, keys: Keys, game_id: str, levels: list[str]) -> None:
+    """Seat bots, as the lobby does before it creates the game."""
+    seats = Seats({seat: f"{BOT_PREFIX}{level}" for seat, level in enumerate(levels)})
+    mapping: Any = seats.to_mapping()
+    await redis.hset(keys.seats(game_id), mapping=mapping)
+
+
+async def _requests(redis: Redis, stream: str) -> list[tuple[DecisionRequest, dict[str, Any]]]:
+    """The requests on ``stream``, each with its JSON as a plain object."""
+    entries: Any = await redis.xrange(stream)
+    return [(DecisionRequest.model_validate_json(f[b"r"]), load_json(f[b"r"])) for _, f in entries]
+
+
+async def test_bots_decide_from_their_requests_views_with_no_projection_and_no_view_read(
+    keys: Keys,
+) -> None:
+    """Two bot seats play a game to its end with the engine and the bot player alone, no
+    views projection running, on a Redis of the test's own: no view is ever read (no
+    ``HMGET``, no view key, no view update), and no game's views are asked for (no wants
+    stream). Before, each bot move waited for the projection's view of the seat, and
+    without a projection no bot ever moved ("view lagging")."""
+    game_id = "g-own-views"
+    async with OwnRedis() as server:
+        await server.start()
+        redis = connect(server.url)
+        stop = asyncio.Event()
+        try:
+            await _seat_bots(redis, keys, game_id, ["greedy", "random"])
+            await redis.config_resetstat()
+            async with running_engine(redis, keys):
+                player = BotPlayer(redis, keys, settings_for(keys, bot_think_ms=10))
+                playing = asyncio.create_task(player.run(stop))
+                try:
+                    await CommandSender(redis, keys).execute(create_game(game_id, players=2))
+
+                    async def over() -> bool:
+                        events = await EventStore(redis, keys).read(game_id)
+                        return events[-1].type == "game_ended"
+
+                    await wait_for(over, timeout_s=120, every_s=0.2)
+                finally:
+                    stop.set()
+                    await playing
+            stats: Any = await redis.info("commandstats")
+            events = await EventStore(redis, keys).read(game_id)
+            p = keys.partition(game_id)
+            assert "cmdstat_hmget" not in stats  # no view read, by anyone
+            assert not await redis.exists(
+                keys.view(game_id), keys.view_updates(p), keys.view_wants(p)
+            )
+            assert {e.actor for e in events} == {"system", "bot"}
+            assert {e.data["seat"] for e in events if e.type == "unit_placed"} == {0, 1}
+        finally:
+            await redis.aclose()
+
+
+async def test_a_bot_seats_request_carries_its_own_view_and_no_hidden_value(
+    redis: Redis, keys: Keys
+) -> None:
+    """Four bot seats, their moves sent by the test (no bot player): every request on the
+    bot player's stream carries the view of its own seat at its version, the game's
+    ``view`` for that seat less the legal commands the request lists, and that view is the
+    same for a twin state whose hidden values were resampled (``determinize``): no face-down
+    token, pile order or generator state, and nothing of another seat's. The requests on the
+    decisions stream (the sockets') and those kept in the game's meta carry no view."""
+    game_id = "g-own-hidden"
+    await _seat_bots(redis, keys, game_id, ["random"] * 4)
+    commands, _ = play_locally(game_id, players=4, seed=5, limit=60)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        for command in commands:
+            assert (await sender.execute(command)).status == "accepted"
+    p = keys.partition(game_id)
+    log = await EventStore(redis, keys).read(game_id)
+    bots = await _requests(redis, keys.bot_decisions(p))
+    assert len(bots) >= len(commands) - 1
+    seats_seen = set()
+    for request, raw in bots:
+        upto = log[: request.version]
+        state = aod.replay(RULES, [aod.Event(e.type, e.data, e.secret, e.visibility) for e in upto])
+        own = aod.view(state, request.seat)
+        assert request.legal_commands == own.pop("legal_commands")
+        assert request.view == own
+        assert request.view["seat"] == request.seat
+        twin = aod.view(aod.determinize(state, 99), request.seat)
+        assert request.view == {k: v for k, v in twin.items() if k != "legal_commands"}
+        assert list(raw)[-1] == "view"  # set into the request's JSON as its last field
+        seats_seen.add(request.seat)
+    assert seats_seen == {0, 1, 2, 3}
+    assert all(r.view is None for r, _ in await _requests(redis, keys.decisions(p)))
+    pending: Any = await redis.hget(keys.meta(game_id), "pending")
+    assert pending and all("view" not in r for r in load_json(pending))
+
+
+async def test_a_request_whose_game_moved_on_is_not_answered_from_its_view(
+    redis: Redis, keys: Keys
+) -> None:
+    """A bot seat's request at version v, with its view; the game moves past v meanwhile
+    (here a move sent for that seat by another sender). The bot player, given the request
+    afterwards (a redelivery, a backlog), decides nothing that reaches the game: its
+    command is sent only while the game is at v, checked in the send itself."""
+    game_id = "g-own-stale"
+    await _seat_bots(redis, keys, game_id, ["random", "random"])
+    p = keys.partition(game_id)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        await sender.execute(create_game(game_id, players=2))
+        [(request, _)] = await _requests(redis, keys.bot_decisions(p))
+        assert request.view is not None
+        move = dict(request.legal_commands[0])
+        moved = await sender.execute(
+            CommandEnvelope(
+                game_id=game_id,
+                seat=request.seat,
+                type=move.pop("type"),
+                payload={k: v for k, v in move.items() if k != "seat"},
+            )
+        )
+        assert moved.status == "accepted" and moved.version > request.version
+        player = BotPlayer(redis, keys, settings_for(keys))
+        try:
+            assert await player.consider(request) is True  # done with: stale
+        finally:
+            await player.close()
+    commands: Any = await redis.xrange(keys.commands(p))
+    actors = [CommandEnvelope.model_validate_json(f[BODY]).actor for _, f in commands]
+    assert actors == ["system", "player"]  # the game's creation and the move: no bot's
