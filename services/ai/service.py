@@ -49,6 +49,7 @@ from services.runtime import Stopped, wait_for
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
 from shared.bus.deadlines import hand_over, set_and_ack
 from shared.bus.deadlines import heads as deadline_heads
+from shared.bus.faults import transient
 from shared.contracts import CommandEnvelope, DecisionRequest, dump_json, load_json
 from shared.contracts.records import HUMAN, LEFT
 from shared.eventstore import EventReader
@@ -226,7 +227,7 @@ class BotPlayer:
         for (key, request), outcome in zip(latest.items(), outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 log.error("decision failed", game=key[0], seat=key[1], exc_info=outcome)
-                later[_member(request)] = request.deadline.timestamp()  # a human's clock stays
+                later[_member(request)] = _retry_at(request, players[key], outcome)
             elif outcome:
                 done.add(key)
             else:  # a bot's (or a leaver's) view lags: try again soon
@@ -475,6 +476,18 @@ async def _decided(
 def _failed(reply: Any) -> bool:
     """A reply of a pipeline run without raising that is its shard's fault."""
     return isinstance(reply, Exception)
+
+
+def _retry_at(request: DecisionRequest, who: str | None, error: BaseException) -> float:
+    """When a request whose answer failed is tried again: a bot's (or a leaver's) seat soon
+    (``RETRY_S``) if Redis was away or busy (a failover, a pool with no connection free in a
+    burst of 1,000 tables' starts), since it has no clock of its own and its request's
+    deadline is the table's move time, a minute by default, for which its game stood still;
+    any other failure (a bot's bug), and a human's seat, whose clock keeps running, at the
+    request's deadline."""
+    if transient(error) and (who == LEFT or bot_level(who) is not None):
+        return min(request.deadline.timestamp(), time.time() + RETRY_S)
+    return request.deadline.timestamp()
 
 
 def _member(request: DecisionRequest) -> str:

@@ -6,16 +6,18 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from services.ai import service
 from services.ai.service import BotPlayer, bot_command_id
 from services.lobby.views import ViewProjector
 from shared.bus import BODY, CommandSender, Keys, ensure_group
 from shared.contracts import CommandEnvelope, CommandResult, DecisionRequest, Seats, dump_json
-from shared.contracts.records import BOT_PREFIX, HUMAN
+from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
 from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 from shared.settings import Settings
@@ -371,3 +373,24 @@ async def _play_until_moved(
     finally:
         stop.set()
         await playing
+
+
+def test_a_bot_seat_whose_answer_failed_on_redis_is_tried_again_soon_not_at_its_deadline() -> None:
+    """A bot seat has no clock: its request's deadline is the table's move time (a minute by
+    default). When its answer failed because Redis was away or busy (at 1,000 tables'
+    starts the bot player's pool had no connection free: "No connection available"), the
+    game stood still until that deadline; it is now tried again after ``RETRY_S``. A bot's
+    own bug, or a human's seat (whose clock runs), still waits for the deadline."""
+    deadline = datetime.now(UTC) + timedelta(seconds=60)
+    request = DecisionRequest(
+        game_id="g", version=3, seat=1, kind="move", deadline=deadline, legal_commands=[]
+    )
+    away = RedisConnectionError("No connection available.")
+    now = time.time()
+    for who in (f"{BOT_PREFIX}greedy", LEFT):
+        soon = service._retry_at(request, who, away)
+        assert now <= soon <= time.time() + service.RETRY_S, who
+    assert service._retry_at(request, f"{BOT_PREFIX}greedy", ValueError("a bug")) == (
+        deadline.timestamp()
+    )
+    assert service._retry_at(request, HUMAN, away) == deadline.timestamp()
