@@ -51,36 +51,21 @@ TREE = os.path.dirname(os.path.dirname(HERE))
 def caravel_round(
     tree: str, mode: str, args: argparse.Namespace, label: str, processes: int | None = None
 ) -> dict[str, Any]:
+    def loop(base: str, server: Any) -> dict[str, Any]:
+        lean = args.client == "lean"
+        run = caravel_loop.closed_loop
+        return asyncio.run(
+            run(base, server, mode, args.tables, args.seconds, args.game, args.warmup, lean)
+        )
+
     if args.apart:
         with caravel_loop.caravel_apart(sys.executable, tree) as (base, apart):
-            result = asyncio.run(
-                caravel_loop.closed_loop(
-                    base,
-                    apart,
-                    mode,
-                    args.tables,
-                    args.seconds,
-                    args.game,
-                    args.warmup,
-                    args.client == "lean",
-                )
-            )
+            result = loop(base, apart)
         result["system"] = f"{label} ({mode}, apart)"
         return result
     with caravel_loop.caravel_up(sys.executable, tree, processes) as (base, server):
         asyncio.run(wait_ready(base))
-        result = asyncio.run(
-            caravel_loop.closed_loop(
-                base,
-                server,
-                mode,
-                args.tables,
-                args.seconds,
-                args.game,
-                args.warmup,
-                args.client == "lean",
-            )
-        )
+        result = loop(base, server)
     result["system"] = f"{label} ({mode}{f', {processes} processes' if processes else ''})"
     return result
 
