@@ -131,6 +131,9 @@ class Report:
     scoring_caught_up: bool = False
     verdict: Verdict = field(default_factory=Verdict)
     shards: list[ShardFigures] = field(default_factory=list)
+    # The same from the events of one kind of table only ("bot": tables of bots; "human":
+    # a human's tables, a bot in the other seat): which players' moves stop at a kill.
+    shards_by_table: dict[str, list[ShardFigures]] = field(default_factory=dict)
     # The cluster's events per second, shard by shard, from the first event on; and each
     # Redis kill's second in it, kind and shard (in --json only).
     timeline: dict[int, list[int]] = field(default_factory=dict)
@@ -292,12 +295,20 @@ async def _drive(
     _fill(report, killer, tally)
     if killer.cluster is not None:
         times: dict[int, list[float]] = {}
+        by_table: dict[str, dict[int, list[float]]] = {"bot": {}, "human": {}}
         for game, events in logs.items():
-            times.setdefault(shard_of(game), []).extend(e.recorded_at.timestamp() for e in events)
-        for found in times.values():
+            at = [e.recorded_at.timestamp() for e in events]
+            times.setdefault(shard_of(game), []).extend(at)
+            table = "bot" if game in tally.bot_games else "human"
+            by_table[table].setdefault(shard_of(game), []).extend(at)
+        for found in [*times.values(), *(t for b in by_table.values() for t in b.values())]:
             found.sort()
         healthy = [p.get("healthy_s") for p in killer.phases]
         report.shards = shard_figures(times, killer.kills, len(starts), healthy_s=healthy)
+        for table, found_times in by_table.items():
+            report.shards_by_table[table] = shard_figures(
+                found_times, killer.kills, len(starts), healthy_s=healthy
+            )
         _timeline(report, times, killer)
 
 
@@ -430,6 +441,14 @@ def table(report: Report) -> str:
                     f"pooled {pooled_ratio(found)}",
                 )
             )
+            for tables, figures in report.shards_by_table.items():
+                rows.append(
+                    (
+                        f"{kind} kills: other shards' events/s vs the quiet seconds before, "
+                        f"{tables} tables' events only",
+                        f"pooled {pooled_ratio([s for s in figures if s.kind == kind])}",
+                    )
+                )
             rows.append(
                 (
                     f"{kind} kills: hit shard moves again (s)",

@@ -50,6 +50,7 @@ class Tally:
     unanswered: list[tuple[str, str]] = field(default_factory=list)  # (game, command id)
     sent: dict[str, set[str]] = field(default_factory=dict)  # game -> command ids sent
     games: list[str] = field(default_factory=list)  # every table opened (id = game id)
+    bot_games: set[str] = field(default_factory=set)  # the tables of bots among them
     started: set[str] = field(default_factory=set)  # tables whose start was answered
     requests: int = 0
     server_errors: list[str] = field(default_factory=list)  # 5xx but 503: "500 GET /path ..."
@@ -198,6 +199,7 @@ async def bot_tables(http: Http, stop: asyncio.Event) -> None:
         if table is None:
             await asyncio.sleep(1)
             continue
+        http.tally.bot_games.add(table)
         while True:
             await asyncio.sleep(2)
             seen = await http.call("GET", f"/tables/{table}")
