@@ -61,6 +61,7 @@ import httpx
 from services.capacity import server_env
 from shared.bus import Keys, connect
 from shared.eventstore import EventStore
+from shared.settings import Settings
 from tests.cluster import LocalCluster, _free_ports, redis_server
 
 from .chaos_checks import (
@@ -90,6 +91,9 @@ from .chaos_faults import (
 from .chaos_load import Http, Tally, bot_tables, human
 from .scratch import postgres_schema
 
+# Past the reconciler's retry: its rounds (every second) and the start sent again.
+STARTS_SEEN_THROUGH_S = 15.0
+WITHOUT_A_GAME = " running without a game"
 ALL_KINDS = ("engine", "redis", "master", "replica", "lobby", "ai", "scoring")
 
 
@@ -361,7 +365,22 @@ async def _ready(client: httpx.AsyncClient, timeout_s: float = START_S) -> None:
 
 
 async def _stuck_tables(http: Http, store: EventStore, tally: Tally) -> list[str]:
-    """Tables started but still ``open``, or ``running`` without a game."""
+    """Tables started but still ``open``, or ``running`` without a game once the lobby's
+    reconciler has had its time. A start that failed on the way (a lobby or Redis killed
+    under it) leaves its table ``running`` with the start unfinished, and the reconciler
+    sends it again ``CARAVEL_START_RETRY_S`` later: such a table is stuck only if it
+    still has no game after that and a few of the reconciler's rounds."""
+    retry_s = Settings.model_fields["start_retry_s"].default  # the services run with it
+    give_up = time.monotonic() + retry_s + STARTS_SEEN_THROUGH_S
+    while True:
+        stuck = await _tables_without_games(http, store, tally)
+        gameless = [s for s in stuck if s.endswith(WITHOUT_A_GAME)]
+        if not gameless or time.monotonic() >= give_up:
+            return stuck
+        await asyncio.sleep(1)
+
+
+async def _tables_without_games(http: Http, store: EventStore, tally: Tally) -> list[str]:
     stuck = []
     for status in ("open", "running"):
         answer = await http.call("GET", f"/tables?status={status}")
@@ -372,7 +391,7 @@ async def _stuck_tables(http: Http, store: EventStore, tally: Tally) -> list[str
             if status == "open" and table["id"] in tally.started:
                 stuck.append(f"{table['id']} open after its start: {table.get('start_error')}")
             elif status == "running" and not await store.exists(table["id"]):
-                stuck.append(f"{table['id']} running without a game")
+                stuck.append(f"{table['id']}{WITHOUT_A_GAME}")
     return stuck
 
 
