@@ -42,7 +42,7 @@ from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep, command_id_reused, not_se
 from .tokens import SeatClaim
 
 log = structlog.get_logger("caravel.lobby")
-router = APIRouter(tags=["games"], route_class=lean.LeanRoute)
+router = APIRouter(tags=["games"])
 
 # Rule violations of a command's shape (what the OpenAPI document describes): a 422. Every
 # other one is a conflict with the game's state (its turn, board, money): a 409, and so is a
