@@ -522,6 +522,45 @@ async def test_wanted_views_of_a_healthy_shard_are_projected_while_another_shard
     await client.aclose()
 
 
+async def test_a_running_engine_wins_back_the_leases_a_fault_dropped_before_its_next_round(
+    cluster: LocalCluster,
+) -> None:
+    """The partitions a lease round dropped because their shard refused the renewal
+    (NOREPLICAS here, a failover in production) are tried again on their own every
+    ``REGAIN_S`` until the shard takes writes, not at the next full round (a third of the
+    lease's TTL: 1.67 s by default, 200 s here): after a failover the hit shard's games
+    waited up to a round for their engine (issue 25). The other partitions are kept."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    every = set(keys.all_partitions())
+    try:
+        async with running_engine(client, keys, lease_ttl_ms=600_000) as engine:
+
+            async def holds(wanted: set[int]) -> bool:
+                return engine.held == wanted
+
+            await wait_for(lambda: holds(every))
+            port = client.get_node_from_key(keys.lease(0)).port
+            on_it = {p for p in every if client.get_node_from_key(keys.lease(p)).port == port}
+            replica = _replica_of(cluster, port)
+            refused = cluster.refused_writes(port)
+            cluster.kill(replica)  # its master refuses writes: NOREPLICAS
+            with structlog.testing.capture_logs():
+                while cluster.refused_writes(port) == refused:
+                    await engine.rebalance()  # a round meets the refusal, as the next one would
+                assert engine.held == every - on_it
+                cluster.restart(replica)
+                await asyncio.to_thread(cluster.wait_healthy)
+                await wait_for(lambda: holds(every))  # the next full round is 200 s away
+
+            async def followed() -> bool:  # and read again
+                return {keys.commands(p) for p in on_it} <= set(engine.consumer.streams)
+
+            await wait_for(followed)
+    finally:
+        await client.aclose()  # the cluster is this test's own
+
+
 async def test_an_engine_wins_back_the_leases_its_shard_refused_to_renew_once_it_takes_writes(
     cluster: LocalCluster,
 ) -> None:
