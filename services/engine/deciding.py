@@ -4,7 +4,9 @@ as the append that records them (or the :class:`~.outcomes.Finish` that answers 
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -26,6 +28,8 @@ class Decider:
         self, keys: Keys, cache: GameCache, streams: dict[str, int], stats: Counter[str]
     ) -> None:
         self.keys, self.cache, self.streams, self.stats = keys, cache, streams, stats
+        # A game's partition, hashed once per game, not once per command.
+        self.partition: Callable[[str], int] = functools.lru_cache(maxsize=65_536)(keys.partition)
 
     def parse(self, d: Delivery) -> CommandEnvelope | Finish:
         """The delivery's command, or the refusal of a malformed one."""
@@ -35,18 +39,41 @@ class Decider:
         except ValidationError as e:
             return malformed(self.stats, self.streams[d.stream], d.id, raw, e)
 
+    def decide_now(
+        self, d: Delivery, env: CommandEnvelope, now: str
+    ) -> tuple[str | None, Append | Finish] | None:
+        """:meth:`decide` without a coroutine, for a command whose game is cached (nearly
+        every one: a batch's games are loaded before it is decided) or that is refused for
+        its partition; None for any other, which :meth:`decide` loads first."""
+        p = self.streams[d.stream]
+        game_id = env.game_id
+        if self.partition(game_id) != p:
+            reason = f"game {game_id} is not in partition {p}"
+            return game_id, rejected(self.stats, p, d.id, env, "wrong_partition", reason)
+        games = self.cache.games
+        cached = games.get(game_id)
+        if cached is None:
+            return None
+        games.move_to_end(game_id)
+        return self._decided(d, env, now, p, cached)
+
     async def decide(
         self, d: Delivery, env: CommandEnvelope, now: str
     ) -> tuple[str | None, Append | Finish]:
-        """A command decided on its game's cached state; its events, if any, encoded as
-        recorded at ``now`` (the batch's time)."""
-        p = self.streams[d.stream]
-        version: int | None = None
+        """A command decided on its game's cached state (loaded first if missing); its
+        events, if any, encoded as recorded at ``now`` (the batch's time)."""
+        outcome = self.decide_now(d, env, now)
+        if outcome is not None:
+            return outcome
+        cached = await self.cache.get(env.game_id)
+        return self._decided(d, env, now, self.streams[d.stream], cached)
+
+    def _decided(
+        self, d: Delivery, env: CommandEnvelope, now: str, p: int, cached: CachedGame
+    ) -> tuple[str | None, Append | Finish]:
+        """The command decided on ``cached``, the state of its game (of partition ``p``)."""
+        version = cached.version
         try:
-            if self.keys.partition(env.game_id) != p:
-                raise Reject("wrong_partition", f"game {env.game_id} is not in partition {p}")
-            cached = await self.cache.get(env.game_id)
-            version = cached.version
             key = env.key  # its seat's id, made once (a property that formats it)
             seen = cached.seen.get(key)
             if seen is not None:
