@@ -102,12 +102,11 @@ class Decider:
         made = Made(
             env.game_id, env.command_id, env.correlation_id or env.command_id, env.actor, now
         )
-        encoded = made.encode(events, cached.version + 1)  # new event ids
+        encoded = made.encode(events, version + 1)  # new event ids
         append = Append(
-            env.game_id, cached.version, encoded, env.command_id, (p, d.id), seat=env.seat
+            env.game_id, version, encoded, env.command_id, (p, d.id), (), None, env.seat
         )
-        cached.version = append.version
-        cached.seen[key] = append.version
+        cached.version = cached.seen[key] = version + len(encoded)  # the append's version
         return env.game_id, append
 
     def _events(self, env: CommandEnvelope, cached: CachedGame) -> list[api.Event]:

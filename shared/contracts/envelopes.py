@@ -255,7 +255,8 @@ class Made(NamedTuple):
                 (
                     f'{{"event_id":{event_id},"game_id":{game},"version":{version},'
                     f'"type":{name_json(e.type)},"data":{to_json(e.data).decode()},'
-                    f'"secret":null,"visibility":{_visibility_json(e.visibility)},{tail}',
+                    f'"secret":null,"visibility":'
+                    f"{_PUBLIC if e.visibility == 'public' else dump_json(e.visibility)},{tail}",
                     "" if e.secret is None else dump_json(e.secret),
                 ),
             )
@@ -268,8 +269,7 @@ class Made(NamedTuple):
 _new_tuple = tuple.__new__
 
 
-def _visibility_json(visibility: Visibility) -> str:
-    return '"public"' if visibility == "public" else dump_json(visibility)
+_PUBLIC = '"public"'  # the visibility of most events, as JSON (written in line: no call)
 
 
 def string_json(text: str) -> str:
