@@ -19,6 +19,8 @@ from .cache import CachedGame, GameCache
 from .decision_requests import command_json
 from .outcomes import Finish, Reject, malformed, new_game, rejected
 
+_new_tuple = tuple.__new__
+
 
 class Decider:
     """Decides the commands of the partitions' streams (``streams``: stream -> partition)
@@ -99,8 +101,9 @@ class Decider:
         # Each gets an id of its own, never one made of game and version: after a failover
         # took a log's tail back, the events written again at those versions must differ
         # from the lost ones to readers, who tell a log that went back by the ids.
-        made = Made(
-            env.game_id, env.command_id, env.correlation_id or env.command_id, env.actor, now
+        command_id = env.command_id
+        made = _new_tuple(  # Made(...), without the named tuple's Python-level __new__
+            Made, (env.game_id, command_id, env.correlation_id or command_id, env.actor, now)
         )
         encoded = made.encode(events, version + 1)  # new event ids
         append = Append(

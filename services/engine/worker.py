@@ -23,14 +23,16 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import structlog
+from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from services.runtime import Stopped, wait_for
 from shared.bus import (
+    BODY,
     Broker,
     Coalesced,
     Delivery,
@@ -39,9 +41,7 @@ from shared.bus import (
     ensure_group,
     tracing,
 )
-from shared.contracts import (
-    CommandEnvelope,
-)
+from shared.contracts import CommandEnvelope, read_command
 from shared.eventstore import Append, AppendResult, Archive, EventStore, GameCodec
 from shared.loops import keep_running
 from shared.observability import metrics
@@ -59,6 +59,8 @@ log = structlog.get_logger("caravel.engine")
 GROUP = "engine"
 _answered = attrgetter("answered")  # an append's result: told to its sender
 _status = attrgetter("status")
+_fields = attrgetter("fields")  # a delivery's fields
+_body = itemgetter(BODY)  # the field of a command's JSON
 ROUND_S = 0.05  # how soon a partition won is followed (its lease loop runs apart)
 
 
@@ -312,7 +314,7 @@ class Engine:
         older ones, in order."""
         deliveries = [d for d in deliveries if self._current(self._streams[d.stream])]
         outcomes: list[tuple[Delivery, str | None, Append | Finish]] = []
-        parsed = [(d, self.decider.parse(d)) for d in deliveries]
+        parsed = self._parsed(deliveries)
         now = datetime.now(UTC).isoformat()
         traced = tracing.on()
         decide_now = self.decider.decide_now
@@ -380,6 +382,18 @@ class Engine:
                 await self.handle([d for _, d in sorted(retry, key=lambda r: r[0])], attempt + 1)
             else:
                 log.warning("giving up on a batch for now", entries=len(retry))
+
+    def _parsed(
+        self, deliveries: list[Delivery]
+    ) -> list[tuple[Delivery, CommandEnvelope]] | list[tuple[Delivery, CommandEnvelope | Finish]]:
+        """Each delivery with its command, or the refusal of a malformed one. Every body
+        is validated in one pass of C calls (no Python frame per command); a batch with a
+        malformed one is parsed again one by one, each refused alone."""
+        try:
+            envs = list(map(read_command, map(_body, map(_fields, deliveries))))
+        except (ValidationError, KeyError):
+            return [(d, self.decider.parse(d)) for d in deliveries]
+        return list(zip(deliveries, envs, strict=True))
 
     def _sorted_out(
         self,

@@ -230,11 +230,10 @@ class Made(NamedTuple):
         versions from ``first_version`` on, named by ``event_ids`` (None: new ids of
         :data:`new_event_id`): each event's own fields in one string with the shared
         rest, one JSON encoding of its data."""
-        causation = _optional_json(self.causation_id)
+        cause = self.causation_id
+        causation = "null" if cause is None else string_json(cause)
         correlation = (  # most commands are their own correlation: encoded once
-            causation
-            if self.correlation_id == self.causation_id
-            else _optional_json(self.correlation_id)
+            causation if self.correlation_id == cause else _optional_json(self.correlation_id)
         )
         tail = (
             f'"causation_id":{causation},"correlation_id":{correlation},'
