@@ -65,7 +65,7 @@ def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], tuple[str, 
     """The keys an append to ``game_id`` always writes, in the script's order, and those
     only some write (its snapshot; its partition's games and archived games, for a new
     game; what its answers' names start with). Formatted once per game, not once per
-    command (each with the game's partition hashed)."""
+    command (each with the game's partition hashed): kept by :meth:`EventStore._append_keys`."""
     k, p = keys, keys.partition(game_id)
     always = (k.log(game_id), k.events(p), k.meta(game_id), k.seen(game_id))
     routed = (k.seats(game_id), k.deadlines(p), k.bot_decisions(p))
