@@ -50,7 +50,7 @@ from shared.settings import Settings
 from .cache import GameCache
 from .deciding import Decider
 from .decision_requests import attach
-from .leases import Leases
+from .leases import REGAIN_S, Leases
 from .outcomes import Finish
 from .recording import count_by_game, hold_ends, record_final_hashes, record_finishes
 
@@ -153,14 +153,22 @@ class Engine:
         except Stopped:
             return
         period = self.settings.lease_ttl_ms / 3000
-        leases = asyncio.create_task(
-            keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
-        )
+        leases = [
+            asyncio.create_task(
+                keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
+            ),
+            asyncio.create_task(  # the partitions a fault dropped, won back sooner
+                keep_running(
+                    stop, self.leases.regain, log, "lease regain failed", period_s=REGAIN_S
+                )
+            ),
+        ]
         try:
             await self.serve(stop)
         finally:
-            leases.cancel()
-            await asyncio.gather(leases, return_exceptions=True)
+            for task in leases:
+                task.cancel()
+            await asyncio.gather(*leases, return_exceptions=True)
             try:
                 await self.release_all()
             except Exception:  # stopping while Redis is away: the leases expire by themselves
