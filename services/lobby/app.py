@@ -20,7 +20,7 @@ from shared.bus import Keys
 from shared.httpapi import install_error_handlers
 from shared.settings import Settings
 
-from . import busdocs, catalog, games, idempotency, limits, openapi, queue, tables, web
+from . import busdocs, catalog, games, idempotency, lean, limits, openapi, queue, tables, web
 from .lobby import Lobby
 
 
@@ -61,6 +61,7 @@ def create_app(
     limits.install(app, redis, keys, settings)  # body sizes, rates, open sockets (outermost)
     for router in (catalog.router, tables.router, queue.router, games.router, *routers):
         app.include_router(router)
+    lean.install(app, games.router)  # an HTTP move's two routes first (issue 24)
     web.install(app)  # the browser client: pages, static files, replay views
     if asyncapi is not None:
         busdocs.install(app, asyncapi)

@@ -27,6 +27,7 @@ from shared.contracts import (
     CommandResult,
     decision_head,
     dump_json,
+    json_bytes,
     load_json,
 )
 from shared.eventstore import PendingDecisions
@@ -42,7 +43,7 @@ from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep, command_id_reused, not_se
 from .tokens import SeatClaim
 
 log = structlog.get_logger("caravel.lobby")
-router = APIRouter(tags=["games"], route_class=lean.LeanRoute)
+router = APIRouter(tags=["games"])
 
 # Rule violations of a command's shape (what the OpenAPI document describes): a 422. Every
 # other one is a conflict with the game's state (its turn, board, money): a 409, and so is a
@@ -153,7 +154,7 @@ async def _lean_command(request: Request) -> Response | None:
     return await send_command(game_id, command, request, lobby, authorization, legal == "true")
 
 
-async def play(admission: Admission, command: dict[str, Any], legal: bool) -> CommandOut:
+async def play(admission: Admission, command: dict[str, Any], legal: bool) -> Answer:
     """One move over HTTP, admitted (:class:`Admission`: the rate, the seat and the id
     checked, and on one Redis sent and answered in the same round trip): the engine's
     answer, or an :class:`ApiError` with the rules' code (nothing changed)."""
@@ -164,11 +165,17 @@ async def play(admission: Admission, command: dict[str, Any], legal: bool) -> Co
     return await answer(admission.lobby, envelope, result, legal, admission.pending)
 
 
-def _json(model: BaseModel) -> Response:
-    """``model`` as the route's JSON answer: the model is built from values already checked,
-    so FastAPI's validation of it against the response model again is skipped (the hot
-    routes of an HTTP move, issue 24)."""
-    return Response(model.model_dump_json(), media_type="application/json")
+# An HTTP move's answers (:class:`CommandOut`, :class:`LegalOut`) as plain dicts, their
+# keys in the models' order: built from values already checked, encoded as the models
+# encode them without making the models (validating a list of legal commands, dict by dict,
+# and dumping it again cost more than the rest of the answer, issue 24).
+Answer = dict[str, Any]
+
+
+def _json(answer: Answer) -> Response:
+    """``answer`` as the route's JSON answer (the response model's JSON: FastAPI's
+    validation of it against the model again is skipped, as is the model's)."""
+    return Response(json_bytes(answer), media_type="application/json")
 
 
 def envelope_of(game_id: str, seat: int, command: dict[str, Any]) -> CommandEnvelope:
@@ -220,16 +227,18 @@ async def answer(
     result: CommandResult,
     legal: bool = False,
     pending: PendingDecisions | None = None,
-) -> CommandOut:
-    """The engine's ``result`` of a command as :func:`run` answers it; ``pending``: the
-    game's pending decisions read with the answer (read again if none, or older)."""
+) -> Answer:
+    """The engine's ``result`` of a command as :func:`run` answers it (a
+    :class:`CommandOut`); ``pending``: the game's pending decisions read with the answer
+    (read again if none, or older)."""
     version = accepted(envelope, result)
-    out = CommandOut(status=result.status, version=version, command_id=envelope.command_id)
+    out: Answer = {"status": result.status, "version": version}
+    out["command_id"], out["legal"] = envelope.command_id, None
     if legal and envelope.seat is not None:  # a seat's command: the lobby always gives one
         read: PendingDecisions | Literal["unread"] = "unread"
         if pending is not None and pending.version >= version:
             read = pending
-        out.legal = await _legal(lobby, envelope.game_id, envelope.seat, version, read)
+        out["legal"] = await _legal(lobby, envelope.game_id, envelope.seat, version, read)
     return out
 
 
@@ -297,23 +306,26 @@ async def _legal(
     seat: int,
     after: int | None,
     pending: PendingDecisions | Literal["unread"] | None = "unread",
-) -> LegalOut:
-    """A seat's legal commands at ``after`` or later: those of the engine's decision
-    requests at the log's version, which its append keeps in the game's meta (``pending``,
-    read here unless given: one HMGET, never behind the log; issue 24, a projected view per
-    HTTP read cost the services most of an HTTP move). Else (none kept: an archived game, a
-    log moved in; a version the log has not reached) from the seat's view, as before."""
+) -> Answer:
+    """A seat's legal commands at ``after`` or later (a :class:`LegalOut`): those of the
+    engine's decision requests at the log's version, which its append keeps in the game's
+    meta (``pending``, read here unless given: one HMGET, never behind the log; issue 24, a
+    projected view per HTTP read cost the services most of an HTTP move). Else (none kept:
+    an archived game, a log moved in; a version the log has not reached) from the seat's
+    view, as before."""
     if isinstance(pending, str):
         pending = await lobby.store.pending(game_id)
     if pending is not None and (after is None or pending.version >= after):
-        legal = pending.legal(seat)
-        return LegalOut(
-            version=pending.version, seat=seat, legal_commands=legal, finished=pending.over
-        )
+        return _legal_answer(pending.version, seat, pending.legal(seat), pending.over)
     return await _legal_of_view(lobby, game_id, seat, after)
 
 
-async def _legal_of_view(lobby: Lobby, game_id: str, seat: int, after: int | None) -> LegalOut:
+def _legal_answer(version: int, seat: int, legal: list[dict[str, Any]], over: bool) -> Answer:
+    """A :class:`LegalOut` as its dict."""
+    return {"version": version, "seat": seat, "legal_commands": legal, "finished": over}
+
+
+async def _legal_of_view(lobby: Lobby, game_id: str, seat: int, after: int | None) -> Answer:
     """A seat's legal commands at ``after`` or later, from its view. With none, the game may
     be over: then they are read at its last version, so that ``finished`` and ``version``
     agree."""
@@ -324,12 +336,7 @@ async def _legal_of_view(lobby: Lobby, game_id: str, seat: int, after: int | Non
         finished = newest is not None and newest.type == api.GAME_ENDED
         if newest is not None and finished and view["version"] < newest.version:
             view = await _view(lobby, game_id, seat, newest.version)
-    return LegalOut(
-        version=view["version"],
-        seat=seat,
-        legal_commands=view["legal_commands"],
-        finished=finished,
-    )
+    return _legal_answer(view["version"], seat, view["legal_commands"], finished)
 
 
 @router.websocket("/games/{game_id}/ws")

@@ -85,12 +85,12 @@ class IdempotencyMiddleware:
             if not transient(e):  # a fault of the store: any other error is a bug
                 raise
             log.warning("idempotency key not checked: redis does not answer", error=str(e))
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay(body, receive), send)
             return
         if first is not None:
             await _send_kept(first, send)
             return
-        await self._run_first(scope, _replay(body, receive), send, slot, digest)
+        await self._run_first(scope, replay(body, receive), send, slot, digest)
 
     async def _first_answer(self, slot: str, digest: str) -> dict[str, Any] | None:
         """The kept answer of the first request with this key, after waiting for it if it
@@ -170,7 +170,7 @@ async def _read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """A receive that gives the app the body read already, then the client's own messages
     (a disconnect)."""
     sent = False

@@ -1,23 +1,31 @@
 """The two routes of an HTTP move (``POST /games/{id}/commands`` and ``GET
-/games/{id}/legal``) without FastAPI's request handling when the request is plainly
-well-formed: its endpoint called straight away with the values read here.
+/games/{id}/legal``) without FastAPI's routing and request handling when the request is
+plainly well-formed: its endpoint called straight away with the values read here.
 
 FastAPI's handler (its dependencies solved, the path, query and body validated against
 their declarations, the telemetry of each step) cost about a fifth of the lobby's CPU per
-request (issue 24). A request this module cannot read as plainly valid (any other query, a
-body that is not a JSON object, an odd content type) goes to FastAPI's handler as before:
+request, and its routing (each route and included router tried in turn, twice for the
+one that matches) about as much again (issue 24). :class:`LeanDispatch`, the router's
+innermost layer (every middleware and exception handler still around it), matches these
+routes' own paths first and gives a request to its endpoint's lean reader. A request the
+reader cannot read as plainly valid (any other query, a body that is not a JSON object, an
+odd content type) goes to the router and FastAPI's handler as before, its body given again:
 its errors and their shapes are FastAPI's. The routes' OpenAPI operations are still made
 from their declarations: nothing here changes them."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, APIRouter
+from starlette._utils import get_route_path
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .idempotency import replay
 
 # What ``shared.httpapi.Id`` accepts (its pattern, anchored as pydantic anchors it).
 ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -32,7 +40,7 @@ LEAN: dict[Callable[..., Any], Lean] = {}  # endpoint -> its lean reader
 
 
 def lean(endpoint: Callable[..., Any]) -> Callable[[Lean], Lean]:
-    """Register the decorated reader as ``endpoint``'s (its route has ``LeanRoute``)."""
+    """Register the decorated reader as ``endpoint``'s (:func:`install` serves it)."""
 
     def register(reader: Lean) -> Lean:
         LEAN[endpoint] = reader
@@ -41,22 +49,60 @@ def lean(endpoint: Callable[..., Any]) -> Callable[[Lean], Lean]:
     return register
 
 
-class LeanRoute(APIRoute):
-    """A route whose requests go to its endpoint's lean reader first, if it has one
-    (:data:`LEAN`, looked up per request: a route is made before its reader is
-    registered), and to FastAPI's handler when the reader leaves them (None)."""
+def install(app: FastAPI, router: APIRouter) -> None:
+    """Serve the routes of ``router`` that have a lean reader through :class:`LeanDispatch`,
+    in front of ``app``'s routing (after its middlewares and exception handlers). Their
+    paths must be matched by no route the app tries before them (``tests/lobby/
+    test_legal.py`` checks the app routes them alike)."""
+    routes = [
+        (route, LEAN[route.endpoint])
+        for route in router.routes
+        if isinstance(route, APIRoute) and route.endpoint in LEAN
+    ]
+    app.router.middleware_stack = LeanDispatch(app.router.middleware_stack, routes)
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        full = super().get_route_handler()
-        endpoint = self.endpoint
 
-        async def handler(request: Request) -> Response:
-            reader = LEAN.get(endpoint)
-            if reader is not None and (response := await reader(request)) is not None:
-                return response
-            return await full(request)
+class LeanDispatch:
+    """The app's router behind a look at the lean routes first: a request of one of their
+    methods whose path their pattern takes goes to its reader (path parameters, route and
+    endpoint in the scope as the router puts them); the router gets every other request,
+    and those the reader leaves (None), their body given again if the reader read it."""
 
-        return handler
+    def __init__(self, app: ASGIApp, routes: list[tuple[APIRoute, Lean]]) -> None:
+        self.app = app
+        self.by_method: dict[str, list[tuple[APIRoute, Lean]]] = {}
+        for route, reader in routes:
+            for method in (route.methods or set()) - {"HEAD"}:  # HEAD: the router's
+                self.by_method.setdefault(method, []).append((route, reader))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for route, reader in self.by_method.get(scope["method"], ()):
+                if (found := route.path_regex.match(get_route_path(scope))) is not None:
+                    await self._lean(route, reader, found.groupdict(), scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+    async def _lean(
+        self,
+        route: APIRoute,
+        reader: Lean,
+        params: dict[str, str],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """``reader``'s answer to the request, else the router's."""
+        convert = route.param_convertors
+        scope["path_params"] = {name: convert[name].convert(v) for name, v in params.items()}
+        scope["endpoint"], scope["route"] = route.endpoint, route
+        request = Request(scope, receive, send)
+        response = await reader(request)
+        if response is not None:
+            await response(scope, receive, send)
+            return
+        body: bytes | None = getattr(request, "_body", None)  # read by the reader
+        await self.app(scope, receive if body is None else replay(body, receive), send)
 
 
 def game_id(request: Request) -> str | None:

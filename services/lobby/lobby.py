@@ -82,6 +82,7 @@ class Lobby:
         self.db = db
         self.settings = settings
         self.key = settings.signing_key()
+        self.verify = tokens.Verifier(self.key)
         self.sender = CommandSender(redis, keys, Broker(redis, service="lobby"))
         self.store = EventStore(redis, keys, archive=Archive(db))  # archived games too
         self.fanout = EventFanout(redis, keys, linger_ms=settings.fanout_linger_ms)
@@ -137,7 +138,7 @@ class Lobby:
         if not authorization or not authorization.startswith("Bearer "):
             raise ApiError(401, "missing_token", "send 'Authorization: Bearer <seat token>'")
         try:
-            claim = tokens.verify(self.key, authorization.removeprefix("Bearer ").strip())
+            claim = self.verify(authorization.removeprefix("Bearer ").strip())
         except tokens.TokenError as e:
             raise ApiError(401, e.code, e.message) from None
         if claim.table_id != table_id:

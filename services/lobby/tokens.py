@@ -60,6 +60,33 @@ def verify(key: bytes, token: str, now: float | None = None) -> SeatClaim:
         claim = SeatClaim(str(data["t"]), int(data["s"]), int(data["e"]), str(data.get("h", "")))
     except (ValueError, KeyError, TypeError):
         raise TokenError("invalid_token", "the seat token is not valid") from None
+    _check_expiry(claim, now)
+    return claim
+
+
+def _check_expiry(claim: SeatClaim, now: float | None) -> None:
     if claim.expires < (time.time() if now is None else now):
         raise TokenError("expired_token", "the seat token has expired; join again")
-    return claim
+
+
+class Verifier:
+    """:func:`verify` with one key, the claims of the tokens it verified kept (at most
+    ``kept``, then all dropped at once): a seat sends the same token with every request,
+    and its signature's check, decoding and parse cost about as much as the rest of a
+    ``GET /legal`` in the lobby (issue 24). A claim kept is still checked for its expiry
+    at each use; a token refused is not kept (checked again each time)."""
+
+    def __init__(self, key: bytes, kept: int = 16384) -> None:
+        self.key, self.kept = key, kept
+        self.claims: dict[str, SeatClaim] = {}
+
+    def __call__(self, token: str, now: float | None = None) -> SeatClaim:
+        claim = self.claims.get(token)
+        if claim is None:
+            claim = verify(self.key, token, now)
+            if len(self.claims) >= self.kept:
+                self.claims.clear()
+            self.claims[token] = claim
+        else:
+            _check_expiry(claim, now)
+        return claim

@@ -76,12 +76,26 @@ class PendingDecisions(NamedTuple):
         return []
 
 
+# The requests of the pending decisions parsed last, by their JSON as read: an HTTP move
+# reads the same meta twice (its answer's legal commands, then the other seat's GET /legal
+# at that version) and parses it once (a game's requests list a seat's every legal command,
+# ~1 KB of JSON in The Age of Discovery, issue 24). Cleared whole once this many are kept.
+PARSED_KEPT = 1024
+_parsed: dict[bytes, list[dict[str, Any]]] = {}
+
+
 def pending_of(reply: Sequence[Any]) -> PendingDecisions | None:
-    """:meth:`EventReader.pending` of its read's reply."""
+    """:meth:`EventReader.pending` of its read's reply. Its requests may be those of an
+    earlier equal read: never to be changed."""
     version, at, over, raw = reply
     if raw is None or version is None or at != version:
         return None
-    return PendingDecisions(int(version), over == b"1", load_json(raw))
+    requests = _parsed.get(raw)
+    if requests is None:
+        if len(_parsed) >= PARSED_KEPT:
+            _parsed.clear()
+        requests = _parsed[raw] = load_json(raw)
+    return PendingDecisions(int(version), over == b"1", requests)
 
 
 S = TypeVar("S")

@@ -28,7 +28,7 @@ from shared.contracts import (
     load_event,
     read_event,
 )
-from shared.eventstore import Append, EventStore, GameCodec, Pending
+from shared.eventstore import Append, EventStore, GameCodec, Pending, pending_of
 from shared.games import age_of_discovery as aod
 
 from .helpers import RULES, stored, wait_for
@@ -412,3 +412,16 @@ async def test_an_append_keeps_its_decision_requests_in_the_meta_at_its_version(
     pending = await store.pending("g-pending")
     assert pending is not None
     assert (pending.version, pending.over, pending.requests) == (5, True, [])
+
+
+def test_equal_reads_of_the_pending_decisions_are_parsed_once() -> None:
+    """An HTTP move reads the game's meta twice at one version (its answer's legal commands,
+    the other seat's GET /legal): the second read's requests are the first's, unparsed; a
+    read of other requests is parsed anew."""
+    raw = b'[{"seat":0,"version":3,"legal_commands":[{"type":"pass"}]}]'
+    first = pending_of([b"3", b"3", b"0", raw])
+    again = pending_of([b"3", b"3", b"0", bytes(bytearray(raw))])  # equal, another object
+    assert first is not None and again is not None and again.requests is first.requests
+    other = pending_of([b"4", b"4", b"1", raw.replace(b"pass", b"move")])
+    assert other is not None and other.legal(0) == [{"type": "move"}] and other.over
+    assert first.legal(0) == [{"type": "pass"}]

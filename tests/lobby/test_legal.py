@@ -170,3 +170,32 @@ async def test_the_move_routes_answer_any_spelling_as_fastapi_validates_it(
             answer = await client.post(path, content=body, headers=headers)
             assert answer.status_code == 422, (path, body, answer.json())
             assert answer.json()["code"] == "invalid_request", (path, body, answer.json())
+
+
+def test_no_route_before_the_lean_ones_takes_their_paths(redis_url: str) -> None:
+    """``lean.LeanDispatch`` gives an HTTP move's two routes their requests before the
+    router tries any other: that is the router's own choice only while no route it tries
+    first (the docs', the catalog's, the tables', the queue's) takes their paths."""
+    from fastapi.routing import APIRoute, _IncludedRouter
+    from sqlalchemy import create_engine
+    from starlette.routing import BaseRoute, Match
+
+    from services.lobby import games, lean
+    from services.lobby.app import create_app
+    from shared.settings import Settings
+
+    app = create_app(
+        Redis.from_url(redis_url), Keys("lean"), create_engine("sqlite://"), Settings()
+    )
+    assert isinstance(app.router.middleware_stack, lean.LeanDispatch)
+    flat: list[BaseRoute] = []
+    for route in app.router.routes:
+        included = isinstance(route, _IncludedRouter)
+        flat.extend(route.original_router.routes if included else [route])
+    for method, path, endpoint in (
+        ("POST", "/games/t-1/commands", games.send_command),
+        ("GET", "/games/t-1/legal", games.get_legal),
+    ):
+        scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+        first = next(r for r in flat if r.matches(scope)[0] == Match.FULL)
+        assert isinstance(first, APIRoute) and first.endpoint is endpoint, (path, first)
