@@ -284,7 +284,7 @@ async def _drive(
             for task in players:
                 task.cancel()
             await asyncio.gather(*players, return_exceptions=True)
-            report.verdict.stuck_tables = await _stuck_tables(http, store, tally)
+            await _stuck_tables(http, store, tally, report.verdict)
             stop_sampling.set()
             await sampler
             stop_watching.set()
@@ -364,7 +364,7 @@ async def _ready(client: httpx.AsyncClient, timeout_s: float = START_S) -> None:
     raise TimeoutError("the lobby never got ready")
 
 
-async def _stuck_tables(http: Http, store: EventStore, tally: Tally) -> list[str]:
+async def _stuck_tables(http: Http, store: EventStore, tally: Tally, verdict: Verdict) -> None:
     """Tables started but still ``open``, or ``running`` without a game once the lobby's
     reconciler has had its time. A start that failed on the way (a lobby or Redis killed
     under it) leaves its table ``running`` with the start unfinished, and the reconciler
@@ -372,11 +372,15 @@ async def _stuck_tables(http: Http, store: EventStore, tally: Tally) -> list[str
     still has no game after that and a few of the reconciler's rounds."""
     retry_s = Settings.model_fields["start_retry_s"].default  # the services run with it
     give_up = time.monotonic() + retry_s + STARTS_SEEN_THROUGH_S
+    first: set[str] | None = None
     while True:
         stuck = await _tables_without_games(http, store, tally)
-        gameless = [s for s in stuck if s.endswith(WITHOUT_A_GAME)]
+        gameless = {s for s in stuck if s.endswith(WITHOUT_A_GAME)}
+        first = gameless if first is None else first
         if not gameless or time.monotonic() >= give_up:
-            return stuck
+            verdict.stuck_tables = stuck
+            verdict.started_late = sorted(t.removesuffix(WITHOUT_A_GAME) for t in first - gameless)
+            return
         await asyncio.sleep(1)
 
 
@@ -435,6 +439,7 @@ def table(report: Report) -> str:
             f"{report.acked} ({report.duplicates_answered})",
         ),
         ("refusals (all justified unless below)", str(report.refused)),
+        ("tables whose start the reconciler saw through", str(len(v.started_late))),
     ]
     rows += [(name, str(n)) for name, n in report.failures().items()]
     if report.shards:

@@ -179,6 +179,9 @@ class Verdict:
     replay_mismatches: list[str] = field(default_factory=list)
     stuck_games: list[str] = field(default_factory=list)
     stuck_tables: list[str] = field(default_factory=list)
+    # Tables running without a game at the first look that got one by the reconciler's
+    # retry: starts that failed under a kill and were seen through (not a failure).
+    started_late: list[str] = field(default_factory=list)
     scoring_differs: list[str] = field(default_factory=list)
 
 
