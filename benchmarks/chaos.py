@@ -65,11 +65,14 @@ from shared.settings import Settings
 from tests.cluster import LocalCluster, _free_ports, redis_server
 
 from .chaos_checks import (
+    LiveGames,
     Progress,
     ShardFigures,
     Verdict,
     check_logs,
+    live_games,
     median,
+    pooled_live,
     pooled_ratio,
     sample,
     scoring_caught_up,
@@ -138,6 +141,9 @@ class Report:
     # The same from the events of one kind of table only ("bot": tables of bots; "human":
     # a human's tables, a bot in the other seat): which players' moves stop at a kill.
     shards_by_table: dict[str, list[ShardFigures]] = field(default_factory=dict)
+    # The other shards' games' pace per game-second alive, all games and by table kind
+    # (``chaos_checks.LiveGames``: without the tables the closed loop moves onto the hit shard).
+    live: dict[str, list[LiveGames]] = field(default_factory=dict)
     # The cluster's events per second, shard by shard, from the first event on; and each
     # Redis kill's second in it, kind and shard (in --json only).
     timeline: dict[int, list[int]] = field(default_factory=dict)
@@ -313,6 +319,14 @@ async def _drive(
             report.shards_by_table[table] = shard_figures(
                 found_times, killer.kills, len(starts), healthy_s=healthy
             )
+        games = {
+            g: (shard_of(g), sorted(e.recorded_at.timestamp() for e in ev))
+            for g, ev in logs.items()
+        }
+        report.live["all"] = live_games(list(games.values()), killer.kills, report.shards)
+        for table in ("bot", "human"):
+            kept = [v for g, v in games.items() if (g in tally.bot_games) == (table == "bot")]
+            report.live[table] = live_games(kept, killer.kills, report.shards)
         _timeline(report, times, killer)
 
 
@@ -471,6 +485,17 @@ def table(report: Report) -> str:
                         f"{kind} kills: other shards' events/s vs the quiet seconds before, "
                         f"{tables} tables' events only",
                         f"pooled {pooled_ratio([s for s in figures if s.kind == kind])}",
+                    )
+                )
+            for tables, live in report.live.items():
+                mine = [f for f in live if f.kind == kind]
+                ratios = sorted(r for f in mine if (r := f.ratio) is not None)
+                rows.append(
+                    (
+                        f"{kind} kills: other shards' games' events per game-second alive vs "
+                        f"the quiet seconds before, {tables} games",
+                        f"median {median(ratios)}, >=0.9 in {sum(r >= 0.9 for r in ratios)}/"
+                        f"{len(ratios)}, pooled {pooled_live(mine)}",
                     )
                 )
             rows.append(

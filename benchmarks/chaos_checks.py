@@ -162,6 +162,69 @@ def shard_figures(
     return out
 
 
+@dataclass(frozen=True)
+class LiveGames:
+    """One kill's other-shard games measured per second each was alive (from its first
+    event to its last): its events and game-seconds while the hit shard stalls and in the
+    quiet seconds before. The shard totals count the games present as much as their pace: a
+    closed loop of tables that opens its next one on a random shard moves tables onto the
+    hit shard during a stall, which lowers the others' events/s though no game of theirs
+    slowed. Per game-second, only the pace of the games that are there counts."""
+
+    kind: str
+    during_events: int
+    during_game_s: float
+    quiet_events: int
+    quiet_game_s: float
+
+    @property
+    def ratio(self) -> float | None:
+        if not (self.quiet_events and self.quiet_game_s and self.during_game_s):
+            return None
+        during = self.during_events / self.during_game_s
+        return round(during / (self.quiet_events / self.quiet_game_s), 3)
+
+
+def live_games(
+    games: Sequence[tuple[int, list[float]]],
+    kills: Sequence[Kill],
+    figures: Sequence[ShardFigures],
+) -> list[LiveGames]:
+    """:class:`LiveGames` for each node kill with a quiet baseline (``figures`` are
+    :func:`shard_figures`'s for the same kills, in order): ``games`` is each game's shard and
+    its events' sorted times."""
+    out = []
+    node_kills = [k for k in kills if k.shard is not None]
+    for kill, f in zip(node_kills, figures, strict=True):
+        if f.quiet_ratio is None:
+            continue
+        stall = (kill.at, kill.at + f.during_s)
+        quiet = (kill.at - f.quiet_s, kill.at)
+        counts = [0, 0.0, 0, 0.0]
+        for shard, times in games:
+            if shard == kill.shard or not times:
+                continue
+            for i, (start, end) in enumerate((stall, quiet)):
+                alive = min(end, times[-1]) - max(start, times[0])
+                if alive > 0:
+                    counts[2 * i] += _count(times, start, end)
+                    counts[2 * i + 1] += alive
+        out.append(LiveGames(kill.kind, int(counts[0]), counts[1], int(counts[2]), counts[3]))
+    return out
+
+
+def pooled_live(figures: Sequence[LiveGames]) -> float | None:
+    """:class:`LiveGames` pooled: every stall's events over its game-seconds, over every
+    quiet baseline's."""
+    kept = [f for f in figures if f.ratio is not None]
+    if not kept:
+        return None
+    during = sum(f.during_events for f in kept) / sum(f.during_game_s for f in kept)
+    return round(
+        during / (sum(f.quiet_events for f in kept) / sum(f.quiet_game_s for f in kept)), 3
+    )
+
+
 def _count(times: list[float], start: float, end: float) -> int:
     return bisect.bisect_left(times, end) - bisect.bisect_left(times, start)
 

@@ -2,15 +2,18 @@
 Caravel's cluster client (``shared.bus.connect``), durability on (``min-replicas-to-write
 1``, a ``WAIT`` in each write's round trip).
 
-    python -m benchmarks.cluster_neighbours [--before 3] [--after 9]
+    python -m benchmarks.cluster_neighbours [--before 3] [--after 9] [--subscribers 40]
 
 On a cluster of its own (3 masters, 3 replicas, ``tests/cluster.py``), tasks run without
 pause: per master, four ``SET`` + ``WAIT 1`` pipelines and four ``XADD`` + ``XREADGROUP
 BLOCK`` + ``XACK`` loops on keys of that master; and two pipelines that span every master
-(one ``SET`` per master). A master is killed (SIGKILL) ``--before`` s in; prints each kind's
-completed operations per half second, master by master, and the slowest operations of the
-healthy masters after the kill. A benchmark, not a test (issue 25: are the healthy shards'
-commands held by the client while a master fails over?).
+(one ``SET`` per master); with ``--subscribers N``, N more per master that block on idle
+streams and back off after a failure as the services' subscribers do (0.1 s doubling to
+0.5 s): a service process holds dozens, a third of them on the killed master. A master is
+killed (SIGKILL) ``--before`` s in; prints each kind's completed operations per half
+second, master by master, and the slowest operations of the healthy masters after the kill.
+A benchmark, not a test (issue 25: are the healthy shards' commands held by the client while
+a master fails over?).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from typing import Any
 
 from shared.bus import connect
+from shared.bus.faststream_ext import READ_RETRY_FIRST_S, READ_RETRY_S
 from tests.cluster import LocalCluster, keys_by_port, redis_server
 
 Done = list[tuple[float, str, int, float, bool]]  # start, kind, port (0: all), seconds, ok
@@ -72,7 +76,20 @@ async def _spanning(client: Any, keys: list[str], t0: float, done: Done, stop: A
             await asyncio.sleep(0.05)
 
 
-async def main(before_s: float, after_s: float) -> None:
+async def _idle(client: Any, key: str, stop: Any) -> None:
+    """A subscriber of an idle stream: blocking reads, backing off after a failure."""
+    stream, delay = f"{{{key}}}idle", READ_RETRY_FIRST_S
+    await client.xgroup_create(stream, "g", id="0", mkstream=True)
+    while not stop.is_set():
+        try:
+            await client.xreadgroup("g", "c", {stream: ">"}, count=10, block=1000)
+            delay = READ_RETRY_FIRST_S
+        except Exception:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, READ_RETRY_S)
+
+
+async def main(before_s: float, after_s: float, subscribers: int = 0) -> None:
     server = redis_server()
     if server is None:
         raise SystemExit("needs redis-server 7 or later")
@@ -80,7 +97,7 @@ async def main(before_s: float, after_s: float) -> None:
     try:
         client: Any = connect(cluster.url)
         await client.ping()
-        by_port = keys_by_port(client)
+        by_port = keys_by_port(client, 300 + 3 * subscribers)
         masters = cluster.master_ports()
         victim = masters[0]
         done: Done = []
@@ -92,6 +109,9 @@ async def main(before_s: float, after_s: float) -> None:
             for i in range(4):
                 for loop, key in ((_set_wait, by_port[port][i]), (_stream, by_port[port][10 + i])):
                     tasks.append(asyncio.create_task(loop(client, port, key, t0, done, stop)))
+        for port in masters:
+            for key in by_port[port][60 : 60 + subscribers]:
+                tasks.append(asyncio.create_task(_idle(client, key, stop)))
         await asyncio.sleep(before_s)
         kill_at = time.monotonic() - t0
         cluster.kill(victim)
@@ -128,5 +148,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", type=float, default=3.0)
     parser.add_argument("--after", type=float, default=9.0)
+    parser.add_argument("--subscribers", type=int, default=0, help="idle readers per master")
     args = parser.parse_args()
-    asyncio.run(main(args.before, args.after))
+    asyncio.run(main(args.before, args.after, args.subscribers))

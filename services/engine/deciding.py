@@ -4,7 +4,9 @@ as the append that records them (or the :class:`~.outcomes.Finish` that answers 
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -17,6 +19,8 @@ from .cache import CachedGame, GameCache
 from .decision_requests import command_json
 from .outcomes import Finish, Reject, malformed, new_game, rejected
 
+_new_tuple = tuple.__new__
+
 
 class Decider:
     """Decides the commands of the partitions' streams (``streams``: stream -> partition)
@@ -26,6 +30,8 @@ class Decider:
         self, keys: Keys, cache: GameCache, streams: dict[str, int], stats: Counter[str]
     ) -> None:
         self.keys, self.cache, self.streams, self.stats = keys, cache, streams, stats
+        # A game's partition, hashed once per game, not once per command.
+        self.partition: Callable[[str], int] = functools.lru_cache(maxsize=65_536)(keys.partition)
 
     def parse(self, d: Delivery) -> CommandEnvelope | Finish:
         """The delivery's command, or the refusal of a malformed one."""
@@ -35,18 +41,41 @@ class Decider:
         except ValidationError as e:
             return malformed(self.stats, self.streams[d.stream], d.id, raw, e)
 
+    def decide_now(
+        self, d: Delivery, env: CommandEnvelope, now: str
+    ) -> tuple[str | None, Append | Finish] | None:
+        """:meth:`decide` without a coroutine, for a command whose game is cached (nearly
+        every one: a batch's games are loaded before it is decided) or that is refused for
+        its partition; None for any other, which :meth:`decide` loads first."""
+        p = self.streams[d.stream]
+        game_id = env.game_id
+        if self.partition(game_id) != p:
+            reason = f"game {game_id} is not in partition {p}"
+            return game_id, rejected(self.stats, p, d.id, env, "wrong_partition", reason)
+        games = self.cache.games
+        cached = games.get(game_id)
+        if cached is None:
+            return None
+        games.move_to_end(game_id)
+        return self._decided(d, env, now, p, cached)
+
     async def decide(
         self, d: Delivery, env: CommandEnvelope, now: str
     ) -> tuple[str | None, Append | Finish]:
-        """A command decided on its game's cached state; its events, if any, encoded as
-        recorded at ``now`` (the batch's time)."""
-        p = self.streams[d.stream]
-        version: int | None = None
+        """A command decided on its game's cached state (loaded first if missing); its
+        events, if any, encoded as recorded at ``now`` (the batch's time)."""
+        outcome = self.decide_now(d, env, now)
+        if outcome is not None:
+            return outcome
+        cached = await self.cache.get(env.game_id)
+        return self._decided(d, env, now, self.streams[d.stream], cached)
+
+    def _decided(
+        self, d: Delivery, env: CommandEnvelope, now: str, p: int, cached: CachedGame
+    ) -> tuple[str | None, Append | Finish]:
+        """The command decided on ``cached``, the state of its game (of partition ``p``)."""
+        version = cached.version
         try:
-            if self.keys.partition(env.game_id) != p:
-                raise Reject("wrong_partition", f"game {env.game_id} is not in partition {p}")
-            cached = await self.cache.get(env.game_id)
-            version = cached.version
             key = env.key  # its seat's id, made once (a property that formats it)
             seen = cached.seen.get(key)
             if seen is not None:
@@ -72,15 +101,15 @@ class Decider:
         # Each gets an id of its own, never one made of game and version: after a failover
         # took a log's tail back, the events written again at those versions must differ
         # from the lost ones to readers, who tell a log that went back by the ids.
-        made = Made(
-            env.game_id, env.command_id, env.correlation_id or env.command_id, env.actor, now
+        command_id = env.command_id
+        made = _new_tuple(  # Made(...), without the named tuple's Python-level __new__
+            Made, (env.game_id, command_id, env.correlation_id or command_id, env.actor, now)
         )
-        encoded = made.encode(events, cached.version + 1)  # new event ids
+        encoded = made.encode(events, version + 1)  # new event ids
         append = Append(
-            env.game_id, cached.version, encoded, env.command_id, (p, d.id), seat=env.seat
+            env.game_id, version, encoded, env.command_id, (p, d.id), (), None, env.seat
         )
-        cached.version = append.version
-        cached.seen[key] = append.version
+        cached.version = cached.seen[key] = version + len(encoded)  # the append's version
         return env.game_id, append
 
     def _events(self, env: CommandEnvelope, cached: CachedGame) -> list[api.Event]:

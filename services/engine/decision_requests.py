@@ -58,6 +58,9 @@ class _ByIdentity:
 
 listed_json = _ByIdentity()
 
+# ``Pending(...)`` without the named tuple's Python-level ``__new__``: one per request.
+_new_tuple = tuple.__new__
+
 
 def _decision_json(
     game_json: str,
@@ -138,9 +141,12 @@ def attach(
             if seat in bots:
                 public = game.public_view(state) if public is None else public
                 view = own_view_json(game, state, seat, public)
-            requests.append(Pending(seat, due, request, view))
+            requests.append(_new_tuple(Pending, (seat, due, request, view)))
         a.decisions = requests
-        a.over = game.is_over(state)  # the requests are every seat's: kept for /legal too
+        # The requests are every seat's: kept for /legal too. Asked once per game and batch:
+        # the end's hold (``hold_ends``) and the metrics read it from the append.
+        a.over = over = game.is_over(state)
         cached.legal = (state, version, listed)  # the next command checked against these
-        if a.version // every > first[game_id].expected // every or cache.newly_over(game_id):
+        newly_over = over and not cached.final_recorded
+        if newly_over or version // every > first[game_id].expected // every:
             a.snapshot = dump_json(codec.snapshot(state))

@@ -3,6 +3,7 @@ fair share of the partitions through leases that expire unless renewed."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable
@@ -16,6 +17,11 @@ from shared.eventstore.scripts import LEASES as SCRIPTS
 
 log = structlog.get_logger("caravel.engine")
 
+# How often the leases a shard's fault dropped are tried again (:meth:`Leases.regain`),
+# until won back or found taken: the full round comes every third of the lease's TTL
+# (1.67 s by default), and after a failover the hit shard's games waited for it (issue 25).
+REGAIN_S = 0.25
+
 
 class Leases:
     """The partitions one engine holds. ``on_lost(p)`` is called when the lease on ``p``
@@ -28,7 +34,9 @@ class Leases:
     shard failed were tried too: the hit shard moved ~0.4 s sooner, the other shards'
     events/s during a master kill fell from ~0.6 to ~0.45 of their quiet rate, each round
     sending the dead master a pipeline and its client's commands re-reading the slot map:
-    taken out, benchmarks/README.md, branch `failover`.)"""
+    taken out, benchmarks/README.md, branch `failover`.) Instead, the partitions a fault
+    dropped alone are tried again every :data:`REGAIN_S` (:meth:`regain`): one small
+    pipeline to their own shard, until won back or found taken by another engine."""
 
     def __init__(
         self,
@@ -43,9 +51,44 @@ class Leases:
         self.on_lost, self.on_won = on_lost, on_won
         self.held: set[int] = set()
         self.live: list[str] = [engine_id]  # the live engines, as last seen
+        self.dropped: set[int] = set()  # dropped by a fault: tried again by :meth:`regain`
+        self._round = asyncio.Lock()  # a round and a regain never interleave
 
     async def rebalance(self) -> None:
         """Heartbeat, renew held leases, then hold a fair share of the partitions."""
+        async with self._round:
+            await self._rebalance()
+
+    async def regain(self) -> None:
+        """Take back the partitions a fault dropped (:attr:`dropped`) whose shard takes
+        writes again, within this engine's share: their keys still name this engine, so
+        ``take`` wins them at once. One taken by another engine meanwhile (its key expired),
+        or over the share, is left to the full rounds; one whose shard still fails is tried
+        again next time."""
+        if not self.dropped:
+            return
+        async with self._round:
+            share = math.ceil(self.keys.partitions / max(len(self.live), 1))
+            tried = sorted(self.dropped - self.held)[: max(0, share - len(self.held))]
+            self.dropped = set(tried)
+            if not tried:
+                return
+            async with Batch(self.redis) as batch:
+                for p in tried:
+                    batch.call(SCRIPTS["take"], [self.keys.lease(p)], [self.id, self.ttl_ms])
+                taken = await batch.execute(raise_on_error=False)
+            for p, ok in zip(tried, taken, strict=True):
+                if isinstance(ok, Exception):
+                    continue
+                self.dropped.discard(p)
+                if ok == 1:
+                    self.held.add(p)
+                    self.on_won(p)
+            won = [p for p in tried if p in self.held]
+            if won:
+                log.info("leases regained", engine=self.id, held=len(self.held), won=won)
+
+    async def _rebalance(self) -> None:
         ttl = self.ttl_ms
         now_ms = int(time.time() * 1000)
         engines = self.keys.engines()
@@ -60,6 +103,7 @@ class Leases:
         for p, renewed in zip(held, replies[3:], strict=True):
             if isinstance(renewed, Exception):  # its shard fails: the others carry on
                 log.warning("lease not renewed", partition=p, error=repr(renewed))
+                self.dropped.add(p)
             if not renewed or isinstance(renewed, Exception):
                 self.on_lost(p)
         failed = next((r for r in replies[:3] if isinstance(r, Exception)), None)
@@ -103,6 +147,7 @@ class Leases:
 
     async def release_all(self) -> None:
         """Give up every lease and leave the live engines."""
+        self.dropped.clear()
         for p in sorted(self.held):
             await self.release(p)
             self.on_lost(p)

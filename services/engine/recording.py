@@ -11,10 +11,9 @@ import structlog
 
 from shared.bus import Delivery
 from shared.eventstore import Append, EventStore
-from shared.games import api
 from shared.observability import metrics
 
-from .cache import GameCache
+from .cache import CachedGame, GameCache
 from .outcomes import Finish
 
 log = structlog.get_logger("caravel.engine")
@@ -26,11 +25,16 @@ def hold_ends(cache: GameCache, appends: Sequence[Append], finishes: Sequence[Fi
     (:func:`record_final_hashes`), so an engine stopped before it leaves them pending. The
     append script acknowledges the others: had it acknowledged an ending command too, a
     stop between the two calls would leave a game over that no command ever comes to again,
-    never among the finished (never archived), as a chaos run of issue 25 found."""
+    never among the finished (never archived), as a chaos run of issue 25 found.
+
+    After :func:`~.decision_requests.attach`, which tells of the last append of each game
+    whether the game is over after it (:attr:`Append.over`; None on the others): the
+    rules are not asked again here, once per append."""
     for a in appends:
-        cached = cache.games.get(a.game_id)
-        if a.entry and cached is not None and cached.version == a.version:
-            a.held = cache.newly_over(a.game_id)
+        if a.over and a.entry:
+            cached = cache.games.get(a.game_id)
+            if cached is not None and cached.version == a.version:
+                a.held = not cached.final_recorded
     for f in finishes:
         f.held = f.game_id is not None and cache.newly_over(f.game_id)
 
@@ -98,7 +102,7 @@ def count_by_game(cache: GameCache, accepted: Sequence[Append]) -> None:
     append at version 0) and games ended (over after the batch: nothing is accepted
     once a game is over, so this batch ended it)."""
     games = cache.games
-    touched: dict[str, api.AnyGame] = {}
+    touched: dict[str, tuple[CachedGame, Append]] = {}  # each game's last accepted append
     commands: Counter[str] = Counter()  # by game name: a counter's labels cost per call
     started: Counter[str] = Counter()
     for a in accepted:
@@ -109,11 +113,14 @@ def count_by_game(cache: GameCache, accepted: Sequence[Append]) -> None:
         commands[name] += 1
         if a.expected == 0:
             started[name] += 1
-        touched[a.game_id] = cached.game
+        touched[a.game_id] = (cached, a)
     for name, n in commands.items():
         metrics.GAME_COMMANDS.labels(name).inc(n)
     for name, n in started.items():
         metrics.GAMES_STARTED.labels(name).inc(n)
-    for game_id, game in touched.items():
-        if game.is_over(games[game_id].state):
+    for cached, a in touched.values():
+        game = cached.game
+        assert game is not None
+        # ``over`` as attach found it after the game's last append (asked again if unset)
+        if a.over if a.over is not None else game.is_over(cached.state):
             metrics.GAMES_ENDED.labels(game.name).inc()

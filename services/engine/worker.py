@@ -23,13 +23,16 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from operator import attrgetter, itemgetter
 
 import structlog
+from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from services.runtime import Stopped, wait_for
 from shared.bus import (
+    BODY,
     Broker,
     Coalesced,
     Delivery,
@@ -38,9 +41,7 @@ from shared.bus import (
     ensure_group,
     tracing,
 )
-from shared.contracts import (
-    CommandEnvelope,
-)
+from shared.contracts import CommandEnvelope, read_command
 from shared.eventstore import Append, AppendResult, Archive, EventStore, GameCodec
 from shared.loops import keep_running
 from shared.observability import metrics
@@ -49,13 +50,17 @@ from shared.settings import Settings
 from .cache import GameCache
 from .deciding import Decider
 from .decision_requests import attach
-from .leases import Leases
+from .leases import REGAIN_S, Leases
 from .outcomes import Finish
 from .recording import count_by_game, hold_ends, record_final_hashes, record_finishes
 
 log = structlog.get_logger("caravel.engine")
 
 GROUP = "engine"
+_answered = attrgetter("answered")  # an append's result: told to its sender
+_status = attrgetter("status")
+_fields = attrgetter("fields")  # a delivery's fields
+_body = itemgetter(BODY)  # the field of a command's JSON
 ROUND_S = 0.05  # how soon a partition won is followed (its lease loop runs apart)
 
 
@@ -148,14 +153,22 @@ class Engine:
         except Stopped:
             return
         period = self.settings.lease_ttl_ms / 3000
-        leases = asyncio.create_task(
-            keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
-        )
+        leases = [
+            asyncio.create_task(
+                keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
+            ),
+            asyncio.create_task(  # the partitions a fault dropped, won back sooner
+                keep_running(
+                    stop, self.leases.regain, log, "lease regain failed", period_s=REGAIN_S
+                )
+            ),
+        ]
         try:
             await self.serve(stop)
         finally:
-            leases.cancel()
-            await asyncio.gather(leases, return_exceptions=True)
+            for task in leases:
+                task.cancel()
+            await asyncio.gather(*leases, return_exceptions=True)
             try:
                 await self.release_all()
             except Exception:  # stopping while Redis is away: the leases expire by themselves
@@ -309,9 +322,10 @@ class Engine:
         older ones, in order."""
         deliveries = [d for d in deliveries if self._current(self._streams[d.stream])]
         outcomes: list[tuple[Delivery, str | None, Append | Finish]] = []
-        parsed = [(d, self.decider.parse(d)) for d in deliveries]
+        parsed = self._parsed(deliveries)
         now = datetime.now(UTC).isoformat()
         traced = tracing.on()
+        decide_now = self.decider.decide_now
         await self.cache.prefetch([env for _, env in parsed if isinstance(env, CommandEnvelope)])
         for d, env in parsed:
             if isinstance(env, Finish):
@@ -321,8 +335,9 @@ class Engine:
                 if traced:
                     with tracing.command_span(env.game_id, env.command_id, env.type, env.seat):
                         game_id, outcome = await self.decider.decide(d, env, now)
-                else:
-                    game_id, outcome = await self.decider.decide(d, env, now)
+                else:  # a cached game's command is decided without a coroutine of its own
+                    decided = decide_now(d, env, now) or await self.decider.decide(d, env, now)
+                    game_id, outcome = decided
             except Exception:
                 # A crash: leave the entry pending; it is reclaimed and retried, and after
                 # too many deliveries it goes to the dead letters. The line names the command
@@ -340,34 +355,27 @@ class Engine:
             outcomes.append((d, game_id, outcome))
 
         appends = [o for _, _, o in outcomes if isinstance(o, Append)]
-        hold_ends(self.cache, appends, [o for _, _, o in outcomes if isinstance(o, Finish)])
         attach(appends, self.cache, self.settings, self.codec)
+        hold_ends(self.cache, appends, [o for _, _, o in outcomes if isinstance(o, Finish)])
         started = time.perf_counter()
         results = await self.store.append_many(appends)
         if appends:
             metrics.APPEND_SECONDS.observe(time.perf_counter() - started)
-        unanswered = sum(not r.answered for r in results)
+        unanswered = len(results) - sum(map(_answered, results))
         if unanswered:
             self.stats["unreplicated"] += unanswered
             log.warning("appends not on enough replicas in time: unanswered", count=unanswered)
-        status = {id(a): r for a, r in zip(appends, results, strict=True)}
-        outcomes = self._without_failed_shards(outcomes, status)
-        failed: dict[str, int] = {}  # game -> position of its first failed append
-        for i, (_, game_id, o) in enumerate(outcomes):
-            if isinstance(o, Append) and status[id(o)].status != "ok" and game_id:
-                failed.setdefault(game_id, i)
-                self.games.pop(game_id, None)
-
-        finishes: list[tuple[int, Delivery, Finish]] = []
+        finishes: list[tuple[int, Delivery, Finish]]
         retry: list[tuple[int, Delivery]] = []
-        accepted: list[Append] = []
-        for i, (d, game_id, o) in enumerate(outcomes):
-            if game_id in failed and i >= failed[game_id]:
-                retry.append((i, d))  # decided on a stale state: decide again after reloading
-            elif isinstance(o, Finish):
-                finishes.append((i, d, o))
-            elif isinstance(o, Append):
-                accepted.append(o)
+        if set(map(_status, results)) <= {"ok"}:  # every append made (nearly every batch)
+            accepted: list[Append] = appends
+            finishes = (
+                []
+                if len(appends) == len(outcomes)
+                else [(i, d, o) for i, (d, _, o) in enumerate(outcomes) if isinstance(o, Finish)]
+            )
+        else:
+            finishes, retry, accepted = self._sorted_out(outcomes, appends, results)
         self.stats["accepted"] += len(accepted)
         metrics.count_commands("accepted", n=len(accepted))
         count_by_game(self.cache, accepted)
@@ -382,6 +390,48 @@ class Engine:
                 await self.handle([d for _, d in sorted(retry, key=lambda r: r[0])], attempt + 1)
             else:
                 log.warning("giving up on a batch for now", entries=len(retry))
+
+    def _parsed(
+        self, deliveries: list[Delivery]
+    ) -> list[tuple[Delivery, CommandEnvelope]] | list[tuple[Delivery, CommandEnvelope | Finish]]:
+        """Each delivery with its command, or the refusal of a malformed one. Every body
+        is validated in one pass of C calls (no Python frame per command); a batch with a
+        malformed one is parsed again one by one, each refused alone."""
+        try:
+            envs = list(map(read_command, map(_body, map(_fields, deliveries))))
+        except (ValidationError, KeyError):
+            return [(d, self.decider.parse(d)) for d in deliveries]
+        return list(zip(deliveries, envs, strict=True))
+
+    def _sorted_out(
+        self,
+        outcomes: list[tuple[Delivery, str | None, Append | Finish]],
+        appends: list[Append],
+        results: list[AppendResult],
+    ) -> tuple[list[tuple[int, Delivery, Finish]], list[tuple[int, Delivery]], list[Append]]:
+        """A batch some of whose appends were not made: the outcomes to record, the entries
+        to decide again (from each game's first append not made on: decided on a stale
+        state, to decide again after reloading) and the appends accepted. The outcomes of a
+        shard that refused an append are neither (:meth:`_without_failed_shards`)."""
+        status = {id(a): r for a, r in zip(appends, results, strict=True)}
+        outcomes = self._without_failed_shards(outcomes, status)
+        failed: dict[str, int] = {}  # game -> position of its first failed append
+        for i, (_, game_id, o) in enumerate(outcomes):
+            if isinstance(o, Append) and status[id(o)].status != "ok" and game_id:
+                failed.setdefault(game_id, i)
+                self.games.pop(game_id, None)
+
+        finishes: list[tuple[int, Delivery, Finish]] = []
+        retry: list[tuple[int, Delivery]] = []
+        accepted: list[Append] = []
+        for i, (d, game_id, o) in enumerate(outcomes):
+            if game_id in failed and i >= failed[game_id]:
+                retry.append((i, d))
+            elif isinstance(o, Finish):
+                finishes.append((i, d, o))
+            elif isinstance(o, Append):
+                accepted.append(o)
+        return finishes, retry, accepted
 
     def _without_failed_shards(
         self,

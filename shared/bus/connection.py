@@ -28,6 +28,7 @@ from typing import Any, TypeGuard, cast
 from urllib.parse import unquote, urlsplit
 
 import hiredis
+import structlog
 from redis._parsers.commands import AsyncCommandsParser
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, NodesManager, RedisCluster
@@ -42,6 +43,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError
 
 from shared.redis_replies import text as _text
+
+_log = structlog.get_logger("caravel.bus")
 
 
 def _pack(args: tuple[Any, ...]) -> list[bytes]:
@@ -267,23 +270,53 @@ class ShardedCluster(RedisCluster):
     the module's docstring)."""
 
     _slots_read_at = -math.inf  # when the slot map was last read (monotonic)
+    _rereading: asyncio.Task[None] | None = None  # a re-read of the slot map under way
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.nodes_manager.__class__ = _KeptNodes  # the one change: see its docstring
 
-    async def initialize(self, *args: Any, **kwargs: Any) -> ShardedCluster:
-        """Read the slot map, unless it was read within :data:`CLUSTER_SLOTS_REREAD_S`: a
-        map just read is the one a re-read would give, and the commands on every node wait
-        for it (the command that asked fails on the node away, as it would after a re-read)."""
+    async def initialize(
+        self,
+        additional_startup_nodes_info: list[tuple[str, int]] | None = None,
+        last_failed_node_name: str | None = None,
+    ) -> ShardedCluster:
+        """Read the slot map: the first time, before any command; after that in the
+        background, at most every :data:`CLUSTER_SLOTS_REREAD_S` and one read at a time,
+        while the commands go on with the map they have (one sent again after its node's
+        fault, ``last_failed_node_name``, waits for a read under way: it is after the new
+        map). A map just read is the one a re-read would give.
+
+        redis-py has every command of the client wait for a re-read, under a lock, and a
+        caller queued on that lock reads again if another command met the node away
+        meanwhile: while a master was away, with a few dozen subscribers failing on it, the
+        re-reads (0.1-0.5 s each on a loaded machine) came back to back and held every
+        command of the healthy shards for seconds (benchmarks/README.md, `failover8`)."""
         if not self._initialize:
             return self
-        if time.monotonic() - self._slots_read_at < CLUSTER_SLOTS_REREAD_S:
-            self._initialize = False
+        if self._slots_read_at == -math.inf:  # no map yet
+            await super().initialize(additional_startup_nodes_info, last_failed_node_name)
+            self._slots_read_at = time.monotonic()
             return self
-        await super().initialize(*args, **kwargs)
-        self._slots_read_at = time.monotonic()
+        self._initialize = False
+        reading = self._rereading
+        if reading is None and time.monotonic() - self._slots_read_at >= CLUSTER_SLOTS_REREAD_S:
+            reading = self._rereading = asyncio.create_task(self._reread(last_failed_node_name))
+        if reading is not None and last_failed_node_name is not None:
+            await asyncio.wait([reading])  # not cancelled with this caller
         return self
+
+    async def _reread(self, last_failed_node_name: str | None) -> None:
+        """One re-read of the slot map; a failure leaves the map as it was (the next
+        command to meet a node away asks again)."""
+        try:
+            await self.nodes_manager.initialize(last_failed_node_name=last_failed_node_name)
+            await self.commands_parser.initialize(self.nodes_manager.default_node)
+        except Exception as error:
+            _log.warning("slot map not read again", error=repr(error))
+        finally:
+            self._slots_read_at = time.monotonic()
+            self._rereading = None
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         token = _IN_COMMAND.set(True)
@@ -299,6 +332,9 @@ class ShardedCluster(RedisCluster):
         if _IN_COMMAND.get():
             self._initialize = True
             return
+        if self._rereading is not None:
+            self._rereading.cancel()
+            await asyncio.wait([self._rereading])
         await super().aclose()
 
     def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
@@ -332,6 +368,28 @@ class _KeptNodes(NodesManager):
         super().set_nodes(old, new, remove_old)
         for connection in unmarked:
             connection.reset_should_reconnect()
+        for node in old.values():
+            if type(node) is ClusterNode:
+                node.__class__ = _QuietNode
+
+
+class _QuietNode(ClusterNode):
+    """redis-py's node, whose free connections are closed after a command's fault only if
+    they are open.
+
+    redis-py closes every free connection of a node each time one of its commands meets
+    the node away, one task per connection: a node killed under a few dozen subscribers
+    keeps as many connections, none of them open, and each failed read (a few a second
+    each) made as many tasks to close them again, 11,000 in 7 s in a probe of one process,
+    the event loop too busy for the other shards' commands
+    (benchmarks/README.md, `failover8`)."""
+
+    __slots__ = ()  # as redis-py's (a node is turned into this one in place)
+
+    async def disconnect_free_connections(self) -> None:
+        open_ = [c for c in self._free if c.is_connected]
+        if open_:
+            await asyncio.gather(*(c.disconnect() for c in open_), return_exceptions=True)
 
 
 class NodePipeline(ClusterPipeline):

@@ -230,11 +230,10 @@ class Made(NamedTuple):
         versions from ``first_version`` on, named by ``event_ids`` (None: new ids of
         :data:`new_event_id`): each event's own fields in one string with the shared
         rest, one JSON encoding of its data."""
-        causation = _optional_json(self.causation_id)
+        cause = self.causation_id
+        causation = "null" if cause is None else string_json(cause)
         correlation = (  # most commands are their own correlation: encoded once
-            causation
-            if self.correlation_id == self.causation_id
-            else _optional_json(self.correlation_id)
+            causation if self.correlation_id == cause else _optional_json(self.correlation_id)
         )
         tail = (
             f'"causation_id":{causation},"correlation_id":{correlation},'
@@ -255,7 +254,8 @@ class Made(NamedTuple):
                 (
                     f'{{"event_id":{event_id},"game_id":{game},"version":{version},'
                     f'"type":{name_json(e.type)},"data":{to_json(e.data).decode()},'
-                    f'"secret":null,"visibility":{_visibility_json(e.visibility)},{tail}',
+                    f'"secret":null,"visibility":'
+                    f"{_PUBLIC if e.visibility == 'public' else dump_json(e.visibility)},{tail}",
                     "" if e.secret is None else dump_json(e.secret),
                 ),
             )
@@ -268,8 +268,7 @@ class Made(NamedTuple):
 _new_tuple = tuple.__new__
 
 
-def _visibility_json(visibility: Visibility) -> str:
-    return '"public"' if visibility == "public" else dump_json(visibility)
+_PUBLIC = '"public"'  # the visibility of most events, as JSON (written in line: no call)
 
 
 def string_json(text: str) -> str:

@@ -35,8 +35,9 @@ _APPEND = (
 -- none: stored only with the append, never on a log that took other events), 7 whether
 -- the decision requests are every seat's at the append's version ('' not given, '0' the
 -- game goes on, '1' it is over), 8 event count, then (public json, secret json or '')
--- pairs, then decision requests, each as (seat, due, deadline member, json, the seat's own
--- view json or ''). Each append
+-- pairs (a negative count: the events have no secret, and come as their public json
+-- alone), then decision requests, each as (seat, due, deadline member, json, the seat's
+-- own view json or ''). Each append
 -- names only the keys it writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen,
 -- 5 command stream, 6 decisions, 7 the game's seats, 8 the partition's deadlines, 9 the
 -- bot player's requests; then 10 its result, if it has a result json; then its snapshot,
@@ -71,10 +72,13 @@ local function append(k, a, last)
     return nkeys, 'archived', '0'
   end
   local n = tonumber(ARGV[a + 8])
+  local step = 2
+  if n < 0 then n, step = -n, 1 end
   local publics = {}
   for i = 0, n - 1 do
     version = version + 1
-    local public, secret = ARGV[a + 9 + 2 * i], ARGV[a + 10 + 2 * i]
+    local public, secret = ARGV[a + 9 + step * i], ''
+    if step == 2 then secret = ARGV[a + 10 + 2 * i] end
     if secret == '' then
       redis.call('XADD', KEYS[k + 1], version .. '-0', 'e', public)
     else
@@ -93,7 +97,7 @@ local function append(k, a, last)
   if result then answer(result, ARGV[a + 5], ttl) end
   if ARGV[a + 4] ~= '' then redis.call('XACK', KEYS[k + 5], group, ARGV[a + 4]) end
   local requests = {}
-  for i = a + 9 + 2 * n, last, 5 do
+  for i = a + 9 + step * n, last, 5 do
     local who = redis.call('HGET', KEYS[k + 7], ARGV[i])
     if who == 'human' then
       redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], ARGV[i + 2])

@@ -30,8 +30,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import chain
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
@@ -55,14 +55,17 @@ from .reading import ArchiveReader, EventReader
 from .scripts import SCRIPTS
 
 RESULT_TTL_S = 3600
+APPEND_KEYS_KEPT = 65_536  # games whose append keys a store keeps formatted
+
+_public = itemgetter(0)  # an encoded event's public JSON
+_secret = itemgetter(1)  # and its server-only part's ("" none)
 
 
-@lru_cache(maxsize=65_536)
 def _append_keys(keys: Keys, game_id: str) -> tuple[tuple[str, ...], tuple[str, str, str, str]]:
     """The keys an append to ``game_id`` always writes, in the script's order, and those
     only some write (its snapshot; its partition's games and archived games, for a new
     game; what its answers' names start with). Formatted once per game, not once per
-    command (each with the game's partition hashed)."""
+    command (each with the game's partition hashed): kept by :meth:`EventStore._append_keys`."""
     k, p = keys, keys.partition(game_id)
     always = (k.log(game_id), k.events(p), k.meta(game_id), k.seen(game_id))
     routed = (k.seats(game_id), k.deadlines(p), k.bot_decisions(p))
@@ -136,6 +139,18 @@ def _result(a: Append, reply: Any, j: int) -> AppendResult:
     return AppendResult(_status(reply[2 * j]), int(reply[2 * j + 1]))
 
 
+def _results(reply: Any) -> list[AppendResult]:
+    """Every append's result from one call's reply, a list of (status, version) pairs:
+    :func:`_result` of each, built without a Python call per append."""
+    return [
+        _new_tuple(AppendResult, (_status(status), int(version), True, None))
+        for status, version in zip(reply[::2], reply[1::2], strict=True)
+    ]
+
+
+_new_tuple = tuple.__new__
+
+
 @functools.lru_cache(maxsize=64)
 def _status(raw: Any) -> str:
     """A status of the append script's reply as text (a handful of words, decoded once)."""
@@ -185,17 +200,26 @@ class EventStore(EventReader):
         self.group = group
         self.replicas = replicas
         self.replica_timeout_ms = replica_timeout_ms
+        self._keys_of: dict[str, tuple[tuple[str, ...], tuple[str, str, str, str]]] = {}
 
     # --- writing -------------------------------------------------------------------------
 
     def _call_args(self, appends: Sequence[Append]) -> tuple[list[str], list[Any]]:
         """The keys and arguments of one script call appending ``appends`` (see the script:
-        each append names only the keys it writes)."""
+        each append names only the keys it writes, and events without a secret come as
+        their public JSON alone: hiredis packs each argument with a ``sprintf`` of its own,
+        and Redis parses each)."""
         keys: list[str] = []
         args: list[Any] = [len(appends), self.group, RESULT_TTL_S]
-        k, answered_here = self.keys, not self.replicas
+        answered_here = not self.replicas
+        keys_of = self._keys_of
+        dues: dict[float, str] = {}
         for a in appends:
-            always, (snapshot_key, games, archived, results) = _append_keys(k, a.game_id)
+            game_id = a.game_id
+            found = keys_of.get(game_id)
+            if found is None:
+                found = self._append_keys(game_id)
+            always, (snapshot_key, games, archived, results) = found
             command_id, events, decisions, snapshot = (
                 a.command_id,
                 a.events,
@@ -204,7 +228,7 @@ class EventStore(EventReader):
             )
             keys += always
             result = ""
-            game_json = id_json(a.game_id)
+            game_json = id_json(game_id)
             key = command_key(a.seat, command_id) if command_id else ""
             if key and answered_here:
                 result = self._result_json(a, game_json)
@@ -213,23 +237,42 @@ class EventStore(EventReader):
                 keys.append(snapshot_key)
             if not a.expected:
                 keys += (games, archived)
+            n = len(events)
+            secrets = any(map(_secret, events))
             args += (
-                8 + 2 * len(events) + 5 * len(decisions),  # its argument count
+                # its argument count
+                8 + (2 * n if secrets else n) + 5 * len(decisions),
                 a.expected,
                 key,
-                a.game_id,
+                game_id,
                 a.entry[1] if a.entry and not a.held else "",
                 result,
                 snapshot,
                 "" if a.over is None else "1" if a.over else "0",
-                len(events),
+                n if secrets else -n,  # negative: the public JSON alone of each
             )
-            args += chain.from_iterable(events)  # (public, secret) pairs
+            if secrets:
+                args += chain.from_iterable(events)  # (public, secret) pairs
+            else:
+                args += map(_public, events)
             if decisions:
-                version = a.version
+                version = a.expected + n
                 for seat, due, request, view in decisions:
-                    args += (seat, repr(due), f"[{game_json},{version},{seat}]", request, view)
+                    when = dues.get(due)  # a batch's requests share a few deadlines
+                    if when is None:
+                        when = dues[due] = repr(due)
+                    args += (seat, when, f"[{game_json},{version},{seat}]", request, view)
         return keys, args
+
+    def _append_keys(self, game_id: str) -> tuple[tuple[str, ...], tuple[str, str, str, str]]:
+        """:func:`_append_keys` of the store's keys, kept by game id (a dictionary's lookup
+        of a string: the cache of the function hashes ``Keys``, a dataclass whose
+        ``__hash__`` is Python's, on every call); all dropped past 65,536 games."""
+        keys_of = self._keys_of
+        if len(keys_of) >= APPEND_KEYS_KEPT:
+            keys_of.clear()
+        found = keys_of[game_id] = _append_keys(self.keys, game_id)
+        return found
 
     @staticmethod
     def _result_json(a: Append, game_json: str | None = None) -> str:
@@ -267,6 +310,8 @@ class EventStore(EventReader):
             if self.replicas:
                 batch.wait(self.replicas, self.replica_timeout_ms)
             raw = await batch.execute(raise_on_error=False)
+            if len(groups) == 1 and not self.replicas and not isinstance(raw[0], Exception):
+                return _results(raw[0])  # one call's reply, every append's (one Redis)
             by_append: dict[int, tuple[AppendResult, int]] = {}
             for group, position in zip(groups, calls, strict=True):
                 reply = raw[position]

@@ -607,3 +607,34 @@ async def test_a_partition_won_while_the_engine_follows_is_subscribed_after_a_re
     finally:
         await engine.consumer.close()
         await engine.broker.stop()
+
+
+async def test_a_malformed_command_in_a_batch_is_refused_alone(redis: Redis, keys: Keys) -> None:
+    """A batch's commands are validated in one pass; a malformed one among them (no type:
+    not an envelope) has the batch parsed again one by one, and it alone is refused (its
+    sender answered, its entry acknowledged) while the commands before and after it are
+    decided in order."""
+    game = "g-malformed-batch"
+    commands, _ = play_locally(game, players=2, seed=3, limit=4)
+    engine = Engine(redis, settings_for(keys), keys)
+    await engine.start()
+    p = keys.partition(game)
+    stream = keys.commands(p)
+    sender = CommandSender(redis, keys)
+    await sender.send_many(commands[:2])
+    await redis.xadd(stream, {BODY: dump_json({"command_id": "c-bad", "game_id": game, "seat": 0})})
+    await sender.send_many(commands[2:])
+    engine.held = {p}
+    try:
+        batch = await read_as(redis, "engine", engine.id, stream, len(commands) + 1)
+        assert len(batch) == len(commands) + 1
+        await engine.handle(batch)
+        for command in commands:
+            result = await sender.result(game, command.command_id, seat=command.seat)
+            assert result is not None and result.status == "accepted", result
+        bad = await sender.result(game, "c-bad", seat=0)
+        assert bad is not None and (bad.status, bad.code) == ("rejected", "malformed")
+        assert (await redis.xpending(stream, ENGINE_GROUP))["pending"] == 0
+    finally:
+        await engine.consumer.close()
+        await engine.broker.stop()

@@ -177,6 +177,39 @@ async def test_one_call_appends_a_batch_of_every_kind_of_append(
     assert [e.version for e in await store.read("g-mix-b")] == [1, 2, 3, 4]
 
 
+async def test_one_call_carries_events_with_and_without_secrets_each_whole(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """An append whose events have no secret sends their public JSON alone (a negative
+    count), one with a secret sends (public, secret) pairs: in one call, each append's
+    events land whole in its log with their secrets, and the decision requests after the
+    events are read from where each form puts them."""
+    store = EventStore(any_redis, keys)
+    a, _ = game_events("g-sec-a", seed=3)
+    b, _ = game_events("g-sec-b", seed=4)
+    await store.append(Append("g-sec-b", 0, encoded(b[:2]), "b0"))
+    plain, secret = encoded(b[2:5]), encoded(a[:3])
+    assert not any(e.secret for e in plain) and any(e.secret for e in secret)
+    args = EventStore(any_redis, keys)._call_args([Append("g-sec-b", 2, plain, "b1")])[1]
+    assert args[3 + 8] == -3  # the count of the public JSON alone
+    results = await store.append_many(
+        [
+            Append("g-sec-b", 2, plain, "b1", decisions=[Pending(0, 9.5, '{"d":"b"}')]),
+            Append("g-sec-a", 0, secret, "a0", decisions=[Pending(1, 9.5, '{"d":"a"}')]),
+        ]
+    )
+    assert [(r.status, r.version) for r in results] == [("ok", 5), ("ok", 3)]
+    assert [(e.event_id, e.secret) for e in await store.read("g-sec-b")] == [
+        (e.event_id, e.secret) for e in b[:5]
+    ]
+    assert [(e.event_id, e.secret) for e in await store.read("g-sec-a")] == [
+        (e.event_id, e.secret) for e in a[:3]
+    ]
+    for game, request in [("g-sec-b", b'{"d":"b"}'), ("g-sec-a", b'{"d":"a"}')]:
+        decisions = await any_redis.xrange(keys.decisions(keys.partition(game)))
+        assert request in [fields[b"r"] for _, fields in decisions]
+
+
 async def test_with_durability_a_sender_is_answered_once_a_replica_has_the_append(
     redis_cluster_url: str, keys: Keys
 ) -> None:

@@ -30,7 +30,8 @@ from services.lobby.db import LobbyTicket
 from services.lobby.lobby import Lobby
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
-from shared.bus import CommandSender, Keys, connect
+from shared.bus import CommandSender, Keys, connect, connection
+from shared.bus.connection import HiredisConnection
 from shared.bus.faults import transient
 from shared.contracts import Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
@@ -244,6 +245,71 @@ async def test_commands_meeting_a_shard_away_do_not_make_every_command_reread_th
             assert [await client.set(k, "y") for k in healthy] == [True] * len(healthy)
         reads = await asyncio.to_thread(_slot_map_reads, cluster) - before
         assert reads < 25, f"{reads} slot map reads for 100 commands meeting a shard away"
+    finally:
+        await client.aclose()
+
+
+async def test_a_slot_map_re_read_holds_no_command_of_the_other_shards(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a command meets a node away, the slot map is read again in the background:
+    the other shards' commands go on with the map they have. redis-py had every command of
+    the client wait for the re-read, under a lock, and a caller queued there read again if
+    another command had met the node meanwhile: with a few dozen subscribers failing on a
+    killed master, the re-reads came back to back and held the healthy shards' commands for
+    seconds (benchmarks/README.md, `failover8`). Here the re-read is held (its lock taken)
+    while the healthy shards are written."""
+    monkeypatch.setattr(connection, "CLUSTER_SLOTS_REREAD_S", 0.0)  # every fault asks for one
+    client: Any = connect(cluster.url)
+    try:
+        await client.ping()
+        by_port = keys_by_port(client)
+        away = sorted(by_port)[0]
+        cluster.kill(_replica_of(cluster, away))
+        cluster.kill(away)  # no failover: the shard stays away
+        healthy = [ks[0] for port, ks in by_port.items() if port != away]
+        with pytest.raises(Exception) as refused:
+            await client.set(by_port[away][0], "x")  # asks for a re-read
+        assert transient(refused.value), refused.value
+        async with client.nodes_manager._initialize_lock:  # a re-read that takes its time
+            written = asyncio.gather(*(client.set(k, "y") for k in healthy))
+            assert await asyncio.wait_for(written, WAIT_S) == [True] * len(healthy)
+            assert client._rereading is not None and not client._rereading.done()
+    finally:
+        await client.aclose()
+
+
+async def test_a_node_away_has_its_closed_connections_left_alone_at_each_failed_command(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command that meets a node away closes the node's free connections that are open,
+    not again each one already closed: redis-py made a task per connection kept for the
+    node (one per subscriber that read there) at every failed command, 11,000 in 7 s in a
+    probe of one process with 40 subscribers on a killed master, the event loop too busy
+    for the other shards' commands (benchmarks/README.md, `failover8`)."""
+    client: Any = connect(cluster.url)
+    try:
+        await client.ping()
+        by_port = keys_by_port(client)
+        away = sorted(by_port)[0]
+        kept = by_port[away][:20]
+        await asyncio.gather(*(client.blpop([k], 0.1) for k in kept))  # 20 connections there
+        closes: list[int] = []
+        disconnect = HiredisConnection.disconnect
+
+        async def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+            closes.append(self.port)
+            await disconnect(self, *args, **kwargs)
+
+        monkeypatch.setattr(HiredisConnection, "disconnect", counted)
+        cluster.kill(_replica_of(cluster, away))
+        cluster.kill(away)  # no failover: the shard stays away
+        for key in kept[:10]:
+            with pytest.raises(Exception) as refused:
+                await client.set(key, "x")
+            assert transient(refused.value), refused.value
+        on_it = closes.count(away)
+        assert on_it < 2 * len(kept), f"{on_it} closes of the node's connections for 10 commands"
     finally:
         await client.aclose()
 
@@ -520,6 +586,45 @@ async def test_wanted_views_of_a_healthy_shard_are_projected_while_another_shard
         view = await client.hget(keys.view(game), "version")
         assert view is not None, (port, game)
     await client.aclose()
+
+
+async def test_a_running_engine_wins_back_the_leases_a_fault_dropped_before_its_next_round(
+    cluster: LocalCluster,
+) -> None:
+    """The partitions a lease round dropped because their shard refused the renewal
+    (NOREPLICAS here, a failover in production) are tried again on their own every
+    ``REGAIN_S`` until the shard takes writes, not at the next full round (a third of the
+    lease's TTL: 1.67 s by default, 200 s here): after a failover the hit shard's games
+    waited up to a round for their engine (issue 25). The other partitions are kept."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    every = set(keys.all_partitions())
+    try:
+        async with running_engine(client, keys, lease_ttl_ms=600_000) as engine:
+
+            async def holds(wanted: set[int]) -> bool:
+                return engine.held == wanted
+
+            await wait_for(lambda: holds(every))
+            port = client.get_node_from_key(keys.lease(0)).port
+            on_it = {p for p in every if client.get_node_from_key(keys.lease(p)).port == port}
+            replica = _replica_of(cluster, port)
+            refused = cluster.refused_writes(port)
+            cluster.kill(replica)  # its master refuses writes: NOREPLICAS
+            with structlog.testing.capture_logs():
+                while cluster.refused_writes(port) == refused:
+                    await engine.rebalance()  # a round meets the refusal, as the next one would
+                assert engine.held == every - on_it
+                cluster.restart(replica)
+                await asyncio.to_thread(cluster.wait_healthy)
+                await wait_for(lambda: holds(every))  # the next full round is 200 s away
+
+            async def followed() -> bool:  # and read again
+                return {keys.commands(p) for p in on_it} <= set(engine.consumer.streams)
+
+            await wait_for(followed)
+    finally:
+        await client.aclose()  # the cluster is this test's own
 
 
 async def test_an_engine_wins_back_the_leases_its_shard_refused_to_renew_once_it_takes_writes(
