@@ -92,6 +92,14 @@ class Settings(BaseSettings):
         "followed partition's streams) per few entries rather than per entry; an entry "
         "written meanwhile reaches its sockets that much later at most.",
     )
+    bot_linger_ms: int = Field(
+        default=10,
+        ge=0,
+        description="The bot player waits this long after a read of bot seats' decision "
+        "requests that brought any before reading again: the requests of a few moves are "
+        "read, decided, sent and acknowledged in one round trip each, not one per move; a "
+        "bot's move comes that much later at most.",
+    )
     scoring_commit_ms: int = Field(
         default=250,
         ge=0,

@@ -50,7 +50,13 @@ from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
 from shared.bus.deadlines import hand_over, set_and_ack
 from shared.bus.deadlines import heads as deadline_heads
 from shared.bus.faults import transient
-from shared.contracts import CommandEnvelope, DecisionRequest, dump_json, load_json
+from shared.contracts import (
+    CommandEnvelope,
+    DecisionRequest,
+    dump_json,
+    load_json,
+    read_decision_request,
+)
 from shared.contracts.records import HUMAN, LEFT
 from shared.eventstore import EventReader
 from shared.games import api
@@ -74,6 +80,11 @@ RETRY_S = 1.0  # a request not answered yet is tried again from the deadlines th
 WAIT_MS = 100  # the deadlines are read again at least this often (a leaver's seat is due now)
 DUE_PER_ROUND = 100  # due deadlines played per partition and round
 FOLLOW_S = 1.0  # how often the seat changes of partitions not followed yet (shard away) are tried
+
+
+Answers = dict[tuple[str, int], tuple[CommandEnvelope, int]]
+"""Commands decided from requests' own views, by (game, seat), with the version each was
+decided at: sent together by :meth:`BotPlayer.handle`."""
 
 
 class Unread:
@@ -102,6 +113,8 @@ class BotPlayer:
             batch=BATCH,
             max_deliveries=settings.max_deliveries,
             claim_idle_ms=settings.claim_idle_ms,
+            linger_ms=settings.bot_linger_ms,
+            linger_from=1,
         )
         self.streams = [keys.bot_decisions(p) for p in keys.all_partitions()]
         self.views = ViewWaiter(redis, keys, service="ai")
@@ -208,9 +221,10 @@ class BotPlayer:
         """Answer the newest request of each seat; acknowledge the requests of the seats
         answered (a seat's older requests are stale). The others stay pending: another
         worker (or this one) reclaims them and tries again. The batch's seats are read in
-        one round trip; the requests to try again are written in another (rare), and its
-        humans' clocks with the acknowledgement in one more (``shared.bus.deadlines``)."""
-        parsed = [(d, DecisionRequest.model_validate_json(d.fields[b"r"])) for d in deliveries]
+        one round trip; the instant bots' commands sent in one (:meth:`_send`); the
+        requests to try again are written in another (rare), and its humans' clocks with
+        the acknowledgement in one more (``shared.bus.deadlines``)."""
+        parsed = [(d, read_decision_request(d.fields[b"r"])) for d in deliveries]
         latest: dict[tuple[str, int], DecisionRequest] = {}
         for _, request in parsed:
             key = (request.game_id, request.seat)
@@ -218,10 +232,13 @@ class BotPlayer:
                 latest[key] = request
         players = await self.seats.players(latest)
         clocks: dict[str, float] = {}  # humans' deadline members: when their time runs out
+        answers: Answers = {}  # the bots' commands decided from their requests' views
         outcomes = await asyncio.gather(
-            *(self.consider(r, players[k], clocks) for k, r in latest.items()),
+            *(self.consider(r, players[k], clocks, answers) for k, r in latest.items()),
             return_exceptions=True,
         )
+        sent = await self._send(answers)
+        outcomes = [sent.get(key, outcome) for key, outcome in zip(latest, outcomes, strict=True)]
         done: set[tuple[str, int]] = set()
         later: dict[str, float] = {}  # deadline members: when to try again
         for (key, request), outcome in zip(latest.items(), outcomes, strict=True):
@@ -236,6 +253,22 @@ class BotPlayer:
         await self._clocks_and_ack(
             clocks, [(d, r) for d, r in parsed if (r.game_id, r.seat) in done]
         )
+
+    async def _send(self, answers: Answers) -> dict[tuple[str, int], bool | BaseException]:
+        """Send the commands decided from requests' own views, in one round trip for the
+        batch (:meth:`CommandSender.send_many_at`): each seat's outcome, True once its
+        command is sent or its game has moved on, False when the game's log is behind the
+        request (a failover took it back: tried again), the error when its call failed."""
+        if not answers:
+            return {}
+        try:
+            replies = await self.sender.send_many_at(list(answers.values()))
+        except Exception as e:  # the round trip failed: every request is tried again
+            return dict.fromkeys(answers, e)
+        return {
+            key: reply if isinstance(reply, Exception) else reply >= version
+            for (key, (_, version)), reply in zip(answers.items(), replies, strict=True)
+        }
 
     async def _clocks_and_ack(
         self, clocks: dict[str, float], done: list[tuple[Delivery, DecisionRequest]]
@@ -287,10 +320,13 @@ class BotPlayer:
         request: DecisionRequest,
         who: str | Unread | None = UNREAD,
         clocks: dict[str, float] | None = None,
+        answers: Answers | None = None,
     ) -> bool:
         """Answer for a bot seat or a seat whose player left, or start a human's clock (in
         ``clocks``, for the caller to write; else at once); False when the answer has to
-        wait (the seat's view is not there yet). ``who``: the seat's player, if read."""
+        wait (the seat's view is not there yet). ``who``: the seat's player, if read.
+        ``answers``: where a command decided from the request's own view goes, for the
+        caller to send (else it is sent at once)."""
         if isinstance(who, Unread):
             who = (await self.seats.players([(request.game_id, request.seat)]))[
                 (request.game_id, request.seat)
@@ -300,9 +336,9 @@ class BotPlayer:
         legal, own = request.legal_commands, request.view
         if level is not None:
             deadline = request.deadline.timestamp()
-            return await self.play(*turn, level, "bot", deadline, legal, own)
+            return await self.play(*turn, level, "bot", deadline, legal, own, answers)
         if who == LEFT:
-            return await self.play(*turn, None, "fallback", None, legal, own)
+            return await self.play(*turn, None, "fallback", None, legal, own, answers)
         if who == HUMAN:  # the engine set the deadline: the table's, else the default
             due = {_member(request): request.deadline.timestamp()}
             if clocks is None:
@@ -401,12 +437,16 @@ class BotPlayer:
         deadline: float | None = None,
         legal: list[dict[str, Any]] | None = None,
         own: Observation | None = None,
+        answers: Answers | None = None,
     ) -> bool:
         """Decide for ``seat`` at ``version`` from its view, unless the game has moved on;
         ``level`` None: the game's fallback level. Choose among ``legal``, the commands the
         request carried (None: the view's, for a deadline entry). Answer before ``deadline``
         (a Unix time) when one is given. ``own``: the seat's view the request carried (its
-        legal commands apart); without one, the seat's projected view is read. False when
+        legal commands apart); without one, the seat's projected view is read. A command
+        decided from ``own`` by an instant bot goes to ``answers`` when given (its caller
+        sends a batch's together, :meth:`_send`: True here means decided, not yet sent; a
+        searching bot's is sent at once, not held for the batch's other searches). False when
         nothing was decided and the request is to be tried again: the projected view has
         not reached ``version`` yet, or the game's log is behind it (a failover took it
         back)."""
@@ -431,7 +471,8 @@ class BotPlayer:
                 budget = max(0.0, min(budget, deadline - time.time() - SAFETY_S))
             rng = random.Random(self.rng.getrandbits(64))
             started = time.perf_counter()
-            choice = await _decided(bot(level), observation, rng, budget)
+            player = bot(level)
+            choice = await _decided(player, observation, rng, budget)
             metrics.BOT_DECISION_SECONDS.labels(level, actor).observe(time.perf_counter() - started)
             metrics.BOT_DECISIONS.labels(game.name).inc()
             payload = {k: v for k, v in choice.items() if k not in ("type", "seat")}
@@ -448,6 +489,9 @@ class BotPlayer:
                 return True
             # Sent only if the game is still at ``version`` (a stale request's answer is
             # not); above it the game moved on: done.
+            if answers is not None and not player.searches:  # a search's goes at once
+                answers[(game_id, seat)] = (command, version)
+                return True
             return await self.sender.send_at(command, version) >= version
 
     async def _view_at(self, game_id: str, seat: int, version: int) -> Observation | None:

@@ -387,6 +387,7 @@ class GroupConsumer:
         max_deliveries: int = 5,
         claim_idle_ms: int = 10_000,
         linger_ms: int = 0,
+        linger_from: int = 4,
     ) -> None:
         self.broker = broker
         self.redis = redis
@@ -398,6 +399,7 @@ class GroupConsumer:
         self.max_deliveries = max_deliveries
         self.claim_idle_ms = claim_idle_ms
         self.linger_ms = linger_ms  # the shared read's wait after a busy read (one Redis)
+        self.linger_from = linger_from  # a read this large is busy (:func:`_linger`)
         self._subscribers: dict[str, Any] = {}  # stream → its subscriber (or the shared one)
         self._locks: dict[str, asyncio.Lock] = {}
         self._one_read = not is_cluster(redis)
@@ -472,6 +474,7 @@ class GroupConsumer:
         subscriber = self._subscriber(first, SHARED_BLOCK_MS, self._on_shared_batch)
         self._shared = make_shared(subscriber, SharedRead, self.broker.client)
         subscriber.stream_sub.linger_s = self.linger_ms / 1000
+        subscriber.stream_sub.linger_from = self.linger_from
         return subscriber
 
     async def _on_shared_batch(self, deliveries: list[Delivery]) -> None:

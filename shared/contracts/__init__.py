@@ -28,6 +28,7 @@ from .envelopes import (
     new_event_id,
     new_id,
     read_command,
+    read_decision_request,
     read_event,
     string_json,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "new_event_id",
     "new_id",
     "read_command",
+    "read_decision_request",
     "read_event",
     "readable_json",
     "string_json",

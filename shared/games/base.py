@@ -284,6 +284,11 @@ class BaseGame(ABC, Generic[S, R]):
         sees."""
         return own_view(seat, self.legal_commands(state, seat))
 
+    def private_part(self, state: S, seat: int) -> Observation:
+        """:meth:`private_view` without the legal commands: the seat's number; a game whose
+        private view has more (a hand, a secret choice) adds it here too."""
+        return {"seat": seat}
+
     def view(self, state: S, seat: int | None) -> Observation:
         public = self.public_view(state)
         return public if seat is None else merge_views(public, self.private_view(state, seat))

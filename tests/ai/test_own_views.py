@@ -6,17 +6,20 @@ with no views projection, no view read and no wants."""
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 from redis.asyncio import Redis
 
 from services.ai.service import BotPlayer
+from services.engine.decision_requests import own_view_json
 from shared.bus import BODY, CommandSender, Keys
 from shared.bus.connection import connect
-from shared.contracts import CommandEnvelope, DecisionRequest, Seats, load_json
+from shared.contracts import CommandEnvelope, DecisionRequest, Seats, dump_json, load_json
 from shared.contracts.records import BOT_PREFIX
 from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
+from shared.games import api
 
 from ..backbone.helpers import (
     RULES,
@@ -156,3 +159,81 @@ async def test_a_request_whose_game_moved_on_is_not_answered_from_its_view(
     commands: Any = await redis.xrange(keys.commands(p))
     actors = [CommandEnvelope.model_validate_json(f[BODY]).actor for _, f in commands]
     assert actors == ["system", "player"]  # the game's creation and the move: no bot's
+
+
+def test_a_bot_seats_own_view_is_its_view_less_the_legal_commands_in_every_game() -> None:
+    """The engine makes a bot seat's view from the public view and the seat's private part
+    (``Game.private_part``), not from ``game.view``, which lists the legal commands again:
+    for every game, every seat of the first 150 states of random 4-seat games, the JSON is
+    the same as the game's ``view`` for that seat less its legal commands."""
+    for name in api.names():
+        game = api.get(name)
+        for seed in range(2):
+            state, _ = game.new_game(game.rules(game.default_ruleset), 4, seed)
+            rng = random.Random(seed)
+            for _ in range(150):
+                decisions = game.pending(state)
+                if not decisions:
+                    break
+                public = game.public_view(state)
+                for seat in range(4):
+                    view = game.view(state, seat)
+                    del view["legal_commands"]
+                    assert own_view_json(game, state, seat, public) == dump_json(view)
+                    assert own_view_json(game, state, seat) == dump_json(view)
+                d = rng.choice(decisions)
+                game.decide_into(state, rng.choice(game.legal_commands(state, d.seat)))
+
+
+async def test_the_answers_to_a_batch_go_in_one_call_each_sent_only_at_its_version(
+    redis: Redis, keys: Keys
+) -> None:
+    """``send_many_at`` (the bot player's answers to a batch of requests, in one round
+    trip): each command is appended only while its game's log is at the version it was
+    decided at, and each reply is that game's version, a game that moved on (or has no log
+    here) leaving its command out."""
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        for game_id in ("g-many-a", "g-many-b"):
+            await sender.execute(create_game(game_id, players=2))
+    at = {g: int(await redis.hget(keys.meta(g), "version") or 0) for g in ("g-many-a", "g-many-b")}
+    decided = [
+        (CommandEnvelope(game_id="g-many-a", seat=0, type="pass", actor="bot"), at["g-many-a"]),
+        (CommandEnvelope(game_id="g-many-b", seat=0, type="pass", actor="bot"), at["g-many-b"] - 1),
+        (CommandEnvelope(game_id="g-many-none", seat=0, type="pass", actor="bot"), 1),
+    ]
+    assert await sender.send_many_at(decided) == [at["g-many-a"], at["g-many-b"], 0]
+    bodies = []
+    for game_id in ("g-many-a", "g-many-b", "g-many-none"):
+        entries: Any = await redis.xrange(keys.commands(keys.partition(game_id)))
+        bodies += [CommandEnvelope.model_validate_json(f[BODY]) for _, f in entries]
+    bots = [c.game_id for c in bodies if c.actor == "bot"]
+    assert bots == ["g-many-a"]
+
+
+def test_a_seats_secret_casualty_pick_is_in_its_own_view() -> None:
+    """The Age of Discovery's private part beyond the seat's number: a seat that has picked
+    its casualties in a battle others have still to decide sees its pick (``your_choice``)
+    in the view the engine makes for its request, as in the game's ``view``; the other
+    seats see that it chose, not what."""
+    game = api.get("age_of_discovery")
+    for i in range(300):  # simultaneous decisions are rare in random play: games are cheap
+        state, _ = game.new_game(game.rules(game.default_ruleset), 2 + i % 3, i)
+        rng = random.Random(7 * i + 1)
+        while decisions := game.pending(state):
+            if len(decisions) > 1:  # the first to decide picks; the others are still to
+                picker = decisions[0].seat
+                game.decide_into(state, game.legal_commands(state, picker)[0])
+                view = game.view(state, picker)
+                del view["legal_commands"]
+                assert own_view_json(game, state, picker) == dump_json(view)
+                battle = (view.get("resolving") or {}).get("battle") or {}
+                if "your_choice" in battle:
+                    other = load_json(own_view_json(game, state, decisions[1].seat))
+                    assert "your_choice" not in other["resolving"]["battle"]
+                    assert picker in other["resolving"]["battle"]["chosen"]
+                    return
+                continue
+            d = rng.choice(decisions)
+            game.decide_into(state, rng.choice(game.legal_commands(state, d.seat)))
+    raise AssertionError("no battle with a casualty pick in 300 random games")

@@ -152,3 +152,35 @@ async def test_a_shared_read_of_several_entries_waits_before_the_next_one_alone_
 
 async def _count(batches: list[Any], n: int) -> bool:
     return len(batches) >= n
+
+
+async def test_a_shared_read_lingering_from_one_entry_gathers_the_next_ones(
+    redis: Redis, keys: Keys
+) -> None:
+    """The bot player's linger (``linger_from=1``): after a read of a single entry the
+    shared read waits ``linger_ms``, so entries written one by one meanwhile come as one
+    batch (with the engine's ``linger_from`` of 4 they would come one read each)."""
+    stream = keys.bot_decisions(0)
+    batches: list[list[str]] = []
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        batches.append([d.fields[b"v"].decode() for d in deliveries])
+        await consumer.ack(deliveries)
+
+    broker = Broker(redis, readers=1)
+    consumer = GroupConsumer(
+        broker, redis, "readers", "r1", keys, handle, linger_ms=1500, linger_from=1
+    )
+    await broker.start()
+    try:
+        await consumer.subscribe(stream)
+        await asyncio.sleep(0.2)
+        await redis.xadd(stream, {"v": "a"})
+        await wait_for(lambda: _count(batches, 1))
+        for v in ("b", "c", "d"):  # each alone, during the linger after "a"
+            await redis.xadd(stream, {"v": v})
+        await wait_for(lambda: _count(batches, 2))
+    finally:
+        await consumer.close()
+        await broker.stop()
+    assert batches == [["a"], ["b", "c", "d"]]

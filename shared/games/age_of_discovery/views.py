@@ -153,13 +153,22 @@ def _resolving(s: GameState) -> dict[str, Any] | None:
 def private_view(s: GameState, seat: int) -> dict[str, Any]:
     """What ``seat`` alone sees: its number, its legal commands, and its own casualty pick
     in a battle (the public view says only who has chosen)."""
-    out = own_view(seat, legal_commands(s, seat))
+    return {**own_view(seat, legal_commands(s, seat)), **_own_choice(s, seat)}
+
+
+def private_part(s: GameState, seat: int) -> dict[str, Any]:
+    """:func:`private_view` without the legal commands (the engine lists them already)."""
+    return {"seat": seat, **_own_choice(s, seat)}
+
+
+def _own_choice(s: GameState, seat: int) -> dict[str, Any]:
+    """The resolving entry with the seat's own casualty pick, while it has one to keep."""
     if s.battles and seat in s.choices:
         resolving = _resolving(s)
         if resolving is not None:
             resolving["battle"]["your_choice"] = s.choices[seat]
-            out["resolving"] = resolving
-    return out
+            return {"resolving": resolving}
+    return {}
 
 
 def start_positions(s: GameState) -> list[int]:
