@@ -72,7 +72,10 @@ export class GameStream {
       reject(new ApiError(0, "socket_closed", "the connection dropped; the move may not have been played"));
     }
     this.answers.clear();
-    if (close.reason === "game_over") {
+    // A socket this client dropped may have had the game's last events on the way: a
+    // closing socket's messages are discarded, so its "game_over" is no proof they came.
+    // Reconnect from the last version received; the server ends again at once if it was.
+    if (close.reason === "game_over" && !socket.dropped) {
       this.closed = true;
       this.onState?.("ended");
       this.onEnd?.();
@@ -95,7 +98,11 @@ export class GameStream {
   }
 
   // Close the socket as a network failure would (tests and the "reconnect" key use it).
-  drop() { this.socket?.close(4000, "dropped by the client"); }
+  drop() {
+    if (!this.socket) return;
+    this.socket.dropped = true;
+    this.socket.close(4000, "dropped by the client");
+  }
 
   close() { this.closed = true; this.socket?.close(1000, "bye"); }
 }
