@@ -231,12 +231,7 @@ async def test_commands_meeting_a_shard_away_do_not_make_every_command_reread_th
     one or two each, and the other shards answer meanwhile."""
     client: Any = connect(cluster.url)
     try:
-        await client.ping()
-        by_port = keys_by_port(client)
-        away = sorted(by_port)[0]
-        cluster.kill(_replica_of(cluster, away))
-        cluster.kill(away)  # no failover: the shard stays away
-        healthy = [ks[0] for port, ks in by_port.items() if port != away]
+        by_port, away, healthy = await _one_shard_away(cluster, client)
         before = await asyncio.to_thread(_slot_map_reads, cluster)
         for key in by_port[away][:100]:
             with pytest.raises(Exception) as refused:
@@ -262,12 +257,7 @@ async def test_a_slot_map_re_read_holds_no_command_of_the_other_shards(
     monkeypatch.setattr(connection, "CLUSTER_SLOTS_REREAD_S", 0.0)  # every fault asks for one
     client: Any = connect(cluster.url)
     try:
-        await client.ping()
-        by_port = keys_by_port(client)
-        away = sorted(by_port)[0]
-        cluster.kill(_replica_of(cluster, away))
-        cluster.kill(away)  # no failover: the shard stays away
-        healthy = [ks[0] for port, ks in by_port.items() if port != away]
+        by_port, away, healthy = await _one_shard_away(cluster, client)
         with pytest.raises(Exception) as refused:
             await client.set(by_port[away][0], "x")  # asks for a re-read
         assert transient(refused.value), refused.value
@@ -664,3 +654,16 @@ async def test_an_engine_wins_back_the_leases_its_shard_refused_to_renew_once_it
         assert leases.held == set(keys.all_partitions())
     finally:
         await client.aclose()  # the cluster is this test's own
+
+
+async def _one_shard_away(
+    cluster: LocalCluster, client: Any
+) -> tuple[dict[int, list[str]], int, list[str]]:
+    """Kill one shard's master and its replica (no failover: the shard stays away): the
+    keys by master port, the port away, and a key on each healthy shard."""
+    await client.ping()
+    by_port = keys_by_port(client)
+    away = sorted(by_port)[0]
+    cluster.kill(_replica_of(cluster, away))
+    cluster.kill(away)
+    return by_port, away, [ks[0] for port, ks in by_port.items() if port != away]
