@@ -11,15 +11,20 @@ from collections.abc import Callable
 from pydantic import ValidationError
 
 from shared.bus import BODY, Delivery, Keys
-from shared.contracts import CommandEnvelope, CommandResult, Made, dump_json, read_command
+from shared.contracts import (
+    CommandEnvelope,
+    CommandResult,
+    Made,
+    dump_json,
+    new_tuple,
+    read_command,
+)
 from shared.eventstore import Append
 from shared.games import api
 
 from .cache import CachedGame, GameCache
 from .decision_requests import command_json
 from .outcomes import Finish, Reject, malformed, new_game, rejected
-
-_new_tuple = tuple.__new__
 
 
 class Decider:
@@ -102,7 +107,7 @@ class Decider:
         # took a log's tail back, the events written again at those versions must differ
         # from the lost ones to readers, who tell a log that went back by the ids.
         command_id = env.command_id
-        made = _new_tuple(  # Made(...), without the named tuple's Python-level __new__
+        made = new_tuple(  # Made(...), without the named tuple's Python-level __new__
             Made, (env.game_id, command_id, env.correlation_id or command_id, env.actor, now)
         )
         encoded = made.encode(events, version + 1)  # new event ids

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, cast
 
-from shared.contracts import dump_json, id_json, name_json
+from shared.contracts import dump_json, id_json, name_json, new_tuple
 from shared.eventstore import Append, GameCodec, Pending
 from shared.games import api
 from shared.settings import Settings
@@ -57,9 +57,6 @@ class _ByIdentity:
 
 
 listed_json = _ByIdentity()
-
-# ``Pending(...)`` without the named tuple's Python-level ``__new__``: one per request.
-_new_tuple = tuple.__new__
 
 
 def _decision_json(
@@ -141,7 +138,7 @@ def attach(
             if seat in bots:
                 public = game.public_view(state) if public is None else public
                 view = own_view_json(game, state, seat, public)
-            requests.append(_new_tuple(Pending, (seat, due, request, view)))
+            requests.append(new_tuple(Pending, (seat, due, request, view)))
         a.decisions = requests
         # The requests are every seat's: kept for /legal too. Asked once per game and batch:
         # the end's hold (``hold_ends``) and the metrics read it from the append.

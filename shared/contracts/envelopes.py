@@ -249,7 +249,7 @@ class Made(NamedTuple):
         # tuple.__new__ in C, not the named tuple's own __new__ (a Python function): one
         # frame less per event.
         return [
-            _new_tuple(
+            new_tuple(
                 EncodedEvent,
                 (
                     f'{{"event_id":{event_id},"game_id":{game},"version":{version},'
@@ -265,7 +265,9 @@ class Made(NamedTuple):
         ]
 
 
-_new_tuple = tuple.__new__
+# A named tuple made without its Python-level ``__new__`` (``new_tuple(Cls, (a, b))``): the
+# engine makes several a command, and that ``__new__`` is a Python frame each.
+new_tuple = tuple.__new__
 
 
 _PUBLIC = '"public"'  # the visibility of most events, as JSON (written in line: no call)

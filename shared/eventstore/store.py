@@ -47,6 +47,7 @@ from shared.contracts import (
     command_key,
     dump_json,
     id_json,
+    new_tuple,
     string_json,
 )
 from shared.redis_replies import text as _text
@@ -143,12 +144,9 @@ def _results(reply: Any) -> list[AppendResult]:
     """Every append's result from one call's reply, a list of (status, version) pairs:
     :func:`_result` of each, built without a Python call per append."""
     return [
-        _new_tuple(AppendResult, (_status(status), int(version), True, None))
+        new_tuple(AppendResult, (_status(status), int(version), True, None))
         for status, version in zip(reply[::2], reply[1::2], strict=True)
     ]
-
-
-_new_tuple = tuple.__new__
 
 
 @functools.lru_cache(maxsize=64)
