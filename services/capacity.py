@@ -58,6 +58,20 @@ class Tally:
     refused: int = 0
     lost: int = 0
     measuring: bool = False
+    lags: list[float] = field(default_factory=list)  # the driver's loop: late wake-ups, s
+
+
+LAG_TICK_S = 0.05
+
+
+async def _watch_lag(tally: Tally, stop: asyncio.Event) -> None:
+    """How late this driver's own loop wakes a sleeper, while measuring: a move's arrival
+    is timed on this loop, so a late one here is latency the server did not cause."""
+    while not stop.is_set():
+        asked = time.perf_counter()
+        await asyncio.sleep(LAG_TICK_S)
+        if tally.measuring:
+            tally.lags.append(time.perf_counter() - asked - LAG_TICK_S)
 
 
 def free_port() -> int:
@@ -235,9 +249,10 @@ async def live_tables(
     tally, stop = Tally(), asyncio.Event()
     ws_base = base.replace("http://", "ws://")
     limits = httpx.Limits(max_connections=64)
+    timeout = httpx.Timeout(120, pool=None)  # thousands of set-ups queue for 64 connections
     rss_before = server_rss_bytes(pid)
     async with (
-        httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client,
+        httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client,
         contextlib.AsyncExitStack() as sockets,
     ):
         setups = [asyncio.create_task(start_table(client, plan)) for _ in range(tables)]
@@ -255,15 +270,17 @@ async def live_tables(
             asyncio.create_task(_play(seated, plan, random.Random(rng.random()), tally, stop))
             for seated in humans
         ]
+        lag = asyncio.create_task(_watch_lag(tally, stop))
         await asyncio.sleep(plan.think[1])  # every table past its first move
         rss_tables = server_rss_bytes(pid)
         tally.measuring = True
-        started, used = time.perf_counter(), usage(pid)
+        started, used, driver = time.perf_counter(), usage(pid), time.process_time()
         seen = sum(h.moves for seated in humans for h in seated[:1])
         await asyncio.sleep(seconds)
         tally.measuring = False
         seen = sum(h.moves for seated in humans for h in seated[:1]) - seen
         elapsed, usage_after = time.perf_counter() - started, usage(pid)
+        driver = time.process_time() - driver
         cost = usage_after.per(used, tally.moves)
         spectators = [
             await sockets.enter_async_context(websockets.connect(f"{ws_base}/games/{table}/ws"))
@@ -272,14 +289,11 @@ async def live_tables(
         await asyncio.sleep(1)
         rss_sockets = server_rss_bytes(pid)
         stop.set()
-        await asyncio.gather(*players, return_exceptions=True)
+        await asyncio.gather(*players, lag, return_exceptions=True)
         for task in readers:
             task.cancel()
         del spectators
-    ordered = sorted(tally.latencies)
-
-    def pct(q: float) -> float:
-        return round(1000 * ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
+    ordered, lags = sorted(tally.latencies), sorted(tally.lags)
 
     return {
         "tables": tables,
@@ -289,7 +303,7 @@ async def live_tables(
         "moves_per_second": round(tally.moves / elapsed, 1),
         "refused": tally.refused,
         "lost": tally.lost,
-        "latency_ms": {"p50": pct(0.5), "p99": pct(0.99)} if ordered else None,
+        "latency_ms": {"p50": pct(ordered, 0.5), "p99": pct(ordered, 0.99)} if ordered else None,
         "server_cores_busy": round(
             cost["server_cpu_ms_per_move"] * tally.moves / 1000 / elapsed, 2
         ),
@@ -301,9 +315,16 @@ async def live_tables(
             for part, value in usage_after.per(used, seen).items()
             if part.endswith("cpu_ms_per_move")
         },
+        "driver_cores_busy": round(driver / elapsed, 2),
+        "driver_loop_lag_ms": {"p50": pct(lags, 0.5), "p99": pct(lags, 0.99)} if lags else None,
         "memory_per_table_kb": round((rss_tables - rss_before) / tables / 1024, 1),
         "memory_per_socket_kb": round((rss_sockets - rss_tables) / tables / 1024, 1),
     }
+
+
+def pct(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of ``ordered`` seconds, in ms."""
+    return round(1000 * ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
 
 
 def per_table_second(cost: dict[str, Any]) -> dict[str, Any]:
