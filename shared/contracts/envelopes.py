@@ -83,6 +83,7 @@ class _Ids:
     def reset(self) -> None:
         self.process = f"{secrets.randbits(64):016x}"
         self.count = itertools.count()
+        self._quoted = f'"{self.process}{{:016x}}"'.format  # an id as JSON, from its count
 
     def __call__(self) -> str:
         return f"{self.process}{next(self.count):016x}"
@@ -90,8 +91,7 @@ class _Ids:
     def quoted(self, n: int) -> list[str]:
         """``n`` new ids as JSON strings (hex digits: their own JSON once quoted), drawn in
         one call: the engine names every event it makes."""
-        process = self.process
-        return [f'"{process}{i:016x}"' for i in itertools.islice(self.count, n)]
+        return list(map(self._quoted, itertools.islice(self.count, n)))  # no frame per id
 
 
 new_event_id = _Ids()
@@ -259,9 +259,7 @@ class Made(NamedTuple):
                     "" if e.secret is None else dump_json(e.secret),
                 ),
             )
-            for version, event_id, e in zip(
-                range(first_version, first_version + len(events)), ids, events, strict=True
-            )
+            for version, event_id, e in zip(itertools.count(first_version), ids, events)
         ]
 
 
