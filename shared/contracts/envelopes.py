@@ -7,9 +7,9 @@ import os
 import re
 import secrets
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import from_json, to_json
@@ -294,32 +294,37 @@ def _optional_json(text: str | None) -> str:
     return "null" if text is None else string_json(text)
 
 
-class _Encoded(dict[Any, str]):
-    """Strings' JSON kept by string: a hit is a dictionary's look-up in C (``lru_cache``'s
-    bookkeeping cost about 1,500 instructions a hit), a miss is encoded by ``encode`` and
-    kept; all are dropped past ``bound`` (so strings from elsewhere cannot grow it without
-    end)."""
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
-    def __init__(self, encode: Callable[[Any], str], bound: int) -> None:
+
+class Kept(dict[K, V]):
+    """Values of ``make`` kept by their argument, for the engine's per-command look-ups
+    (ids', names' and times' JSON, games' partitions, reply words): a hit is a dictionary's
+    look-up in C (``lru_cache``'s bookkeeping cost about 1,500 instructions a hit), a miss
+    is made by ``make`` and kept; all are dropped past ``bound`` (so values from elsewhere
+    cannot grow it without end). ``Kept(make, bound).__getitem__`` stands for ``make``."""
+
+    def __init__(self, make: Callable[[K], V], bound: int) -> None:
         super().__init__()
-        self.encode, self.bound = encode, bound
+        self.make, self.bound = make, bound
 
-    def __missing__(self, text: Any) -> str:
+    def __missing__(self, key: K) -> V:
         if len(self) >= self.bound:
             self.clear()
-        found = self[text] = self.encode(text)
+        found = self[key] = self.make(key)
         return found
 
 
-id_json: Callable[[str], str] = _Encoded(string_json, 65_536).__getitem__
+id_json: Callable[[str], str] = Kept(string_json, 65_536).__getitem__
 """A game's id as a JSON string (:func:`string_json`), encoded once per game: the engine
 writes it three times per command (its events, the append's result, its decision requests)."""
 
-_word_json: Callable[[str | None], str] = _Encoded(_optional_json, 64).__getitem__
+_word_json: Callable[[str | None], str] = Kept(_optional_json, 64).__getitem__
 """An actor's or a batch's time as JSON (or ``null``): a handful of actors, and a batch's
 commands share their time, so each is encoded once, not once per command."""
 
-name_json: Callable[[str], str] = _Encoded(dump_json, 4096).__getitem__
+name_json: Callable[[str], str] = Kept(dump_json, 4096).__getitem__
 """An event type's or a decision kind's JSON string: a few dozen names, each encoded once."""
 
 

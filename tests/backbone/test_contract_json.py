@@ -25,7 +25,7 @@ from shared.contracts import (
     read_command,
     string_json,
 )
-from shared.contracts.envelopes import _Encoded, _optional_json
+from shared.contracts.envelopes import Kept, _optional_json
 from shared.eventstore import Append
 from shared.eventstore.store import EventStore
 from shared.games import api
@@ -97,13 +97,13 @@ def test_strings_and_names_are_the_encoders_json(text: str) -> None:
 def test_strings_json_kept_by_string_is_each_ones_and_dropped_past_its_bound() -> None:
     """The engine's caches of ids', names' and times' JSON (dictionaries, not ``lru_cache``)
     give each string's own JSON, a hit the very text kept, and hold at most their bound."""
-    kept = _Encoded(string_json, 5)
+    kept = Kept(string_json, 5)
     for _ in range(2):
         for text in ODD:
             assert kept[text] == dump_json(text)
             assert kept[text] is kept[text]
             assert len(kept) <= 5
-    assert _Encoded(_optional_json, 3)[None] == "null"
+    assert Kept(_optional_json, 3)[None] == "null"
 
 
 def test_load_json_refuses_what_is_not_json() -> None:
