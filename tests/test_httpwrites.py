@@ -14,7 +14,7 @@ import uvicorn
 import websockets
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 from uvicorn.config import HTTP_PROTOCOLS
@@ -42,6 +42,18 @@ async def answer(request: Request) -> JSONResponse:
     return JSONResponse({"version": 3, "legal": [{"type": "pass"}] * 20})
 
 
+async def stream(request: Request) -> StreamingResponse:
+    async def parts() -> AsyncIterator[bytes]:
+        for part in (b"one,", b"two"):
+            yield part
+
+    return StreamingResponse(parts(), media_type="text/plain")
+
+
+async def empty(request: Request) -> Response:
+    return Response(status_code=204)
+
+
 async def echo(websocket: WebSocket) -> None:
     await websocket.accept()
     await websocket.send_text(f"echo {await websocket.receive_text()}")
@@ -52,7 +64,14 @@ async def echo(websocket: WebSocket) -> None:
 async def serving(writes: list[bytes]) -> AsyncIterator[int]:
     """The lobby's uvicorn settings serving a small app on a free port, each connection's
     socket writes noted in ``writes``."""
-    app = Starlette(routes=[Route("/answer", answer), WebSocketRoute("/ws", echo)])
+    app = Starlette(
+        routes=[
+            Route("/answer", answer, methods=["GET", "HEAD"]),
+            Route("/stream", stream),
+            Route("/empty", empty),
+            WebSocketRoute("/ws", echo),
+        ]
+    )
     config = _http_config(app, Settings())  # type: ignore[arg-type]
     protocol: Any = config.http  # uvicorn's own when named ("auto": httptools')
     if isinstance(protocol, str):
@@ -114,9 +133,29 @@ async def test_two_answers_on_one_connection_each_in_one_write() -> None:
     assert all(w.startswith(b"HTTP/1.1 200 OK") and w.endswith(b"]}") for w in writes)
 
 
-async def test_a_websocket_upgraded_from_a_corked_connection_works() -> None:
+async def test_a_websocket_upgraded_from_such_a_connection_works() -> None:
     writes: list[bytes] = []
     async with serving(writes) as port, websockets.connect(f"ws://127.0.0.1:{port}/ws") as ws:
         await ws.send("hello")
         assert await ws.recv() == "echo hello"
     assert writes[0].startswith(b"HTTP/1.1 101")
+
+
+async def test_answers_without_a_body_and_streamed_ones_are_whole() -> None:
+    """A HEAD's head, a 204 and a chunked answer: nothing held back, nothing lost."""
+    writes: list[bytes] = []
+    async with serving(writes) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"HEAD /answer HTTP/1.1\r\nhost: x\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200 OK") and b"content-length" in head.lower()
+        writer.write(b"GET /empty HTTP/1.1\r\nhost: x\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 204")
+        writer.write(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
+        got = await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 5)
+        assert b"transfer-encoding: chunked" in got and got.endswith(b"3\r\ntwo\r\n0\r\n\r\n")
+        writer.close()
+        await writer.wait_closed()
+    streamed = [w for w in writes if b"one," in w]
+    assert streamed and streamed[0].startswith(b"HTTP/1.1 200 OK")  # its head with its first part
