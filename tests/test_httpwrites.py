@@ -133,7 +133,7 @@ async def test_two_answers_on_one_connection_each_in_one_write() -> None:
     assert all(w.startswith(b"HTTP/1.1 200 OK") and w.endswith(b"]}") for w in writes)
 
 
-async def test_a_websocket_upgraded_from_such_a_connection_works() -> None:
+async def test_a_websocket_upgraded_from_a_corked_connection_works() -> None:
     writes: list[bytes] = []
     async with serving(writes) as port, websockets.connect(f"ws://127.0.0.1:{port}/ws") as ws:
         await ws.send("hello")
