@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import random
 import socket
@@ -32,6 +33,7 @@ import httpx
 import websockets
 
 from services.children import terminate
+from services.runtime import tune_collector
 from services.usage import server_rss_bytes, usage
 from shared.contracts import dump_json, load_json
 
@@ -58,6 +60,20 @@ class Tally:
     refused: int = 0
     lost: int = 0
     measuring: bool = False
+    lags: list[float] = field(default_factory=list)  # the driver's loop: late wake-ups, s
+
+
+LAG_TICK_S = 0.05
+
+
+async def _watch_lag(tally: Tally, stop: asyncio.Event) -> None:
+    """How late this driver's own loop wakes a sleeper, while measuring: a move's arrival
+    is timed on this loop, so a late one here is latency the server did not cause."""
+    while not stop.is_set():
+        asked = time.perf_counter()
+        await asyncio.sleep(LAG_TICK_S)
+        if tally.measuring:
+            tally.lags.append(time.perf_counter() - asked - LAG_TICK_S)
 
 
 def free_port() -> int:
@@ -123,6 +139,13 @@ async def wait_ready(base: str, seconds: float = 120) -> None:
     raise RuntimeError(f"{base} did not become ready")
 
 
+def connect(url: str) -> Any:
+    """A socket as a browser opens one: no keepalive pings of its own (the server pings,
+    and a browser only answers), which at thousands of sockets cost the driver and the
+    lobby a frame each way per socket every 20 s."""
+    return websockets.connect(url, max_size=None, ping_interval=None, close_timeout=2)
+
+
 class Human:
     """One human seat's socket: its decisions, the answers to its moves, and when each
     version reached it."""
@@ -132,8 +155,8 @@ class Human:
         self.decisions: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.waiting: dict[int, asyncio.Future[float]] = {}  # a version after -> its arrival
-        self.over = asyncio.Event()
         self.moves = 0  # the moves seen, every seat's: runs of events of one command
+        self.dropped = False  # closed by the server for another reason than its game's end
         self._cause: str | None = None
 
     async def read(self) -> None:
@@ -148,8 +171,10 @@ class Human:
                 else:
                     self._arrived(frame["version"], time.perf_counter())
                     self._count(frame.get("causation_id"))
+        except websockets.ConnectionClosedError:
+            pass  # closed with another code than 1000: counted below
         finally:
-            self.over.set()
+            self.dropped = self.ws.close_reason != "game_over"
 
     def _arrived(self, version: int, at: float) -> None:
         for after in [a for a in self.waiting if version > a]:
@@ -192,11 +217,8 @@ async def _play(
     async def seat(i: int) -> None:
         me, other = humans[i], humans[(i + 1) % len(humans)]
         watched = other if plan.watch_other else me
-        while not stop.is_set() and not me.over.is_set():
-            try:
-                decision = await asyncio.wait_for(me.decisions.get(), 1.0)
-            except TimeoutError:
-                continue
+        while True:  # until cancelled once ``stop`` is set
+            decision = await me.decisions.get()
             while not me.decisions.empty():  # the newest one only
                 decision = me.decisions.get_nowait()
             await asyncio.sleep(rng.uniform(*plan.think))
@@ -208,7 +230,8 @@ async def _play(
             command = {**rng.choice(decision["legal_commands"]), "command_id": uuid.uuid4().hex}
             await me.ws.send(dump_json({"type": "command", "command": command}))
             try:
-                answer = await asyncio.wait_for(me.answers.get(), ANSWER_S)
+                async with asyncio.timeout(ANSWER_S):  # no task made per wait, as wait_for
+                    answer = await me.answers.get()
             except TimeoutError:
                 tally.lost += measuring
                 continue
@@ -216,7 +239,8 @@ async def _play(
                 tally.refused += measuring
                 continue
             with contextlib.suppress(TimeoutError):
-                at = await asyncio.wait_for(asyncio.shield(arrival), ANSWER_S)
+                async with asyncio.timeout(ANSWER_S):
+                    at = await arrival
                 if measuring:
                     tally.moves += 1
                     tally.latencies.append(at - sent)
@@ -230,16 +254,18 @@ async def live_tables(
     """Play ``tables`` tables of ``plan`` for ``seconds`` once all are set up: move
     latency percentiles, refused and lost moves, the server's CPU (its embedded Redis
     included; per move and Redis commands per move where every seat is timed), and memory
-    per table and per socket."""
+    per table and per socket. This process's collector is tuned as a server's while the
+    tables play (:func:`tune_collector`): a move's arrival is timed on its loop, and with
+    CPython's defaults a full collection of thousands of open sockets' objects stopped it
+    for 0.1-0.2 s, counted as the server's latency."""
     rng = random.Random(seed)
     tally, stop = Tally(), asyncio.Event()
     ws_base = base.replace("http://", "ws://")
     limits = httpx.Limits(max_connections=64)
+    timeout = httpx.Timeout(120, pool=None)  # thousands of set-ups queue for 64 connections
     rss_before = server_rss_bytes(pid)
-    async with (
-        httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client,
-        contextlib.AsyncExitStack() as sockets,
-    ):
+    opened: list[Any] = []
+    async with httpx.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client:
         setups = [asyncio.create_task(start_table(client, plan)) for _ in range(tables)]
         made = await asyncio.gather(*setups)
         humans = []
@@ -247,39 +273,47 @@ async def live_tables(
             seated = []
             for token in tokens:
                 url = f"{ws_base}/games/{table}/ws?token={token}"
-                ws = await sockets.enter_async_context(websockets.connect(url, max_size=None))
+                opened.append(ws := await connect(url))
                 seated.append(Human(ws))
             humans.append(seated)
+        collector = gc.get_threshold()
+        tune_collector()  # its sockets, all open now, out of every later collection
         readers = [asyncio.create_task(h.read()) for seated in humans for h in seated]
         players = [
             asyncio.create_task(_play(seated, plan, random.Random(rng.random()), tally, stop))
             for seated in humans
         ]
+        lag = asyncio.create_task(_watch_lag(tally, stop))
         await asyncio.sleep(plan.think[1])  # every table past its first move
         rss_tables = server_rss_bytes(pid)
         tally.measuring = True
-        started, used = time.perf_counter(), usage(pid)
+        started, used, driver = time.perf_counter(), usage(pid), time.process_time()
         seen = sum(h.moves for seated in humans for h in seated[:1])
+        dropped = sum(h.dropped for seated in humans for h in seated)
         await asyncio.sleep(seconds)
         tally.measuring = False
         seen = sum(h.moves for seated in humans for h in seated[:1]) - seen
+        dropped = sum(h.dropped for seated in humans for h in seated) - dropped
         elapsed, usage_after = time.perf_counter() - started, usage(pid)
+        driver = time.process_time() - driver
         cost = usage_after.per(used, tally.moves)
-        spectators = [
-            await sockets.enter_async_context(websockets.connect(f"{ws_base}/games/{table}/ws"))
-            for table, _ in made
-        ]
+        for table, _ in made:  # a spectator each
+            opened.append(await connect(f"{ws_base}/games/{table}/ws"))
         await asyncio.sleep(1)
         rss_sockets = server_rss_bytes(pid)
         stop.set()
-        await asyncio.gather(*players, return_exceptions=True)
+        for task in players:  # a seat waits for its next decision with no timeout
+            task.cancel()
+        await asyncio.gather(*players, lag, return_exceptions=True)
         for task in readers:
             task.cancel()
-        del spectators
-    ordered = sorted(tally.latencies)
-
-    def pct(q: float) -> float:
-        return round(1000 * ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
+        # All at once: one by one, each socket whose frames no one read any more (paused
+        # by websockets' flow control, so it never sees the server's close) took its close
+        # timeout, thousands of them in turn.
+        await asyncio.gather(*(ws.close() for ws in opened), return_exceptions=True)
+    gc.unfreeze()
+    gc.set_threshold(*collector)
+    ordered, lags = sorted(tally.latencies), sorted(tally.lags)
 
     return {
         "tables": tables,
@@ -289,7 +323,8 @@ async def live_tables(
         "moves_per_second": round(tally.moves / elapsed, 1),
         "refused": tally.refused,
         "lost": tally.lost,
-        "latency_ms": {"p50": pct(0.5), "p99": pct(0.99)} if ordered else None,
+        "dropped_sockets": dropped,  # closed by the server while measuring, not at a game's end
+        "latency_ms": {"p50": pct(ordered, 0.5), "p99": pct(ordered, 0.99)} if ordered else None,
         "server_cores_busy": round(
             cost["server_cpu_ms_per_move"] * tally.moves / 1000 / elapsed, 2
         ),
@@ -301,9 +336,16 @@ async def live_tables(
             for part, value in usage_after.per(used, seen).items()
             if part.endswith("cpu_ms_per_move")
         },
+        "driver_cores_busy": round(driver / elapsed, 2),
+        "driver_loop_lag_ms": {"p50": pct(lags, 0.5), "p99": pct(lags, 0.99)} if lags else None,
         "memory_per_table_kb": round((rss_tables - rss_before) / tables / 1024, 1),
         "memory_per_socket_kb": round((rss_sockets - rss_tables) / tables / 1024, 1),
     }
+
+
+def pct(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of ``ordered`` seconds, in ms."""
+    return round(1000 * ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
 
 
 def per_table_second(cost: dict[str, Any]) -> dict[str, Any]:
@@ -327,7 +369,7 @@ def capacity(
     seed: int = 1,
 ) -> dict[str, Any]:
     """Each number of tables in ``levels`` on a fresh server; the largest whose p99 stays
-    within ``p99_ms`` with no refused or lost move."""
+    within ``p99_ms`` with no refused or lost move and no socket dropped."""
     runs = []
     for tables in levels:
         with server(processes) as (base, process):
@@ -338,6 +380,7 @@ def capacity(
             and run["latency_ms"]["p99"] <= p99_ms
             and not run["refused"]
             and not run["lost"]
+            and not run["dropped_sockets"]
         )
         runs.append(run)
         print(dump_json(run), file=sys.stderr, flush=True)

@@ -5,15 +5,18 @@ HTTP, and the live-tables driver of `caravel bench capacity` and the latency ben
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 from pathlib import Path
 
 import psutil
 from redis.asyncio import Redis
+from websockets.asyncio.server import ServerConnection, serve
 
-from services.capacity import Plan, live_tables
+from services.capacity import Human, Plan, connect, live_tables
 from shared.bus import Keys
+from shared.contracts import dump_json
 
 from .helpers import SEATS_FROM_ONE_ADDRESS, running_lobby
 
@@ -35,9 +38,31 @@ async def test_the_move_path_benchmarks_play_moves(
             )
             assert run["moves"] > 0 and run["refused"] == 0, run
         plan = Plan(seats=2, humans=2, think=(0.0, 0.05), watch_other=True)
+        collector = gc.get_threshold()
         live = await live_tables(base, os.getpid(), 2, 1.0, plan)
         assert live["moves"] > 0 and live["refused"] == live["lost"] == 0, live
         assert live["all_moves"] > 0, live  # every seat's moves, seen on the first socket
+        assert live["dropped_sockets"] == 0 and live["driver_loop_lag_ms"] is not None, live
+        assert gc.get_threshold() == collector and gc.get_freeze_count() == 0  # given back
+
+
+async def test_the_capacity_driver_counts_a_socket_dropped_not_one_whose_game_ended() -> None:
+    """A human's socket the server closes for another reason than its game's end (its
+    Redis pool busy: 1013) is a dropped socket, which fails a capacity run; a socket closed
+    after its game's last event is not. Before, both ended the seat's play unnoticed."""
+    reasons = iter([(1000, "game_over"), (1013, "redis_unavailable: try again shortly")])
+
+    async def one_event_then_close(ws: ServerConnection) -> None:
+        await ws.send(dump_json({"type": "event", "version": 1, "causation_id": "c1"}))
+        code, reason = next(reasons)
+        await ws.close(code, reason)
+
+    async with serve(one_event_then_close, "127.0.0.1", 0) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        humans = [Human(await connect(f"ws://127.0.0.1:{port}")) for _ in range(2)]
+        for human in humans:
+            await human.read()
+    assert [(h.moves, h.dropped) for h in humans] == [(1, False), (1, True)]
 
 
 def test_the_services_run_apart_play_moves_and_count_each_process() -> None:
