@@ -609,6 +609,41 @@ async def test_a_partition_won_while_the_engine_follows_is_subscribed_after_a_re
         await engine.broker.stop()
 
 
+async def test_the_partitions_won_at_once_are_followed_side_by_side(
+    redis: Redis, keys: Keys
+) -> None:
+    """After a master's failover an engine wins 10 to 21 partitions back at once. Followed one
+    after the other, each waited for every one before it (its group, its ``XAUTOCLAIM``
+    and its subscriber's start, several round trips each: the hit shard's first move came
+    0.3 to 2.4 s after the win, issue 25). Here the first one's follow is held (its stream's
+    lock, as a batch in hand holds it): the others are read meanwhile. Before, none was
+    until it was let go. Started side by side on one Redis, the one shared subscriber is
+    started once (one read task), not once per partition."""
+    engine = Engine(redis, settings_for(keys), keys)
+    await engine.start()
+    first, *others = sorted(keys.all_partitions())[:6]
+    lock = engine.consumer._locks.setdefault(keys.commands(first), asyncio.Lock())
+    try:
+        async with lock:
+            engine.held, engine.fresh = {first, *others}, {first, *others}
+            following = asyncio.create_task(engine.follow())
+
+            async def others_read() -> bool:
+                return {keys.commands(p) for p in others} <= set(engine.consumer.streams)
+
+            await wait_for(others_read)
+        await following
+        assert keys.commands(first) in engine.consumer.streams
+        subscribers = {id(s): s for s in engine.consumer._subscribers.values()}.values()
+        assert [len(s.tasks) for s in subscribers] == [1] * len(subscribers)
+        sender = CommandSender(redis, keys)
+        result = await sender.execute(create_game("g-side-by-side"), timeout_s=30)
+        assert result.status == "accepted", result
+    finally:
+        await engine.consumer.close()
+        await engine.broker.stop()
+
+
 async def test_a_malformed_command_in_a_batch_is_refused_alone(redis: Redis, keys: Keys) -> None:
     """A batch's commands are validated in one pass; a malformed one among them (no type:
     not an envelope) has the batch parsed again one by one, and it alone is refused (its
