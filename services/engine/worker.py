@@ -257,7 +257,14 @@ class Engine:
             self.distrust_partition(p)
 
     def _holds(self, p: int) -> Callable[[], bool]:
-        return lambda: p in self.held
+        """Whether a reclaim of ``p`` goes on: ``p`` held and not fresh again. A lease lost
+        and won again (or a failed batch) while the reclaim runs makes ``p`` fresh: its
+        batches are left pending by :meth:`handle`, and the reclaim, going on while ``p``
+        was held, claimed the same batch again from the start, each claim a delivery more,
+        until the whole batch was dead-lettered (test_failover's SIGKILL test under load: 20
+        entries of two partitions dead-lettered, their games never finished). It stops, and
+        the next round's follow reclaims ``p`` again."""
+        return lambda: self._current(p)
 
     def _settled(self, p: int) -> Callable[[], None]:
         """``p`` is no longer fresh, from when its reclaim holds its subscriber off. Earlier,
