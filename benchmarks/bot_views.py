@@ -59,7 +59,7 @@ def main() -> None:
             for d in game.pending(state):
                 if d.seat == seat:
                     listed = listed_json(game.legal_commands(state, seat))
-                    _decision_json('"g-1"', 5, d, deadline, listed)
+                    _decision_json('"g-1"', 5, d, deadline, ",".join(listed))
 
         size = sum(len(own_view_json(game, s, seat)) for s, seat in states) / len(states)
         own = _cpu_us(states, lambda s, seat, g=game: own_view_json(g, s, seat))

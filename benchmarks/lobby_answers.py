@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import time
 
-from services.engine.decision_requests import _decision_json, listed_json
+from services.engine.decision_requests import _decision_json, listing
 from services.lobby import games
 from shared.contracts import CommandEnvelope, CommandResult
 from shared.eventstore import pending_of
@@ -36,7 +36,7 @@ def replies(name: str, versions: int = 40) -> list[tuple[int, bytes]]:
         decisions = game.pending(state)
         requests = [
             _decision_json(
-                '"g-1"', version, d, DEADLINE, listed_json(game.legal_commands(state, d.seat))
+                '"g-1"', version, d, DEADLINE, listing(game.legal_commands(state, d.seat)).json
             )
             for d in decisions
         ]

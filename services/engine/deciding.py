@@ -4,7 +4,6 @@ as the append that records them (or the :class:`~.outcomes.Finish` that answers 
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Callable
 
@@ -14,6 +13,7 @@ from shared.bus import BODY, Delivery, Keys
 from shared.contracts import (
     CommandEnvelope,
     CommandResult,
+    Kept,
     Made,
     dump_json,
     new_tuple,
@@ -36,7 +36,7 @@ class Decider:
     ) -> None:
         self.keys, self.cache, self.streams, self.stats = keys, cache, streams, stats
         # A game's partition, hashed once per game, not once per command.
-        self.partition: Callable[[str], int] = functools.lru_cache(maxsize=65_536)(keys.partition)
+        self.partition: Callable[[str], int] = Kept(keys.partition, 65_536).__getitem__
 
     def parse(self, d: Delivery) -> CommandEnvelope | Finish:
         """The delivery's command, or the refusal of a malformed one."""
@@ -112,7 +112,7 @@ class Decider:
         )
         encoded = made.encode(events, version + 1)  # new event ids
         append = Append(
-            env.game_id, version, encoded, env.command_id, (p, d.id), (), None, env.seat
+            env.game_id, version, encoded, command_id, (p, d.id), (), None, env.seat, "", False, key
         )
         cached.version = cached.seen[key] = version + len(encoded)  # the append's version
         return env.game_id, append

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from shared.contracts import dump_json, id_json, name_json, new_tuple
 from shared.eventstore import Append, GameCodec, Pending
@@ -42,9 +42,9 @@ class _ByIdentity:
         self.json: dict[int, str] = {}
         self.kept: list[api.Command] = []
 
-    def __call__(self, commands: list[api.Command]) -> list[str]:
+    def __call__(self, commands: Sequence[api.Command]) -> list[str]:
         out = list(map(self.json.get, map(id, commands)))
-        if None in out:
+        if not all(out):  # a JSON text is never empty: a None is a command not seen yet
             if len(self.kept) > LISTED_KEPT:
                 self.json.clear()
                 self.kept.clear()
@@ -58,24 +58,64 @@ class _ByIdentity:
 
 listed_json = _ByIdentity()
 
+LISTINGS_KEPT = 16384  # listings kept by their commands' identities, at most (then all dropped)
+
+
+class Listing(NamedTuple):
+    """A seat's legal commands as the engine lists them: the commands (kept alive: the
+    listing is found by their identities), their JSON joined for the decision request, and
+    each command by its JSON, which a command sent as listed is found by
+    (:meth:`CachedGame.listed`; read only, shared by every request of the same listing)."""
+
+    commands: tuple[api.Command, ...]
+    json: str
+    by_json: dict[str, api.Command]
+
+
+class _Listings:
+    """Listings found by the identities of their commands, in order. The rules list the same
+    command objects again and again (about four listings in five repeat one seen before in
+    The Age of Discovery), so a repeated listing costs a tuple of ids and one look-up instead
+    of each command's JSON looked up, the JSON joined and the by-JSON dictionary built
+    again. The listing keeps its commands alive, so no other object takes an id of its key
+    while it stands; past :data:`LISTINGS_KEPT` all are dropped at once."""
+
+    def __init__(self) -> None:
+        self.by_ids: dict[tuple[int, ...], Listing] = {}
+
+    def __call__(self, commands: Sequence[api.Command]) -> Listing:
+        key = tuple(map(id, commands))
+        found = self.by_ids.get(key)
+        if found is None:
+            if len(self.by_ids) >= LISTINGS_KEPT:
+                self.by_ids.clear()
+            texts = listed_json(commands)
+            kept = tuple(commands)  # a copy: the rules' list is theirs
+            found = Listing(kept, ",".join(texts), dict(zip(texts, kept, strict=True)))
+            self.by_ids[key] = found
+        return found
+
+
+listing = _Listings()
+
 
 def _decision_json(
     game_json: str,
     version: int,
     decision: api.Decision,
     deadline_json: str,
-    legal: list[str],
+    legal: str,
 ) -> str:
     """A :class:`DecisionRequest` as JSON (its keys in the model's order), written by hand:
     the engine sends one after every batch for every game it touched. The game's id and the
-    deadline come encoded (once per game, once per batch), commands repeat (their JSON is
-    cached) and a request id is the game's with its version and seat."""
+    deadline come encoded (once per game, once per batch), the legal commands as their JSON
+    joined (:class:`Listing`) and a request id is the game's with its version and seat."""
     seat = decision.seat
     return (
         f'{{"request_id":{game_json[:-1]}:{version}:{seat}","game_id":{game_json},'
         f'"version":{version},"seat":{seat},"kind":{name_json(decision.kind)},'
         f'"deadline":{deadline_json},"correlation_id":null,'
-        f'"legal_commands":[{",".join(legal)}]}}'
+        f'"legal_commands":[{legal}]}}'
     )
 
 
@@ -130,10 +170,9 @@ def attach(
         public: api.Observation | None = None  # made once, for the first bot seat pending
         for d in game.pending(state):
             seat = d.seat
-            commands = legal(state, seat)
-            texts = listed_json(commands)
-            listed[seat] = dict(zip(texts, commands, strict=True))
-            request = _decision_json(game_json, version, d, deadline, texts)
+            found = listing(legal(state, seat))
+            listed[seat] = found.by_json
+            request = _decision_json(game_json, version, d, deadline, found.json)
             view = ""
             if seat in bots:
                 public = game.public_view(state) if public is None else public

@@ -338,7 +338,9 @@ class Engine:
         a fresh partition (its subscriber read again after a failure before the partition's
         pending entries were handled): the reclaim that comes next handles them after the
         older ones, in order."""
-        deliveries = [d for d in deliveries if self._current(self._streams[d.stream])]
+        streams = self._streams  # each stream asked once, not each delivery
+        current = {s for s in {d.stream for d in deliveries} if self._current(streams[s])}
+        deliveries = [d for d in deliveries if d.stream in current]
         outcomes: list[tuple[Delivery, str | None, Append | Finish]] = []
         parsed = self._parsed(deliveries)
         now = datetime.now(UTC).isoformat()

@@ -27,8 +27,7 @@ game under an archived id is refused.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -44,6 +43,7 @@ from shared.contracts import (
     CommandResult,
     EncodedEvent,
     EventEnvelope,
+    Kept,
     command_key,
     dump_json,
     id_json,
@@ -113,6 +113,9 @@ class Append:
     # recorded (:meth:`EventStore.record_final_hash`), not with the append: an engine that
     # stops in between leaves it pending, to come again (a duplicate) and record the end.
     held: bool = False
+    # The command's id scoped to its seat (``command_key``), when its maker has it already
+    # ("": made from ``seat`` and ``command_id`` when the append is sent).
+    key: str = ""
 
     @property
     def version(self) -> int:
@@ -149,10 +152,8 @@ def _results(reply: Any) -> list[AppendResult]:
     ]
 
 
-@functools.lru_cache(maxsize=64)
-def _status(raw: Any) -> str:
-    """A status of the append script's reply as text (a handful of words, decoded once)."""
-    return _text(raw)
+_status: Callable[[Any], str] = Kept(_text, 64).__getitem__
+"""A status of the append script's reply as text (a handful of words, decoded once)."""
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ class EventStore(EventReader):
             keys += always
             result = ""
             game_json = id_json(game_id)
-            key = command_key(a.seat, command_id) if command_id else ""
+            key = a.key or (command_key(a.seat, command_id) if command_id else "")
             if key and answered_here:
                 result = self._result_json(a, game_json)
                 keys.append(f"{results}/{key}")  # Keys.result's name

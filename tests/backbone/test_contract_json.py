@@ -25,6 +25,7 @@ from shared.contracts import (
     read_command,
     string_json,
 )
+from shared.contracts.envelopes import Kept, _optional_json
 from shared.eventstore import Append
 from shared.eventstore.store import EventStore
 from shared.games import api
@@ -57,11 +58,52 @@ def test_legal_commands_json_looked_up_by_identity_is_each_ones_json(
     assert len(lookup.kept) <= 50 + 2 * longest  # dropped past the bound, kept again since
 
 
+def test_a_listing_found_by_its_commands_identities_is_their_json_and_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A seat's listing, found by its commands' identities, is their JSON joined and each
+    command by its JSON, whether the commands are the rules' own objects, equal ones made
+    afresh or the same ones again (then the very listing found before); it keeps its
+    commands themselves (alive, so no other object takes their ids), and the listings kept
+    are dropped past the bound."""
+    monkeypatch.setattr(decision_requests, "LISTINGS_KEPT", 20)
+    listings = decision_requests._Listings()
+    game, chooser = api.get(), random.Random(5)
+    state, _ = game.new_game(game.rules(game.default_ruleset), 4, 13)
+    for _ in range(60):
+        decisions = game.pending(state)
+        for d in decisions:
+            legal = game.legal_commands(state, d.seat)
+            fresh = [dataclasses.replace(c) for c in legal]
+            for commands in (legal, fresh):
+                found = listings(commands)
+                texts = [dump_json(c.to_dict()) for c in commands]
+                assert found.json == ",".join(texts)
+                assert found.by_json == dict(zip(texts, commands, strict=True))
+                assert all(a is b for a, b in zip(found.commands, commands, strict=True))
+            assert listings(list(legal)) is listings(legal)  # a repeat: the listing kept
+        d = chooser.choice(decisions)
+        game.decide_into(state, chooser.choice(game.legal_commands(state, d.seat)))
+    assert len(listings.by_ids) <= 20
+
+
 @pytest.mark.parametrize("text", ODD)
 def test_strings_and_names_are_the_encoders_json(text: str) -> None:
     assert string_json(text) == dump_json(text)
     assert name_json(text) == dump_json(text)
     assert json.loads(string_json(text)) == text
+
+
+def test_strings_json_kept_by_string_is_each_ones_and_dropped_past_its_bound() -> None:
+    """The engine's caches of ids', names' and times' JSON (dictionaries, not ``lru_cache``)
+    give each string's own JSON, a hit the very text kept, and hold at most their bound."""
+    kept = Kept(string_json, 5)
+    for _ in range(2):
+        for text in ODD:
+            assert kept[text] == dump_json(text)
+            assert kept[text] is kept[text]
+            assert len(kept) <= 5
+    assert Kept(_optional_json, 3)[None] == "null"
 
 
 def test_load_json_refuses_what_is_not_json() -> None:
@@ -114,7 +156,8 @@ def test_decision_requests_read_back_as_the_model(game_id: str) -> None:
         for d in decisions:
             legal = game.legal_commands(state, d.seat)
             listed = [command_json(c) for c in legal]
-            text = _decision_json(string_json(game_id), version, d, dump_json(deadline), listed)
+            joined = ",".join(listed)
+            text = _decision_json(string_json(game_id), version, d, dump_json(deadline), joined)
             request = DecisionRequest.model_validate_json(text)
             assert json.loads(text) == {
                 "request_id": f"{game_id}:{version}:{d.seat}",
