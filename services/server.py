@@ -31,6 +31,7 @@ from services.children import (
     tell_parent,
 )
 from services.health import Health, dead_loops, operations_routes
+from services.httpwrites import CorkedHttpToolsProtocol
 from services.runtime import (
     RedisPools,
     Stopped,
@@ -345,6 +346,7 @@ def _http_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         app,
         log_level="warning",
         log_config=None,  # its lines go through configure_logging: JSON
+        http=CorkedHttpToolsProtocol,  # an answer's head and body in one write (issue 24)
         timeout_graceful_shutdown=3,  # open WebSockets do not hold a stop up
         # Longer than clients keep an idle connection (httpx: 5 s, uvicorn's own
         # default): a client never reuses a connection the server is just closing
