@@ -78,6 +78,7 @@ SAFETY_S = 0.1  # answer this long before a deadline: time to send, and one last
 VIEW_WAIT_S = 2.0  # a view this late leaves its request pending, to be tried again
 RETRY_S = 1.0  # a request not answered yet is tried again from the deadlines this much later
 WAIT_MS = 100  # the deadlines are read again at least this often (a leaver's seat is due now)
+KEPT_S = 0.25  # deadlines whose write failed (their shard away) are written again this often
 DUE_PER_ROUND = 100  # due deadlines played per partition and round
 FOLLOW_S = 1.0  # how often the seat changes of partitions not followed yet (shard away) are tried
 
@@ -123,6 +124,8 @@ class BotPlayer:
         self.rng = random.Random()
         self.key = settings.signing_key()
         self._failing: set[str] = set()  # the deadlines whose shard failed last round
+        self._kept: dict[str, float] = {}  # deadlines not written yet (:meth:`_remind_or_keep`)
+        self._kept_at = 0.0  # when they are next written
         self._deadline_keys = [keys.deadlines(p) for p in keys.all_partitions()]
         self._firing: dict[str, asyncio.Task[None]] = {}  # deadlines being played, by key
         self._follow_at = 0.0  # when the seat changes not followed yet are tried again
@@ -215,6 +218,8 @@ class BotPlayer:
             await self.take_over_requests()
         if not self.seats.following and time.monotonic() >= self._follow_at:
             await self.follow_seat_changes()
+        if self._kept and time.monotonic() >= self._kept_at:
+            await self._remind_or_keep({})
         await asyncio.sleep(await self.fire_deadlines() / 1000)
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
@@ -249,7 +254,7 @@ class BotPlayer:
                 done.add(key)
             else:  # a bot's (or a leaver's) view lags: try again soon
                 later[_member(request)] = time.time() + RETRY_S
-        await self.remind(later)
+        await self._remind_or_keep(later)
         await self._clocks_and_ack(
             clocks, [(d, r) for d, r in parsed if (r.game_id, r.seat) in done]
         )
@@ -306,6 +311,28 @@ class BotPlayer:
             for key, members in self._by_partition(clocks or {}).items():
                 pipe.zadd(key, members)
             await pipe.execute()
+
+    async def _remind_or_keep(self, due: dict[str, float]) -> None:
+        """:meth:`remind`; if its shard fails (away, or refusing writes: the shard that
+        just failed these requests' commands), the deadlines are kept here and written by
+        the deadlines loop every :data:`KEPT_S` until it takes them. Raising left the
+        batch pending for a reclaim, ``claim_idle_ms`` (10 s) later: a bot game whose
+        request was read just before its master's kill stood still 10 to 15 s after the
+        failover (issue 25). Kept in memory only: if this process dies, its requests are
+        still pending, and reclaimed by another."""
+        written = {**self._kept, **due}
+        try:
+            await self.remind(written)
+        except Exception as e:
+            if not transient(e):
+                raise
+            if not self._kept:
+                log.warning("deadlines not written yet", members=len(due), error=repr(e))
+            self._kept.update(due)
+            self._kept_at = time.monotonic() + KEPT_S
+            return
+        for member in written:  # not those kept by a batch that failed meanwhile
+            self._kept.pop(member, None)
 
     def _by_partition(self, members: dict[str, float]) -> dict[str, dict[str, float]]:
         """Deadline members (``[game, version, seat]``) by their partition's deadlines."""

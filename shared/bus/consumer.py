@@ -404,6 +404,7 @@ class GroupConsumer:
         self._locks: dict[str, asyncio.Lock] = {}
         self._one_read = not is_cluster(redis)
         self._shared: Any = None  # the one subscriber of every stream, once made
+        self._starting = asyncio.Lock()  # the shared subscriber's start (:meth:`_start`)
 
     @property
     def streams(self) -> list[str]:
@@ -564,7 +565,17 @@ class GroupConsumer:
 
     async def _start(self, subscriber: Any) -> None:
         """Start ``subscriber`` with the groups of what it reads made from the start (the
-        stream it is named for too: FastStream makes that one's group from ``$``)."""
+        stream it is named for too: FastStream makes that one's group from ``$``). The
+        shared subscriber is started once, under a lock: streams subscribed side by side
+        (the engine's :meth:`~services.engine.worker.Engine.follow`) all found it stopped."""
+        if subscriber is not self._shared:
+            await self._start_now(subscriber)
+            return
+        async with self._starting:
+            if not subscriber.running:
+                await self._start_now(subscriber)
+
+    async def _start_now(self, subscriber: Any) -> None:
         sub = subscriber.stream_sub
         for stream in {sub.name, *(sub.streams if subscriber is self._shared else ())}:
             await ensure_group(self.redis, stream, self.group)

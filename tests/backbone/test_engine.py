@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,7 +14,7 @@ from services.engine import Engine
 from services.engine.cache import CachedGame
 from services.engine.deciding import _as_listed
 from services.engine.worker import GROUP as ENGINE_GROUP
-from shared.bus import BODY, CommandSender, Keys
+from shared.bus import BODY, CommandSender, Delivery, Keys
 from shared.contracts import CommandEnvelope, DeadLetter, DecisionRequest, dump_json
 from shared.contracts.records import BOT_PREFIX, LEFT
 from shared.games import age_of_discovery as aod
@@ -604,6 +605,85 @@ async def test_a_partition_won_while_the_engine_follows_is_subscribed_after_a_re
         sender = CommandSender(redis, keys)
         result = await sender.execute(create_game("g-won"), timeout_s=30)
         assert result.status == "accepted", result
+    finally:
+        await engine.consumer.close()
+        await engine.broker.stop()
+
+
+async def test_the_partitions_won_at_once_are_followed_side_by_side(
+    redis: Redis, keys: Keys
+) -> None:
+    """After a master's failover an engine wins 10 to 21 partitions back at once. Followed one
+    after the other, each waited for every one before it (its group, its ``XAUTOCLAIM``
+    and its subscriber's start, several round trips each: the hit shard's first move came
+    0.3 to 2.4 s after the win, issue 25). Here the first one's follow is held (its stream's
+    lock, as a batch in hand holds it): the others are read meanwhile. Before, none was
+    until it was let go. Started side by side on one Redis, the one shared subscriber is
+    started once (one read task), not once per partition."""
+    engine = Engine(redis, settings_for(keys), keys)
+    await engine.start()
+    first, *others = sorted(keys.all_partitions())[:6]
+    lock = engine.consumer._locks.setdefault(keys.commands(first), asyncio.Lock())
+    try:
+        async with lock:
+            engine.held, engine.fresh = {first, *others}, {first, *others}
+            following = asyncio.create_task(engine.follow())
+
+            async def others_read() -> bool:
+                return {keys.commands(p) for p in others} <= set(engine.consumer.streams)
+
+            await wait_for(others_read)
+        await following
+        assert keys.commands(first) in engine.consumer.streams
+        subscribers = {id(s): s for s in engine.consumer._subscribers.values()}.values()
+        assert [len(s.tasks) for s in subscribers] == [1] * len(subscribers)
+        sender = CommandSender(redis, keys)
+        result = await sender.execute(create_game("g-side-by-side"), timeout_s=30)
+        assert result.status == "accepted", result
+    finally:
+        await engine.consumer.close()
+        await engine.broker.stop()
+
+
+async def test_a_partition_won_again_during_its_reclaim_is_not_dead_lettered(
+    redis: Redis, keys: Keys
+) -> None:
+    """A dead engine's batch pending; the partition's lease is lost and won again while the
+    new owner's reclaim handles that batch (a loaded engine whose 1 s leases lapse): the
+    partition is fresh again, the batch left pending. The reclaim went on while the
+    partition was held, claiming the same batch from the start again and again, a
+    delivery more each time, until it was dead-lettered and its game stuck
+    (test_failover's SIGKILL test, under load). It stops now; the next round handles it."""
+    game = "g-won-again"
+    commands, _ = play_locally(game, players=2, seed=3, limit=4)
+    engine = Engine(redis, settings_for(keys, batch_size=len(commands), max_deliveries=3), keys)
+    await engine.start()
+    p = keys.partition(game)
+    stream = keys.commands(p)
+    sender = CommandSender(redis, keys)
+    await sender.send_many(commands)
+    await read_as(redis, "engine", "engine-dead", stream, len(commands))
+    engine.held, engine.fresh = {p}, {p}
+    handle = engine.handle
+    calls = 0
+
+    async def won_again_at_first(deliveries: Sequence[Delivery], attempt: int = 0) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the lease lost and won again as the reclaim's batch is handled
+            engine._drop(p)
+            engine.held.add(p)
+            engine._won(p)
+        await handle(deliveries, attempt)
+
+    engine.handle = won_again_at_first  # type: ignore[method-assign]
+    try:
+        await engine.follow()  # the batch left pending: p is fresh again
+        await engine.follow()  # the next round's
+        assert await redis.xlen(keys.dead_letters(p)) == 0
+        for command in commands:
+            result = await sender.result(game, command.command_id, seat=command.seat)
+            assert result is not None and result.status == "accepted", result
     finally:
         await engine.consumer.close()
         await engine.broker.stop()

@@ -10,6 +10,7 @@ sorted set on one shard: games on the healthy shards stalled with it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 import uuid
@@ -24,13 +25,14 @@ from redis.exceptions import ResponseError
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from services.ai.service import GROUP as AI_GROUP
 from services.ai.service import BotPlayer
 from services.engine.leases import Leases
 from services.lobby.db import LobbyTicket
 from services.lobby.lobby import Lobby
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.views import ViewProjector
-from shared.bus import CommandSender, Keys, connect, connection
+from shared.bus import CommandSender, Keys, connect, connection, ensure_group
 from shared.bus.connection import HiredisConnection
 from shared.bus.faults import transient
 from shared.contracts import Seats
@@ -39,7 +41,14 @@ from shared.eventstore import EventStore
 from shared.games.api import DEFAULT_GAME
 from tests.cluster import LocalCluster, keys_by_port
 
-from .helpers import create_game, running_engine, settings_for, wait_for, want_views
+from .helpers import (
+    create_game,
+    read_as,
+    running_engine,
+    settings_for,
+    wait_for,
+    want_views,
+)
 
 DEADLINE_S = 0.5  # the human seat's clock: the bot player plays it from its deadlines
 ADVANCE = 6  # events each game on a healthy shard must add while the other shard is away
@@ -576,6 +585,56 @@ async def test_wanted_views_of_a_healthy_shard_are_projected_while_another_shard
         view = await client.hget(keys.view(game), "version")
         assert view is not None, (port, game)
     await client.aclose()
+
+
+async def test_a_bot_request_whose_answer_and_reminder_its_shard_refused_is_answered_once_back(
+    cluster: LocalCluster,
+) -> None:
+    """A bot's request read just before its shard's fault: its command is refused, and so
+    is the reminder that would have the deadlines loop try it again (same shard). The
+    reminder is kept and written once the shard takes writes; the bot plays then. Before,
+    the batch raised and stayed pending until a reclaim took it ``claim_idle_ms`` later
+    (10 s by default; 10 minutes here: the game never moved): after a master's failover a
+    bot game stood still 10 to 15 s (issue 25)."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    store = EventStore(client, keys)
+    settings = settings_for(keys, bot_think_ms=0, claim_idle_ms=600_000)
+    player = BotPlayer(client, keys, settings, consumer="ai-t")
+    game = _game_on(keys, 0)
+    stream = keys.bot_decisions(0)
+    stop = asyncio.Event()
+    try:
+        await client.ping()
+        bots = Seats({0: f"{BOT_PREFIX}random", 1: f"{BOT_PREFIX}random"}, 3600)
+        await client.hset(keys.seats(game), mapping=bots.to_mapping())
+        async with running_engine(client, keys, durability_replicas=1, claim_idle_ms=600_000):
+            created = await CommandSender(client, keys).execute(create_game(game, 2), 30)
+            assert created.status == "accepted", created
+            version = await store.version(game)
+            await ensure_group(client, stream, AI_GROUP)
+            requests = await read_as(client, AI_GROUP, "ai-t", stream, 10)
+            assert requests, "no decision request"
+            replica = _replica_of(cluster, client.get_node_from_key(stream).port)
+            cluster.kill(replica)
+            with structlog.testing.capture_logs():
+                await wait_for(lambda: _refuses_writes(client, "0"))  # {0}: partition 0's slot
+                with contextlib.suppress(Exception):  # before: raised, left pending
+                    await player.handle(requests)
+                cluster.restart(replica)
+                await asyncio.to_thread(cluster.wait_healthy)
+                projector = ViewProjector(client, keys)  # a deadline's play reads the view
+                playing = asyncio.gather(player.run(stop), projector.run(stop))
+
+                async def moved() -> bool:
+                    return await store.version(game) > version
+
+                await wait_for(moved, timeout_s=WAIT_S)
+                stop.set()
+                await playing
+    finally:
+        stop.set()
+        await client.aclose()
 
 
 async def test_a_running_engine_wins_back_the_leases_a_fault_dropped_before_its_next_round(
