@@ -177,6 +177,12 @@ async def test_a_command_delivered_twice_is_applied_once(redis: Redis, keys: Key
         assert versions[-1] == result.version
 
 
+async def _a_new_game_is_accepted(redis: Redis, keys: Keys, game_id: str) -> None:
+    """A game created now is accepted: its partition is read by the engine."""
+    result = await CommandSender(redis, keys).execute(create_game(game_id), timeout_s=30)
+    assert result.status == "accepted", result
+
+
 async def _acked(redis: Redis, keys: Keys, game_id: str) -> bool:
     info = await redis.xpending(keys.commands(keys.partition(game_id)), "engine")
     return bool(info["pending"] == 0)
@@ -602,9 +608,7 @@ async def test_a_partition_won_while_the_engine_follows_is_subscribed_after_a_re
         await engine.reclaim()  # the same round's reclaim, due
         await engine.serve_round()  # the next round
         assert stream in engine.consumer.streams
-        sender = CommandSender(redis, keys)
-        result = await sender.execute(create_game("g-won"), timeout_s=30)
-        assert result.status == "accepted", result
+        await _a_new_game_is_accepted(redis, keys, "g-won")
     finally:
         await engine.consumer.close()
         await engine.broker.stop()
@@ -637,9 +641,7 @@ async def test_the_partitions_won_at_once_are_followed_side_by_side(
         assert keys.commands(first) in engine.consumer.streams
         subscribers = {id(s): s for s in engine.consumer._subscribers.values()}.values()
         assert [len(s.tasks) for s in subscribers] == [1] * len(subscribers)
-        sender = CommandSender(redis, keys)
-        result = await sender.execute(create_game("g-side-by-side"), timeout_s=30)
-        assert result.status == "accepted", result
+        await _a_new_game_is_accepted(redis, keys, "g-side-by-side")
     finally:
         await engine.consumer.close()
         await engine.broker.stop()
