@@ -27,6 +27,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from services.runtime import tune_collector
+from services.usage import percentile
 from shared.bus import Broker, Delivery, Follower, Keys, delete_namespace
 from shared.contracts import SCHEMA_VERSION, CommandEnvelope, Notification
 from shared.games import api
@@ -184,7 +185,7 @@ class Run:
             "measured_seconds": round(seconds, 2),
             "commands_per_second": round(len(window) / seconds, 1),
             "latency_ms": {
-                name: round(1000 * _percentile(window, q), 2)
+                name: round(1000 * percentile(window, q), 2)
                 for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
             },
         }
@@ -207,13 +208,6 @@ def _spawn_engines(count: int, redis_url: str, keys: Keys) -> list[subprocess.Po
         )
         for _ in range(count)
     ]
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return 0.0
-    index = min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))
-    return sorted_values[index]
 
 
 async def pipeline(

@@ -34,7 +34,7 @@ import websockets
 
 from services.children import terminate
 from services.runtime import tune_collector
-from services.usage import server_rss_bytes, usage
+from services.usage import percentile, server_rss_bytes, usage
 from shared.contracts import dump_json, load_json
 
 ANSWER_S = 10.0  # a move with no answer in this long is lost
@@ -345,7 +345,7 @@ async def live_tables(
 
 def pct(ordered: list[float], q: float) -> float:
     """The ``q`` quantile of ``ordered`` seconds, in ms."""
-    return round(1000 * ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
+    return round(1000 * percentile(ordered, q), 2)
 
 
 def per_table_second(cost: dict[str, Any]) -> dict[str, Any]:

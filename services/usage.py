@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,3 +130,11 @@ def usage(pid: int) -> Usage:
         client.close()
     commands = Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
     return Usage(python, cpu_s([store.pid]), commands, lobby)
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of the sorted ``ordered`` (nearest rank; 0.0 when empty): the one
+    the benchmarks and the arena print their latencies with."""
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.usage import percentile
 from shared.games import api
 from shared.games.api import AnyGame, SeatResult
 from shared.intervals import wilson
@@ -37,12 +38,6 @@ class LevelStats:
                 "p95": round(1000 * percentile(ordered, 0.95), 3),
             },
         }
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def play(
