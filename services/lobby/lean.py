@@ -49,13 +49,14 @@ def lean(endpoint: Callable[..., Any]) -> Callable[[Lean], Lean]:
     return register
 
 
-def install(app: FastAPI, router: APIRouter) -> None:
-    """Serve the routes of ``router`` that have a lean reader through :class:`LeanDispatch`,
+def install(app: FastAPI, *routers: APIRouter) -> None:
+    """Serve the routes of ``routers`` that have a lean reader through :class:`LeanDispatch`,
     in front of ``app``'s routing (after its middlewares and exception handlers). Their
     paths must be matched by no route the app tries before them (``tests/lobby/
     test_legal.py`` checks the app routes them alike)."""
     routes = [
         (route, LEAN[route.endpoint])
+        for router in routers
         for route in router.routes
         if isinstance(route, APIRoute) and route.endpoint in LEAN
     ]
