@@ -24,7 +24,6 @@ from shared.settings import Settings
 from . import busdocs, catalog, games, idempotency, lean, limits, openapi, queue, tables, web
 from .lobby import Lobby
 
-
 # FastAPI's own OpenTelemetry (HTTP spans, metrics and logs through the global providers)
 # off: Caravel's spans are the bus's and the engine's (``shared.bus.tracing``, on with an
 # OTLP endpoint, through a provider of its own, never the global one), its metrics its own
