@@ -238,17 +238,18 @@ class EventStore(EventReader):
                 keys += (games, archived)
             n = len(events)
             secrets = any(map(_secret, events))
+            count = 4 + (2 * n if secrets else n) + 5 * len(decisions)  # its arguments
+            over = "-" if a.over is None else "1" if a.over else "0"
+            entry = a.entry[1] if a.entry and not a.held else ""
             args += (
-                # its argument count
-                8 + (2 * n if secrets else n) + 5 * len(decisions),
-                a.expected,
+                # Its numbers and entry id in one argument (each argument costs a packing
+                # of its own here and a parse in Redis): argument count, expected version,
+                # over, event count (negative: the public JSON alone of each), entry id.
+                f"{count} {a.expected} {over} {n if secrets else -n} {entry}",
                 key,
                 game_id,
-                a.entry[1] if a.entry and not a.held else "",
                 result,
                 snapshot,
-                "" if a.over is None else "1" if a.over else "0",
-                n if secrets else -n,  # negative: the public JSON alone of each
             )
             if secrets:
                 args += chain.from_iterable(events)  # (public, secret) pairs
