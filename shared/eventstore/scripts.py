@@ -34,18 +34,18 @@ _APPEND = (
 -- own, and Redis a parse): the count of the arguments after it, the expected version,
 -- whether the decision requests are every seat's at the append's version ('-' not given,
 -- '0' the game goes on, '1' it is over), the event count (negative: the events have no
--- secret, and come as their public json alone) and the entry id to acknowledge (''
--- none). Its arguments: 1 command id, 2 game id, 3 result json ('' : the caller
--- publishes it, once replicas have the append), 4 the game's snapshot at the append's
--- version ('' none: stored only with the append, never on a log that took other events),
--- then the events, as (public json, secret json or '') pairs or their public json alone,
--- then decision requests, each as (seat, due, deadline member, json, the seat's own view
--- json or ''). Each append
--- names only the keys it writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen,
--- 5 command stream, 6 decisions, 7 the game's seats, 8 the partition's deadlines, 9 the
--- bot player's requests; then 10 its result, if it has a result json; then its snapshot,
--- if it has one; then, for a new game (expected version 0), the partition's
--- games and archived games (keys are most of what a call carries: fewer to pack and send).
+-- secret, and come as their public json alone), the entry id to acknowledge ('' none)
+-- and last the game's id as JSON (a human seat's clock is named by it). Its arguments:
+-- 1 command id, 2 game id, 3 result json ('' : the caller publishes it, once replicas have
+-- the append), 4 the game's snapshot at the append's version ('' none: stored only with
+-- the append, never on a log that took other events), then the events, as (public json,
+-- secret json or '') pairs or their public json alone, then decision requests, each as
+-- (seat, due, json, the seat's own view json or ''). Each append names only the keys it
+-- writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen, 5 command stream,
+-- 6 decisions, 7 the game's seats, 8 the partition's deadlines, 9 the bot player's
+-- requests; then 10 its result, if it has a result json; then its snapshot, if it has
+-- one; then, for a new game (expected version 0), the partition's games and archived
+-- games (keys are most of what a call carries: fewer to pack and send).
 -- The log keeps the secret beside the public event; the partition stream gets the public
 -- event only. A stale version is a conflict and writes nothing. Every decision request
 -- goes to the decisions stream (the sockets' readers); a human seat's starts its clock
@@ -58,7 +58,7 @@ _APPEND = (
 -- HTTP reader asks for, read in one HMGET, read-your-writes as the log is (the views
 -- projection's per-seat views are no longer made for them).
 local group, ttl = ARGV[2], ARGV[3]
-local function append(k, a, last, expected, over, n, entry)
+local function append(k, a, last, expected, over, n, entry, game)
   local nkeys = 9
   local result, snapshot, games
   if ARGV[a + 3] ~= '' then nkeys = nkeys + 1; result = KEYS[k + nkeys] end
@@ -98,19 +98,20 @@ local function append(k, a, last, expected, over, n, entry)
   if result then answer(result, ARGV[a + 3], ttl) end
   if entry ~= '' then redis.call('XACK', KEYS[k + 5], group, entry) end
   local requests = {}
-  for i = a + 5 + step * n, last, 5 do
+  for i = a + 5 + step * n, last, 4 do
     local who = redis.call('HGET', KEYS[k + 7], ARGV[i])
     if who == 'human' then
-      redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], ARGV[i + 2])
+      local member = '[' .. game .. ',' .. version .. ',' .. ARGV[i] .. ']'
+      redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], member)
     elseif who then
-      local request = ARGV[i + 3]
-      if ARGV[i + 4] ~= '' then  -- the request's JSON object ends with its '}'
-        request = string.sub(request, 1, -2) .. ',"view":' .. ARGV[i + 4] .. '}'
+      local request = ARGV[i + 2]
+      if ARGV[i + 3] ~= '' then  -- the request's JSON object ends with its '}'
+        request = string.sub(request, 1, -2) .. ',"view":' .. ARGV[i + 3] .. '}'
       end
       redis.call('XADD', KEYS[k + 9], '*', 'r', request)
     end
-    redis.call('XADD', KEYS[k + 6], '*', 'r', ARGV[i + 3])
-    requests[#requests + 1] = ARGV[i + 3]
+    redis.call('XADD', KEYS[k + 6], '*', 'r', ARGV[i + 2])
+    requests[#requests + 1] = ARGV[i + 2]
   end
   if over ~= '-' then
     redis.call('HSET', KEYS[k + 3], 'pending_version', version, 'over', over,
@@ -121,12 +122,12 @@ end
 local out = {}
 local a, k = 4, 0
 for j = 0, tonumber(ARGV[1]) - 1 do
-  local m, expected, over, n, entry =
-    string.match(ARGV[a], '^(%d+) (%d+) ([01%-]) (%-?%d+) (.*)$')
+  local m, expected, over, n, entry, game =
+    string.match(ARGV[a], '^(%d+) (%d+) ([01%-]) (%-?%d+) (%S*) (.*)$')
   m = tonumber(m)
   local nkeys
   nkeys, out[2 * j + 1], out[2 * j + 2] =
-    append(k, a, a + m, tonumber(expected), over, tonumber(n), entry)
+    append(k, a, a + m, tonumber(expected), over, tonumber(n), entry, game)
   a = a + m + 1
   k = k + nkeys
 end

@@ -213,11 +213,12 @@ async def test_one_call_carries_events_with_and_without_secrets_each_whole(
 async def test_an_appends_numbers_and_entry_id_go_in_one_argument_the_script_reads(
     any_redis: Redis, keys: Keys
 ) -> None:
-    """Each append's argument count, expected version, over flag, event count and entry
-    id travel as one head argument (an argument more costs a packing in the engine and a
-    parse in Redis): the script reads each from it, so the entry is acknowledged (a held
-    one is not), the over flag lands in the meta ('-': none given) and every event and
-    request is where its count says."""
+    """Each append's argument count, expected version, over flag, event count, entry id
+    and game JSON travel as one head argument (an argument more costs a packing in the
+    engine and a parse in Redis): the script reads each from it, so the entry is
+    acknowledged (a held one is not), the over flag lands in the meta ('-': none given),
+    every event and request is where its count says and a human seat's clock is the
+    member ``[game, version, seat]`` made of the game's JSON."""
     store = EventStore(any_redis, keys)
     events, _ = game_events("g-head", seed=6)
     stream = keys.commands(keys.partition("g-head"))
@@ -240,7 +241,8 @@ async def test_an_appends_numbers_and_entry_id_go_in_one_argument_the_script_rea
     args = store._call_args([made, held])[1]
     assert not any(e.secret for e in held.events)  # its public JSON alone: a negative count
     assert all(e.secret for e in made.events)  # (public, secret) pairs
-    assert args[3] == f"13 0 0 2 {first}" and args[3 + 14] == "5 2 - -1 "
+    assert args[3] == f'12 0 0 2 {first} "g-head"' and args[3 + 13] == '5 2 - -1  "g-head"'
+    await any_redis.hset(keys.seats("g-head"), "0", "human")  # its clock starts
     results = await store.append_many([made, held])
     assert [(r.status, r.version) for r in results] == [("ok", 2), ("ok", 3)]
     pending = await any_redis.xpending_range(stream, "engine", "-", "+", 10)
@@ -249,6 +251,8 @@ async def test_an_appends_numbers_and_entry_id_go_in_one_argument_the_script_rea
     assert [e.event_id for e in await store.read("g-head")] == [e.event_id for e in events[:3]]
     decisions = await any_redis.xrange(keys.decisions(p))
     assert [fields[b"r"] for _, fields in decisions] == [b'{"d":0}']
+    clocks = await any_redis.zrange(keys.deadlines(p), 0, -1, withscores=True)
+    assert clocks == [(b'["g-head",2,0]', 9.5)]  # the member made of the head's game JSON
 
 
 async def test_with_durability_a_sender_is_answered_once_a_replica_has_the_append(
