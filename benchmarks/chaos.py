@@ -10,9 +10,9 @@ Starts its own Redis from the machine's ``redis-server`` 7 (one server with AOF 
 port, killed with ``kill -9`` and started again on its files; or the local 3+3 cluster of
 ``tests/cluster.py``, a master or a replica killed, failed over and started again; 3+6 with
 ``--replicas 2``; on the cluster durability is on unless ``--no-durability``:
-``min-replicas-to-write 1`` and ``CARAVEL_DURABILITY_REPLICAS=1``), and the services as processes of their own: two engines,
-two lobbies on one port, two bot players and scoring, on a SQLite file (or a PostgreSQL schema
-of their own with ``--database-url``). Every ``--interval`` seconds (on average) it
+``min-replicas-to-write 1`` and ``CARAVEL_DURABILITY_REPLICAS=1``), and the services as
+processes of their own: two engines, two lobbies on one port, two bot players and scoring,
+on a SQLite file (or a PostgreSQL schema of their own with ``--database-url``). Every ``--interval`` seconds (on average) it
 ``kill -9``s one of the ``--kill`` kinds, round-robin (a kind killed least so far, waited
 for until it is ready: every kind is killed as often), starting it again a moment later (a
 service kind is killed again only ``--recover`` seconds after its new process serves: on a

@@ -159,7 +159,7 @@ def _bindable(port: int) -> bool:
 
 @dataclass
 class LocalCluster:
-    """``masters`` × (1 + ``replicas``) ``redis-server`` processes made one cluster by
+    """``masters`` * (1 + ``replicas``) ``redis-server`` processes made one cluster by
     ``redis-cli --cluster create``: 3+3 by default; 3+6 (two replicas a master) is the
     topology whose promoted replica still has one and takes writes at once under
     ``min-replicas-to-write 1`` (``benchmarks.chaos --replicas 2``)."""
@@ -187,9 +187,9 @@ class LocalCluster:
             self._wait_for(lambda p=port: self._cli(p, "PING") == "PONG", f"node {port} up")
         cli = self._redis_cli()
         nodes = [f"127.0.0.1:{p}" for p in self.ports]
+        replicas = ["--cluster-replicas", str(self.replicas), "--cluster-yes"]
         subprocess.run(
-            [cli, "--cluster", "create", *nodes, "--cluster-replicas", str(self.replicas)]
-            + ["--cluster-yes"],
+            [cli, "--cluster", "create", *nodes, *replicas],
             check=True,
             capture_output=True,
             timeout=60,

@@ -124,10 +124,10 @@ async def wait_for_view(
     client: httpx.AsyncClient, game_id: str, token: str, version: int
 ) -> dict[str, Any]:
     """The seat's view once the projection has reached ``version``, asked until a deadline
-    (``VIEW_WITHIN_S``). Not a count of polls: one that answered at once (a 404 before the
-    engine made the game) spent the 2,000 polls in little more than their 10 s of sleeps, less than a `caravel up` takes to
-    come back from an empty Redis on a loaded machine (its groups made again, its stopped
-    subscribers revived every ``claim_idle_ms`` / 2)."""
+    (``VIEW_WITHIN_S``). Not a count of polls: polls answered at once (404s before the
+    engine made the game) spent 2,000 in little more than their 10 s of sleeps, less than a
+    `caravel up` may take on a loaded machine to come back from an empty Redis (its groups
+    made again, its stopped subscribers revived every ``claim_idle_ms`` / 2)."""
     give_up = time.monotonic() + VIEW_WITHIN_S
     while time.monotonic() < give_up:
         response = await client.get(f"/games/{game_id}/view", headers=bearer(token))
