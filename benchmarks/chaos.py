@@ -12,14 +12,14 @@ port, killed with ``kill -9`` and started again on its files; or the local 3+3 c
 ``--replicas 2``; on the cluster durability is on unless ``--no-durability``:
 ``min-replicas-to-write 1`` and ``CARAVEL_DURABILITY_REPLICAS=1``), and the services as
 processes of their own: two engines, two lobbies on one port, two bot players and scoring,
-on a SQLite file (or a PostgreSQL schema of their own with ``--database-url``). Every ``--interval`` seconds (on average) it
-``kill -9``s one of the ``--kill`` kinds, round-robin (a kind killed least so far, waited
-for until it is ready: every kind is killed as often), starting it again a moment later (a
-service kind is killed again only ``--recover`` seconds after its new process serves: on a
-loaded machine a service takes many seconds to start, and killed at a fixed pace it never
-served). Every port it gives a process is below the kernel's ephemeral range, so a process
-started again finds its port free. After ``--minutes`` the kills stop, the players finish
-their games (at most ``--settle`` seconds), and it checks:
+on a SQLite file (or a PostgreSQL schema of their own with ``--database-url``). Every
+``--interval`` seconds (on average) it ``kill -9``s one of the ``--kill`` kinds, round-robin
+(a kind killed least so far, waited for until it is ready: every kind is killed as often),
+starting it again a moment later (a service kind is killed again only ``--recover`` seconds
+after its new process serves: on a loaded machine a service takes many seconds to start, and
+killed at a fixed pace it never served). Every port it gives a process is below the kernel's
+ephemeral range, so a process started again finds its port free. After ``--minutes`` the
+kills stop, the players finish their games (at most ``--settle`` seconds), and it checks:
 
 - every log gap-free, replaying to its recorded final hash, each command's events decided
   again by the rules; event ids unique; no command's events twice in a log;
