@@ -3,7 +3,7 @@
     python benchmarks/peers/floor.py --tables 20 --seconds 15 --rounds 2
         [--variants full,full-redispy,answer-from-events,no-engine,no-redis]
         [--parse model|json]
-        [--bgio] [--caravel] [--profile DIR] [--json]
+        [--bgio] [--caravel [--caravel-mode ws|http] [--processes N]] [--profile DIR] [--json]
     python benchmarks/peers/floor.py top DIR/full.txt   # a profile's top frames
 
 What is the least a move can cost on Caravel's architecture in this stack (uvicorn, Redis
@@ -615,11 +615,15 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--parse", choices=("model", "json"), default="model")
     parser.add_argument("--bgio", action="store_true", help="boardgame.io in each round")
-    parser.add_argument("--caravel", action="store_true", help="caravel up (ws) in each round")
+    parser.add_argument("--caravel", action="store_true", help="caravel up in each round")
+    parser.add_argument(
+        "--caravel-mode", choices=("ws", "http"), default="ws", help="caravel's moves (run.py)"
+    )
     parser.add_argument("--processes", type=int, default=None, help="caravel's CARAVEL_PROCESSES")
     parser.add_argument("--game", default="age_of_discovery")
     parser.add_argument("--profile", default=None, help="a folder: a py-spy round per variant")
     parser.add_argument("--json", action="store_true")
+    parser.set_defaults(apart=False, client="lean")  # what run.caravel_round reads besides
     args = parser.parse_args()
     if args.role == "serve":
         serve(args.variant, args.parse, args.redis, args.port)
@@ -653,7 +657,7 @@ def drive(args: argparse.Namespace) -> None:
         for variant in variants:
             record(floor_round(variant, args))
         if args.caravel:
-            record(run.caravel_round(TREE, "ws", args, "caravel", args.processes))
+            record(run.caravel_round(TREE, args.caravel_mode, args, "caravel", args.processes))
     if args.profile:
         os.makedirs(args.profile, exist_ok=True)
         for variant in variants:
