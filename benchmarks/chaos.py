@@ -3,23 +3,23 @@ killed at random; then every log, answer and projection is checked.
 
     python -m benchmarks.chaos --redis single|cluster \\
         --kill engine,redis,master,replica,lobby,ai,scoring --minutes M [--interval S]
-        [--quiet S] [--humans 6] [--bot-tables 6] [--no-durability] [--database-url URL]
-        [--json FILE] [--logs DIR]
+        [--quiet S] [--humans 6] [--bot-tables 6] [--no-durability] [--replicas 1|2]
+        [--database-url URL] [--json FILE] [--logs DIR]
 
 Starts its own Redis from the machine's ``redis-server`` 7 (one server with AOF on a free
 port, killed with ``kill -9`` and started again on its files; or the local 3+3 cluster of
-``tests/cluster.py``, a master or a replica killed, failed over and started again; on the
-cluster durability is on unless ``--no-durability``: ``min-replicas-to-write 1`` and
-``CARAVEL_DURABILITY_REPLICAS=1``), and the services as processes of their own: two engines,
-two lobbies on one port, two bot players and scoring, on a SQLite file (or a PostgreSQL schema
-of their own with ``--database-url``). Every ``--interval`` seconds (on average) it
-``kill -9``s one of the ``--kill`` kinds, round-robin (a kind killed least so far, waited
-for until it is ready: every kind is killed as often), starting it again a moment later (a
-service kind is killed again only ``--recover`` seconds after its new process serves: on a
-loaded machine a service takes many seconds to start, and killed at a fixed pace it never
-served). Every port it gives a process is below the kernel's ephemeral range, so a process
-started again finds its port free. After ``--minutes`` the kills stop, the players finish
-their games (at most ``--settle`` seconds), and it checks:
+``tests/cluster.py``, a master or a replica killed, failed over and started again; 3+6 with
+``--replicas 2``; on the cluster durability is on unless ``--no-durability``:
+``min-replicas-to-write 1`` and ``CARAVEL_DURABILITY_REPLICAS=1``), and the services as
+processes of their own: two engines, two lobbies on one port, two bot players and scoring,
+on a SQLite file (or a PostgreSQL schema of their own with ``--database-url``). Every
+``--interval`` seconds (on average) it ``kill -9``s one of the ``--kill`` kinds, round-robin
+(a kind killed least so far, waited for until it is ready: every kind is killed as often),
+starting it again a moment later (a service kind is killed again only ``--recover`` seconds
+after its new process serves: on a loaded machine a service takes many seconds to start, and
+killed at a fixed pace it never served). Every port it gives a process is below the kernel's
+ephemeral range, so a process started again finds its port free. After ``--minutes`` the
+kills stop, the players finish their games (at most ``--settle`` seconds), and it checks:
 
 - every log gap-free, replaying to its recorded final hash, each command's events decided
   again by the rules; event ids unique; no command's events twice in a log;
@@ -114,6 +114,7 @@ class Options:
     settle_s: float = 120.0
     still_s: float = 20.0  # a game that has not moved this long at the end is stuck
     durability: bool = True  # cluster only
+    replicas: int = 1  # cluster only: each master's replicas (2: the promoted one still has one)
     database_url: str | None = None
     logs: Path | None = None  # where to keep the processes' logs (else deleted)
     log_level: str = "WARNING"  # the services' CARAVEL_LOG_LEVEL
@@ -188,7 +189,7 @@ def backend(options: Options, server: str) -> Iterator[tuple[str, SingleRedis | 
             single.stop()
         return
     extra = ("--min-replicas-to-write", "1") if options.durability else ()
-    cluster = LocalCluster(server, options=extra)
+    cluster = LocalCluster(server, replicas=options.replicas, options=extra)
     try:
         cluster.start()
         yield cluster.url, None, cluster
@@ -542,6 +543,9 @@ def main() -> None:
     parser.add_argument("--bot-tables", type=int, default=6)
     parser.add_argument("--settle", type=float, default=120.0)
     parser.add_argument("--no-durability", action="store_true")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="cluster: replicas a master (2: 3+6 nodes)"
+    )
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
     parser.add_argument("--log-level", default="WARNING", help="the services' log level")
@@ -562,6 +566,7 @@ def main() -> None:
         bot_tables=args.bot_tables,
         settle_s=args.settle,
         durability=not args.no_durability,
+        replicas=args.replicas,
         database_url=args.database_url,
         logs=args.logs,
         log_level=args.log_level,

@@ -159,10 +159,14 @@ def _bindable(port: int) -> bool:
 
 @dataclass
 class LocalCluster:
-    """Six ``redis-server`` processes made one cluster by ``redis-cli --cluster create``."""
+    """``masters`` * (1 + ``replicas``) ``redis-server`` processes made one cluster by
+    ``redis-cli --cluster create``: 3+3 by default; 3+6 (two replicas a master) is the
+    topology whose promoted replica still has one and takes writes at once under
+    ``min-replicas-to-write 1`` (``benchmarks.chaos --replicas 2``)."""
 
     server: str
     masters: int = 3
+    replicas: int = 1  # a master's replicas
     folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="caravel-rc-")))
     ports: list[int] = field(default_factory=list)
     processes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -176,15 +180,16 @@ class LocalCluster:
         return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
     def start(self) -> LocalCluster:
-        self.ports = _free_ports(self.masters * 2)
+        self.ports = _free_ports(self.masters * (1 + self.replicas))
         for port in self.ports:
             self._spawn(port)
         for port in self.ports:
             self._wait_for(lambda p=port: self._cli(p, "PING") == "PONG", f"node {port} up")
         cli = self._redis_cli()
         nodes = [f"127.0.0.1:{p}" for p in self.ports]
+        replicas = ["--cluster-replicas", str(self.replicas), "--cluster-yes"]
         subprocess.run(
-            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "1", "--cluster-yes"],
+            [cli, "--cluster", "create", *nodes, *replicas],
             check=True,
             capture_output=True,
             timeout=60,

@@ -32,7 +32,7 @@ SETTINGS = {f"CARAVEL_{name.upper()}" for name in Settings.model_fields}
 
 
 KUBERNETES = DEPLOY / "kubernetes"
-OVERLAYS = ("single", "cluster")
+OVERLAYS = ("single", "cluster", "cluster-3x2")
 KUSTOMIZE_KEYS = {"apiVersion", "kind", "resources", "patches"}
 
 
@@ -200,6 +200,22 @@ def test_the_kubernetes_cluster_is_a_statefulset_of_six_made_one_by_a_job() -> N
     assert "--cluster-replicas 1" in create and all(h in create for h in hosts)
     assert "getent" not in create  # no IPs: the names
     assert _cluster_nodes(f"redis+cluster://{','.join(hosts)}") == hosts
+
+
+def test_the_kubernetes_cluster_with_two_replicas_a_master_is_nine_nodes_made_3x2() -> None:
+    """Issue 25: with ``min-replicas-to-write 1`` a promoted replica with no replica of its
+    own refuses writes until the killed node is back and fully synced; with two replicas a
+    master it keeps one. The cluster overlay's nodes and settings, nine of them, 3 x 2."""
+    three, nine = _by_name(_overlay("cluster")), _by_name(_overlay("cluster-3x2"))
+    assert nine["StatefulSet", "redis-cluster"]["spec"]["replicas"] == 9
+    create = nine["Job", "redis-cluster-create"]["spec"]["template"]["spec"]["containers"][0]
+    args = " ".join(create["args"])
+    hosts = [f"redis-cluster-{i}.redis-cluster:6379" for i in range(9)]
+    assert "--cluster-replicas 2" in args and all(h in args for h in hosts)
+    assert "for i in 0 1 2 3 4 5 6 7 8;" in args  # every node answers before it is made
+    assert set(nine) == set(three)
+    for key in set(three) - {("StatefulSet", "redis-cluster"), ("Job", "redis-cluster-create")}:
+        assert nine[key] == three[key], key  # the same settings, services and budgets
 
 
 def test_the_overlays_point_the_services_at_their_redis() -> None:

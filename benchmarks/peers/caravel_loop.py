@@ -18,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -81,33 +83,38 @@ class Apart:
 
 
 @contextlib.contextmanager
-def caravel_apart(python: str, tree: str) -> Iterator[tuple[str, Apart]]:
+def caravel_apart(python: str, tree: str, unix: bool = False) -> Iterator[tuple[str, Apart]]:
     """The checkout at ``tree`` served by :data:`APART` processes on a free port, on a
-    ``redis-server`` started here (no persistence): its base URL and its processes."""
-    redis_port, port = free_port(), free_port()
-    store = subprocess.Popen(
-        ["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{redis_port}/0"
-    env = {**server_env(port, "cvapart", metrics_port="0", redis_url=url), "PYTHONPATH": tree}
-    started: dict[str, subprocess.Popen[bytes]] = {}
-    try:
-        for name in APART:
-            started[name] = subprocess.Popen(
-                [python, "-m", "services.cli", "part", name],
-                env=env,
-                cwd=tree,
-                stdout=subprocess.DEVNULL,
-            )
-            if name == "lobby":
-                asyncio.run(wait_ready(f"http://127.0.0.1:{port}"))
-        base = f"http://127.0.0.1:{port}"
-        asyncio.run(_table_started(base))
-        yield base, Apart({name: p.pid for name, p in started.items()}, store.pid, url)
-    finally:
-        terminate([*started.values()][::-1], 60)
-        terminate([store], 10)
+    ``redis-server`` started here (no persistence): its base URL and its processes. With
+    ``unix``, every process reaches that Redis on a unix socket (``unix://``, no TCP port
+    at all), as a deployment apart on one host may; else over TCP on 127.0.0.1."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="cvapart-") as folder:
+        socket = os.path.join(folder, "redis.sock")
+        listen = ["--port", "0", "--unixsocket", socket] if unix else ["--port", str(free_port())]
+        store = subprocess.Popen(
+            ["redis-server", *listen, "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )
+        url = f"unix://{socket}?db=0" if unix else f"redis://127.0.0.1:{listen[1]}/0"
+        env = {**server_env(port, "cvapart", metrics_port="0", redis_url=url), "PYTHONPATH": tree}
+        started: dict[str, subprocess.Popen[bytes]] = {}
+        try:
+            for name in APART:
+                started[name] = subprocess.Popen(
+                    [python, "-m", "services.cli", "part", name],
+                    env=env,
+                    cwd=tree,
+                    stdout=subprocess.DEVNULL,
+                )
+                if name == "lobby":
+                    asyncio.run(wait_ready(f"http://127.0.0.1:{port}"))
+            base = f"http://127.0.0.1:{port}"
+            asyncio.run(_table_started(base))
+            yield base, Apart({name: p.pid for name, p in started.items()}, store.pid, url)
+        finally:
+            terminate([*started.values()][::-1], 60)
+            terminate([store], 10)
 
 
 async def _table_started(base: str, seconds: float = 120) -> None:

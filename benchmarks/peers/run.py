@@ -2,7 +2,8 @@
 
     python benchmarks/peers/run.py --tables 20 --seconds 20 --rounds 2 [--mode ws|http]
         [--game age_of_discovery] [--old /tmp/caravel-base --old-mode http] [--no-bgio]
-        [--processes N] [--old-processes N] [--apart] [--client lean|httpx] [--json]
+        [--processes N] [--old-processes N] [--apart [--apart-redis tcp|unix]]
+        [--client lean|httpx] [--json]
 
 Each round runs, one after the other (alternating, so both meet the same load on a shared
 machine), a closed loop of ``--tables`` two-seat tables, one move in flight per table:
@@ -18,7 +19,9 @@ machine), a closed loop of ``--tables`` two-seat tables, one move in flight per 
 
 ``--apart`` runs each checkout's services as a deployment that runs them apart would:
 ``caravel part lobby``, ``engine``, ``ai``, ``scoring`` and ``views``, each a process of its
-own, on a ``redis-server`` started for the round (no persistence); the CPU per move is
+own, on a ``redis-server`` started for the round (no persistence; reached over TCP, or with
+``--apart-redis unix`` over a unix socket, as a deployment apart on one host may); the CPU
+per move is
 then their sum with that Redis', and each one's (``cpu_ms_per_move_by_process``).
 
 Each prints moves/s, the server's CPU per move (user + system, from /proc: its whole
@@ -59,9 +62,10 @@ def caravel_round(
         )
 
     if args.apart:
-        with caravel_loop.caravel_apart(sys.executable, tree) as (base, apart):
+        unix = args.apart_redis == "unix"
+        with caravel_loop.caravel_apart(sys.executable, tree, unix) as (base, apart):
             result = loop(base, apart)
-        result["system"] = f"{label} ({mode}, apart)"
+        result["system"] = f"{label} ({mode}, apart{', redis on a unix socket' if unix else ''})"
         return result
     with caravel_loop.caravel_up(sys.executable, tree, processes) as (base, server):
         asyncio.run(wait_ready(base))
@@ -87,6 +91,13 @@ def main() -> None:
         "--apart",
         action="store_true",
         help="each service a `caravel part` process of its own on a redis-server started here",
+    )
+    parser.add_argument(
+        "--apart-redis",
+        choices=("tcp", "unix"),
+        default="tcp",
+        help="--apart: how the processes reach their Redis: TCP on 127.0.0.1, or a unix "
+        "socket (a deployment apart on one host: CARAVEL_REDIS_URL=unix://PATH)",
     )
     parser.add_argument(
         "--client",

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
+from fastapi.telemetry import TelemetryConfig
 from fastapi_offline import FastAPIOffline
 from redis.asyncio import Redis
 from sqlalchemy import Engine
@@ -22,6 +23,13 @@ from shared.settings import Settings
 
 from . import busdocs, catalog, games, idempotency, lean, limits, openapi, queue, tables, web
 from .lobby import Lobby
+
+# FastAPI's own OpenTelemetry (HTTP spans, metrics and logs through the global providers)
+# off: Caravel's spans are the bus's and the engine's (``shared.bus.tracing``, on with an
+# OTLP endpoint, through a provider of its own, never the global one), its metrics its own
+# Prometheus ones. On, FastAPI looked the three global providers up on every request to
+# find them unset (issue 24).
+NO_FASTAPI_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 
 def create_app(
@@ -53,6 +61,7 @@ def create_app(
         description="Tables, seats, moves and live views of the games of GET /games.",
         lifespan=lifespan,
         generate_unique_id_function=openapi.operation_id,
+        telemetry=NO_FASTAPI_TELEMETRY,
     )
     app.state.lobby = lobby
     app.state.db = db

@@ -20,6 +20,7 @@ from sqlmodel import Session
 
 from shared.bus import Broker, CommandSender, Keys
 from shared.bus.admission import SCRIPTS as SEAT_SCRIPTS
+from shared.bus.connection import round_trip
 from shared.bus.scripts import Script
 from shared.contracts import CommandEnvelope, CommandResult, key_json
 from shared.eventstore import Archive, EventStore, PendingDecisions, pending_of
@@ -122,10 +123,8 @@ class Lobby:
         the same round trip as the seat's holder: ``GET /legal`` in one round trip. A seat
         not cached is checked the slow way (:meth:`check_holder`)."""
         claim = self.verified(authorization, game_id)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hget(self.keys.holders(game_id), str(claim.seat))
-            self.store.pending_in(pipe, game_id)
-            cached, reply = await pipe.execute()
+        seat = ("HGET", self.keys.holders(game_id), str(claim.seat))
+        cached, reply = await round_trip(self.redis, [seat, self.store.pending_command(game_id)])
         if cached is None:
             await self.check_holder(claim)
         elif (holder := text(cached)) == NO_HOLDER or holder != claim.holder:

@@ -591,33 +591,45 @@ class GroupConsumer:
         """Handle the entries of ``stream`` pending longer than ``min_idle_ms``, batch by
         batch while ``still()`` holds, with the stream's subscriber held off (``held_off``
         is called once it is: a batch the subscriber read meanwhile waits until these older
-        entries are handled); returns how many were handled."""
+        entries are handled); returns how many were handled.
+
+        One pass over the pending list, on ``XAUTOCLAIM``'s cursor: each entry is claimed
+        once per reclaim. Claimed again from the list's start, an entry the handler left
+        pending (its partition not this engine's for the moment) was claimed again in the
+        same reclaim, batch after batch, each claim a delivery more, until dead-lettered:
+        the dead-letter count counted this owner's claims, not failed handlings (issue 25)."""
         handled = 0
+        cursor = "0-0"
         async with self._locks.setdefault(stream, asyncio.Lock()):
             held_off()
             while still():
-                batch = await self.claim(stream, min_idle_ms, self.batch)
+                batch, cursor = await self.claim(stream, min_idle_ms, self.batch, cursor)
                 if batch:
                     self._count(RECLAIMED, stream, len(batch))
                     await self.handle(batch)
                     handled += len(batch)
-                if len(batch) < self.batch:
+                if cursor == "0-0":  # the pending list's end
                     break
         return handled
 
-    async def claim(self, stream: str, min_idle_ms: int, count: int) -> list[Delivery]:
-        """Take over entries pending longer than ``min_idle_ms`` (XAUTOCLAIM); dead-letter
-        the ones delivered too often. Returns the entries to handle again, in order."""
+    async def claim(
+        self, stream: str, min_idle_ms: int, count: int, start: str = "0-0"
+    ) -> tuple[list[Delivery], str]:
+        """Take over up to ``count`` entries pending longer than ``min_idle_ms`` from
+        ``start`` on (XAUTOCLAIM); dead-letter the ones delivered too often. Returns the
+        entries to handle again, in order, and where the next claim starts ("0-0": the
+        pending list is done)."""
         try:
-            reply: Any = await self._autoclaim(stream, min_idle_ms, count)
+            reply: Any = await self._autoclaim(stream, min_idle_ms, count, start)
         except ResponseError as e:
             if "NOGROUP" not in str(e):
                 raise
             await ensure_group(self.redis, stream, self.group)
-            reply = await self._autoclaim(stream, min_idle_ms, count)
+            reply = await self._autoclaim(stream, min_idle_ms, count, start)
+        cursor = _text(reply[0])
         claimed = [(_text(i), f) for i, f in reply[1] if f is not None]
         if not claimed:
-            return []
+            return [], cursor
         pending: Any = await self.redis.xpending_range(
             stream,
             self.group,
@@ -635,11 +647,11 @@ class GroupConsumer:
                 await self.dead_letter(delivery, f"delivered {delivered} times without success")
             else:
                 out.append(delivery)
-        return out
+        return out, cursor
 
-    def _autoclaim(self, stream: str, min_idle_ms: int, count: int) -> Awaitable[Any]:
+    def _autoclaim(self, stream: str, min_idle_ms: int, count: int, start: str) -> Awaitable[Any]:
         return self.redis.xautoclaim(
-            stream, self.group, self.consumer, min_idle_ms, start_id="0-0", count=count
+            stream, self.group, self.consumer, min_idle_ms, start_id=start, count=count
         )
 
     async def caught_up(self) -> bool:

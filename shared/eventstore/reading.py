@@ -11,6 +11,7 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from redis.asyncio import Redis
 
+from shared.bus.connection import round_trip
 from shared.bus.keys import Keys
 from shared.contracts import (
     EventEnvelope,
@@ -139,15 +140,8 @@ class EventReader:
         """The decision requests of the game's version, from its meta in one round trip;
         None when the meta keeps none at that version (no game, an archived one, a log
         moved in, an append whose engine gave none): read the views then."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            self.pending_in(pipe, game_id)
-            (reply,) = await pipe.execute()
+        (reply,) = await round_trip(self.redis, [self.pending_command(game_id)])
         return pending_of(reply)
-
-    def pending_in(self, pipe: Any, game_id: str) -> None:
-        """Queue :meth:`pending`'s read on ``pipe``, whose reply :func:`pending_of` reads:
-        with another read in the same round trip (a seat's check)."""
-        pipe.execute_command(*self.pending_command(game_id))
 
     def pending_command(self, game_id: str) -> tuple[str, ...]:
         """:meth:`pending`'s read as a command (its reply for :func:`pending_of`), to send

@@ -29,20 +29,23 @@ _APPEND = (
 -- Appends of several commands, each as it would be alone, in order: one call per batch
 -- (per partition on a cluster, whose keys share a slot), one reply of (status, version)
 -- pairs. ARGV[1] is the number of appends, ARGV[2] the engine's consumer group, ARGV[3]
--- the results' ttl; then, for each append, the count of its arguments and they: 1 expected
--- version, 2 command id, 3 game id, 4 entry id, 5 result json ('' : the caller publishes
--- it, once replicas have the append), 6 the game's snapshot at the append's version (''
--- none: stored only with the append, never on a log that took other events), 7 whether
--- the decision requests are every seat's at the append's version ('' not given, '0' the
--- game goes on, '1' it is over), 8 event count, then (public json, secret json or '')
--- pairs (a negative count: the events have no secret, and come as their public json
--- alone), then decision requests, each as (seat, due, deadline member, json, the seat's
--- own view json or ''). Each append
--- names only the keys it writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen,
--- 5 command stream, 6 decisions, 7 the game's seats, 8 the partition's deadlines, 9 the
--- bot player's requests; then 10 its result, if it has a result json; then its snapshot,
--- if it has one; then, for a new game (expected version 0), the partition's
--- games and archived games (keys are most of what a call carries: fewer to pack and send).
+-- the results' ttl; then, for each append, its head and its arguments. The head is one
+-- argument of space-separated fields (each argument costs the engine a packing of its
+-- own, and Redis a parse): the count of the arguments after it, the expected version,
+-- whether the decision requests are every seat's at the append's version ('-' not given,
+-- '0' the game goes on, '1' it is over), the event count (negative: the events have no
+-- secret, and come as their public json alone), the entry id to acknowledge ('' none)
+-- and last the game's id as JSON (a human seat's clock is named by it). Its arguments:
+-- 1 command id, 2 game id, 3 result json ('' : the caller publishes it, once replicas have
+-- the append), 4 the game's snapshot at the append's version ('' none: stored only with
+-- the append, never on a log that took other events), then the events, as (public json,
+-- secret json or '') pairs or their public json alone, then decision requests, each as
+-- (seat, due, json, the seat's own view json or ''). Each append names only the keys it
+-- writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen, 5 command stream,
+-- 6 decisions, 7 the game's seats, 8 the partition's deadlines, 9 the bot player's
+-- requests; then 10 its result, if it has a result json; then its snapshot, if it has
+-- one; then, for a new game (expected version 0), the partition's games and archived
+-- games (keys are most of what a call carries: fewer to pack and send).
 -- The log keeps the secret beside the public event; the partition stream gets the public
 -- event only. A stale version is a conflict and writes nothing. Every decision request
 -- goes to the decisions stream (the sockets' readers); a human seat's starts its clock
@@ -55,30 +58,28 @@ _APPEND = (
 -- HTTP reader asks for, read in one HMGET, read-your-writes as the log is (the views
 -- projection's per-seat views are no longer made for them).
 local group, ttl = ARGV[2], ARGV[3]
-local function append(k, a, last)
-  local expected = tonumber(ARGV[a + 1])
+local function append(k, a, last, expected, over, n, entry, game)
   local nkeys = 9
   local result, snapshot, games
-  if ARGV[a + 5] ~= '' then nkeys = nkeys + 1; result = KEYS[k + nkeys] end
-  if ARGV[a + 6] ~= '' then nkeys = nkeys + 1; snapshot = KEYS[k + nkeys] end
+  if ARGV[a + 3] ~= '' then nkeys = nkeys + 1; result = KEYS[k + nkeys] end
+  if ARGV[a + 4] ~= '' then nkeys = nkeys + 1; snapshot = KEYS[k + nkeys] end
   if expected == 0 then games = k + nkeys + 1; nkeys = nkeys + 2 end
   local version = tonumber(redis.call('HGET', KEYS[k + 3], 'version') or '0')
-  if ARGV[a + 2] ~= '' then
-    local seen = redis.call('HGET', KEYS[k + 4], ARGV[a + 2])
+  if ARGV[a + 1] ~= '' then
+    local seen = redis.call('HGET', KEYS[k + 4], ARGV[a + 1])
     if seen then return nkeys, 'duplicate', seen end
   end
   if version ~= expected then return nkeys, 'conflict', tostring(version) end
-  if version == 0 and redis.call('SISMEMBER', KEYS[games + 1], ARGV[a + 3]) == 1 then
+  if version == 0 and redis.call('SISMEMBER', KEYS[games + 1], ARGV[a + 2]) == 1 then
     return nkeys, 'archived', '0'
   end
-  local n = tonumber(ARGV[a + 8])
   local step = 2
   if n < 0 then n, step = -n, 1 end
   local publics = {}
   for i = 0, n - 1 do
     version = version + 1
-    local public, secret = ARGV[a + 9 + step * i], ''
-    if step == 2 then secret = ARGV[a + 10 + 2 * i] end
+    local public, secret = ARGV[a + 5 + step * i], ''
+    if step == 2 then secret = ARGV[a + 6 + 2 * i] end
     if secret == '' then
       redis.call('XADD', KEYS[k + 1], version .. '-0', 'e', public)
     else
@@ -87,32 +88,33 @@ local function append(k, a, last)
     publics[i + 1] = public
   end
   if n > 0 then
-    redis.call('XADD', KEYS[k + 2], '*', 'g', ARGV[a + 3], 'v', version, 'n', n,
+    redis.call('XADD', KEYS[k + 2], '*', 'g', ARGV[a + 2], 'v', version, 'n', n,
                'e', '[' .. table.concat(publics, ',') .. ']')
   end
   redis.call('HSET', KEYS[k + 3], 'version', version)
-  if expected == 0 then redis.call('SADD', KEYS[games], ARGV[a + 3]) end
-  if ARGV[a + 2] ~= '' then redis.call('HSET', KEYS[k + 4], ARGV[a + 2], version) end
-  if snapshot then redis.call('HSET', snapshot, 'v', version, 's', ARGV[a + 6]) end
-  if result then answer(result, ARGV[a + 5], ttl) end
-  if ARGV[a + 4] ~= '' then redis.call('XACK', KEYS[k + 5], group, ARGV[a + 4]) end
+  if expected == 0 then redis.call('SADD', KEYS[games], ARGV[a + 2]) end
+  if ARGV[a + 1] ~= '' then redis.call('HSET', KEYS[k + 4], ARGV[a + 1], version) end
+  if snapshot then redis.call('HSET', snapshot, 'v', version, 's', ARGV[a + 4]) end
+  if result then answer(result, ARGV[a + 3], ttl) end
+  if entry ~= '' then redis.call('XACK', KEYS[k + 5], group, entry) end
   local requests = {}
-  for i = a + 9 + step * n, last, 5 do
+  for i = a + 5 + step * n, last, 4 do
     local who = redis.call('HGET', KEYS[k + 7], ARGV[i])
     if who == 'human' then
-      redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], ARGV[i + 2])
+      local member = '[' .. game .. ',' .. version .. ',' .. ARGV[i] .. ']'
+      redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], member)
     elseif who then
-      local request = ARGV[i + 3]
-      if ARGV[i + 4] ~= '' then  -- the request's JSON object ends with its '}'
-        request = string.sub(request, 1, -2) .. ',"view":' .. ARGV[i + 4] .. '}'
+      local request = ARGV[i + 2]
+      if ARGV[i + 3] ~= '' then  -- the request's JSON object ends with its '}'
+        request = string.sub(request, 1, -2) .. ',"view":' .. ARGV[i + 3] .. '}'
       end
       redis.call('XADD', KEYS[k + 9], '*', 'r', request)
     end
-    redis.call('XADD', KEYS[k + 6], '*', 'r', ARGV[i + 3])
-    requests[#requests + 1] = ARGV[i + 3]
+    redis.call('XADD', KEYS[k + 6], '*', 'r', ARGV[i + 2])
+    requests[#requests + 1] = ARGV[i + 2]
   end
-  if ARGV[a + 7] ~= '' then
-    redis.call('HSET', KEYS[k + 3], 'pending_version', version, 'over', ARGV[a + 7],
+  if over ~= '-' then
+    redis.call('HSET', KEYS[k + 3], 'pending_version', version, 'over', over,
                'pending', '[' .. table.concat(requests, ',') .. ']')
   end
   return nkeys, 'ok', tostring(version)
@@ -120,9 +122,12 @@ end
 local out = {}
 local a, k = 4, 0
 for j = 0, tonumber(ARGV[1]) - 1 do
-  local m = tonumber(ARGV[a])
+  local m, expected, over, n, entry, game =
+    string.match(ARGV[a], '^(%d+) (%d+) ([01%-]) (%-?%d+) (%S*) (.*)$')
+  m = tonumber(m)
   local nkeys
-  nkeys, out[2 * j + 1], out[2 * j + 2] = append(k, a, a + m)
+  nkeys, out[2 * j + 1], out[2 * j + 2] =
+    append(k, a, a + m, tonumber(expected), over, tonumber(n), entry, game)
   a = a + m + 1
   k = k + nkeys
 end

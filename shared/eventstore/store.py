@@ -238,29 +238,29 @@ class EventStore(EventReader):
                 keys += (games, archived)
             n = len(events)
             secrets = any(map(_secret, events))
+            count = 4 + (2 * n if secrets else n) + 4 * len(decisions)  # its arguments
+            over = "-" if a.over is None else "1" if a.over else "0"
+            entry = a.entry[1] if a.entry and not a.held else ""
             args += (
-                # its argument count
-                8 + (2 * n if secrets else n) + 5 * len(decisions),
-                a.expected,
+                # Its numbers, entry id and game's JSON in one argument (each argument costs
+                # a packing of its own here and a parse in Redis): argument count, expected
+                # version, over, event count (negative: the public JSON alone of each),
+                # entry id, and last the game's JSON (the deadlines' members are made of it).
+                f"{count} {a.expected} {over} {n if secrets else -n} {entry} {game_json}",
                 key,
                 game_id,
-                a.entry[1] if a.entry and not a.held else "",
                 result,
                 snapshot,
-                "" if a.over is None else "1" if a.over else "0",
-                n if secrets else -n,  # negative: the public JSON alone of each
             )
             if secrets:
                 args += chain.from_iterable(events)  # (public, secret) pairs
             else:
                 args += map(_public, events)
-            if decisions:
-                version = a.expected + n
-                for seat, due, request, view in decisions:
-                    when = dues.get(due)  # a batch's requests share a few deadlines
-                    if when is None:
-                        when = dues[due] = repr(due)
-                    args += (seat, when, f"[{game_json},{version},{seat}]", request, view)
+            for seat, due, request, view in decisions:
+                when = dues.get(due)  # a batch's requests share a few deadlines
+                if when is None:
+                    when = dues[due] = repr(due)
+                args += (seat, when, request, view)
         return keys, args
 
     def _append_keys(self, game_id: str) -> tuple[tuple[str, ...], tuple[str, str, str, str]]:

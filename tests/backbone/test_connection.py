@@ -8,10 +8,15 @@ from typing import Any
 import pytest
 import uvloop
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import ConnectionError
+from redis.exceptions import ConnectionError, ResponseError
 
 from shared.bus import Keys, connect, delete_namespace, ensure_group
-from shared.bus.connection import CLUSTER_SOCKET_TIMEOUT_S, HiredisConnection, WaitingPool
+from shared.bus.connection import (
+    CLUSTER_SOCKET_TIMEOUT_S,
+    HiredisConnection,
+    WaitingPool,
+    round_trip,
+)
 from shared.bus.faults import transient
 from shared.bus.scripts import Library, call
 
@@ -210,3 +215,43 @@ async def test_a_slot_map_re_read_keeps_the_connections_of_nodes_that_did_not_ch
         assert await ids() == before
     finally:
         await client.aclose()
+
+
+async def test_a_round_trip_answers_each_command_in_order(any_redis: Any, keys: Keys) -> None:
+    """One write, each reply in its command's place; on a cluster too (one slot's keys)."""
+    meta, holders = f"{keys.prefix}:{{g}}:meta", f"{keys.prefix}:{{g}}:holders"
+    await any_redis.hset(meta, mapping={"version": "3", "over": "0"})
+    await any_redis.hset(holders, "1", "h-1")
+    commands = [("HGET", holders, "1"), ("HMGET", meta, "version", "over", "pending")]
+    assert await round_trip(any_redis, commands) == [b"h-1", [b"3", b"0", None]]
+    assert await round_trip(any_redis, [("HGET", holders, "2")]) == [None]
+
+
+async def test_a_round_trip_meeting_an_error_reply_leaves_no_reply_for_the_next(
+    redis: Any, keys: Keys
+) -> None:
+    """An error reply is raised, and the replies after it do not stay on the connection for
+    the next caller to read as its own."""
+    listed, kept = f"{keys.prefix}:list", f"{keys.prefix}:hash"
+    await redis.rpush(listed, "x")
+    await redis.hset(kept, "f", "v")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await round_trip(redis, [("HGET", listed, "f"), ("HGET", kept, "f")])
+    assert await round_trip(redis, [("HGET", kept, "f"), ("LLEN", listed)]) == [b"v", 1]
+    assert await redis.hget(kept, "f") == b"v"
+
+
+async def test_a_round_trip_on_a_connection_the_server_cut_is_sent_again(
+    redis: Any, redis_url: str, keys: Keys
+) -> None:
+    """Its commands only read: a connection cut under them (a Redis restarted, a proxy's
+    idle timeout) costs the caller nothing but another round trip."""
+    kept = f"{keys.prefix}:hash"
+    await redis.hset(kept, "f", "v")
+    [before] = await round_trip(redis, [("CLIENT", "ID")])
+    other = connect(redis_url)
+    await other.client_kill_filter(_id=before)
+    await other.aclose()
+    assert await round_trip(redis, [("HGET", kept, "f")]) == [b"v"]
+    [after] = await round_trip(redis, [("CLIENT", "ID")])
+    assert after != before

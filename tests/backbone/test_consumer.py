@@ -98,7 +98,7 @@ async def test_the_streams_to_reclaim_are_those_with_an_entry_idle_that_long_or_
         await any_redis.xadd(stream, {"v": "1"})
         await read_as(any_redis, "readers", "dead", stream, 10)
     await any_redis.xadd(groupless, {"v": "1"})
-    await consumer.ack(await consumer.claim(acked, 0, 10))
+    await consumer.ack((await consumer.claim(acked, 0, 10))[0])
     streams = [pending, acked, groupless]
     assert await consumer.with_idle(streams, 0) == [pending, groupless]
     assert await consumer.with_idle(streams, 3_600_000) == [groupless]  # none idle an hour
@@ -184,3 +184,32 @@ async def test_a_shared_read_lingering_from_one_entry_gathers_the_next_ones(
         await consumer.close()
         await broker.stop()
     assert batches == [["a"], ["b", "c", "d"]]
+
+
+async def test_a_reclaim_claims_each_pending_entry_once_however_its_batches_end(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """A reclaim goes once over the pending list (``XAUTOCLAIM``'s cursor). Entries its
+    handler leaves pending (their partition not its own for the moment) are one delivery
+    more, not one more per batch of the same reclaim: from the list's start each time, the
+    first batch was claimed again and again until dead-lettered (``max_deliveries`` 3, in
+    one reclaim), and the entries after it never reached."""
+    stream = keys.commands(0)
+    await ensure_group(any_redis, stream, "readers")
+    for n in range(5):
+        await any_redis.xadd(stream, {"n": str(n)})
+    await read_as(any_redis, "readers", "dead", stream, 5)  # read, then the consumer died
+    seen: list[bytes] = []
+
+    async def leave_pending(deliveries: list[Delivery]) -> None:
+        seen.extend(d.fields[b"n"] for d in deliveries)
+
+    broker = Broker(any_redis)
+    survivor = GroupConsumer(
+        broker, any_redis, "readers", "alive", keys, leave_pending, batch=2, max_deliveries=3
+    )
+    assert await survivor.reclaim(stream, 0) == 5
+    assert seen == [b"0", b"1", b"2", b"3", b"4"]
+    assert await any_redis.xlen(keys.dead_letters(0)) == 0
+    pending: Any = await any_redis.xpending_range(stream, "readers", "-", "+", 10)
+    assert [p["times_delivered"] for p in pending] == [2] * 5  # read, claimed once

@@ -191,7 +191,7 @@ async def test_one_call_carries_events_with_and_without_secrets_each_whole(
     plain, secret = encoded(b[2:5]), encoded(a[:3])
     assert not any(e.secret for e in plain) and any(e.secret for e in secret)
     args = EventStore(any_redis, keys)._call_args([Append("g-sec-b", 2, plain, "b1")])[1]
-    assert args[3 + 8] == -3  # the count of the public JSON alone
+    assert args[3].split(" ")[3] == "-3"  # the count of the public JSON alone, in its head
     results = await store.append_many(
         [
             Append("g-sec-b", 2, plain, "b1", decisions=[Pending(0, 9.5, '{"d":"b"}')]),
@@ -208,6 +208,51 @@ async def test_one_call_carries_events_with_and_without_secrets_each_whole(
     for game, request in [("g-sec-b", b'{"d":"b"}'), ("g-sec-a", b'{"d":"a"}')]:
         decisions = await any_redis.xrange(keys.decisions(keys.partition(game)))
         assert request in [fields[b"r"] for _, fields in decisions]
+
+
+async def test_an_appends_numbers_and_entry_id_go_in_one_argument_the_script_reads(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """Each append's argument count, expected version, over flag, event count, entry id
+    and game JSON travel as one head argument (an argument more costs a packing in the
+    engine and a parse in Redis): the script reads each from it, so the entry is
+    acknowledged (a held one is not), the over flag lands in the meta ('-': none given),
+    every event and request is where its count says and a human seat's clock is the
+    member ``[game, version, seat]`` made of the game's JSON."""
+    store = EventStore(any_redis, keys)
+    events, _ = game_events("g-head", seed=6)
+    stream = keys.commands(keys.partition("g-head"))
+    await ensure_group(any_redis, stream, "engine")
+    for _ in range(2):
+        await any_redis.xadd(stream, {b"c": b"1"})
+    read = await any_redis.xreadgroup("engine", "e", {stream: ">"})
+    first, second = (i.decode() for i, _ in read[0][1])
+    p = keys.partition("g-head")
+    made = Append(
+        "g-head",
+        0,
+        encoded(events[:2]),
+        "h0",
+        entry=(p, first),
+        decisions=[Pending(0, 9.5, '{"d":0}')],
+        over=False,
+    )
+    held = Append("g-head", 2, encoded(events[2:3]), "h1", entry=(p, second), held=True)
+    args = store._call_args([made, held])[1]
+    assert not any(e.secret for e in held.events)  # its public JSON alone: a negative count
+    assert all(e.secret for e in made.events)  # (public, secret) pairs
+    assert args[3] == f'12 0 0 2 {first} "g-head"' and args[3 + 13] == '5 2 - -1  "g-head"'
+    await any_redis.hset(keys.seats("g-head"), "0", "human")  # its clock starts
+    results = await store.append_many([made, held])
+    assert [(r.status, r.version) for r in results] == [("ok", 2), ("ok", 3)]
+    pending = await any_redis.xpending_range(stream, "engine", "-", "+", 10)
+    assert [x["message_id"].decode() for x in pending] == [second]  # held: not acknowledged
+    assert await any_redis.hget(keys.meta("g-head"), "over") == b"0"
+    assert [e.event_id for e in await store.read("g-head")] == [e.event_id for e in events[:3]]
+    decisions = await any_redis.xrange(keys.decisions(p))
+    assert [fields[b"r"] for _, fields in decisions] == [b'{"d":0}']
+    clocks = await any_redis.zrange(keys.deadlines(p), 0, -1, withscores=True)
+    assert clocks == [(b'["g-head",2,0]', 9.5)]  # the member made of the head's game JSON
 
 
 async def test_with_durability_a_sender_is_answered_once_a_replica_has_the_append(

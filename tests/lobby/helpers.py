@@ -19,6 +19,7 @@ from services.children import terminate
 from shared.bus import Keys
 
 READY_WITHIN_S = 120  # a loaded machine starts a `caravel up` of several processes slowly
+VIEW_WITHIN_S = 60  # a view waited for (:func:`wait_for_view`)
 
 
 def free_port() -> int:
@@ -122,8 +123,13 @@ def bearer(token: str) -> dict[str, str]:
 async def wait_for_view(
     client: httpx.AsyncClient, game_id: str, token: str, version: int
 ) -> dict[str, Any]:
-    """The seat's view once the projection has reached ``version``."""
-    for _ in range(2000):
+    """The seat's view once the projection has reached ``version``, asked until a deadline
+    (``VIEW_WITHIN_S``). Not a count of polls: polls answered at once (404s before the
+    engine made the game) spent 2,000 in little more than their 10 s of sleeps, less than a
+    `caravel up` may take on a loaded machine to come back from an empty Redis (its groups
+    made again, its stopped subscribers revived every ``claim_idle_ms`` / 2)."""
+    give_up = time.monotonic() + VIEW_WITHIN_S
+    while time.monotonic() < give_up:
         response = await client.get(f"/games/{game_id}/view", headers=bearer(token))
         if response.status_code == 200 and response.json()["version"] >= version:
             return response.json()  # type: ignore[no-any-return]

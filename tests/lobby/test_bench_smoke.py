@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 from redis.asyncio import Redis
 from websockets.asyncio.server import ServerConnection, serve
 
@@ -65,11 +66,15 @@ async def test_the_capacity_driver_counts_a_socket_dropped_not_one_whose_game_en
     assert [(h.moves, h.dropped) for h in humans] == [(1, False), (1, True)]
 
 
-def test_the_services_run_apart_play_moves_and_count_each_process() -> None:
+@pytest.mark.parametrize("unix", [False, True], ids=["tcp", "unix"])
+def test_the_services_run_apart_play_moves_and_count_each_process(unix: bool) -> None:
     """``run.py --apart``: each service a ``caravel part`` process of its own on a
-    redis-server of its own; every one of them and Redis did work in the window."""
+    redis-server of its own; every one of them and Redis did work in the window. With
+    ``--apart-redis unix`` every process reaches that Redis on its unix socket only (it
+    listens on no TCP port): ``CARAVEL_REDIS_URL=unix://`` serves every service."""
     tree = str(Path(__file__).parents[2])
-    with caravel_loop.caravel_apart(sys.executable, tree) as (base, apart):
+    with caravel_loop.caravel_apart(sys.executable, tree, unix) as (base, apart):
+        assert apart.redis_url.startswith("unix://" if unix else "redis://127.0.0.1:")
         run = asyncio.run(caravel_loop.closed_loop(base, apart, "ws", 2, 1.5, warmup_s=0.5))
     assert run["moves"] > 0 and run["refused"] == 0, run
     by_process = run["cpu_ms_per_move_by_process"]

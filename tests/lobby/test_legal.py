@@ -199,3 +199,35 @@ def test_no_route_before_the_lean_ones_takes_their_paths(redis_url: str) -> None
         scope = {"type": "http", "method": method, "path": path, "root_path": ""}
         first = next(r for r in flat if r.matches(scope)[0] == Match.FULL)
         assert isinstance(first, APIRoute) and first.endpoint is endpoint, (path, first)
+
+
+async def test_the_api_makes_no_spans_of_fastapi_through_a_global_provider(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FastAPI's own telemetry is off: with a global tracer provider set (as an
+    OpenTelemetry auto-instrumentation sets one), no request makes a span of FastAPI's.
+    On, FastAPI looked the global providers up on every request (issue 24); Caravel's spans
+    are the bus's and the engine's, through a provider of its own (``shared.bus.tracing``)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from sqlalchemy import create_engine
+
+    from services.lobby.app import create_app
+    from shared.settings import Settings
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    redis = Redis.from_url(redis_url)
+    app = create_app(redis, Keys("spans"), create_engine("sqlite://"), Settings())
+    transport = httpx.ASGITransport(app=app)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+            assert (await client.get("/games")).status_code == 200
+            assert (await client.get("/games/t-1/legal")).status_code == 401
+    finally:
+        await redis.aclose()
+    assert exporter.get_finished_spans() == ()
