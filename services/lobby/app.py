@@ -70,7 +70,7 @@ def create_app(
     limits.install(app, redis, keys, settings)  # body sizes, rates, open sockets (outermost)
     for router in (catalog.router, tables.router, queue.router, games.router, *routers):
         app.include_router(router)
-    lean.install(app, games.router)  # an HTTP move's two routes first (issue 24)
+    lean.install(app, games.router, tables.router)  # a move's, a set-up's routes first
     web.install(app)  # the browser client: pages, static files, replay views
     if asyncapi is not None:
         busdocs.install(app, asyncapi)

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import JSON, Engine, Index, Table, event, make_url, text
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import configure_mappers
 from sqlmodel import Field, SQLModel, create_engine
 
 from shared.games.api import DEFAULT_GAME
@@ -80,6 +81,7 @@ class LobbySeat(SQLModel, table=True):
 TABLES: Table = LobbyTable.__table__  # type: ignore[attr-defined]
 """The tables' SQL table, for Core statements (no unit of work where one statement does)."""
 SEATS: Table = LobbySeat.__table__  # type: ignore[attr-defined]
+configure_mappers()  # their attributes work on rows made by ``model_construct`` (tables.py)
 
 
 SQLITE_POOL = 20

@@ -11,7 +11,8 @@ routes' own paths first and gives a request to its endpoint's lean reader. A req
 reader cannot read as plainly valid (any other query, a body that is not a JSON object, an
 odd content type) goes to the router and FastAPI's handler as before, its body given again:
 its errors and their shapes are FastAPI's. The routes' OpenAPI operations are still made
-from their declarations: nothing here changes them."""
+from their declarations: nothing here changes them. A table's set-up (``POST /tables``,
+``/tables/{id}/join``, ``/tables/{id}/start``) has lean readers too (``tables.py``)."""
 
 from __future__ import annotations
 
@@ -49,13 +50,14 @@ def lean(endpoint: Callable[..., Any]) -> Callable[[Lean], Lean]:
     return register
 
 
-def install(app: FastAPI, router: APIRouter) -> None:
-    """Serve the routes of ``router`` that have a lean reader through :class:`LeanDispatch`,
+def install(app: FastAPI, *routers: APIRouter) -> None:
+    """Serve the routes of ``routers`` that have a lean reader through :class:`LeanDispatch`,
     in front of ``app``'s routing (after its middlewares and exception handlers). Their
     paths must be matched by no route the app tries before them (``tests/lobby/
     test_legal.py`` checks the app routes them alike)."""
     routes = [
         (route, LEAN[route.endpoint])
+        for router in routers
         for route in router.routes
         if isinstance(route, APIRoute) and route.endpoint in LEAN
     ]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import secrets
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -33,6 +33,7 @@ from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
 
+from . import lean
 from .catalog import (
     bot_level_schema,
     bots_schema,
@@ -59,6 +60,7 @@ from .lobby import (
 router = APIRouter(tags=["tables"])
 log = structlog.get_logger("caravel.tables")
 
+M = TypeVar("M", bound=BaseModel)
 RECONCILE_BATCH = 100  # unfinished starts seen through per round, at most
 
 
@@ -151,6 +153,15 @@ async def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut | JSONRes
     return table
 
 
+@lean.lean(create_table)
+async def _lean_create(request: Request) -> Response | None:
+    """:func:`create_table` of a plainly valid request (:mod:`.lean`), else None."""
+    body = await _lean_body(request, CreateTable)
+    if body is None:
+        return None
+    return _lean_answer(await create_table(body, request.app.state.lobby), 201)
+
+
 def _create(db: Engine, body: CreateTable) -> TableOut:
     game, ruleset, options = body.resolve()
     check_players(game, body.seats)
@@ -158,7 +169,7 @@ def _create(db: Engine, body: CreateTable) -> TableOut:
         if not 0 <= seat < body.seats:
             raise ApiError(422, "bad_seat", f"seat {seat} is not in a {body.seats}-seat table")
         check_bot_level(game, level)
-    table = LobbyTable(
+    table = LobbyTable.model_construct(  # checked above: not validated again (issue 24)
         id=f"t-{uuid.uuid4().hex[:12]}",
         game=game.name,
         ruleset=ruleset,
@@ -167,13 +178,15 @@ def _create(db: Engine, body: CreateTable) -> TableOut:
         deadline_s=body.deadline_s,
     )
     seats = [
-        LobbySeat(table_id=table.id, seat=s, kind="bot", name=bot_name(level, s), bot_level=level)
+        LobbySeat.model_construct(
+            table_id=table.id, seat=s, kind="bot", name=bot_name(level, s), bot_level=level
+        )
         for s, level in sorted(body.bots.items())
     ]
     with db.begin() as connection:  # one transaction; the answer is what was written
-        connection.execute(insert(TABLES).values(table.model_dump()))
+        connection.execute(_ADD_TABLE, table.model_dump())
         if seats:
-            connection.execute(insert(SEATS), [s.model_dump() for s in seats])
+            connection.execute(_ADD_SEAT, [s.model_dump() for s in seats])
     return table_out(table, seats)
 
 
@@ -247,6 +260,16 @@ async def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
     return JoinOut(table_id=table_id, seat=seat, token=lobby.token(table_id, seat, holder))
 
 
+@lean.lean(join)
+async def _lean_join(request: Request) -> Response | None:
+    """:func:`join` of a plainly valid request (:mod:`.lean`), else None."""
+    table_id = _lean_table_id(request)
+    body = await _lean_body(request, JoinTable)
+    if table_id is None or body is None:
+        return None
+    return _lean_answer(await join(table_id, body, request.app.state.lobby), 201)
+
+
 def _join(db: Engine, table_id: str, body: JoinTable) -> tuple[int, str]:
     """The seat taken in SQL and its new holder's id."""
     for _ in range(8):  # lost a race for a seat: try the next free one
@@ -260,11 +283,10 @@ def _join(db: Engine, table_id: str, body: JoinTable) -> tuple[int, str]:
                     message = f"{body.name!r} already holds a seat at table {table_id}"
                     raise ApiError(409, "name_taken", message)
                 seat = _free_seat(table, taken, body.seat)
-                connection.execute(
-                    insert(SEATS).values(
-                        table_id=table_id, seat=seat, kind="human", name=body.name, holder=holder
-                    )
+                human = LobbySeat.model_construct(
+                    table_id=table_id, seat=seat, kind="human", name=body.name, holder=holder
                 )
+                connection.execute(_ADD_SEAT, human.model_dump())
         except IntegrityError:  # lost a race for the seat, or for the name: look again
             continue
         return seat, holder
@@ -323,6 +345,49 @@ async def start(
     repeat = "idempotency-key" in request.headers
     table = await start_table(lobby, table_id, body.fill_with_bots if body else None, repeat)
     return await _readable(lobby, table)
+
+
+@lean.lean(start)
+async def _lean_start(request: Request) -> Response | None:
+    """:func:`start` of a plainly valid request (:mod:`.lean`): no body (the start's
+    default), or a JSON object of :class:`StartTable`; else None."""
+    table_id = _lean_table_id(request)
+    headers = request.headers
+    if headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers:
+        body = None  # FastAPI reads no body as None too
+    elif (body := await _lean_body(request, StartTable)) is None:
+        return None
+    if table_id is None:
+        return None
+    lobby: Lobby = request.app.state.lobby
+    authorization = headers.get("authorization")
+    return _lean_answer(await start(table_id, lobby, request, body, authorization), 200)
+
+
+def _lean_table_id(request: Request) -> str | None:
+    """The path's table id if :data:`lean.ID` takes it as it is."""
+    value = request.path_params.get("table_id")
+    return value if isinstance(value, str) and lean.ID.fullmatch(value) else None
+
+
+async def _lean_body(request: Request, model: type[M]) -> M | None:
+    """The request's body as a valid ``model`` (None: anything else, for FastAPI's handler
+    to read and answer, its errors in its shape)."""
+    body = await lean.json_object(request)
+    if body is None:
+        return None
+    try:
+        return model.model_validate(body)
+    except ValidationError:
+        return None
+
+
+def _lean_answer(answer: BaseModel | Response, status: int) -> Response:
+    """An endpoint's answer as FastAPI gives it: a response as it is, a model (the route's
+    response model) as its JSON with the route's status."""
+    if isinstance(answer, Response):
+        return answer
+    return Response(answer.model_dump_json(), status, media_type="application/json")
 
 
 async def _readable(lobby: Lobby, table: TableOut) -> TableOut | JSONResponse:
@@ -480,15 +545,36 @@ _BY_ID = _query(TABLES.c.id == bindparam("table_id"))
 statement, its subquery's columns, was a tenth of a join's CPU)."""
 
 
+_TABLE_COLUMNS = [c.name for c in TABLES.c]
+_SEAT_COLUMNS = [c.name for c in SEATS.c]
+
+# The set-up's writes, made once with their values bound at each execution (issue 24:
+# ``.values(...)`` of literal values coerced each value into a bound parameter and computed
+# the statement's cache key afresh: a third of the set-up's SQL CPU, with the rows' models
+# validated again, read back from SQL or made from checked values).
+_ADD_TABLE = insert(TABLES)
+_ADD_SEAT = insert(SEATS)
+_CLAIM = (
+    update(TABLES)
+    .where(TABLES.c.id == bindparam("table_id"), TABLES.c.status == "open")
+    .values(status="running", starting_since=bindparam("since"), start_error="")
+)
+_STARTED = (
+    update(TABLES)
+    .where(TABLES.c.id.in_(bindparam("table_ids", expanding=True)))
+    .values(starting_since=None)
+)
+
+
 def _found(rows: Result[Any]) -> list[tuple[LobbyTable, list[LobbySeat]]]:
     """The tables and their seats, from the rows of a :func:`_query` statement."""
     found: dict[str, tuple[LobbyTable, list[LobbySeat]]] = {}
     for row in rows:
         if row.id not in found:
-            table = LobbyTable(**{c.name: getattr(row, c.name) for c in TABLES.c})
+            table = LobbyTable.model_construct(**{c: getattr(row, c) for c in _TABLE_COLUMNS})
             found[row.id] = (table, [])
         if row.seat is not None:
-            seat = LobbySeat(**{c.name: getattr(row, c.name) for c in SEATS.c})
+            seat = LobbySeat.model_construct(**{c: getattr(row, c) for c in _SEAT_COLUMNS})
             found[row.id][1].append(seat)
     return list(found.values())
 
@@ -523,7 +609,7 @@ def _leave(db: Engine, table_id: str, seat_number: int) -> tuple[TableOut, bool]
         running = table.status != "open"
         if running:
             connection.execute(update(SEATS).where(_seat(table_id, seat_number)).values(left=True))
-            seat.left = True
+            seats[seats.index(seat)] = seat.model_copy(update={"left": True})
         else:
             connection.execute(delete(SEATS).where(_seat(table_id, seat_number)))
             seats.remove(seat)
@@ -549,18 +635,17 @@ def _claim_start(
         if free and fill is None:
             raise ApiError(409, "table_not_full", f"seats {free} are free", {"free": free})
         bots = [  # fill is set when a seat is free (checked above)
-            LobbySeat(
+            LobbySeat.model_construct(
                 table_id=table_id, seat=s, kind="bot", name=bot_name(fill or "", s), bot_level=fill
             )
             for s in free
         ]
         if bots:
-            connection.execute(insert(SEATS), [b.model_dump() for b in bots])
-        table.status, table.starting_since, table.start_error = "running", _now(), ""
+            connection.execute(_ADD_SEAT, [b.model_dump() for b in bots])
+        running = {"status": "running", "starting_since": _now(), "start_error": ""}
+        table = table.model_copy(update=running)  # rows read are not changed in place
         claimed = connection.execute(  # only if still open: a start at the same time lost
-            update(TABLES)
-            .where(TABLES.c.id == table_id, TABLES.c.status == "open")
-            .values(status=table.status, starting_since=table.starting_since, start_error="")
+            _CLAIM, {"table_id": table_id, "since": table.starting_since}
         )
         if claimed.rowcount != 1:
             raise ApiError(409, "table_not_open", f"table {table_id} is being started")
@@ -596,9 +681,7 @@ def _reopen(db: Engine, table_id: str, filled: list[int], reason: str) -> None:
 def _started(db: Engine, table_ids: list[str]) -> None:
     """The games of ``table_ids`` exist: their starts are done."""
     with db.begin() as connection:
-        connection.execute(
-            update(TABLES).where(TABLES.c.id.in_(table_ids)).values(starting_since=None)
-        )
+        connection.execute(_STARTED, {"table_ids": table_ids})
 
 
 def _retried(db: Engine, table_id: str) -> None:
