@@ -20,6 +20,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -172,9 +173,11 @@ def _init(run: LabRun) -> None:
     gc.freeze()
 
 
-def _chunk(
-    bounds: tuple[int, int],
-) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]], float]:
+_Played = tuple[int, list[dict[str, Any]], list[dict[str, Any]], float]
+"""A chunk's games played: how many, their rows, their seat facts, the CPU seconds."""
+
+
+def _chunk(bounds: tuple[int, int]) -> _Played:
     """Games ``bounds`` of the run: their rows, seat facts and the CPU seconds they took."""
     assert _RUN is not None
     run, rules = _RUN
@@ -191,6 +194,22 @@ def _chunk(
 def _chunks(games: int) -> Iterator[tuple[int, int]]:
     for start in range(0, games, CHUNK):
         yield start, min(games, start + CHUNK)
+
+
+def _played(pool: ProcessPoolExecutor, workers: int, games: int) -> Iterator[_Played]:
+    """The chunks of ``games`` played by ``pool``, as each ends: two a worker in flight at
+    most, so that a long run's rows are not all held at once."""
+    bounds = _chunks(games)
+    pending: set[Future[_Played]] = set()
+    for _ in range(2 * workers):
+        if (chunk := next(bounds, None)) is not None:
+            pending.add(pool.submit(_chunk, chunk))
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for future in done:
+            if (chunk := next(bounds, None)) is not None:
+                pending.add(pool.submit(_chunk, chunk))
+            yield future.result()
 
 
 # --- recording (in the parent) ---------------------------------------------------------------
@@ -278,19 +297,25 @@ def run_lab(
     started, cpu = time.perf_counter(), time.process_time()
     recorded, status, played_cpu = 0, "incomplete", 0.0
     refresher = _Refresher(db, refresh_s)
+    context = multiprocessing.get_context("forkserver")  # no lock of a thread inherited
+    pool = ProcessPoolExecutor(workers, context, initializer=_init, initargs=(run,))
     try:
-        context = multiprocessing.get_context("forkserver")  # no lock of a thread inherited
-        with context.Pool(workers, initializer=_init, initargs=(run,)) as pool:
-            for count, results, facts, chunk_cpu in pool.imap_unordered(_chunk, _chunks(run.games)):
-                played_cpu += chunk_cpu
-                _insert(db, results, facts)
-                recorded += count
-                mark(db, run.experiment, games_recorded=recorded)
-                refresher.wrote(results)
-                if progress is not None:
-                    progress(count)
+        for count, results, facts, chunk_cpu in _played(pool, workers, run.games):
+            played_cpu += chunk_cpu
+            _insert(db, results, facts)
+            recorded += count
+            mark(db, run.experiment, games_recorded=recorded)
+            refresher.wrote(results)
+            if progress is not None:
+                progress(count)
         status = "complete"
     finally:
+        # Stopped (an error, Ctrl-C): the chunks not started are dropped, those in play end
+        # in their workers, unrecorded. Not killed: `multiprocessing.Pool.terminate` killed
+        # a worker in the middle of sending its chunk's rows, holding the results queue's
+        # lock, and then hung for good putting its own sentinel on that queue (seen once
+        # in CI, in `test_a_lab_run_that_stops_is_marked_incomplete`).
+        pool.shutdown(wait=status == "complete", cancel_futures=True)
         with db.begin() as conn:  # the experiment's figures: its cells, summed once
             refresh_all(conn, run.experiment)
         mark(db, run.experiment, status=status, finished_at=datetime.now(UTC))
