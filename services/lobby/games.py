@@ -140,7 +140,7 @@ async def send_command(
 @lean.lean(send_command)
 async def _lean_command(request: Request) -> Response | None:
     """:func:`send_command` of a plainly valid request (:mod:`.lean`), else None."""
-    game_id, fields = lean.game_id(request), lean.query(request)
+    game_id, fields = lean.path_id(request, "game_id"), lean.query(request)
     if game_id is None or fields is None or not fields.keys() <= {"legal"}:
         return None
     legal = fields.get("legal", "false")
@@ -280,7 +280,7 @@ async def get_legal(
 @lean.lean(get_legal)
 async def _lean_legal(request: Request) -> Response | None:
     """:func:`get_legal` of a plainly valid request (:mod:`.lean`), else None."""
-    game_id, fields = lean.game_id(request), lean.query(request)
+    game_id, fields = lean.path_id(request, "game_id"), lean.query(request)
     if game_id is None or fields is None or not fields.keys() <= {"after_version"}:
         return None
     try:

@@ -107,9 +107,9 @@ class LeanDispatch:
         await self.app(scope, receive if body is None else replay(body, receive), send)
 
 
-def game_id(request: Request) -> str | None:
-    """The path's game id if :data:`ID` takes it as it is."""
-    value = request.path_params.get("game_id")
+def path_id(request: Request, name: str) -> str | None:
+    """The path's id ``name`` (``game_id``, ``table_id``) if :data:`ID` takes it as it is."""
+    value = request.path_params.get(name)
     return value if isinstance(value, str) and ID.fullmatch(value) else None
 
 

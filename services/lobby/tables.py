@@ -263,7 +263,7 @@ async def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
 @lean.lean(join)
 async def _lean_join(request: Request) -> Response | None:
     """:func:`join` of a plainly valid request (:mod:`.lean`), else None."""
-    table_id = _lean_table_id(request)
+    table_id = lean.path_id(request, "table_id")
     body = await _lean_body(request, JoinTable)
     if table_id is None or body is None:
         return None
@@ -351,7 +351,7 @@ async def start(
 async def _lean_start(request: Request) -> Response | None:
     """:func:`start` of a plainly valid request (:mod:`.lean`): no body (the start's
     default), or a JSON object of :class:`StartTable`; else None."""
-    table_id = _lean_table_id(request)
+    table_id = lean.path_id(request, "table_id")
     headers = request.headers
     if headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers:
         body = None  # FastAPI reads no body as None too
@@ -362,12 +362,6 @@ async def _lean_start(request: Request) -> Response | None:
     lobby: Lobby = request.app.state.lobby
     authorization = headers.get("authorization")
     return _lean_answer(await start(table_id, lobby, request, body, authorization), 200)
-
-
-def _lean_table_id(request: Request) -> str | None:
-    """The path's table id if :data:`lean.ID` takes it as it is."""
-    value = request.path_params.get("table_id")
-    return value if isinstance(value, str) and lean.ID.fullmatch(value) else None
 
 
 async def _lean_body(request: Request, model: type[M]) -> M | None:
