@@ -35,8 +35,10 @@ from services.httpwrites import CorkedHttpToolsProtocol
 from services.runtime import (
     RedisPools,
     Stopped,
+    freeze_survivors,
     redis_for,
     stop_on_signals,
+    thaw_now_and_then,
     tune_collector,
     wait_for,
 )
@@ -244,6 +246,9 @@ async def _run(
         server = _Server(_http_config(app, settings))
         tasks.append(asyncio.create_task(server.serve(sockets), name="http"))
     tune_collector()
+    if not services.lobby:  # the services child: its young collections free nothing
+        freeze_survivors()
+        tasks.append(asyncio.create_task(thaw_now_and_then(stop), name="collector"))
     if server is not None:
         while not server.started and not tasks[-1].done() and not stop.is_set():
             await asyncio.sleep(0.01)  # until it serves its port: then a child says it serves
