@@ -287,7 +287,10 @@ async def _drive(
             await asyncio.wait(players, timeout=options.settle_s)
             over = set(await store.over(tally.games))  # the players still play theirs
             stuck = stuck_games(progress, over, options.still_s)
-            report.verdict.stuck_games = [await _pending(http, g) for g in stuck]
+            report.verdict.stuck_games = [
+                f"{await _pending(http, g)} ({'bots' if g in tally.bot_games else 'human seat 0'})"
+                for g in stuck
+            ]
             for task in players:
                 task.cancel()
             await asyncio.gather(*players, return_exceptions=True)
