@@ -186,7 +186,7 @@ def backend(options: Options, server: str) -> Iterator[tuple[str, SingleRedis | 
         finally:
             if options.logs is not None and (single.folder / "redis.log").exists():
                 shutil.copy(single.folder / "redis.log", options.logs / "redis.log")
-            single.stop()
+            single.stop(keep=None if options.logs is None else options.logs / "redis-data")
         return
     extra = ("--min-replicas-to-write", "1") if options.durability else ()
     cluster = LocalCluster(server, replicas=options.replicas, options=extra)
@@ -237,7 +237,7 @@ async def run(options: Options) -> Report:
                 services.stop()
     finally:
         if options.logs is not None:
-            for log in folder.glob("*.log"):
+            for log in [*folder.glob("*.log"), *folder.glob("caravel.db")]:
                 shutil.copy(log, options.logs / log.name)
         shutil.rmtree(folder, ignore_errors=True)
     report.seconds = round(time.monotonic() - started, 1)
