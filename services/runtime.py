@@ -215,9 +215,10 @@ def freeze_survivors() -> None:
 
     The Age of Discovery's state is ~280 lists a game, held by the engine's cache and by
     scoring's: at 2,000-3,000 tables 0.6-0.9 million tracked lists, every one walked by
-    each gen-1 collection that finds them there and by every full one (280-390 ms of CPU,
-    0.6 s wall on a loaded machine, the loop that answers every move stopped meanwhile),
-    while those collections freed 0-511 objects (benchmarks/README.md, branch ``cap10``).
+    each gen-1 collection that finds them there and by every full one (280-405 ms of CPU,
+    0.6-0.7 s wall on a loaded machine, the loop that answers every move stopped
+    meanwhile), while those collections freed 0-511 objects (benchmarks/README.md, branch
+    ``cap10``).
     Not in the lobby: its young collections free thousands of cycles (HTTP requests,
     sockets), and a socket frozen alive and dropped in a cycle would stay until a thaw.
     What can be kept of cyclic garbage is bounded by :func:`thaw_now_and_then`."""
@@ -227,9 +228,9 @@ def freeze_survivors() -> None:
 
 async def thaw_now_and_then(stop: asyncio.Event, seconds: float = THAW_S) -> None:
     """Every ``seconds``: everything unfrozen, one full collection (what became cyclic
-    garbage after it was frozen is freed), everything frozen again; one pause of a full
-    collection in that long, where the collector's own heuristics made one every minute
-    or two at 3,000 tables."""
+    garbage after it was frozen is freed), everything frozen again: one pause of a full
+    collection in that long (the collector's own heuristics made one about a minute after
+    the first gen-1 at 2,000 tables, 223 ms of CPU)."""
     while not stop.is_set():
         await wait_or_stop(stop, seconds)
         if not stop.is_set():

@@ -238,6 +238,9 @@ async def _run(
     redis = pools.client()  # metrics and health
     if settings.child_ready_fd is None:  # Redis' figures: one sampler per `caravel up`
         tasks.append(asyncio.create_task(RedisSampler(redis, keys).run(stop), name="sampler"))
+    if not services.lobby:  # the services child: its young collections free nothing
+        freeze_survivors()
+        tasks.append(asyncio.create_task(thaw_now_and_then(stop), name="collector"))
     health = Health(redis, db, tasks, children)
     app.include_router(operations_routes(health))
     server = None
@@ -246,9 +249,6 @@ async def _run(
         server = _Server(_http_config(app, settings))
         tasks.append(asyncio.create_task(server.serve(sockets), name="http"))
     tune_collector()
-    if not services.lobby:  # the services child: its young collections free nothing
-        freeze_survivors()
-        tasks.append(asyncio.create_task(thaw_now_and_then(stop), name="collector"))
     if server is not None:
         while not server.started and not tasks[-1].done() and not stop.is_set():
             await asyncio.sleep(0.01)  # until it serves its port: then a child says it serves
