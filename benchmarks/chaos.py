@@ -186,7 +186,7 @@ def backend(options: Options, server: str) -> Iterator[tuple[str, SingleRedis | 
         finally:
             if options.logs is not None and (single.folder / "redis.log").exists():
                 shutil.copy(single.folder / "redis.log", options.logs / "redis.log")
-            single.stop()
+            single.stop(keep=None if options.logs is None else options.logs / "redis-data")
         return
     extra = ("--min-replicas-to-write", "1") if options.durability else ()
     cluster = LocalCluster(server, replicas=options.replicas, options=extra)
@@ -237,7 +237,7 @@ async def run(options: Options) -> Report:
                 services.stop()
     finally:
         if options.logs is not None:
-            for log in folder.glob("*.log"):
+            for log in [*folder.glob("*.log"), *folder.glob("caravel.db")]:
                 shutil.copy(log, options.logs / log.name)
         shutil.rmtree(folder, ignore_errors=True)
     report.seconds = round(time.monotonic() - started, 1)
@@ -287,7 +287,10 @@ async def _drive(
             await asyncio.wait(players, timeout=options.settle_s)
             over = set(await store.over(tally.games))  # the players still play theirs
             stuck = stuck_games(progress, over, options.still_s)
-            report.verdict.stuck_games = [await _pending(http, g) for g in stuck]
+            report.verdict.stuck_games = [
+                f"{await _pending(http, g)} ({'bots' if g in tally.bot_games else 'human seat 0'})"
+                for g in stuck
+            ]
             for task in players:
                 task.cancel()
             await asyncio.gather(*players, return_exceptions=True)

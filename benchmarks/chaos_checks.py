@@ -302,7 +302,9 @@ async def check_logs(
             verdict.lost.append(f"{a.game} {a.command_id} acked at {a.version}, log: {at}")
     for r in tally.refused:
         if _refused_wrongly(r.legal_version, logs.get(r.game, []), tally.sent.get(r.game, set())):
-            verdict.wrongly_refused.append(f"{r.game} {r.command_id} at {r.legal_version} {r.code}")
+            verdict.wrongly_refused.append(
+                f"{r.game} {r.command_id} at {r.legal_version} {r.code}: {r.detail}"
+            )
     return logs
 
 

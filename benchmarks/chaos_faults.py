@@ -219,7 +219,9 @@ class SingleRedis:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
-    def stop(self) -> None:
+    def stop(self, keep: Path | None = None) -> None:
+        """Stop the server and delete its files; ``keep``: copy its data there first (a
+        drill's logs: a stuck game's streams and keys, read with a ``redis-server`` on it)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -227,6 +229,8 @@ class SingleRedis:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if keep is not None:
+            shutil.copytree(self.folder, keep, dirs_exist_ok=True)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

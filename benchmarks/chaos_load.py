@@ -38,6 +38,7 @@ class Refused:
     legal_version: int  # the version its /legal answer was at
     status: int
     code: str
+    detail: str = ""  # the refusal's reason and the command sent: a wrong one explains itself
 
 
 @dataclass
@@ -186,7 +187,8 @@ async def _play(
             last = max(last, out["version"])
         else:
             version = seen["version"]
-            refusal = Refused(game, command_id, version, answer.status_code, _code(answer))
+            detail = f"{answer.text[:300]} sent {command}"
+            refusal = Refused(game, command_id, version, answer.status_code, _code(answer), detail)
             http.tally.refused.append(refusal)
 
 
