@@ -59,7 +59,8 @@ from typing import Any
 import httpx
 
 from services.capacity import server_env
-from shared.bus import Keys, connect
+from shared.bus import BODY, Keys, connect
+from shared.contracts import DeadLetter
 from shared.eventstore import EventStore
 from shared.settings import Settings
 from tests.cluster import LocalCluster, _free_ports, redis_server
@@ -137,6 +138,9 @@ class Report:
     http_503: int = 0
     http_5xx: list[str] = field(default_factory=list)
     scoring_caught_up: bool = False
+    # Entries some group gave up on (``GroupConsumer.dead_letter``): work a fault dropped,
+    # a bot's command among them stops its game for good ("group stream: reason: body").
+    dead_letters: list[str] = field(default_factory=list)
     verdict: Verdict = field(default_factory=Verdict)
     shards: list[ShardFigures] = field(default_factory=list)
     # The same from the events of one kind of table only ("bot": tables of bots; "human":
@@ -167,6 +171,7 @@ class Report:
             "scoring differs": len(v.scoring_differs) + (not self.scoring_caught_up),
             "processes exited": len(self.exited),
             "dead loops": len(self.dead_loops),
+            "dead letters": len(self.dead_letters),
             "failed drills": len(self.drill_errors),
         }
 
@@ -304,6 +309,7 @@ async def _drive(
         services.stop(("scoring", "engine"))
         logs = await check_logs(store, tally, report.verdict)
         await scoring_equals_rebuild(store, sql, report.verdict)
+        report.dead_letters = await _dead_letters(redis, keys)
     finally:
         await redis.aclose()
     _fill(report, killer, tally)
@@ -380,6 +386,17 @@ async def _ready(client: httpx.AsyncClient, timeout_s: float = START_S) -> None:
                 return
         await asyncio.sleep(0.2)
     raise TimeoutError("the lobby never got ready")
+
+
+async def _dead_letters(redis: Any, keys: Keys) -> list[str]:
+    """Every partition's dead letters: the group, the stream, why, and the entry's body."""
+    found = []
+    for p in keys.all_partitions():
+        for _, fields in await redis.xrange(keys.dead_letters(p)):
+            record = DeadLetter.model_validate_json(fields[BODY])
+            body = json.loads(record.fields).get(BODY.decode(), "")[:240]
+            found.append(f"{record.group} {record.stream}: {record.reason}: {body}")
+    return found
 
 
 async def _stuck_tables(http: Http, store: EventStore, tally: Tally, verdict: Verdict) -> None:
@@ -522,6 +539,7 @@ def table(report: Report) -> str:
         "scoring": v.scoring_differs,
         "exited": report.exited,
         "dead loops": report.dead_loops,
+        "dead letters": report.dead_letters,
         "drills": report.drill_errors,
     }
     for name, items in findings.items():

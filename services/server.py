@@ -339,6 +339,7 @@ def _loops(
             keys,
             claim_idle_ms=settings.claim_idle_ms,
             retention_s=settings.stream_retention_s,
+            dead_after_ms=settings.dead_letter_after_ms,
         )
         tasks.append(asyncio.create_task(projector.run(stop), name="views"))
     return tasks

@@ -76,6 +76,13 @@ class Settings(BaseSettings):
     max_deliveries: int = Field(
         default=5, ge=1, description="Deliveries before an entry goes to the dead letters."
     )
+    dead_letter_after_ms: int = Field(
+        default=300_000,
+        ge=0,
+        description="An entry delivered max_deliveries times goes to the dead letters only "
+        "once this old: Redis or consumer restarts count deliveries too, and a few in a row "
+        "must not drop a command that never failed.",
+    )
     batch_size: int = Field(default=200, ge=1, description="Stream entries read per batch.")
     engine_linger_ms: int = Field(
         default=2,

@@ -113,6 +113,7 @@ class BotPlayer:
             self.handle,
             batch=BATCH,
             max_deliveries=settings.max_deliveries,
+            dead_after_ms=settings.dead_letter_after_ms,
             claim_idle_ms=settings.claim_idle_ms,
             linger_ms=settings.bot_linger_ms,
             linger_from=1,

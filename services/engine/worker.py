@@ -97,6 +97,7 @@ class Engine:
             Coalesced(self._on_batch),  # the partitions' batches appended in one round trip
             batch=s.batch_size,
             max_deliveries=s.max_deliveries,
+            dead_after_ms=s.dead_letter_after_ms,
             claim_idle_ms=s.claim_idle_ms,
             linger_ms=s.engine_linger_ms,
         )

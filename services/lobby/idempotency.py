@@ -11,7 +11,12 @@ the whole ``IDEMPOTENCY_TTL_S``, and every repeat was 409 ``idempotency_pending`
 (starts and tables never answered); now a repeat runs the request itself once the dead
 one's slot has run out. The same key with another request (method, path or body) is refused: 422
 ``idempotency_key_reused``. A 5xx answer is not kept: the next repeat tries again. Redis
-not answering lets the request through unguarded (it then meets the API's own 503).
+not answering is a 503 ``redis_unavailable`` with ``Retry-After``: the request let through
+unguarded made a seat, a table or a ticket whose answer was then kept nowhere, and its
+repeat made another (issue 25: a join whose repeat was refused ``name_taken`` under Redis
+kills). An answer lost after all (a lobby killed once the request made its seat, or Redis
+failing as it is kept) is answered again by the route itself where it can tell a repeat:
+a join takes its holder from the key (:func:`holder_of`), a start answers a running table.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import hmac
 import re
 from typing import Any
 
@@ -30,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from shared.bus import Keys
 from shared.bus.faults import transient
 from shared.contracts import dump_json, load_json
+from shared.httpapi import RETRY_AFTER_S
 
 from .limits import Refused, client_of
 
@@ -42,6 +49,15 @@ PENDING_S = 20.0  # a running request's slot lasts this long unless renewed (eve
 POLL_S = 0.05
 KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
 KEPT_HEADERS = {b"content-type", b"location", b"retry-after"}
+
+
+def holder_of(key: bytes, client: str, table_id: str, secret: bytes) -> str:
+    """The seat holder a join sent with Idempotency-Key ``key`` by ``client`` takes: the
+    same for its repeats, so a repeat whose first answer was lost finds the seat its first
+    request took (and answers it again) instead of taking another or meeting ``name_taken``;
+    keyed by the lobby's secret, so nobody else can name it."""
+    message = b"join\0" + client.encode() + b"\0" + table_id.encode() + b"\0" + key
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()[:32]
 
 
 def guarded(method: str, path: str) -> bool:
@@ -85,7 +101,10 @@ class IdempotencyMiddleware:
             if not transient(e):  # a fault of the store: any other error is a bug
                 raise
             log.warning("idempotency key not checked: redis does not answer", error=str(e))
-            await self.app(scope, replay(body, receive), send)
+            message = "the game store does not answer; retry shortly"
+            await Refused(503, "redis_unavailable", message, RETRY_AFTER_S).response()(
+                scope, receive, send
+            )
             return
         if first is not None:
             await _send_kept(first, send)

@@ -44,6 +44,8 @@ from .catalog import (
     seat_schema,
 )
 from .db import SEATS, TABLES, LobbySeat, LobbyTable
+from .idempotency import holder_of
+from .limits import client_of
 from .lobby import (
     MAX_SEATS,
     VIEW_WAIT_S,
@@ -249,9 +251,15 @@ def _get(db: Engine, table_id: str) -> TableOut:
     responses=ERRORS,
     name="join_table",
 )
-async def join(table_id: Id, body: JoinTable, lobby: LobbyDep) -> JoinOut:
-    """Take a seat (a given one, or the first free): the answer carries the seat token."""
-    seat, holder = await run_in_threadpool(_join, lobby.db, table_id, body)
+async def join(table_id: Id, body: JoinTable, lobby: LobbyDep, request: Request) -> JoinOut:
+    """Take a seat (a given one, or the first free): the answer carries the seat token.
+    A join sent with an ``Idempotency-Key`` whose seat is taken already answers that seat:
+    it is the repeat of a join whose answer was lost."""
+    key = request.headers.get("idempotency-key")
+    keyed = None
+    if key is not None:
+        keyed = holder_of(key.encode("latin-1"), client_of(request.scope), table_id, lobby.key)
+    seat, holder = await run_in_threadpool(_join, lobby.db, table_id, body, keyed)
     try:
         await lobby.set_holder(table_id, seat, holder)
     except Exception:  # the seat is given back, so the client's retry (of a 503) gets it
@@ -267,16 +275,20 @@ async def _lean_join(request: Request) -> Response | None:
     body = await _lean_body(request, JoinTable)
     if table_id is None or body is None:
         return None
-    return _lean_answer(await join(table_id, body, request.app.state.lobby), 201)
+    return _lean_answer(await join(table_id, body, request.app.state.lobby, request), 201)
 
 
-def _join(db: Engine, table_id: str, body: JoinTable) -> tuple[int, str]:
-    """The seat taken in SQL and its new holder's id."""
+def _join(db: Engine, table_id: str, body: JoinTable, keyed: str | None) -> tuple[int, str]:
+    """The seat taken in SQL and its new holder's id (``keyed``: the holder of a keyed
+    join, :func:`~.idempotency.holder_of`, whose seat, if taken already, is answered)."""
     for _ in range(8):  # lost a race for a seat: try the next free one
-        holder = uuid.uuid4().hex
+        holder = keyed or uuid.uuid4().hex
         try:
             with db.begin() as connection:  # one read, one insert, one commit
                 table, taken = _read(connection, table_id)
+                mine = next((s for s in taken if keyed and s.holder == keyed), None)
+                if mine is not None:  # the repeat of a join whose answer was lost
+                    return mine.seat, holder
                 if table.status != "open":
                     raise ApiError(409, "table_not_open", f"table {table_id} is {table.status}")
                 if any(s.kind == "human" and s.name == body.name for s in taken):

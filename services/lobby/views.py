@@ -107,6 +107,7 @@ class ViewProjector:
         consumer: str | None = None,
         claim_idle_ms: int = 10_000,
         retention_s: float = 600.0,
+        dead_after_ms: int = 0,
     ) -> None:
         self.redis = redis
         self.retention_s = retention_s
@@ -123,6 +124,7 @@ class ViewProjector:
             self.handle,
             batch=BATCH,
             claim_idle_ms=claim_idle_ms,
+            dead_after_ms=dead_after_ms,
         )
         self.games: OrderedDict[str, Projected] = OrderedDict()
         self.wanted: dict[str, float] = {}  # game → until when (Unix time) it is read

@@ -213,3 +213,40 @@ async def test_a_reclaim_claims_each_pending_entry_once_however_its_batches_end(
     assert await any_redis.xlen(keys.dead_letters(0)) == 0
     pending: Any = await any_redis.xpending_range(stream, "readers", "-", "+", 10)
     assert [p["times_delivered"] for p in pending] == [2] * 5  # read, claimed once
+
+
+async def test_an_entry_delivered_too_often_is_dead_lettered_only_once_it_is_old(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """Every restart of Redis or of a consumer reclaims, and counts, every pending entry
+    again: a few Redis kills in a row dead-lettered a bot's command or decision request
+    that never failed a handler, and its game waited for good (issue 25, the chaos
+    benchmark). An entry delivered more than ``max_deliveries`` times is handled again
+    while it is younger than ``dead_after_ms``; one that old is dead-lettered."""
+    stream = keys.commands(0)
+    await ensure_group(any_redis, stream, "readers")
+    await any_redis.xadd(stream, {"n": "0"})
+    await read_as(any_redis, "readers", "dead", stream, 1)
+    for _ in range(3):  # claimed by three more consumers that died: delivered 4 times
+        await any_redis.xautoclaim(stream, "readers", "dead", 0, start_id="0-0")
+    seen: list[bytes] = []
+
+    async def leave_pending(deliveries: list[Delivery]) -> None:
+        seen.extend(d.fields[b"n"] for d in deliveries)
+
+    young = GroupConsumer(
+        Broker(any_redis), any_redis, "readers", "young", keys, leave_pending,
+        max_deliveries=2, dead_after_ms=60_000,
+    )  # fmt: skip
+    assert await young.reclaim(stream, 0) == 1
+    assert seen == [b"0"]
+    assert await any_redis.xlen(keys.dead_letters(0)) == 0
+    await asyncio.sleep(0.05)
+    old = GroupConsumer(
+        Broker(any_redis), any_redis, "readers", "old", keys, leave_pending,
+        max_deliveries=2, dead_after_ms=10,
+    )  # fmt: skip
+    assert await old.reclaim(stream, 0) == 0
+    assert seen == [b"0"]
+    assert await any_redis.xlen(keys.dead_letters(0)) == 1
+    assert (await any_redis.xpending(stream, "readers"))["pending"] == 0

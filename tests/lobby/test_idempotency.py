@@ -5,6 +5,7 @@ when the repeats come at once; the same key with another request is refused."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,72 @@ async def test_a_key_sent_with_another_request_or_malformed_is_refused(
         ]
         assert [r.status_code for r in refused] == [422, 422]
         assert refused[0].json() == refused[1].json()
+
+
+async def test_a_join_whose_kept_answer_was_lost_answers_its_seat_again(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """The chaos benchmark's "wrongly refused" join (issue 25): the join took its seat but
+    its answer was kept nowhere (the lobby killed before it kept it, or Redis failing as it
+    did), so the client's repeat ran the join again and was refused ``name_taken``. Here the
+    kept answer is deleted after the first join: the repeat answers the seat the first one
+    took, with a token that holds it; another key is still a second join, refused."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        table = (await client.post("/tables", json=TABLE)).json()["id"]
+        once = {"Idempotency-Key": "join-lost"}
+        first = await client.post(f"/tables/{table}/join", json={"name": "Ana"}, headers=once)
+        assert first.status_code == 201, first.text
+        slots = [k async for k in redis.scan_iter(f"{keys.prefix}:idempotency:*:join-lost")]
+        assert len(slots) == 1
+        await redis.delete(*slots)  # the first answer, kept nowhere
+        repeat = await client.post(f"/tables/{table}/join", json={"name": "Ana"}, headers=once)
+        assert repeat.status_code == 201, repeat.text
+        assert "idempotent-replayed" not in repeat.headers  # answered by the route itself
+        assert repeat.json()["seat"] == first.json()["seat"]
+        other = {"Idempotency-Key": "join-other"}
+        again = await client.post(f"/tables/{table}/join", json={"name": "Ana"}, headers=other)
+        assert again.status_code == 409 and again.json()["code"] == "name_taken"
+        started = await client.post(
+            f"/tables/{table}/start", headers=bearer(repeat.json()["token"])
+        )
+        assert started.status_code == 200, started.text  # the repeat's token holds the seat
+        taken = (await client.get(f"/tables/{table}")).json()["taken"]
+        assert [s["name"] for s in taken if s["kind"] == "human"] == ["Ana"]  # one seat
+
+
+async def test_a_keyed_request_is_refused_503_while_redis_does_not_answer() -> None:
+    """With Redis away the key cannot be checked: the request let through unguarded made a
+    seat or a table whose answer was kept nowhere, and its repeat made another. It is a 503
+    with ``Retry-After`` now, and the route does not run (a Redis nobody listens on)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing answers there
+    away = connect(f"redis://127.0.0.1:{port}/0")
+    ran: list[Any] = []
+    answered: list[Any] = []
+
+    async def route(scope: Any, receive: Any, send: Any) -> None:
+        ran.append(scope["path"])
+
+    async def sent(message: Any) -> None:
+        answered.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/tables/t-1/join",
+        "headers": [(b"idempotency-key", b"k-away")],
+        "client": ("10.0.0.1", 1234),
+    }
+    try:
+        middleware = IdempotencyMiddleware(route, away, Keys("cv-away", 4))
+        await middleware(scope, _receiving(b'{"name": "Ana"}'), sent)
+    finally:
+        await away.aclose()
+    assert ran == []
+    assert answered[0]["status"] == 503
+    assert (b"retry-after", b"1") in answered[0]["headers"]
+    assert b"redis_unavailable" in answered[1]["body"]
 
 
 async def test_a_waiting_player_cancels_their_ticket(
