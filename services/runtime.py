@@ -193,3 +193,47 @@ def tune_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*COLLECT_AFTER)
+
+
+# How often a process that freezes its survivors (:func:`freeze_survivors`) thaws them for
+# one full collection: the cyclic garbage it can keep is what became garbage in this long.
+THAW_S = 600.0
+
+
+def _freeze_after_a_clean_young_collection(phase: str, info: dict[str, int]) -> None:
+    """A :data:`gc.callbacks` hook: once a young collection has freed nothing, what
+    survived it is frozen too (the young generation held no cyclic garbage; what it holds
+    now lives until its refcount drops)."""
+    if phase == "stop" and info["generation"] == 0 and info["collected"] == 0:
+        gc.freeze()
+
+
+def freeze_survivors() -> None:
+    """In a process whose young collections free nothing (the services child of
+    ``caravel up``: the engine's, scoring's and the bots' game states), the survivors of
+    each such collection are frozen out of the older generations' collections.
+
+    The Age of Discovery's state is ~280 lists a game, held by the engine's cache and by
+    scoring's: at 2,000-3,000 tables 0.6-0.9 million tracked lists, every one walked by
+    each gen-1 collection that finds them there and by every full one (280-405 ms of CPU,
+    0.6-0.7 s wall on a loaded machine, the loop that answers every move stopped
+    meanwhile), while those collections freed 0-511 objects (benchmarks/README.md, branch
+    ``cap10``).
+    Not in the lobby: its young collections free thousands of cycles (HTTP requests,
+    sockets), and a socket frozen alive and dropped in a cycle would stay until a thaw.
+    What can be kept of cyclic garbage is bounded by :func:`thaw_now_and_then`."""
+    if _freeze_after_a_clean_young_collection not in gc.callbacks:
+        gc.callbacks.append(_freeze_after_a_clean_young_collection)
+
+
+async def thaw_now_and_then(stop: asyncio.Event, seconds: float = THAW_S) -> None:
+    """Every ``seconds``: everything unfrozen, one full collection (what became cyclic
+    garbage after it was frozen is freed), everything frozen again: one pause of a full
+    collection in that long (the collector's own heuristics made one about a minute after
+    the first gen-1 at 2,000 tables, 223 ms of CPU)."""
+    while not stop.is_set():
+        await wait_or_stop(stop, seconds)
+        if not stop.is_set():
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()

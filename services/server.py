@@ -35,8 +35,10 @@ from services.httpwrites import CorkedHttpToolsProtocol
 from services.runtime import (
     RedisPools,
     Stopped,
+    freeze_survivors,
     redis_for,
     stop_on_signals,
+    thaw_now_and_then,
     tune_collector,
     wait_for,
 )
@@ -236,6 +238,9 @@ async def _run(
     redis = pools.client()  # metrics and health
     if settings.child_ready_fd is None:  # Redis' figures: one sampler per `caravel up`
         tasks.append(asyncio.create_task(RedisSampler(redis, keys).run(stop), name="sampler"))
+    if not services.lobby:  # the services child: its young collections free nothing
+        freeze_survivors()
+        tasks.append(asyncio.create_task(thaw_now_and_then(stop), name="collector"))
     health = Health(redis, db, tasks, children)
     app.include_router(operations_routes(health))
     server = None

@@ -37,6 +37,7 @@ def note_when_serving():
             modules=sorted(sys.modules),
             frozen=gc.get_freeze_count(),
             threshold=list(gc.get_threshold()),
+            hooks=[getattr(hook, "__name__", "") for hook in gc.callbacks],
         )
     os.kill(os.getpid(), signal.SIGTERM)
 
@@ -118,6 +119,18 @@ def test_a_started_process_has_tuned_its_collector(
     seen = started("engine", redis_url, keys, tmp_path)
     assert seen["threshold"] == list(COLLECT_AFTER)
     assert seen["frozen"] > 50_000  # the imported modules, classes, functions, schemas
+
+
+FREEZES = "_freeze_after_a_clean_young_collection"
+
+
+def test_the_services_child_freezes_its_survivors_and_the_lobby_does_not(
+    redis_url: str, keys: Keys, tmp_path: Path
+) -> None:
+    """The services child of `caravel up` (its young collections free nothing: game states)
+    freezes what survives them; the lobby (whose free thousands of cycles) does not."""
+    assert FREEZES in started("engine,ai,scoring,views", redis_url, keys, tmp_path)["hooks"]
+    assert FREEZES not in started("lobby", redis_url, keys, tmp_path)["hooks"]
 
 
 async def test_a_process_whose_service_loop_died_exits_so_that_it_is_started_again(
