@@ -78,7 +78,26 @@ async def test_a_client_reads_its_own_writes_in_a_burst_of_moves(
             assert (told is None) == (move % 2 == 0)
             assert told is None or told["version"] == version
 
-        # A version the game never reached is refused at once; an unknown game is a 404.
+        # A version the log reaches while the read waits is answered (a client's own version
+        # ahead of a log that went back, written again meanwhile: issue 25); one the game
+        # never reached is refused once the wait is over; an unknown game is a 404.
+        legal = await asyncio.gather(*(_legal(client, game, t, version) for t in tokens))
+        seat = next(s for s, seat in enumerate(legal) if seat["legal_commands"])
+        other = tokens[1 - seat]
+        waiting = asyncio.create_task(
+            client.get(
+                f"/games/{game}/legal", params={"after_version": version + 1}, headers=bearer(other)
+            )
+        )
+        await asyncio.sleep(0.3)  # the read waits for a version the log has not reached
+        move = rng.choice(legal[seat]["legal_commands"])
+        mover = bearer(tokens[seat])
+        moved = await client.post(f"/games/{game}/commands", json=move, headers=mover)
+        assert moved.status_code == 200, moved.text
+        version = moved.json()["version"]
+        reached = await waiting
+        assert reached.status_code == 200, reached.text
+        assert reached.json()["version"] == version
         ahead = await client.get(
             f"/games/{game}/legal", params={"after_version": version + 1}, headers=bearer(tokens[0])
         )
