@@ -116,6 +116,7 @@ class Options:
     still_s: float = 20.0  # a game that has not moved this long at the end is stuck
     durability: bool = True  # cluster only
     replicas: int = 1  # cluster only: each master's replicas (2: the promoted one still has one)
+    fsync: str = "everysec"  # one Redis: its appendfsync (always: nothing acknowledged is lost)
     database_url: str | None = None
     logs: Path | None = None  # where to keep the processes' logs (else deleted)
     log_level: str = "WARNING"  # the services' CARAVEL_LOG_LEVEL
@@ -185,7 +186,7 @@ def kinds_for(options: Options) -> list[str]:
 def backend(options: Options, server: str) -> Iterator[tuple[str, SingleRedis | None, Any]]:
     """The run's own Redis: its URL, and the single server or the cluster."""
     if options.redis == "single":
-        single = SingleRedis(server).start()
+        single = SingleRedis(server, appendfsync=options.fsync).start()
         try:
             yield single.url, single, None
         finally:
@@ -462,8 +463,9 @@ def table(report: Report) -> str:
     """The report as a Markdown table, and the findings after it."""
     o, v = report.options, report.verdict
     durability = "on" if o.redis == "cluster" and o.durability else "off"
+    fsync = f", appendfsync {o.fsync}" if o.redis == "single" else ""
     rows = [
-        ("redis", f"{o.redis} (durability {durability})"),
+        ("redis", f"{o.redis} (durability {durability}{fsync})"),
         ("minutes of kills / whole run s", f"{o.minutes} / {report.seconds}"),
         ("kills", ", ".join(f"{k} {n}" for k, n in report.kills.items()) or "none"),
         ("back after a kill (median s; services: from start)", json.dumps(report.redis_back_s)),
@@ -567,6 +569,12 @@ def main() -> None:
     parser.add_argument(
         "--replicas", type=int, default=1, help="cluster: replicas a master (2: 3+6 nodes)"
     )
+    parser.add_argument(
+        "--fsync",
+        choices=("everysec", "always"),
+        default="everysec",
+        help="one Redis: appendfsync (everysec may lose up to 2 s of acknowledged writes)",
+    )
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
     parser.add_argument("--log-level", default="WARNING", help="the services' log level")
@@ -588,6 +596,7 @@ def main() -> None:
         settle_s=args.settle,
         durability=not args.no_durability,
         replicas=args.replicas,
+        fsync=args.fsync,
         database_url=args.database_url,
         logs=args.logs,
         log_level=args.log_level,
