@@ -234,19 +234,17 @@ async def test_an_entry_delivered_too_often_is_dead_lettered_only_once_it_is_old
     async def leave_pending(deliveries: list[Delivery]) -> None:
         seen.extend(d.fields[b"n"] for d in deliveries)
 
-    young = GroupConsumer(
-        Broker(any_redis), any_redis, "readers", "young", keys, leave_pending,
-        max_deliveries=2, dead_after_ms=60_000,
-    )  # fmt: skip
-    assert await young.reclaim(stream, 0) == 1
+    def giving_up_after(name: str, dead_after_ms: int) -> GroupConsumer:
+        return GroupConsumer(
+            Broker(any_redis), any_redis, "readers", name, keys, leave_pending,
+            max_deliveries=2, dead_after_ms=dead_after_ms,
+        )  # fmt: skip
+
+    assert await giving_up_after("young", 60_000).reclaim(stream, 0) == 1
     assert seen == [b"0"]
     assert await any_redis.xlen(keys.dead_letters(0)) == 0
     await asyncio.sleep(0.05)
-    old = GroupConsumer(
-        Broker(any_redis), any_redis, "readers", "old", keys, leave_pending,
-        max_deliveries=2, dead_after_ms=10,
-    )  # fmt: skip
-    assert await old.reclaim(stream, 0) == 0
+    assert await giving_up_after("old", 10).reclaim(stream, 0) == 0
     assert seen == [b"0"]
     assert await any_redis.xlen(keys.dead_letters(0)) == 1
     assert (await any_redis.xpending(stream, "readers"))["pending"] == 0

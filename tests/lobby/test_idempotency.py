@@ -154,13 +154,7 @@ async def test_a_keyed_request_is_refused_503_while_redis_does_not_answer() -> N
     async def sent(message: Any) -> None:
         answered.append(message)
 
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/tables/t-1/join",
-        "headers": [(b"idempotency-key", b"k-away")],
-        "client": ("10.0.0.1", 1234),
-    }
+    scope = _keyed_post("/tables/t-1/join", b"k-away")
     try:
         middleware = IdempotencyMiddleware(route, away, Keys("cv-away", 4))
         await middleware(scope, _receiving(b'{"name": "Ana"}'), sent)
@@ -209,13 +203,7 @@ async def test_a_repeat_runs_again_when_the_first_requests_lobby_died(
     the dead one's slot has run out."""
     monkeypatch.setattr(idempotency, "PENDING_S", 0.5)
     body = b'{"seats": 2}'
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/tables",
-        "headers": [(b"idempotency-key", b"dies-1")],
-        "client": ("10.0.0.1", 1234),
-    }
+    scope = _keyed_post("/tables", b"dies-1")
     running = threading.Event()
 
     async def hangs(scope: Any, receive: Any, send: Any) -> None:
@@ -255,6 +243,17 @@ async def test_a_repeat_runs_again_when_the_first_requests_lobby_died(
 
 
 _DEAD: list[Any] = []
+
+
+def _keyed_post(path: str, key: bytes) -> dict[str, Any]:
+    """The ASGI scope of a POST to ``path`` with an Idempotency-Key, from one client."""
+    return {
+        "type": "http",
+        "method": "POST",
+        "path": path,
+        "headers": [(b"idempotency-key", key)],
+        "client": ("10.0.0.1", 1234),
+    }
 
 
 def _receiving(body: bytes) -> Any:
