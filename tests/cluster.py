@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 import random
 import re
@@ -131,8 +130,16 @@ def _free_ports(count: int) -> list[int]:
     fails (seen: a bot process restarted without its probe port, never serving)."""
     first = ephemeral_ports()[0] - BUS_OFFSET
     candidates = random.sample(range(LOWEST_PORT, first), max(first - LOWEST_PORT, 0))
-    free = (p for p in candidates if _bindable(p) and _bindable(p + BUS_OFFSET))
-    ports = list(itertools.islice(free, count))
+    ports: list[int] = []
+    taken: set[int] = set()  # the ports chosen and their bus ports: one node's bus port
+    for p in candidates:  # was another's port once (bind: Address already in use)
+        if len(ports) == count:
+            break
+        if p in taken or p + BUS_OFFSET in taken:
+            continue
+        if _bindable(p) and _bindable(p + BUS_OFFSET):
+            ports.append(p)
+            taken |= {p, p + BUS_OFFSET}
     if len(ports) < count:
         raise RuntimeError(f"not {count} free ports below {first}")
     return ports
