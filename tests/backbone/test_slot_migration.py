@@ -71,8 +71,8 @@ async def test_a_partition_moved_to_another_master_under_load_loses_and_repeats_
                 try:
                     result = await sender.execute(command, timeout_s=20)
                     break
-                except Exception as e:  # TRYAGAIN or MOVED/ASK past redis-py's TTL
-                    if not transient(e):
+                except Exception as e:  # TRYAGAIN or MOVED/ASK past redis-py's TTL, or
+                    if not (transient(e) or isinstance(e, TimeoutError)):  # no answer yet
                         raise
                     retried.add(command.command_id)
                     await asyncio.sleep(0.1)
