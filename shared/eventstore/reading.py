@@ -30,7 +30,7 @@ class ArchiveReader(Protocol):
 
     def seats(self, game_ids: Sequence[str]) -> dict[str, dict[str, str]]: ...
 
-    def has(self, game_id: str) -> bool: ...
+    def kept(self, game_ids: Sequence[str]) -> set[str]: ...
 
 
 @dataclass(frozen=True)
@@ -232,17 +232,49 @@ class EventReader:
         return {game_id: Seats.from_hash(seats) for game_id, seats in raw.items()}
 
     async def exists(self, game_id: str) -> bool:
-        """A game of that id is in Redis or in the archive."""
+        """A game of that id is in Redis or in the archive (a fault reading it is raised)."""
+        return bool((await self._existing([game_id], raise_on_error=True))[game_id])
+
+    async def existing(self, game_ids: Sequence[str]) -> dict[str, bool | None]:
+        """Whether each game is in Redis or in the archive, as :meth:`exists` tells of one:
+        one pipelined round trip for all (a cluster's pipeline is sent node by node), and
+        one query of the archive for those Redis does not hold. None: not known now (its
+        shard answered with a fault): nothing is concluded of a game whose keys were not
+        read."""
+        return await self._existing(game_ids, raise_on_error=False)
+
+    async def _existing(
+        self, game_ids: Sequence[str], raise_on_error: bool
+    ) -> dict[str, bool | None]:
+        """:meth:`existing`; with ``raise_on_error``, a fault is raised instead. A game's
+        keys are read before its partition's archived set: archiving deletes them and adds
+        its id there in one script, so one of the two reads sees it (and its archive row is
+        written before either)."""
+        if not game_ids:
+            return {}
         k = self.keys
-        p = k.partition(game_id)
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.exists(k.meta(game_id), k.log(game_id))
-            pipe.sismember(k.games(p), game_id)
-            pipe.sismember(k.archived(p), game_id)
-            found: list[Any] = await pipe.execute()
-        if any(found):
-            return True
-        return self.archive is not None and await asyncio.to_thread(self.archive.has, game_id)
+            for game_id in game_ids:
+                p = k.partition(game_id)
+                pipe.exists(k.meta(game_id), k.log(game_id))
+                pipe.sismember(k.games(p), game_id)
+                pipe.sismember(k.archived(p), game_id)
+            found: list[Any] = await pipe.execute(raise_on_error=raise_on_error)
+        out: dict[str, bool | None] = {}
+        absent = []
+        for i, game_id in enumerate(game_ids):
+            replies = found[3 * i : 3 * i + 3]
+            if any(r for r in replies if not isinstance(r, Exception)):
+                out[game_id] = True
+            elif any(isinstance(r, Exception) for r in replies):
+                out[game_id] = None
+            else:
+                out[game_id] = False
+                absent.append(game_id)
+        if absent and self.archive is not None:
+            for game_id in await asyncio.to_thread(self.archive.kept, absent):
+                out[game_id] = True
+        return out
 
     async def finished_games(self, partition: int) -> list[Finished]:
         """The partition's finished games still in Redis, with when they finished."""

@@ -1,0 +1,170 @@
+"""Running tables whose game Redis lost (issue 25: a table of bots started just before a
+Redis kill -9 had nothing left in Redis while SQL had it ``running``, forever): the lobby
+finds them and starts their game again; a finished or archived game's table, and one whose
+game is there, are left alone. On one Redis and on the cluster (the games spread over the
+shards)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import structlog
+from redis.asyncio import Redis
+from sqlalchemy import Engine, event
+from sqlmodel import Session
+
+from services.lobby import tables
+from services.lobby.db import LobbySeat, LobbyTable
+from services.lobby.lobby import Lobby
+from services.lobby.matchmaking import Matchmaker
+from services.lobby.tables import start_table
+from shared.bus import Keys
+from shared.contracts.records import BOT_PREFIX, LEFT
+from shared.eventstore import Archive, EventStore, archive_game
+
+from ..backbone.helpers import play_to_the_end, running_engine, settings_for, wait_for
+
+
+def _table(db: Engine, table_id: str, status: str = "open", seats: int = 2) -> None:
+    """A full table of bots (``status`` ``running``: started, its start done)."""
+    with Session(db) as session:
+        table = LobbyTable(
+            id=table_id, ruleset="standard", options={}, seats=seats, deadline_s=60, status=status
+        )
+        session.add(table)
+        session.flush()
+        for seat in range(seats):
+            bot = LobbySeat(table_id=table_id, seat=seat, kind="bot", name="b", bot_level="random")
+            session.add(bot)
+        session.commit()
+
+
+def _row(db: Engine, table_id: str) -> LobbyTable:
+    with Session(db) as session:
+        row = session.get(LobbyTable, table_id)
+        assert row is not None
+        return row
+
+
+async def _lose(redis: Any, keys: Keys, game_id: str) -> None:
+    """What Redis keeps of a game that it lost: nothing (its keys, and its id among its
+    partition's games: all written after the last write Redis kept)."""
+    p = keys.partition(game_id)
+    found = [k async for k in redis.scan_iter(match=f"{keys.prefix}:{{{p}}}:*:{game_id}*")]
+    assert found
+    await redis.delete(*found)  # one slot: the game's partition
+    await redis.srem(keys.games(p), game_id)
+
+
+async def _first_event_id(store: EventStore, game_id: str) -> str:
+    events = await store.read(game_id)
+    assert events
+    return events[0].event_id
+
+
+async def test_a_running_table_whose_game_redis_lost_gets_its_game_again(
+    any_redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """Five running tables, their starts done: one whose game Redis lost (the engine
+    still caches it, as when Redis alone crashed), one whose game runs, one finished, one
+    archived, and one archived whose every trace Redis lost (its id among the archived
+    ones too: the archive in SQL has it). The matchmaker's rounds start the lost one's game
+    again (seats as the table says, the seat its player left to the fallback bot) and see
+    its start through; the four others are not touched."""
+    settings = settings_for(keys, secret="test", start_retry_s=0.01)
+    lobby = Lobby(any_redis, keys, database, settings)
+    store = EventStore(any_redis, keys)
+    archive = Archive(database)
+    redis: Any = any_redis
+    try:
+        async with running_engine(any_redis, keys):
+            for table_id in ("t-lost", "t-kept"):
+                _table(database, table_id, seats=3)
+                await start_table(lobby, table_id, None)
+            with Session(database) as session:  # its player left: the fallback bot's seat
+                seat = session.get(LobbySeat, ("t-lost", 1))
+                assert seat is not None
+                seat.kind, seat.bot_level, seat.left = "human", None, True
+                session.add(seat)
+                session.commit()
+            for table_id in ("t-finished", "t-archived", "t-archived-only"):
+                _table(database, table_id, status="running", seats=3)
+                await play_to_the_end(any_redis, keys, table_id)
+            for table_id in ("t-archived", "t-archived-only"):
+                archived = await archive_game(store, archive, table_id)
+                assert archived is not None and archived.deleted
+            gone = keys.archived(keys.partition("t-archived-only"))
+            await redis.srem(gone, "t-archived-only")
+            others = ("t-kept", "t-finished")
+            before = {t: await _first_event_id(store, t) for t in others}
+            versions = await store.versions(others)
+            await _lose(redis, keys, "t-lost")
+            assert not await store.exists("t-lost")
+
+            matchmaker = Matchmaker(lobby, wait_s=60, reconcile_s=0)  # reconciles each round
+
+            async def seen_through() -> bool:
+                with structlog.testing.capture_logs():
+                    await matchmaker.round()
+                return _row(database, "t-lost").starting_since is None
+
+            await wait_for(seen_through, timeout_s=30)
+            assert await store.exists("t-lost")
+            lost = _row(database, "t-lost")
+            assert (lost.status, lost.start_error) == ("running", "")
+            seats = await store.seats(["t-lost"])
+            assert seats["t-lost"].players == {
+                0: f"{BOT_PREFIX}random",
+                1: LEFT,
+                2: f"{BOT_PREFIX}random",
+            }
+            created = (await store.read("t-lost"))[0]
+            assert created.data["players"] == ["b", "b", "b"]
+
+            assert {t: await _first_event_id(store, t) for t in others} == before
+            assert await store.versions(others) == versions
+            for table_id in ("t-archived", "t-archived-only"):
+                assert not await redis.exists(keys.log(table_id), keys.meta(table_id))
+                assert archive.has(table_id)
+            for table_id in ("t-kept", "t-finished", "t-archived", "t-archived-only"):
+                row = _row(database, table_id)
+                assert (row.status, row.starting_since) == ("running", None), table_id
+    finally:
+        await lobby.close()
+
+
+async def test_the_running_tables_are_looked_at_in_pages_once_a_pass(
+    redis: Redis, keys: Keys, database: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five started tables, pages of two: a pass looks at each table once, one page a
+    round, and finds the lost game wherever it is in the pass; the next pass waits for
+    ``CARAVEL_LOST_GAME_CHECK_S``: the rounds between make no query. A table whose start
+    is under way is the reconciler of starts' (never looked at here)."""
+    monkeypatch.setattr(tables, "LOST_CHECK_PAGE", 2)
+    settings = settings_for(keys, secret="test", lost_game_check_s=3600)
+    lobby = Lobby(redis, keys, database, settings)
+    statements: list[str] = []
+    try:
+        async with running_engine(redis, keys):
+            for n in range(5):
+                _table(database, f"t-{n}")
+                await start_table(lobby, f"t-{n}", None)
+            _table(database, "t-starting")
+            tables._claim_start(database, "t-starting", None)  # its start under way
+            since = _row(database, "t-starting").starting_since
+            await _lose(redis, keys, "t-3")
+            lost_games = tables.LostGames(lobby)
+            event.listen(database, "before_cursor_execute", lambda *a: statements.append(a[2]))
+            with structlog.testing.capture_logs() as logs:
+                rounds = [await lost_games.round() for _ in range(3)]
+            assert rounds == [[], ["t-3"], []]  # t-0 t-1 | t-2 t-3 | t-4 (a short page)
+            warned = {e.get("table_id", e.get("game")) for e in logs if e["log_level"] == "warning"}
+            assert warned == {"t-3"}  # the lobby's two, the engine's (its cached game)
+            assert _row(database, "t-starting").starting_since == since
+            statements.clear()
+            assert [await lost_games.round() for _ in range(3)] == [[], [], []]
+            assert statements == []
+            await wait_for(lambda: lobby.store.exists("t-3"))
+    finally:
+        await lobby.close()
