@@ -168,3 +168,33 @@ async def test_the_running_tables_are_looked_at_in_pages_once_a_pass(
             await wait_for(lambda: lobby.store.exists("t-3"))
     finally:
         await lobby.close()
+
+
+async def test_a_game_whose_keys_cannot_be_read_is_not_taken_for_lost(
+    redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """A game whose reads fail (a WRONGTYPE on its partition's archived games stands in
+    for a shard's fault) is not known: its table is left as it is, and looked at again at
+    the next pass, which finds it lost once it can be read."""
+    settings = settings_for(keys, secret="test", lost_game_check_s=0.001)
+    lobby = Lobby(redis, keys, database, settings)
+    try:
+        async with running_engine(redis, keys):
+            _table(database, "t-0")
+            await start_table(lobby, "t-0", None)
+            await _lose(redis, keys, "t-0")
+            archived = keys.archived(keys.partition("t-0"))
+            await redis.set(archived, "not a set")
+            lost_games = tables.LostGames(lobby)
+            assert await lost_games.round() == []
+            assert _row(database, "t-0").starting_since is None
+            await redis.delete(archived)
+
+            async def started_again() -> bool:
+                with structlog.testing.capture_logs():
+                    return await lost_games.round() == ["t-0"]
+
+            await wait_for(started_again)
+            await wait_for(lambda: lobby.store.exists("t-0"))
+    finally:
+        await lobby.close()
