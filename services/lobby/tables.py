@@ -525,12 +525,14 @@ class LostGames:
 
     A table just started whose game the engine has not created yet is an unfinished start
     (``starting_since`` set), never looked at here. A game not known now (its shard
-    answered with a fault) is taken for neither. Cost: one lobby looks through the running
-    tables at most every ``CARAVEL_LOST_GAME_CHECK_S``, ``LOST_CHECK_PAGE`` of them at each
-    of the matchmaker's reconciling rounds (every ``RECONCILE_S``): per page, one SQL query
-    of their ids, one pipelined round trip to Redis, and a query of the archive for those
-    Redis does not hold; a table is looked at once per pass. Each lobby process makes its
-    passes (its place in them is its own)."""
+    answered with a fault) is not taken for lost: it is looked at again at the next pass.
+    Cost: one lobby looks through the running tables at most every
+    ``CARAVEL_LOST_GAME_CHECK_S``, ``LOST_CHECK_PAGE`` of them at each of the matchmaker's
+    reconciling rounds (every ``RECONCILE_S``): per page, one SQL query of their ids and
+    one pipelined round trip to Redis, of a command a partition
+    (:meth:`~shared.eventstore.EventReader.existing`; one more round trip, and a query of
+    the archive, only where some game is missing); a table is looked at once a pass. Each
+    lobby process makes its own passes."""
 
     def __init__(self, lobby: Lobby) -> None:
         self.lobby = lobby
