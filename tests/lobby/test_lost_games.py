@@ -15,7 +15,7 @@ from sqlalchemy import Engine, event
 from sqlmodel import Session
 
 from services.lobby import tables
-from services.lobby.db import LobbySeat, LobbyTable
+from services.lobby.db import LobbySeat
 from services.lobby.lobby import Lobby
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.tables import start_table
@@ -24,37 +24,7 @@ from shared.contracts.records import BOT_PREFIX, LEFT
 from shared.eventstore import Archive, EventStore, archive_game
 
 from ..backbone.helpers import play_to_the_end, running_engine, settings_for, wait_for
-
-
-def _table(db: Engine, table_id: str, status: str = "open", seats: int = 2) -> None:
-    """A full table of bots (``status`` ``running``: started, its start done)."""
-    with Session(db) as session:
-        table = LobbyTable(
-            id=table_id, ruleset="standard", options={}, seats=seats, deadline_s=60, status=status
-        )
-        session.add(table)
-        session.flush()
-        for seat in range(seats):
-            bot = LobbySeat(table_id=table_id, seat=seat, kind="bot", name="b", bot_level="random")
-            session.add(bot)
-        session.commit()
-
-
-def _row(db: Engine, table_id: str) -> LobbyTable:
-    with Session(db) as session:
-        row = session.get(LobbyTable, table_id)
-        assert row is not None
-        return row
-
-
-async def _lose(redis: Any, keys: Keys, game_id: str) -> None:
-    """What Redis keeps of a game that it lost: nothing (its keys, and its id among its
-    partition's games: all written after the last write Redis kept)."""
-    p = keys.partition(game_id)
-    found = [k async for k in redis.scan_iter(match=f"{keys.prefix}:{{{p}}}:*:{game_id}*")]
-    assert found
-    await redis.delete(*found)  # one slot: the game's partition
-    await redis.srem(keys.games(p), game_id)
+from .helpers import bots_table, lose_game, table_row
 
 
 async def _first_event_id(store: EventStore, game_id: str) -> str:
@@ -80,7 +50,7 @@ async def test_a_running_table_whose_game_redis_lost_gets_its_game_again(
     try:
         async with running_engine(any_redis, keys):
             for table_id in ("t-lost", "t-kept"):
-                _table(database, table_id, seats=3)
+                bots_table(database, table_id, seats=3)
                 await start_table(lobby, table_id, None)
             with Session(database) as session:  # its player left: the fallback bot's seat
                 seat = session.get(LobbySeat, ("t-lost", 1))
@@ -89,7 +59,7 @@ async def test_a_running_table_whose_game_redis_lost_gets_its_game_again(
                 session.add(seat)
                 session.commit()
             for table_id in ("t-finished", "t-archived", "t-archived-only"):
-                _table(database, table_id, status="running", seats=3)
+                bots_table(database, table_id, status="running", seats=3)
                 await play_to_the_end(any_redis, keys, table_id)
             for table_id in ("t-archived", "t-archived-only"):
                 archived = await archive_game(store, archive, table_id)
@@ -99,7 +69,7 @@ async def test_a_running_table_whose_game_redis_lost_gets_its_game_again(
             others = ("t-kept", "t-finished")
             before = {t: await _first_event_id(store, t) for t in others}
             versions = await store.versions(others)
-            await _lose(redis, keys, "t-lost")
+            await lose_game(redis, keys, "t-lost")
             assert not await store.exists("t-lost")
 
             matchmaker = Matchmaker(lobby, wait_s=60, reconcile_s=0)  # reconciles each round
@@ -107,11 +77,11 @@ async def test_a_running_table_whose_game_redis_lost_gets_its_game_again(
             async def seen_through() -> bool:
                 with structlog.testing.capture_logs():
                     await matchmaker.round()
-                return _row(database, "t-lost").starting_since is None
+                return table_row(database, "t-lost").starting_since is None
 
             await wait_for(seen_through, timeout_s=30)
             assert await store.exists("t-lost")
-            lost = _row(database, "t-lost")
+            lost = table_row(database, "t-lost")
             assert (lost.status, lost.start_error) == ("running", "")
             seats = await store.seats(["t-lost"])
             assert seats["t-lost"].players == {
@@ -128,7 +98,7 @@ async def test_a_running_table_whose_game_redis_lost_gets_its_game_again(
                 assert not await redis.exists(keys.log(table_id), keys.meta(table_id))
                 assert archive.has(table_id)
             for table_id in ("t-kept", "t-finished", "t-archived", "t-archived-only"):
-                row = _row(database, table_id)
+                row = table_row(database, table_id)
                 assert (row.status, row.starting_since) == ("running", None), table_id
     finally:
         await lobby.close()
@@ -148,12 +118,12 @@ async def test_the_running_tables_are_looked_at_in_pages_once_a_pass(
     try:
         async with running_engine(redis, keys):
             for n in range(5):
-                _table(database, f"t-{n}")
+                bots_table(database, f"t-{n}")
                 await start_table(lobby, f"t-{n}", None)
-            _table(database, "t-starting")
+            bots_table(database, "t-starting")
             tables._claim_start(database, "t-starting", None)  # its start under way
-            since = _row(database, "t-starting").starting_since
-            await _lose(redis, keys, "t-3")
+            since = table_row(database, "t-starting").starting_since
+            await lose_game(redis, keys, "t-3")
             lost_games = tables.LostGames(lobby)
             event.listen(database, "before_cursor_execute", lambda *a: statements.append(a[2]))
             with structlog.testing.capture_logs() as logs:
@@ -161,7 +131,7 @@ async def test_the_running_tables_are_looked_at_in_pages_once_a_pass(
             assert rounds == [[], ["t-3"], []]  # t-0 t-1 | t-2 t-3 | t-4 (a short page)
             warned = {e.get("table_id", e.get("game")) for e in logs if e["log_level"] == "warning"}
             assert warned == {"t-3"}  # the lobby's two, the engine's (its cached game)
-            assert _row(database, "t-starting").starting_since == since
+            assert table_row(database, "t-starting").starting_since == since
             statements.clear()
             assert [await lost_games.round() for _ in range(3)] == [[], [], []]
             assert statements == []
@@ -180,14 +150,14 @@ async def test_a_game_whose_keys_cannot_be_read_is_not_taken_for_lost(
     lobby = Lobby(redis, keys, database, settings)
     try:
         async with running_engine(redis, keys):
-            _table(database, "t-0")
+            bots_table(database, "t-0")
             await start_table(lobby, "t-0", None)
-            await _lose(redis, keys, "t-0")
+            await lose_game(redis, keys, "t-0")
             archived = keys.archived(keys.partition("t-0"))
             await redis.set(archived, "not a set")
             lost_games = tables.LostGames(lobby)
             assert await lost_games.round() == []
-            assert _row(database, "t-0").starting_since is None
+            assert table_row(database, "t-0").starting_since is None
             await redis.delete(archived)
 
             async def started_again() -> bool:
