@@ -28,6 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from shared.bus.faults import transient
 from shared.bus.seat_changes import seat_changed
 from shared.contracts import CommandEnvelope, CommandResult, Seats, key_json
 from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
@@ -531,8 +532,9 @@ class LostGames:
     reconciling rounds (every ``RECONCILE_S``): per page, one SQL query of their ids and
     one pipelined round trip to Redis, of a command a partition
     (:meth:`~shared.eventstore.EventReader.existing`; one more round trip, and a query of
-    the archive, only where some game is missing); a table is looked at once a pass. Each
-    lobby process makes its own passes."""
+    the archive, only where some game is missing); a table is looked at once a pass, and
+    one lobby process makes a pass a period (the first that takes
+    :meth:`~shared.bus.Keys.lost_games_pass`)."""
 
     def __init__(self, lobby: Lobby) -> None:
         self.lobby = lobby
@@ -547,7 +549,10 @@ class LostGames:
             now = time.monotonic()
             if now < self._next_pass:
                 return []
-            self._next_pass = now + self.lobby.settings.lost_game_check_s
+            period_s = self.lobby.settings.lost_game_check_s
+            self._next_pass = now + period_s
+            if not await self._take_pass(period_s):
+                return []
             self._after = ""
         page = await run_in_threadpool(_started_tables, self.lobby.db, self._after)
         self._after = page[-1] if len(page) == LOST_CHECK_PAGE else None
@@ -564,6 +569,21 @@ class LostGames:
             except Exception:
                 log.exception("a lost game could not be started again", table_id=table.id)
         return sent
+
+    async def _take_pass(self, period_s: float) -> bool:
+        """Whether this process makes the pass now due: not if another lobby process began
+        one less than ``period_s`` ago (:meth:`Keys.lost_games_pass`). A shard that refuses
+        the key does not stop the pass (a fault is logged)."""
+        key = self.lobby.keys.lost_games_pass()
+        try:
+            return bool(
+                await self.lobby.redis.set(key, "1", nx=True, px=max(1, int(period_s * 1000)))
+            )
+        except Exception as error:  # a closed connection's AttributeError among them
+            if not transient(error):
+                raise
+            log.warning("lost games' pass key refused; looking without it", error=repr(error))
+            return True
 
 
 def table_out(table: LobbyTable, seats: list[LobbySeat]) -> TableOut:

@@ -109,8 +109,9 @@ async def test_the_running_tables_are_looked_at_in_pages_once_a_pass(
 ) -> None:
     """Five started tables, pages of two: a pass looks at each table once, one page a
     round, and finds the lost game wherever it is in the pass; the next pass waits for
-    ``CARAVEL_LOST_GAME_CHECK_S``: the rounds between make no query. A table whose start
-    is under way is the reconciler of starts' (never looked at here)."""
+    ``CARAVEL_LOST_GAME_CHECK_S``, in this lobby process and in any other: the rounds
+    between make no query. A table whose start is under way is the reconciler of starts'
+    (never looked at here)."""
     monkeypatch.setattr(tables, "LOST_CHECK_PAGE", 2)
     settings = settings_for(keys, secret="test", lost_game_check_s=3600)
     lobby = Lobby(redis, keys, database, settings)
@@ -134,6 +135,8 @@ async def test_the_running_tables_are_looked_at_in_pages_once_a_pass(
             assert table_row(database, "t-starting").starting_since == since
             statements.clear()
             assert [await lost_games.round() for _ in range(3)] == [[], [], []]
+            another_lobby = tables.LostGames(lobby)  # its pass is this period's, begun above
+            assert await another_lobby.round() == []
             assert statements == []
             await wait_for(lambda: lobby.store.exists("t-3"))
     finally:
