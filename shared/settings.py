@@ -152,6 +152,13 @@ class Settings(BaseSettings):
         description="A table started this long ago whose game does not exist yet gets its "
         "start sent again (or is reopened with the reason, if the engine refused it).",
     )
+    lost_game_check_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often a lobby (one among them all) looks, at most, through the "
+        "running tables for those whose game is gone from Redis (writes it lost: a crash, a "
+        "failover) and starts their game again.",
+    )
     redis_max_connections: int = Field(
         default=100, ge=1, description="Connections of each service's own Redis pool."
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
@@ -27,6 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from shared.bus.faults import transient
 from shared.bus.seat_changes import seat_changed
 from shared.contracts import CommandEnvelope, CommandResult, Seats, key_json
 from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
@@ -64,6 +66,7 @@ log = structlog.get_logger("caravel.tables")
 
 M = TypeVar("M", bound=BaseModel)
 RECONCILE_BATCH = 100  # unfinished starts seen through per round, at most
+LOST_CHECK_PAGE = 500  # running tables whose game is looked for per round, at most
 
 
 class CreateTable(GameChoice):
@@ -455,9 +458,17 @@ async def launch(lobby: Lobby, table: LobbyTable, seats: list[LobbySeat]) -> Com
 
 async def _write_seats(lobby: Lobby, table: LobbyTable, seats: list[LobbySeat]) -> None:
     """Who plays each seat (a human, or a bot of a level), for the engine and the bots."""
-    players = {s.seat: HUMAN if s.kind == "human" else f"{BOT_PREFIX}{s.bot_level}" for s in seats}
+    players = {s.seat: _player(s) for s in seats}
     who = Seats(players=players, deadline_s=table.deadline_s)
     await lobby.redis.hset(lobby.keys.seats(table.id), mapping=who.to_mapping())  # type: ignore[arg-type]
+
+
+def _player(seat: LobbySeat) -> str:
+    """Who plays a seat, as the seats hash says it: a seat its human left is the fallback
+    bot's (a start sent again after the leave, say, keeps it so)."""
+    if seat.left:
+        return LEFT
+    return HUMAN if seat.kind == "human" else f"{BOT_PREFIX}{seat.bot_level}"
 
 
 async def reconcile_starts(lobby: Lobby) -> list[str]:
@@ -493,6 +504,86 @@ async def _see_through(lobby: Lobby, table: LobbyTable, seats: list[LobbySeat]) 
     await lobby.sender.send(command)
     await run_in_threadpool(_retried, lobby.db, table.id)
     return True
+
+
+class LostGames:
+    """Running tables whose game is gone: started (their start seen through, the game seen
+    to exist), but Redis no longer holds the game, nor does the archive (a finished game's
+    log moves there: such a game is not lost). Redis loses acknowledged writes when it
+    crashes without an append-only file (``caravel up``'s embedded Redis keeps snapshots
+    only), with ``appendfsync everysec``, or when a failover promotes a replica that lacked
+    them: a table started since the last write kept has nothing left in Redis, and its
+    players would wait at a table that never moves.
+
+    Such a table's game is started again, as new: its start is marked unfinished again
+    (``starting_since``, as a start that failed on the way) and sent again by
+    :func:`_see_through`, the engine's record of the first start (``start-{table}``) being
+    lost with the rest; from there it is an unfinished start like any other
+    (:func:`reconcile_starts`: sent again until the game exists; reopened with the reason
+    in ``start_error`` if the engine refuses it). The players find the game at its first
+    move, a new deal (the readers take it as a log that went back); what was played
+    before is gone with Redis' copy, and a warning is logged for each table.
+
+    A table just started whose game the engine has not created yet is an unfinished start
+    (``starting_since`` set), never looked at here. A game not known now (its shard
+    answered with a fault) is not taken for lost: it is looked at again at the next pass.
+    Cost: one lobby looks through the running tables at most every
+    ``CARAVEL_LOST_GAME_CHECK_S``, ``LOST_CHECK_PAGE`` of them at each of the matchmaker's
+    reconciling rounds (every ``RECONCILE_S``): per page, one SQL query of their ids and
+    one pipelined round trip to Redis, of a command a partition
+    (:meth:`~shared.eventstore.EventReader.existing`; one more round trip, and a query of
+    the archive, only where some game is missing); a table is looked at once a pass, and
+    one lobby process makes a pass a period (the first that takes
+    :meth:`~shared.bus.Keys.lost_games_pass`)."""
+
+    def __init__(self, lobby: Lobby) -> None:
+        self.lobby = lobby
+        self._after: str | None = None  # the last table of the pass looked at; None: no pass
+        self._next_pass = 0.0  # when the next pass may begin (time.monotonic)
+
+    async def round(self) -> list[str]:
+        """Look at the next page of running tables (beginning a pass if one is due); returns
+        the tables whose game was started again. Each table alone: one that fails is looked
+        at again at the next pass, and the others go on."""
+        if self._after is None:
+            now = time.monotonic()
+            if now < self._next_pass:
+                return []
+            period_s = self.lobby.settings.lost_game_check_s
+            self._next_pass = now + period_s
+            if not await self._take_pass(period_s):
+                return []
+            self._after = ""
+        page = await run_in_threadpool(_started_tables, self.lobby.db, self._after)
+        self._after = page[-1] if len(page) == LOST_CHECK_PAGE else None
+        found = await self.lobby.store.existing(page)
+        lost = [table_id for table_id, there in found.items() if there is False]
+        if not lost:
+            return []
+        sent = []
+        for table, seats in await run_in_threadpool(_unfinish, self.lobby.db, lost):
+            try:
+                log.warning("a running table's game is gone: started again", table_id=table.id)
+                if await _see_through(self.lobby, table, seats):
+                    sent.append(table.id)
+            except Exception:
+                log.exception("a lost game could not be started again", table_id=table.id)
+        return sent
+
+    async def _take_pass(self, period_s: float) -> bool:
+        """Whether this process makes the pass now due: not if another lobby process began
+        one less than ``period_s`` ago (:meth:`Keys.lost_games_pass`). A shard that refuses
+        the key does not stop the pass (a fault is logged)."""
+        key = self.lobby.keys.lost_games_pass()
+        try:
+            return bool(
+                await self.lobby.redis.set(key, "1", nx=True, px=max(1, int(period_s * 1000)))
+            )
+        except Exception as error:  # a closed connection's AttributeError among them
+            if not transient(error):
+                raise
+            log.warning("lost games' pass key refused; looking without it", error=repr(error))
+            return True
 
 
 def table_out(table: LobbyTable, seats: list[LobbySeat]) -> TableOut:
@@ -705,6 +796,38 @@ def _unfinished_starts(db: Engine, before: datetime) -> list[tuple[LobbyTable, l
     unfinished = and_(TABLES.c.status == "running", TABLES.c.starting_since < before)
     with db.connect() as connection:
         return _tables(connection, unfinished, limit=RECONCILE_BATCH)
+
+
+def _started_tables(db: Engine, after: str) -> list[str]:
+    """The next ``LOST_CHECK_PAGE`` running tables whose start is done, by id after
+    ``after``."""
+    started = and_(
+        TABLES.c.status == "running", TABLES.c.starting_since.is_(None), TABLES.c.id > after
+    )
+    query = select(TABLES.c.id).where(started).order_by(TABLES.c.id).limit(LOST_CHECK_PAGE)
+    with db.connect() as connection:
+        return list(connection.execute(query).scalars())
+
+
+def _unfinish(db: Engine, table_ids: list[str]) -> list[tuple[LobbyTable, list[LobbySeat]]]:
+    """Mark the starts of those of ``table_ids`` that are running with their start done as
+    unfinished again (their game is gone); returns those tables with their seats."""
+    with db.begin() as connection:
+        connection.execute(
+            update(TABLES)
+            .where(
+                TABLES.c.id.in_(table_ids),
+                TABLES.c.status == "running",
+                TABLES.c.starting_since.is_(None),
+            )
+            .values(starting_since=_now())
+        )
+        unfinished = and_(
+            TABLES.c.id.in_(table_ids),
+            TABLES.c.status == "running",
+            TABLES.c.starting_since.is_not(None),
+        )
+        return _tables(connection, unfinished)
 
 
 def _now() -> datetime:

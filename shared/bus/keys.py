@@ -161,6 +161,12 @@ class Keys:
         no table back."""
         return f"{self.prefix}:matchmaker"
 
+    def lost_games_pass(self) -> str:
+        """Taken (for ``CARAVEL_LOST_GAME_CHECK_S``) by the lobby process that begins a pass
+        through the running tables for lost games: one pass a period among all the lobbies.
+        An economy only, like :meth:`matchmaker`: its shard refusing, a lobby goes on."""
+        return f"{self.prefix}:matchmaker:lostgames"
+
     def tickets_queued(self) -> str:
         """A counter of the tickets queued so far, bumped by the lobby that took each one
         (after its commit): a matchmaker that saw it unchanged since a round that left no

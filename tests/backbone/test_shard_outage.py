@@ -31,6 +31,7 @@ from services.engine.leases import Leases
 from services.lobby.db import LobbyTicket
 from services.lobby.lobby import Lobby
 from services.lobby.matchmaking import Matchmaker
+from services.lobby.tables import LostGames, start_table
 from services.lobby.views import ViewProjector
 from shared.bus import CommandSender, Keys, connect, connection, ensure_group
 from shared.bus.connection import HiredisConnection
@@ -40,6 +41,7 @@ from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
 from shared.games.api import DEFAULT_GAME
 from tests.cluster import LocalCluster, keys_by_port
+from tests.lobby.helpers import bots_table, lose_game, table_row
 
 from .helpers import (
     create_game,
@@ -157,6 +159,46 @@ async def test_tables_are_formed_while_the_matchmakers_lock_shard_refuses_writes
     finally:
         await lobby.close()
         await client.aclose()
+
+
+async def test_lost_games_on_the_healthy_shards_are_started_again_while_a_shard_is_away(
+    cluster: LocalCluster, database: Engine
+) -> None:
+    """The lobby's look for lost games (issue 25) while a shard is away: a game that Redis
+    lost on a healthy shard is started again, and a table whose game is on the shard away
+    (its keys not readable) is left as it is, not taken for lost."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    lobby = Lobby(client, keys, database, settings_for(keys, secret="test"))
+    try:
+        await client.ping()  # the slot map
+        victim = client.get_node_from_key(keys.commands(0))
+        node_of = {p: client.get_node_from_key(keys.commands(p)).name for p in range(16)}
+        healthy = next(p for p, name in node_of.items() if name != victim.name)
+        ids = {
+            "away": _in_partition(keys, "t-away", 0),
+            "lost": _in_partition(keys, "t-lost", healthy),
+        }
+        async with running_engine(client, keys, durability_replicas=1):
+            for table_id in ids.values():
+                bots_table(database, table_id)
+                await start_table(lobby, table_id, None)
+                await lose_game(client, keys, table_id)
+            cluster.kill(_replica_of(cluster, victim.port))
+            cluster.kill(victim.port)  # the shard is away: no replica left to take over
+            with structlog.testing.capture_logs():
+                sent = await LostGames(lobby).round()
+            assert sent == [ids["lost"]]
+            assert table_row(database, ids["away"]).starting_since is None
+            await wait_for(lambda: lobby.store.exists(ids["lost"]), timeout_s=WAIT_S)
+    finally:
+        await lobby.close()
+        await client.aclose()
+
+
+def _in_partition(keys: Keys, prefix: str, p: int) -> str:
+    """A game id (``prefix-<n>``) of partition ``p``."""
+    return next(f"{prefix}-{n}" for n in range(100_000) if keys.partition(f"{prefix}-{n}") == p)
 
 
 async def _refuses_writes(client: Any, key: str) -> bool:
