@@ -46,7 +46,7 @@ from .catalog import (
     seat_schema,
 )
 from .db import SEATS, TABLES, LobbySeat, LobbyTable
-from .idempotency import holder_of
+from .idempotency import holder_of, keyed_table_id
 from .limits import client_of
 from .lobby import (
     MAX_SEATS,
@@ -149,12 +149,21 @@ STARTING: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/tables", status_code=201, response_model=TableOut, responses={**ERRORS, **STARTING})
-async def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut | JSONResponse:
+async def create_table(
+    body: CreateTable, lobby: LobbyDep, request: Request
+) -> TableOut | JSONResponse:
     """Open a table: game, ruleset, edition options, seats and which of them are bots. A
-    table of bots only starts at once (no one would hold a token to start it)."""
-    table = await run_in_threadpool(_create, lobby.db, body)
+    table of bots only starts at once (no one would hold a token to start it). A create
+    sent with an ``Idempotency-Key`` names its table from the key: its repeat, whose first
+    answer was lost, answers the table the first one made."""
+    key = request.headers.get("idempotency-key")
+    table_id = f"t-{uuid.uuid4().hex[:12]}"
+    if key is not None:
+        table_id = keyed_table_id(key.encode("latin-1"), client_of(request.scope), lobby.key)
+    table = await run_in_threadpool(_create, lobby.db, body, table_id, key is not None)
     if len(table.taken) == table.seats:
-        return await _readable(lobby, await start_table(lobby, table.id, None))
+        started = await start_table(lobby, table.id, None, repeat=key is not None)
+        return await _readable(lobby, started)
     return table
 
 
@@ -164,10 +173,32 @@ async def _lean_create(request: Request) -> Response | None:
     body = await _lean_body(request, CreateTable)
     if body is None:
         return None
-    return _lean_answer(await create_table(body, request.app.state.lobby), 201)
+    return _lean_answer(await create_table(body, request.app.state.lobby, request), 201)
 
 
-def _create(db: Engine, body: CreateTable) -> TableOut:
+def _create(db: Engine, body: CreateTable, table_id: str, keyed: bool) -> TableOut:
+    """The table made in SQL; a ``keyed`` create whose table exists already is the repeat
+    of one whose answer was lost: that table, if the request is the same."""
+    table, seats = _made(body, table_id)
+    try:
+        with db.begin() as connection:  # one transaction; the answer is what was written
+            connection.execute(_ADD_TABLE, table.model_dump())
+            if seats:
+                connection.execute(_ADD_SEAT, [s.model_dump() for s in seats])
+    except IntegrityError:
+        if not keyed:
+            raise
+        with db.begin() as connection:
+            table, taken = _read(connection, table_id)
+        if _asked(table, taken) != _asked(*_made(body, table_id)):
+            message = "this Idempotency-Key came with another request"
+            raise ApiError(422, "idempotency_key_reused", message) from None
+        return table_out(table, taken)
+    return table_out(table, seats)
+
+
+def _made(body: CreateTable, table_id: str) -> tuple[LobbyTable, list[LobbySeat]]:
+    """The table ``body`` asks for and its bots' seats, checked (422 for a bad one)."""
     game, ruleset, options = body.resolve()
     check_players(game, body.seats)
     for seat, level in body.bots.items():
@@ -175,7 +206,7 @@ def _create(db: Engine, body: CreateTable) -> TableOut:
             raise ApiError(422, "bad_seat", f"seat {seat} is not in a {body.seats}-seat table")
         check_bot_level(game, level)
     table = LobbyTable.model_construct(  # checked above: not validated again (issue 24)
-        id=f"t-{uuid.uuid4().hex[:12]}",
+        id=table_id,
         game=game.name,
         ruleset=ruleset,
         options=options,
@@ -188,11 +219,13 @@ def _create(db: Engine, body: CreateTable) -> TableOut:
         )
         for s, level in sorted(body.bots.items())
     ]
-    with db.begin() as connection:  # one transaction; the answer is what was written
-        connection.execute(_ADD_TABLE, table.model_dump())
-        if seats:
-            connection.execute(_ADD_SEAT, [s.model_dump() for s in seats])
-    return table_out(table, seats)
+    return table, seats
+
+
+def _asked(table: LobbyTable, seats: list[LobbySeat]) -> tuple[Any, ...]:
+    """What a create asked for, as a table made by it shows it (whatever happened since)."""
+    bots = [(s.seat, s.bot_level) for s in seats if s.kind == "bot"]
+    return table.game, table.ruleset, table.options, table.seats, table.deadline_s, bots
 
 
 @router.get("/tables", response_model=list[TableOut], responses=ERRORS)

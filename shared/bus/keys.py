@@ -68,6 +68,15 @@ class Keys:
         """What the names of a game's answers (:meth:`result`) start with, before the ``/``."""
         return self._g(game_id, "result")
 
+    def idempotency(self, p: int, client: str, key: str) -> str:
+        """A client's Idempotency-Key record (the lobby's), in partition ``p``: the partition
+        of the table the request makes or acts on, so that a shard away holds up only its own
+        tables' keyed requests (issue 25: untagged, the records lay on any shard, and in the
+        chaos benchmark most tables meant for the healthy shards were set up only once the
+        hit shard's failover was over: create, join and start each met the shard away a
+        third of the time)."""
+        return f"{self._p(p)}:idempotency:{client}:{key}"
+
     # Per partition
     def commands(self, p: int) -> str:
         return f"{self._p(p)}:commands"
