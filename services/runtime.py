@@ -71,14 +71,16 @@ class EmbeddedRedis:
     def _switch_aof_on(self, data_dir: str) -> None:
         """AOF on, returning once its first rewrite is done and the file holds the data set:
         until then Redis keeps new writes in memory only."""
+        log = structlog.get_logger("caravel")
+        log.info("embedded redis: writing its data set to a new append-only file", aof=self._aof)
         self._server.config_set("appendonly", "yes")
         while True:
             state = self._server.info("persistence")
             if state["aof_last_bgrewrite_status"] != "ok":
-                log = "\n".join(self._server.redis_log_tail(20))
+                tail = "\n".join(self._server.redis_log_tail(20))
                 raise EmbeddedRedisError(
                     f"the embedded Redis could not write its append-only file {self._aof}; "
-                    f"its log ({self._server.logfile}) ends:\n{log}"
+                    f"its log ({self._server.logfile}) ends:\n{tail}"
                 )
             pending = state["aof_rewrite_in_progress"] or state["aof_rewrite_scheduled"]
             if state["aof_enabled"] and not pending and self._has_aof():
@@ -89,9 +91,7 @@ class EmbeddedRedis:
             os.fsync(folder)
         finally:
             os.close(folder)
-        structlog.get_logger("caravel").info(
-            "embedded redis: append-only file switched on", aof=self._aof
-        )
+        log.info("embedded redis: append-only file switched on", aof=self._aof)
 
     @property
     def url(self) -> str:

