@@ -10,6 +10,7 @@ import contextlib
 import os
 import secrets
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -27,6 +28,13 @@ class Settings(BaseSettings):
         default=None, description="SQL database; unset: a SQLite file in the data folder."
     )
     data_dir: Path = Field(default=Path(".caravel"), description="Where local data lives.")
+    embedded_fsync: Literal["always", "everysec"] = Field(
+        default="always",
+        description="The embedded Redis's `appendfsync` (its AOF is always on): `always` syncs "
+        "every write before its reply, so a crash loses no acknowledged move; `everysec` "
+        "syncs once a second, for less CPU a move, and a crash of its redis-server or of the "
+        "machine may lose the last second or two of acknowledged moves.",
+    )
     key_prefix: str = Field(default="cv", description="Prefix of every Redis key.")
     partitions: int = Field(default=64, ge=1, le=16384, description="Game partitions.")
     http_host: str = Field(
