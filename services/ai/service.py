@@ -471,7 +471,9 @@ class BotPlayer:
         ``level`` None: the game's fallback level. Choose among ``legal``, the commands the
         request carried (None: the view's, for a deadline entry). Answer before ``deadline``
         (a Unix time) when one is given. ``own``: the seat's view the request carried (its
-        legal commands apart); without one, the seat's projected view is read. A command
+        legal commands apart), or for a greedy seat the part of it the policy reads
+        (``"part": "policy"``, which no other level decides from); without one, the seat's
+        projected view is read. A command
         decided from ``own`` by an instant bot goes to ``answers`` when given (its caller
         sends a batch's together, :meth:`_send`: True here means decided, not yet sent; a
         searching bot's is sent at once, not held for the batch's other searches). False when
@@ -480,6 +482,12 @@ class BotPlayer:
         back)."""
         command_id = bot_command_id(self.key, game_id, version, seat)
         with bound_contextvars(game=game_id, command=command_id, seat=seat):  # on every line
+            if (
+                own is not None
+                and own.get("part") == api.POLICY_VIEW
+                and (level or fallback_level(game_of(own))) != "greedy"
+            ):
+                own = None  # the greedy policy's part of the view: any other bot reads it all
             if own is None:
                 view = await self._view_at(game_id, seat, version)
                 if view is None:
