@@ -404,9 +404,13 @@ async def _stuck_tables(http: Http, store: EventStore, tally: Tally, verdict: Ve
     """Tables started but still ``open``, or ``running`` without a game once the lobby's
     reconciler has had its time. A start that failed on the way (a lobby or Redis killed
     under it) leaves its table ``running`` with the start unfinished, and the reconciler
-    sends it again ``CARAVEL_START_RETRY_S`` later: such a table is stuck only if it
-    still has no game after that and a few of the reconciler's rounds."""
-    retry_s = Settings.model_fields["start_retry_s"].default  # the services run with it
+    sends it again ``CARAVEL_START_RETRY_S`` later; a table whose game Redis lost after
+    its start was done (a Redis killed without AOF) has its game started again by the
+    lobby's next look for lost games, every ``CARAVEL_LOST_GAME_CHECK_S``: such a table is
+    stuck only if it still has no game after the longer of the two and a few of the
+    reconciler's rounds."""
+    fields = Settings.model_fields  # the services run with their defaults
+    retry_s = max(fields["start_retry_s"].default, fields["lost_game_check_s"].default)
     give_up = time.monotonic() + retry_s + STARTS_SEEN_THROUGH_S
     first: set[str] | None = None
     while True:
@@ -476,7 +480,7 @@ def table(report: Report) -> str:
             f"{report.acked} ({report.duplicates_answered})",
         ),
         ("refusals (all justified unless below)", str(report.refused)),
-        ("tables whose start the reconciler saw through", str(len(v.started_late))),
+        ("tables whose start (or lost game) the reconciler saw through", str(len(v.started_late))),
     ]
     rows += [(name, str(n)) for name, n in report.failures().items()]
     if report.shards:

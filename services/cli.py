@@ -335,7 +335,11 @@ def bench_pipeline(
         finally:
             await redis.aclose()
 
-    embedded = None if settings.redis_url else EmbeddedRedis(str(settings.data_dir))
+    embedded = (
+        None
+        if settings.redis_url
+        else EmbeddedRedis(str(settings.data_dir), settings.embedded_fsync)
+    )
     url = settings.redis_url or (embedded.url if embedded else "")
     try:
         with console.status(f"driving {games} games through the pipeline"):

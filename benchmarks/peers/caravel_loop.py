@@ -41,11 +41,12 @@ from services.usage import Usage, cpu_s, tree_pids, usage
 
 @contextlib.contextmanager
 def caravel_up(
-    python: str, tree: str, processes: int | None = None
+    python: str, tree: str, processes: int | None = None, **settings: str
 ) -> Iterator[tuple[str, psutil.Process]]:
     """``caravel up`` of the checkout at ``tree`` on a free port, of ``processes``
-    processes (None: its default): its base URL and process."""
-    with server(processes, tree, python) as (base, process):
+    processes (None: its default), with ``settings`` as CARAVEL_<NAME>: its base URL and
+    process."""
+    with server(processes, tree, python, **settings) as (base, process):
         yield base, psutil.Process(process.pid)
 
 

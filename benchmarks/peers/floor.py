@@ -46,9 +46,10 @@ per table (the mover waits for its result and for the other seat to see the even
 other seat moves). Printed: moves/s and server CPU per move (user + system from ``/proc``:
 the lobby and the engine apart, and the private ``redis-server`` apart), Redis commands per
 move (``INFO commandstats``), round trips. The floor's Redis is a private ``redis-server`` on
-a unix socket with no persistence (``caravel up``'s embedded one snapshots; the forked
-child is counted in neither). With ``--profile DIR``, a last round per floor variant runs
-``py-spy record`` on the lobby (its figures are left out of the summary).
+a unix socket with no persistence (``caravel up``'s embedded one appends to its AOF,
+synced before each reply, and snapshots; the forked child is counted in neither). With
+``--profile DIR``, a last round per floor variant runs ``py-spy record`` on the lobby (its
+figures are left out of the summary).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python benchmarks/peers/run.py --tables 20 --seconds 20 --rounds 2 [--mode ws|http]
         [--game age_of_discovery] [--old /tmp/caravel-base --old-mode http] [--no-bgio]
         [--processes N] [--old-processes N] [--apart [--apart-redis tcp|unix]]
-        [--client lean|httpx] [--json]
+        [--client lean|httpx] [--setting NAME=VALUE] [--json]
 
 Each round runs, one after the other (alternating, so both meet the same load on a shared
 machine), a closed loop of ``--tables`` two-seat tables, one move in flight per table:
@@ -52,7 +52,12 @@ TREE = os.path.dirname(os.path.dirname(HERE))
 
 
 def caravel_round(
-    tree: str, mode: str, args: argparse.Namespace, label: str, processes: int | None = None
+    tree: str,
+    mode: str,
+    args: argparse.Namespace,
+    label: str,
+    processes: int | None = None,
+    settings: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     def loop(base: str, server: Any) -> dict[str, Any]:
         lean = args.client == "lean"
@@ -67,10 +72,12 @@ def caravel_round(
             result = loop(base, apart)
         result["system"] = f"{label} ({mode}, apart{', redis on a unix socket' if unix else ''})"
         return result
-    with caravel_loop.caravel_up(sys.executable, tree, processes) as (base, server):
+    settings = settings or {}
+    with caravel_loop.caravel_up(sys.executable, tree, processes, **settings) as (base, server):
         asyncio.run(wait_ready(base))
         result = loop(base, server)
-    result["system"] = f"{label} ({mode}{f', {processes} processes' if processes else ''})"
+    chosen = "".join(f", {name}={value}" for name, value in settings.items())
+    result["system"] = f"{label} ({mode}{f', {processes} processes' if processes else ''}{chosen})"
     return result
 
 
@@ -106,15 +113,26 @@ def main() -> None:
         help="--mode http's client for the moves: a keep-alive connection per table over "
         "asyncio streams (lean_http.py), or httpx (before: the driver's CPU was the limit)",
     )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting of this checkout's server (CARAVEL_NAME, e.g. embedded_fsync=everysec; "
+        "not the --old one's), repeatable",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if any("=" not in s for s in args.setting):
+        parser.error("--setting takes NAME=VALUE")
+    settings = {name: value for name, value in (s.split("=", 1) for s in args.setting)}
     results: list[dict[str, Any]] = []
     peer = None if args.no_bgio else boardgameio.install()
     for _ in range(args.rounds):
         if peer is not None:
             results.append(boardgameio.run(peer, args.tables, args.seconds, args.warmup))
             print(json.dumps(results[-1]), flush=True)
-        results.append(caravel_round(TREE, args.mode, args, "caravel", args.processes))
+        results.append(caravel_round(TREE, args.mode, args, "caravel", args.processes, settings))
         print(json.dumps(results[-1]), flush=True)
         if args.old:
             results.append(

@@ -66,7 +66,7 @@ def create_app(
     app.state.lobby = lobby
     app.state.db = db
     install_error_handlers(app)
-    idempotency.install(app, redis, keys)  # a repeated Idempotency-Key: the first answer
+    idempotency.install(app, redis, keys, lobby.key)  # a repeated Idempotency-Key: the first answer
     limits.install(app, redis, keys, settings)  # body sizes, rates, open sockets (outermost)
     for router in (catalog.router, tables.router, queue.router, games.router, *routers):
         app.include_router(router)

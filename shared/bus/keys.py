@@ -68,6 +68,15 @@ class Keys:
         """What the names of a game's answers (:meth:`result`) start with, before the ``/``."""
         return self._g(game_id, "result")
 
+    def idempotency(self, p: int, client: str, key: str) -> str:
+        """A client's Idempotency-Key record (the lobby's), in partition ``p``: the partition
+        of the table the request makes or acts on, so that a shard away holds up only its own
+        tables' keyed requests (issue 25: untagged, the records lay on any shard, and in the
+        chaos benchmark most tables meant for the healthy shards were set up only once the
+        hit shard's failover was over: create, join and start each met the shard away a
+        third of the time)."""
+        return f"{self._p(p)}:idempotency:{client}:{key}"
+
     # Per partition
     def commands(self, p: int) -> str:
         return f"{self._p(p)}:commands"
@@ -160,6 +169,12 @@ class Keys:
         (matching takes its tickets under SQL row locks), so its shard refusing writes holds
         no table back."""
         return f"{self.prefix}:matchmaker"
+
+    def lost_games_pass(self) -> str:
+        """Taken (for ``CARAVEL_LOST_GAME_CHECK_S``) by the lobby process that begins a pass
+        through the running tables for lost games: one pass a period among all the lobbies.
+        An economy only, like :meth:`matchmaker`: its shard refusing, a lobby goes on."""
+        return f"{self.prefix}:matchmaker:lostgames"
 
     def tickets_queued(self) -> str:
         """A counter of the tickets queued so far, bumped by the lobby that took each one

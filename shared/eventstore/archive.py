@@ -115,10 +115,14 @@ class Archive:
         return None if row is None else ArchivedGame.model_validate(row._mapping)
 
     def has(self, game_id: str) -> bool:
+        return bool(self.kept([game_id]))
+
+    def kept(self, game_ids: Sequence[str]) -> set[str]:
+        """Those of ``game_ids`` that are archived (one query)."""
         table = self._table()
         with self.db.connect() as conn:
-            query = select(table.c.game_id).where(table.c.game_id == game_id)
-            return conn.execute(query).first() is not None
+            query = select(table.c.game_id).where(table.c.game_id.in_(game_ids))
+            return set(conn.execute(query).scalars())
 
     def logs(self, game_ids: Sequence[str]) -> dict[str, list[EventEnvelope]]:
         """The whole logs of those of ``game_ids`` that are archived."""

@@ -30,7 +30,7 @@ class ArchiveReader(Protocol):
 
     def seats(self, game_ids: Sequence[str]) -> dict[str, dict[str, str]]: ...
 
-    def has(self, game_id: str) -> bool: ...
+    def kept(self, game_ids: Sequence[str]) -> set[str]: ...
 
 
 @dataclass(frozen=True)
@@ -232,17 +232,68 @@ class EventReader:
         return {game_id: Seats.from_hash(seats) for game_id, seats in raw.items()}
 
     async def exists(self, game_id: str) -> bool:
-        """A game of that id is in Redis or in the archive."""
+        """A game of that id is in Redis or in the archive (a fault reading it is raised)."""
+        return bool((await self._existing([game_id], raise_on_error=True))[game_id])
+
+    async def existing(self, game_ids: Sequence[str]) -> dict[str, bool | None]:
+        """Whether each game is in Redis or in the archive, as :meth:`exists` tells of one:
+        one pipelined round trip for all, of a command a partition (a cluster's pipeline is
+        sent node by node), one more where some are missing, and one query of the archive
+        for those still not found. None: not known now (its shard answered with a fault):
+        nothing is concluded of a game whose keys were not read."""
+        return await self._existing(game_ids, raise_on_error=False)
+
+    async def _existing(
+        self, game_ids: Sequence[str], raise_on_error: bool
+    ) -> dict[str, bool | None]:
+        """:meth:`existing`; with ``raise_on_error``, a fault is raised instead. First one
+        ``EXISTS`` of their metas for each partition's games (one slot: every game in Redis
+        has its meta), which counts them all there in the usual case; the games of a
+        partition where some are missing are then looked at one by one: their log or meta,
+        their id among the partition's games and archived games. A game's keys are read
+        before its partition's archived set: archiving deletes them and adds its id there
+        in one script, so one of the two reads sees it (and its archive row is written
+        before either)."""
+        if not game_ids:
+            return {}
         k = self.keys
-        p = k.partition(game_id)
+        by_partition: dict[int, list[str]] = {}
+        for game_id in dict.fromkeys(game_ids):
+            by_partition.setdefault(k.partition(game_id), []).append(game_id)
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.exists(k.meta(game_id), k.log(game_id))
-            pipe.sismember(k.games(p), game_id)
-            pipe.sismember(k.archived(p), game_id)
-            found: list[Any] = await pipe.execute()
-        if any(found):
-            return True
-        return self.archive is not None and await asyncio.to_thread(self.archive.has, game_id)
+            for games in by_partition.values():
+                pipe.exists(*map(k.meta, games))
+            counts: list[Any] = await pipe.execute(raise_on_error=raise_on_error)
+        out: dict[str, bool | None] = {}
+        unsure = []  # the games of a partition where some are missing
+        for games, count in zip(by_partition.values(), counts, strict=True):
+            if count == len(games):
+                out.update(dict.fromkeys(games, True))
+            else:
+                unsure += games
+        if not unsure:
+            return out
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id in unsure:
+                p = k.partition(game_id)
+                pipe.exists(k.meta(game_id), k.log(game_id))
+                pipe.sismember(k.games(p), game_id)
+                pipe.sismember(k.archived(p), game_id)
+            found: list[Any] = await pipe.execute(raise_on_error=raise_on_error)
+        absent = []
+        for i, game_id in enumerate(unsure):
+            replies = found[3 * i : 3 * i + 3]
+            if any(r for r in replies if not isinstance(r, Exception)):
+                out[game_id] = True
+            elif any(isinstance(r, Exception) for r in replies):
+                out[game_id] = None
+            else:
+                out[game_id] = False
+                absent.append(game_id)
+        if absent and self.archive is not None:
+            for game_id in await asyncio.to_thread(self.archive.kept, absent):
+                out[game_id] = True
+        return out
 
     async def finished_games(self, partition: int) -> list[Finished]:
         """The partition's finished games still in Redis, with when they finished."""

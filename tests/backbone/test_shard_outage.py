@@ -29,8 +29,10 @@ from services.ai.service import GROUP as AI_GROUP
 from services.ai.service import BotPlayer
 from services.engine.leases import Leases
 from services.lobby.db import LobbyTicket
+from services.lobby.idempotency import IdempotencyMiddleware, keyed_table_id
 from services.lobby.lobby import Lobby
 from services.lobby.matchmaking import Matchmaker
+from services.lobby.tables import LostGames, start_table
 from services.lobby.views import ViewProjector
 from shared.bus import CommandSender, Keys, connect, connection, ensure_group
 from shared.bus.connection import HiredisConnection
@@ -40,6 +42,7 @@ from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
 from shared.games.api import DEFAULT_GAME
 from tests.cluster import LocalCluster, keys_by_port
+from tests.lobby.helpers import bots_table, lose_game, table_row
 
 from .helpers import (
     create_game,
@@ -157,6 +160,46 @@ async def test_tables_are_formed_while_the_matchmakers_lock_shard_refuses_writes
     finally:
         await lobby.close()
         await client.aclose()
+
+
+async def test_lost_games_on_the_healthy_shards_are_started_again_while_a_shard_is_away(
+    cluster: LocalCluster, database: Engine
+) -> None:
+    """The lobby's look for lost games (issue 25) while a shard is away: a game that Redis
+    lost on a healthy shard is started again, and a table whose game is on the shard away
+    (its keys not readable) is left as it is, not taken for lost."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    lobby = Lobby(client, keys, database, settings_for(keys, secret="test"))
+    try:
+        await client.ping()  # the slot map
+        victim = client.get_node_from_key(keys.commands(0))
+        node_of = {p: client.get_node_from_key(keys.commands(p)).name for p in range(16)}
+        healthy = next(p for p, name in node_of.items() if name != victim.name)
+        ids = {
+            "away": _in_partition(keys, "t-away", 0),
+            "lost": _in_partition(keys, "t-lost", healthy),
+        }
+        async with running_engine(client, keys, durability_replicas=1):
+            for table_id in ids.values():
+                bots_table(database, table_id)
+                await start_table(lobby, table_id, None)
+                await lose_game(client, keys, table_id)
+            cluster.kill(_replica_of(cluster, victim.port))
+            cluster.kill(victim.port)  # the shard is away: no replica left to take over
+            with structlog.testing.capture_logs():
+                sent = await LostGames(lobby).round()
+            assert sent == [ids["lost"]]
+            assert table_row(database, ids["away"]).starting_since is None
+            await wait_for(lambda: lobby.store.exists(ids["lost"]), timeout_s=WAIT_S)
+    finally:
+        await lobby.close()
+        await client.aclose()
+
+
+def _in_partition(keys: Keys, prefix: str, p: int) -> str:
+    """A game id (``prefix-<n>``) of partition ``p``."""
+    return next(f"{prefix}-{n}" for n in range(100_000) if keys.partition(f"{prefix}-{n}") == p)
 
 
 async def _refuses_writes(client: Any, key: str) -> bool:
@@ -726,3 +769,87 @@ async def _one_shard_away(
     cluster.kill(_replica_of(cluster, away))
     cluster.kill(away)
     return by_port, away, [ks[0] for port, ks in by_port.items() if port != away]
+
+
+async def test_keyed_table_requests_wait_on_their_own_tables_shard_only(
+    cluster: LocalCluster,
+) -> None:
+    """A keyed create, join or start (Idempotency-Key) keeps its record in its table's
+    partition. Before, the record's name had no partition tag and lay on whatever shard its
+    key hashed to: with one shard away, a third of the keyed requests for tables of the
+    healthy shards were refused 503 (the chaos benchmark: most tables meant for the healthy
+    shards were set up only once the hit shard's failover was over). Here every key is
+    chosen so that, untagged, its record would lie on the shard away; the middleware runs in
+    front of a route that records what reaches it."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    secret = b"test-secret"
+    ran: list[str] = []
+
+    async def route(scope: Any, receive: Any, send: Any) -> None:
+        ran.append(scope["path"])
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    middleware = IdempotencyMiddleware(route, client, keys, secret)
+    try:
+        await client.ping()  # the slot map
+        victim = client.get_node_from_key(keys.commands(0))
+        away = {client.get_node_from_key(keys.commands(p)).name == victim.name for p in range(16)}
+        assert away == {True, False}, "the partitions do not span the shards"
+        healthy = next(
+            t for i in range(1000) if not _on(client, keys.log(t := f"t-h{i}"), victim.name)
+        )
+        # untagged, the record of these keys would lie on the shard going away
+        untagged = [
+            k
+            for i in range(1000)
+            if _on(client, f"{keys.prefix}:idempotency:10.0.0.1:{(k := f'k{i}')}", victim.name)
+        ]
+        creates = [
+            k
+            for k in untagged[6:]
+            if not _on(
+                client, keys.log(keyed_table_id(k.encode(), "10.0.0.1", secret)), victim.name
+            )
+        ]
+        cluster.kill(_replica_of(cluster, victim.port))
+        cluster.kill(victim.port)  # the shard is away: no replica left to take over
+        requests = [
+            *[(f"/tables/{healthy}/join", k) for k in untagged[:3]],
+            *[(f"/tables/{healthy}/start", k) for k in untagged[3:6]],
+            *[("/tables", k) for k in creates[:3]],
+        ]
+        answers = []
+        for path, key in requests:
+            answered: list[Any] = []
+
+            async def sent(message: Any, answered: list[Any] = answered) -> None:
+                answered.append(message)
+
+            scope = {
+                "type": "http",
+                "method": "POST",
+                "path": path,
+                "headers": [(b"idempotency-key", key.encode())],
+                "client": ("10.0.0.1", 1234),
+            }
+            with structlog.testing.capture_logs():
+                await middleware(scope, _receiving(b"{}"), sent)
+            answers.append((path, answered[0]["status"]))
+        assert answers == [(path, 201) for path, _ in requests]
+        assert ran == [path for path, _ in requests]
+    finally:
+        await client.aclose()
+
+
+def _on(client: Any, key: str, node: str) -> bool:
+    """Whether ``key`` lies on the node named ``node``."""
+    return bool(client.get_node_from_key(key).name == node)
+
+
+def _receiving(body: bytes) -> Any:
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive

@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import Engine
+from sqlmodel import Session
 
 from services.children import terminate
+from services.lobby.db import LobbySeat, LobbyTable
 from shared.bus import Keys
 
 READY_WITHIN_S = 120  # a loaded machine starts a `caravel up` of several processes slowly
@@ -135,3 +138,40 @@ async def wait_for_view(
             return response.json()  # type: ignore[no-any-return]
         await asyncio.sleep(0.005)
     raise TimeoutError(f"the view of {game_id} did not reach version {version}")
+
+
+def bots_table(db: Engine, table_id: str, status: str = "open", seats: int = 2) -> None:
+    """A full table of random bots, written in SQL (``status`` ``running``: started, its
+    start done)."""
+    with Session(db) as session:
+        table = LobbyTable(
+            id=table_id, ruleset="standard", options={}, seats=seats, deadline_s=60, status=status
+        )
+        session.add(table)
+        session.flush()
+        for seat in range(seats):
+            bot = LobbySeat(table_id=table_id, seat=seat, kind="bot", name="b", bot_level="random")
+            session.add(bot)
+        session.commit()
+
+
+def table_row(db: Engine, table_id: str) -> LobbyTable:
+    """A table's row in SQL."""
+    with Session(db) as session:
+        row = session.get(LobbyTable, table_id)
+        assert row is not None
+        return row
+
+
+async def lose_game(redis: Any, keys: Keys, game_id: str) -> None:
+    """Leave in Redis what a Redis that lost a game keeps of it: nothing (its keys, and its
+    id among its partition's games: all written after the last write Redis kept). Only
+    that game's keys are deleted."""
+    p = keys.partition(game_id)
+    mine = f"{keys.prefix}:{{{p}}}:*:{game_id}"
+    found = [  # its keys, and its answers' (``Keys.result``: the game's id, then a /)
+        k for pattern in (mine, f"{mine}/*") async for k in redis.scan_iter(match=pattern)
+    ]
+    assert found
+    await redis.delete(*found)  # one slot: the game's partition
+    await redis.srem(keys.games(p), game_id)

@@ -21,6 +21,7 @@ from .helpers import bearer, running_lobby
 
 ONCE = {"Idempotency-Key": "create-1"}
 TABLE = {"seats": 2, "bots": {"1": "greedy"}}
+SECRET = b"test-secret"
 
 
 async def test_a_repeated_key_answers_the_first_result_and_makes_one_table(
@@ -119,7 +120,7 @@ async def test_a_join_whose_kept_answer_was_lost_answers_its_seat_again(
         once = {"Idempotency-Key": "join-lost"}
         first = await client.post(f"/tables/{table}/join", json={"name": "Ana"}, headers=once)
         assert first.status_code == 201, first.text
-        slots = [k async for k in redis.scan_iter(f"{keys.prefix}:idempotency:*:join-lost")]
+        slots = [k async for k in redis.scan_iter(f"{keys.prefix}:*:idempotency:*:join-lost")]
         assert len(slots) == 1
         await redis.delete(*slots)  # the first answer, kept nowhere
         repeat = await client.post(f"/tables/{table}/join", json={"name": "Ana"}, headers=once)
@@ -135,6 +136,35 @@ async def test_a_join_whose_kept_answer_was_lost_answers_its_seat_again(
         assert started.status_code == 200, started.text  # the repeat's token holds the seat
         taken = (await client.get(f"/tables/{table}")).json()["taken"]
         assert [s["name"] for s in taken if s["kind"] == "human"] == ["Ana"]  # one seat
+
+
+async def test_a_create_whose_kept_answer_was_lost_answers_its_table_again(
+    redis: Redis, redis_url: str, keys: Keys, database_url: str, tmp_path: Path
+) -> None:
+    """A keyed create whose answer was kept nowhere (the lobby killed before it kept it, or
+    Redis failing as it did): the client's repeat made a second table before. A keyed
+    create names its table from the key now: the repeat answers the table the first one
+    made, and lists one table; the same key with another table after the kept answer is
+    gone is refused, and makes nothing. The kept answer lies in the table's partition."""
+    async with running_lobby(redis_url, keys, database_url, tmp_path) as client:
+        once = {"Idempotency-Key": "create-lost"}
+        first = await client.post("/tables", json=TABLE, headers=once)
+        assert first.status_code == 201, first.text
+        table = first.json()["id"]
+        slots = [k async for k in redis.scan_iter(f"{keys.prefix}:*:idempotency:*:create-lost")]
+        assert [k.decode() for k in slots] == [
+            keys.idempotency(keys.partition(table), "127.0.0.1", "create-lost")
+        ]
+        await redis.delete(*slots)  # the first answer, kept nowhere
+        repeat = await client.post("/tables", json=TABLE, headers=once)
+        assert repeat.status_code == 201, repeat.text
+        assert "idempotent-replayed" not in repeat.headers  # answered by the route itself
+        assert repeat.json() == first.json()
+        await redis.delete(*slots)
+        other = {"seats": 3, "bots": {"1": "greedy"}}
+        reused = await client.post("/tables", json=other, headers=once)
+        assert reused.status_code == 422 and reused.json()["code"] == "idempotency_key_reused"
+        assert [t["id"] for t in (await client.get("/tables")).json()] == [table]
 
 
 async def test_a_keyed_request_is_refused_503_while_redis_does_not_answer() -> None:
@@ -156,7 +186,7 @@ async def test_a_keyed_request_is_refused_503_while_redis_does_not_answer() -> N
 
     scope = _keyed_post("/tables/t-1/join", b"k-away")
     try:
-        middleware = IdempotencyMiddleware(route, away, Keys("cv-away", 4))
+        middleware = IdempotencyMiddleware(route, away, Keys("cv-away", 4), SECRET)
         await middleware(scope, _receiving(b'{"name": "Ana"}'), sent)
     finally:
         await away.aclose()
@@ -213,7 +243,7 @@ async def test_a_repeat_runs_again_when_the_first_requests_lobby_died(
     dead = asyncio.new_event_loop()
     dying = connect(redis_url)
     first = dead.create_task(
-        IdempotencyMiddleware(hangs, dying, keys)(scope, _receiving(body), _ignored)
+        IdempotencyMiddleware(hangs, dying, keys, SECRET)(scope, _receiving(body), _ignored)
     )
     thread = threading.Thread(target=dead.run_forever)
     thread.start()
@@ -233,7 +263,7 @@ async def test_a_repeat_runs_again_when_the_first_requests_lobby_died(
 
         repeat = connect(redis_url)
         try:
-            await IdempotencyMiddleware(made, repeat, keys)(scope, _receiving(body), sent)
+            await IdempotencyMiddleware(made, repeat, keys, SECRET)(scope, _receiving(body), sent)
         finally:
             await repeat.aclose()
         assert answered[0]["status"] == 201

@@ -104,6 +104,30 @@ async def test_redis_down_answers_503_then_the_api_recovers_without_a_restart(
         assert answered.status_code == 200, answered.text
 
 
+async def test_a_running_tables_game_that_redis_lost_is_started_again(
+    redis_server: RedisServer, database_url: str, tmp_path: Path
+) -> None:
+    """Redis restarted empty (a crash without persistence) under a running table: SQL has
+    it ``running``, Redis nothing of its game. The lobby's look for lost games
+    (``CARAVEL_LOST_GAME_CHECK_S``) starts its game again, and its player plays on with
+    the seat token they hold (issue 25's chaos drill: such a table never moved again)."""
+    keys = Keys("lostgame", partitions=2)
+    up = running_lobby(redis_server.url, keys, database_url, tmp_path, lost_game_check_s="1")
+    async with up as client:
+        table = (await client.post("/tables", json={"seats": 2, "bots": {"1": "random"}})).json()
+        me = (await client.post(f"/tables/{table['id']}/join", json={"name": "Ana"})).json()
+        started = await client.post(f"/tables/{table['id']}/start", headers=bearer(me["token"]))
+        assert started.status_code == 200, started.text
+        await wait_for_view(client, table["id"], me["token"], 1)
+
+        redis_server.stop()
+        await redis_server.start()  # empty: the game is gone, the table still running
+        view = await wait_for_view(client, table["id"], me["token"], 1)
+        assert view["seat"] == me["seat"]
+        again = (await client.get(f"/tables/{table['id']}")).json()
+        assert again["status"] == "running" and again["start_error"] is None
+
+
 async def test_an_engine_that_does_not_answer_is_a_503_after_the_whole_wait(
     redis_server: RedisServer, database_url: str, tmp_path: Path
 ) -> None:
