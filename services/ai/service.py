@@ -506,8 +506,7 @@ class BotPlayer:
                 budget = max(0.0, min(budget, deadline - time.time() - SAFETY_S))
             player = bot(level)
             # A search thinks in a thread: a generator of its own. An instant bot decides
-            # here, on the loop: the player's own (seeding a new one cost as much as a
-            # greedy decision's parse, issue 24).
+            # here, on the loop: the player's own (a new one's seeding, a few µs a bot move).
             rng = random.Random(self.rng.getrandbits(64)) if player.searches else self.rng
             started = time.perf_counter()
             choice = await _decided(player, observation, rng, budget)
@@ -585,7 +584,7 @@ def bot_command_id(key: bytes, game_id: str, version: int, seat: int) -> str:
     froze the game; the engine now also scopes every id to its seat.)"""
     message = f"{game_id}:{version}:{seat}".encode()
     # ``hmac.digest``: the one-shot in C, the same digest as ``hmac.new(...).digest()``
-    # without its Python object (a sixth of a bot move's own work, issue 24).
+    # without its Python object (2.6 µs against 3.0 µs).
     return hmac.digest(key, message, "sha256").hex()[:32]
 
 
