@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
@@ -104,6 +106,27 @@ async def each(
             first = first or e
     if first is not None:
         raise first
+
+
+TRACEBACK_EVERY_S = 10.0  # a process logs one traceback of a kind of fault this often
+
+
+_tracebacks: dict[type[BaseException], float] = {}  # a kind of fault -> its last traceback
+
+
+def traceback_due(error: BaseException) -> bool:
+    """Whether ``error``'s first line of a run of failures carries its traceback: one of a
+    kind of fault (its exception's type) every :data:`TRACEBACK_EVERY_S` in a process, the
+    others its ``repr`` alone. A master's kill fails the reads of every subscriber of its
+    shard at once (a lobby or a bot process follows a few dozen streams there): the same
+    traceback was formatted for each, a tenth of a second of the process's CPU on a loaded
+    machine while the healthy shards' requests waited (issue 25)."""
+    now = time.monotonic()
+    kind = type(error)
+    if now - _tracebacks.get(kind, -math.inf) < TRACEBACK_EVERY_S:
+        return False
+    _tracebacks[kind] = now
+    return True
 
 
 def logged_failure(failures: int) -> bool:

@@ -545,8 +545,9 @@ class LostGames:
     log moves there: such a game is not lost). Redis loses acknowledged writes when it
     crashes without an append-only file (``caravel up``'s embedded Redis of before
     ``CARAVEL_EMBEDDED_FSYNC``), with ``appendfsync everysec``, when a failover promotes a
-    replica that lacked them, or when it is started on another, empty, folder: a table started since the last write kept has nothing left in Redis, and its
-    players would wait at a table that never moves.
+    replica that lacked them, or when it is started on another, empty, folder: a table
+    started since the last write kept has nothing left in Redis, and its players would
+    wait at a table that never moves.
 
     Such a table's game is started again, as new: its start is marked unfinished again
     (``starting_since``, as a start that failed on the way) and sent again by

@@ -92,7 +92,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.loops import logged_failure
+from shared.loops import logged_failure, traceback_due
 from shared.redis_replies import text
 
 from .metrics import channel
@@ -253,13 +253,14 @@ async def _retried(read: Awaitable[None], subscriber: Any) -> None:
 
 async def _wait_after(error: Exception, subscriber: Any) -> None:
     """FastStream's line for a failed read (same logger, level and message), then the wait.
-    The first failure of a run is logged with its traceback, the 2nd, 4th, 8th... with its
-    error and count alone, the others not at all (:func:`shared.loops.logged_failure`)."""
+    The first failure of a run is logged with its traceback (one of a kind a process every
+    few seconds: :func:`shared.loops.traceback_due`), the 2nd, 4th, 8th... with its error
+    and count alone, the others not at all (:func:`shared.loops.logged_failure`)."""
     subscriber.read_failures += 1
     failures = subscriber.read_failures
     if logged_failure(failures):
         stream = channel(subscriber.stream_sub.name)
-        if failures == 1:
+        if failures == 1 and traceback_due(error):
             log.error("Message fetch error", exc_info=error, extra={"channel": stream})
         else:
             extra = {"channel": stream, "failures": failures, "error": repr(error)}

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 import uvloop
+from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
 from redis.exceptions import ConnectionError, ResponseError
 
 from shared.bus import Keys, connect, delete_namespace, ensure_group
@@ -19,6 +21,10 @@ from shared.bus.connection import (
 )
 from shared.bus.faults import transient
 from shared.bus.scripts import Library, call
+from tests.cluster import LocalCluster
+
+from .helpers import wait_for
+from .test_slot_migration import move_slot
 
 
 async def test_a_cluster_url_gives_a_cluster_client_of_its_nodes_packing_with_hiredis() -> None:
@@ -213,6 +219,39 @@ async def test_a_slot_map_re_read_keeps_the_connections_of_nodes_that_did_not_ch
             await client.initialize()
         assert client.get_primaries() == masters
         assert await ids() == before
+    finally:
+        await client.aclose()
+
+
+async def test_a_slot_map_re_read_builds_the_map_again_only_once_the_cluster_changed(
+    cluster: LocalCluster,
+) -> None:
+    """A re-read whose CLUSTER SLOTS reply is the one the map was built after builds
+    nothing (redis-py walks all 16,384 slots three times in Python at each: while a master
+    is away, every 0.5 s in every process, until its replica takes over, for the same map);
+    once a slot has moved to another master, the next re-reads build the map again, and the
+    slot's commands go to its new master."""
+    client: Any = connect(cluster.url)
+    try:
+        await client.initialize()
+        await client._reread(None)  # the reply the map is built after, kept
+        built = client.nodes_manager.slots_cache
+        for _ in range(3):
+            await client._reread(None)
+        assert client.nodes_manager.slots_cache is built
+        slot = key_slot(b"moved")
+        _, target = await move_slot(client, slot)
+
+        async def built_again() -> bool:
+            await client._reread(None)
+            return client.nodes_manager.get_node_from_slot(slot).port == target
+
+        await wait_for(built_again)
+        assert client.nodes_manager.slots_cache is not built
+        await client.set("moved", "there")
+        node = Redis(host="127.0.0.1", port=target)
+        assert await node.get("moved") == b"there"
+        await node.aclose()
     finally:
         await client.aclose()
 

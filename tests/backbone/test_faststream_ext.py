@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from importlib.metadata import version
+from types import SimpleNamespace
 from typing import Any, get_args, get_type_hints
 
 import pytest
@@ -21,6 +22,7 @@ from faststream.redis.configs import RedisConnectionState
 from faststream.redis.subscriber.usecases import stream_subscriber
 from redis.asyncio import Redis
 
+from shared import loops
 from shared.bus import Broker, Delivery, GroupConsumer, Keys
 from shared.bus import faststream_ext as ext
 from shared.bus.consumer import SHARED_BLOCK_MS, ensure_group, follow
@@ -186,6 +188,7 @@ async def test_a_run_of_failed_reads_logs_one_traceback_and_starts_over_after_a_
     as one line, the others not. A read that succeeds starts the count over."""
     stream = keys.decisions(1)
     handled: list[Delivery] = []
+    loops._tracebacks.clear()  # none of this kind of fault logged lately in this process
     async with _one_stream_consumer(redis, keys, stream, handled) as subscriber:
         with caplog.at_level(logging.ERROR, logger="caravel.bus"):
             await redis.delete(stream)
@@ -207,6 +210,31 @@ async def test_a_run_of_failed_reads_logs_one_traceback_and_starts_over_after_a_
                 return bool(handled) and subscriber.read_failures == 0
 
             await wait_for(read_again)
+
+
+async def test_reads_of_many_streams_failing_at_once_log_one_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A master's kill fails the reads of every subscriber of its shard at once (a lobby or
+    a bot process follows a few dozen streams there): each run's first line is logged, but
+    one traceback of that kind of fault in all, the others as their error alone; a
+    different fault gets its own traceback. Formatting the same traceback for each was a
+    tenth of a second of a loaded process's CPU, the healthy shards' requests waiting."""
+    loops._tracebacks.clear()
+    # a subscriber as the read step sees it: its count of failed reads and its stream
+    failing = [SimpleNamespace(read_failures=0, stream_sub=StreamSub("s")) for _ in range(8)]
+    other = SimpleNamespace(read_failures=0, stream_sub=StreamSub("t"))
+    with caplog.at_level(logging.ERROR, logger="caravel.bus"):
+        for subscriber in failing:
+            await ext._wait_after(ConnectionError("refused"), subscriber)
+        await ext._wait_after(ValueError("another fault"), failing[0])  # its 2nd: no traceback
+        await ext._wait_after(ValueError("another fault"), other)
+    lines = [r for r in caplog.records if r.getMessage() == "Message fetch error"]
+    assert len(lines) == 10
+    assert [type(r.exc_info[1]).__name__ for r in lines if r.exc_info] == [
+        "ConnectionError",
+        "ValueError",
+    ]
 
 
 @contextlib.asynccontextmanager
