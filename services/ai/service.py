@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import hmac
 import random
 import time
@@ -471,7 +470,9 @@ class BotPlayer:
         ``level`` None: the game's fallback level. Choose among ``legal``, the commands the
         request carried (None: the view's, for a deadline entry). Answer before ``deadline``
         (a Unix time) when one is given. ``own``: the seat's view the request carried (its
-        legal commands apart); without one, the seat's projected view is read. A command
+        legal commands apart), or for a greedy seat the part of it the policy reads
+        (``"part": "policy"``, which no other level decides from); without one, the seat's
+        projected view is read. A command
         decided from ``own`` by an instant bot goes to ``answers`` when given (its caller
         sends a batch's together, :meth:`_send`: True here means decided, not yet sent; a
         searching bot's is sent at once, not held for the batch's other searches). False when
@@ -480,6 +481,12 @@ class BotPlayer:
         back)."""
         command_id = bot_command_id(self.key, game_id, version, seat)
         with bound_contextvars(game=game_id, command=command_id, seat=seat):  # on every line
+            if (
+                own is not None
+                and own.get("part") == api.POLICY_VIEW
+                and (level or fallback_level(game_of(own))) != "greedy"
+            ):
+                own = None  # the greedy policy's part of the view: any other bot reads it all
             if own is None:
                 view = await self._view_at(game_id, seat, version)
                 if view is None:
@@ -497,9 +504,11 @@ class BotPlayer:
             budget = self.settings.bot_think_ms / 1000
             if deadline is not None:
                 budget = max(0.0, min(budget, deadline - time.time() - SAFETY_S))
-            rng = random.Random(self.rng.getrandbits(64))
-            started = time.perf_counter()
             player = bot(level)
+            # A search thinks in a thread: a generator of its own. An instant bot decides
+            # here, on the loop: the player's own (a new one's seeding, a few µs a bot move).
+            rng = random.Random(self.rng.getrandbits(64)) if player.searches else self.rng
+            started = time.perf_counter()
             choice = await _decided(player, observation, rng, budget)
             metrics.BOT_DECISION_SECONDS.labels(level, actor).observe(time.perf_counter() - started)
             metrics.BOT_DECISIONS.labels(game.name).inc()
@@ -574,7 +583,9 @@ def bot_command_id(key: bytes, game_id: str, version: int, seat: int) -> str:
     player who sent a move under the id the next bot would use, once they were a plain hash,
     froze the game; the engine now also scopes every id to its seat.)"""
     message = f"{game_id}:{version}:{seat}".encode()
-    return hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
+    # ``hmac.digest``: the one-shot in C, the same digest as ``hmac.new(...).digest()``
+    # without its Python object (2.6 µs against 3.0 µs).
+    return hmac.digest(key, message, "sha256").hex()[:32]
 
 
 def fallback_level(game: AnyGame) -> str:

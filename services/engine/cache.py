@@ -30,11 +30,11 @@ class CachedGame:
     seen: dict[str, int] = field(default_factory=dict)
     final_recorded: bool = False
     deadline_s: float | None = None  # the table's move deadline, when its lobby set one
-    # The seats a bot plays (or whose player had left) when the game was loaded: their
-    # decision requests carry the seat's own view (``decision_requests``). A seat left
-    # since is not among them: its requests come without one, and the bot player reads its
-    # projected view instead.
-    bots: frozenset[int] = frozenset()
+    # The seats a bot plays (or whose player had left) when the game was loaded, with the
+    # bot's level (None: a leaver's): their decision requests carry the seat's own view, or
+    # the part a greedy bot reads (``decision_requests``). A seat left since is not among
+    # them: its requests come without one, and the bot player reads its projected view.
+    bots: dict[int, str | None] = field(default_factory=dict)
     # The legal commands of each pending seat, by the JSON the engine last sent them as in
     # its decision requests, with the state and version they were listed at (``listed``).
     legal: tuple[Any, int, dict[int, dict[str, api.Command]]] | None = None
@@ -55,7 +55,7 @@ class CachedGame:
         """A loaded game, its kind found from its state's type, with its table's deadline
         and bots."""
         game = None if state is None else api.of(state)
-        return cls(game, state, version, seen, False, seats.deadline_s, seats.played_by_bots())
+        return cls(game, state, version, seen, False, seats.deadline_s, seats.bot_levels())
 
 
 async def table_seats(redis: Redis, keys: Keys, game_ids: Sequence[str]) -> dict[str, Seats]:

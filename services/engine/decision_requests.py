@@ -133,6 +133,22 @@ def own_view_json(
     return dump_json(api.merge_views(public, game.private_part(state, seat)))
 
 
+def bot_view_json(
+    game: api.AnyGame, state: Any, seat: int, level: str | None, public: api.Observation | None
+) -> tuple[str, api.Observation | None]:
+    """What a bot seat of ``level`` (None: a leaver's, played by the fallback) gets in its
+    request, and the public view made for it (for the next seat of this state): a greedy
+    seat the part of its view the game's policy reads (:meth:`Game.policy_view`, marked
+    ``"part": "policy"``; a third of the whole view's size, made without the public view),
+    any other its whole own view (:func:`own_view_json`)."""
+    if api.reads_policy_view(game, level):
+        part = game.policy_view(state, seat)
+        if part is not None:
+            return dump_json({"part": api.POLICY_VIEW, **part}), public
+    public = game.public_view(state) if public is None else public
+    return own_view_json(game, state, seat, public), public
+
+
 def attach(
     appends: Sequence[Append], cache: GameCache, settings: Settings, codec: GameCodec
 ) -> None:
@@ -140,7 +156,8 @@ def attach(
     game's state after it, and a snapshot of that state every N events and at the
     game's end (stored by the append itself, so only if the append is made). A pending
     seat the game was loaded with as a bot's (:attr:`CachedGame.bots`) gets its own view
-    in its request, made here from the state at the request's version; the others none."""
+    in its request (a greedy seat, the part of it its policy reads: :func:`bot_view_json`),
+    made here from the state at the request's version; the others none."""
     first: dict[str, Append] = {}
     last: dict[str, Append] = {}
     for a in appends:
@@ -175,8 +192,7 @@ def attach(
             request = _decision_json(game_json, version, d, deadline, found.json)
             view = ""
             if seat in bots:
-                public = game.public_view(state) if public is None else public
-                view = own_view_json(game, state, seat, public)
+                view, public = bot_view_json(game, state, seat, bots[seat], public)
             requests.append(new_tuple(Pending, (seat, due, request, view)))
         a.decisions = requests
         # The requests are every seat's: kept for /legal too. Asked once per game and batch:

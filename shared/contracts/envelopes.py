@@ -380,7 +380,10 @@ class DecisionRequest(_Envelope):
         description="The deciding seat's own view at ``version`` (the game's ``view`` for "
         "that seat, without its legal commands, which the request lists): given only in a "
         "bot seat's request on the bot player's stream, so that the bot decides from the "
-        "request alone. Absent (an engine not yet upgraded, a leaver's seat, every request "
+        "request alone. A greedy seat's (and a leaver's, whose fallback is greedy) is the "
+        'part of that view the game\'s greedy policy reads, marked `"part": "policy"` '
+        "(the game's `policy_view`; the whole view for a game without one). Absent (an "
+        "engine not yet upgraded, a leaver's seat, every request "
         "on the decisions stream the sockets read): the bot player reads the seat's "
         "projected view.",
     )

@@ -97,6 +97,11 @@ class Seats:
         """The seats a bot plays, its own or the fallback of a player who left."""
         return frozenset(seat for seat, who in self.players.items() if final(who))
 
+    def bot_levels(self) -> dict[int, str | None]:
+        """:meth:`played_by_bots` with each seat's bot level (``None``: a leaver's seat,
+        played by the fallback)."""
+        return {seat: self.bot_level(seat) for seat in self.played_by_bots()}
+
     def bot_level(self, seat: int) -> str | None:
         who = self.who(seat)
         return who.removeprefix(BOT_PREFIX) if who.startswith(BOT_PREFIX) else None

@@ -7,7 +7,7 @@ any game). Services import this module, never a game package or another module o
 from __future__ import annotations
 
 from . import analytics
-from .catalog import CatalogEntry, bot_levels, catalog
+from .catalog import POLICY_VIEW, CatalogEntry, bot_levels, catalog, reads_policy_view
 from .commands import Command, command_schema, command_wire_schema, parse_command
 from .events import EventData, check_event, event_schema
 from .play import PlayedGame, play_random_game
@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_GAME",
     "GAME_CREATED",
     "GAME_ENDED",
+    "POLICY_VIEW",
     "PUBLIC",
     "AnyGame",
     "CatalogEntry",
@@ -74,5 +75,6 @@ __all__ = [
     "of",
     "parse_command",
     "play_random_game",
+    "reads_policy_view",
     "register",
 ]

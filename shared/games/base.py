@@ -289,6 +289,10 @@ class BaseGame(ABC, Generic[S, R]):
         private view has more (a hand, a secret choice) adds it here too."""
         return {"seat": seat}
 
+    def policy_view(self, state: S, seat: int) -> Observation | None:
+        """None: the game has no smaller view for its greedy policy (see the protocol)."""
+        return None
+
     def view(self, state: S, seat: int | None) -> Observation:
         public = self.public_view(state)
         return public if seat is None else merge_views(public, self.private_view(state, seat))

@@ -17,6 +17,18 @@ def bot_levels(game: AnyGame) -> list[str]:
     return ["random", *(["greedy"] if game.info.greedy_policy else []), "mcts"]
 
 
+POLICY_VIEW = "policy"
+"""A decision request's ``view["part"]`` when the view is the part the greedy policy reads
+(:meth:`Game.policy_view`), not the seat's whole view."""
+
+
+def reads_policy_view(game: AnyGame, level: str | None) -> bool:
+    """Whether a bot seat of ``level`` decides from the game's policy view alone: a greedy
+    seat, and a leaver's seat (``None``: the fallback, which is greedy wherever the game has
+    a policy)."""
+    return game.info.greedy_policy and level in (None, "greedy")
+
+
 @dataclass(frozen=True)
 class CatalogEntry:
     """A game as clients discover it: players, rulesets, options, command and view shapes."""

@@ -363,6 +363,14 @@ class Game(Protocol[S, R]):
         lists already (listing them again was about a fifth of the view's cost)."""
         ...
 
+    def policy_view(self, state: S, seat: int) -> Observation | None:
+        """The part of ``seat``'s view (its own, :meth:`view`'s, never anything else) that
+        the game's greedy policy reads, in the view's shape, made straight from the state:
+        ``policy(policy_view(s, seat) + legal)`` gives ``policy(view(s, seat))``'s values.
+        The engine sends it to a greedy bot seat instead of the whole view. ``None``: the
+        game has none (its greedy seats get the whole view)."""
+        ...
+
     def view_schema(self) -> dict[str, Any]:
         """The JSON schema of :meth:`view`'s answer, a seat's or a spectator's (local
         ``$defs`` references): what clients and the OpenAPI document rely on, kept exact

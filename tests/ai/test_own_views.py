@@ -126,6 +126,48 @@ async def test_a_bot_seats_request_carries_its_own_view_and_no_hidden_value(
     assert pending and all("view" not in r for r in load_json(pending))
 
 
+async def test_a_greedy_seats_request_carries_the_part_of_its_view_its_policy_reads(
+    redis: Redis, keys: Keys
+) -> None:
+    """Greedy seats (0 and 2) beside a random and an MCTS one, their moves sent by the
+    test: every greedy seat's request on the bot player's stream carries, marked
+    ``"part": "policy"``, the game's ``policy_view`` of its seat at the request's version,
+    the same for a twin state whose hidden values were resampled (``determinize``), each
+    value its own view's; the other seats' requests carry their whole own view, as before.
+    (Before, every bot seat got its whole view: 5 KB made, encoded and parsed a move.)"""
+    game_id = "g-own-policy"
+    await _seat_bots(redis, keys, game_id, ["greedy", "random", "greedy", "mcts"])
+    commands, _ = play_locally(game_id, players=4, seed=5, limit=60)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        for command in commands:
+            assert (await sender.execute(command)).status == "accepted"
+    p = keys.partition(game_id)
+    log = await EventStore(redis, keys).read(game_id)
+    parts = wholes = 0
+    for request, _ in await _requests(redis, keys.bot_decisions(p)):
+        upto = log[: request.version]
+        state = aod.replay(RULES, [aod.Event(e.type, e.data, e.secret, e.visibility) for e in upto])
+        own = aod.view(state, request.seat)
+        assert request.legal_commands == own.pop("legal_commands")
+        assert request.view is not None
+        if request.seat in (0, 2):
+            part = aod.policy_view(state, request.seat)
+            assert request.view == {"part": "policy", **part}
+            assert part == aod.policy_view(aod.determinize(state, 99), request.seat)
+            pruned = ("players", "regions", "boxes")  # the parts of them the policy reads
+            assert all(own[k] == v for k, v in part.items() if k not in pruned)
+            assert part["players"][request.seat].items() <= own["players"][request.seat].items()
+            assert part["boxes"].items() <= own["boxes"].items()
+            for mine, region in zip(part["regions"], own["regions"], strict=True):
+                assert mine.items() <= region.items()
+            parts += 1
+        else:
+            assert request.view == own
+            wholes += 1
+    assert parts and wholes
+
+
 async def test_a_request_whose_game_moved_on_is_not_answered_from_its_view(
     redis: Redis, keys: Keys
 ) -> None:

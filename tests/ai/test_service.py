@@ -394,3 +394,16 @@ def test_a_bot_seat_whose_answer_failed_on_redis_is_tried_again_soon_not_at_its_
         deadline.timestamp()
     )
     assert service._retry_at(request, HUMAN, away) == deadline.timestamp()
+
+
+def test_a_bots_command_id_is_the_same_as_every_earlier_release_makes_it() -> None:
+    """A request answered twice, by a bot player of this release and one of before (a
+    rolling upgrade, a retry), must name one command: the id is still the first 32 hex
+    digits of the HMAC-SHA256 of ``game:version:seat`` under the deployment's key, as
+    ``hmac.new(...).hexdigest()`` made it (now ``hmac.digest``, issue 24)."""
+    import hashlib
+    import hmac
+
+    for key, game_id, version, seat in ((b"k" * 32, "g-1", 7, 2), (b"\x00\xff", "g-\u00e9", 0, 0)):
+        expected = hmac.new(key, f"{game_id}:{version}:{seat}".encode(), hashlib.sha256)
+        assert bot_command_id(key, game_id, version, seat) == expected.hexdigest()[:32]

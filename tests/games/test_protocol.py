@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from typing import Any
 
 import pytest
@@ -621,6 +622,53 @@ def test_a_seats_view_is_the_public_view_with_its_own_part_over_it(
             checked += 1
         play.apply(command)
     assert checked
+
+
+def contained(part: Any, whole: Any) -> bool:
+    """``part`` is ``whole`` with some dictionaries' keys left out (lists keep their
+    length): every value ``part`` holds is ``whole``'s at the same place."""
+    if isinstance(part, dict):
+        return isinstance(whole, dict) and all(
+            k in whole and contained(v, whole[k]) for k, v in part.items()
+        )
+    if isinstance(part, list):
+        return (
+            isinstance(whole, list)
+            and len(part) == len(whole)
+            and all(contained(a, b) for a, b in zip(part, whole, strict=True))
+        )
+    return bool(part == whole and type(part) is type(whole))
+
+
+@per_game_property(10, data=st.data())
+def test_a_policy_view_is_part_of_the_seats_view_and_decides_alike(
+    name: str, data: st.DataObject
+) -> None:
+    """Invariant (hidden information, for the view the engine sends a greedy bot seat,
+    ``Game.policy_view``): at random points of a game, each seat's policy view holds only
+    values of that seat's own view, at the same places (so never a hidden one, nor another
+    seat's private part), and the greedy policy, given it with the legal commands, values
+    every command as it does from the whole view (same generator seed)."""
+    play = data.draw(specs(name)).start()
+    game = play.game
+    policy = game.policy()
+    checked = 0
+    for _, _, command in play.choices():
+        if play.decisions == 0 or play.rnd.random() < 0.1:
+            for seat in play.seats:
+                part = game.policy_view(play.state, seat)
+                if part is None:
+                    continue
+                view = game.view(play.state, seat)
+                assert contained(part, view), (seat, part)
+                assert json.loads(json.dumps(part)) == part
+                legal = view["legal_commands"]
+                if policy is not None and legal:
+                    whole = policy(view, random.Random(seat))
+                    assert policy({**part, "legal_commands": legal}, random.Random(seat)) == whole
+                checked += 1
+        play.apply(command)
+    assert checked or not game.info.greedy_policy or name != "age_of_discovery"
 
 
 @per_game

@@ -53,7 +53,7 @@ from .ruleset import (
 from .sampling import Sampler, sample_state
 from .scoring import score
 from .state import GameState, blank_state
-from .views import determinize, private_view, public_view, view
+from .views import determinize, policy_view, private_view, public_view, view
 
 GAME = register(AgeOfDiscovery(), GameState)
 
@@ -110,6 +110,7 @@ __all__ = [
     "new_game",
     "parse_ruleset",
     "pending",
+    "policy_view",
     "private_view",
     "public_view",
     "replay",

@@ -87,6 +87,7 @@ class AgeOfDiscovery(BaseGame[GameState, Rules]):
     public_view = staticmethod(views.public_view)  # type: ignore[assignment]
     private_view = staticmethod(views.private_view)  # type: ignore[assignment]
     private_part = staticmethod(views.private_part)  # type: ignore[assignment]
+    policy_view = staticmethod(views.policy_view)  # type: ignore[assignment]
     turn_positions = staticmethod(views.start_positions)  # type: ignore[assignment]
 
     # --- plug-ins -------------------------------------------------------------------------
