@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from sqlalchemy import Connection, Engine, event, select
 from sqlmodel import SQLModel
 
+from services.scoring import flat
 from services.scoring.db import (
     Decision,
     FactRow,
@@ -18,10 +19,13 @@ from services.scoring.db import (
     Result,
     ScoredGame,
     Standing,
+    _driver_upsert,
+    _upsert_statement,
     create_tables,
     table_of,
+    upsert,
 )
-from services.scoring.projection import FinishedGame, finish_key, rate
+from services.scoring.projection import FinishedGame, Rows, finish_key, rate
 from services.scoring.service import ScoringService
 from shared.bus import CommandSender, Keys
 from shared.eventstore import EventStore
@@ -323,3 +327,68 @@ def _store_finished(conn: Connection, game: FinishedGame) -> None:
             for seat, (player, place) in enumerate(game.places)
         ],
     )
+
+
+async def test_the_drivers_upserts_store_what_sqlalchemys_statement_stores(
+    redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """Each table's rows of a finished and a running game, written by ``upsert`` (on SQLite
+    the driver's ``executemany`` of tuples, each value through its column's processor: JSON,
+    times, booleans) and then by SQLAlchemy's own execution of the same statement, are
+    stored alike, byte for byte as the driver reads them back; and an upsert of a row
+    already held replaces it."""
+    finished, running = game_ids(keys, 2, "g-driver")
+    await play_games(
+        redis,
+        keys,
+        [(finished, 3, 7, None), (running, 4, 8, 40)],
+        {finished: {"0": "bot:greedy", "1": "human", "2": "bot:random"}},
+    )
+    service = ScoringService(redis, keys, database)
+    logs, seats = await service._read(
+        [finished, running], {finished: (0, None), running: (0, None)}
+    )
+    projected = Rows(cells=False)
+    for game_id in (finished, running):
+        progress = service._begin(game_id, logs[game_id], seats)
+        assert progress is not None
+        service._apply(progress, logs[game_id], 0, projected)
+    tables = [
+        (table_of(ScoredGame), list(projected.games.values())),
+        (table_of(Standing), list(projected.standings.values())),
+        (table_of(Decision), projected.decisions),
+        (table_of(FactRow), projected.facts),
+        (table_of(Result), projected.results),
+        (flat.RESULTS, projected.flat_results),
+        (flat.SEAT_FACTS, projected.seat_facts),
+    ]
+    assert all(written for _, written in tables)
+    if database.dialect.name == "sqlite":  # the driver's path is taken for every table
+        assert all(_driver_upsert(database.dialect, t, frozenset(w[0])) for t, w in tables)
+
+    def stored() -> dict[str, list[tuple[Any, ...]]]:
+        with database.connect() as conn:
+            return {
+                t.name: sorted(
+                    tuple(r) for r in conn.exec_driver_sql(f"SELECT * FROM {t.name}").all()
+                )
+                for t, _ in tables
+            }
+
+    with database.begin() as conn:
+        for table, written in tables:
+            upsert(conn, table, [{**r, **_stale(table)} for r in written])  # then replaced
+            upsert(conn, table, written)
+    by_upsert = stored()
+    with database.begin() as conn:
+        for table, written in tables:
+            conn.execute(table.delete())
+            conn.execute(_upsert_statement(database.dialect.name, table), written)
+    assert stored() == by_upsert
+    assert len(by_upsert["scoring_standings"]) == 7 and len(by_upsert["scoring_games"]) == 2
+
+
+def _stale(table: Any) -> dict[str, Any]:
+    """A value that the row written next must replace (a column outside the key)."""
+    column = next(c for c in table.columns if not c.primary_key and c.type.python_type is int)
+    return {column.key: -1}
