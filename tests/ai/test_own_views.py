@@ -39,6 +39,20 @@ async def _seat_bots(redis: Redis, keys: Keys, game_id: str, levels: list[str]) 
     await redis.hset(keys.seats(game_id), mapping=mapping)
 
 
+async def _played(
+    redis: Redis, keys: Keys, game_id: str, levels: list[str]
+) -> tuple[list[Any], list[Any]]:
+    """A four-seat game of bots of ``levels`` played for 60 commands through the engine
+    (no bot player: the commands are a local game's); the commands and the game's log."""
+    await _seat_bots(redis, keys, game_id, levels)
+    commands, _ = play_locally(game_id, players=4, seed=5, limit=60)
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys):
+        for command in commands:
+            assert (await sender.execute(command)).status == "accepted"
+    return commands, await EventStore(redis, keys).read(game_id)
+
+
 async def _requests(redis: Redis, stream: str) -> list[tuple[DecisionRequest, dict[str, Any]]]:
     """The requests on ``stream``, each with its JSON as a plain object."""
     entries: Any = await redis.xrange(stream)
@@ -98,14 +112,8 @@ async def test_a_bot_seats_request_carries_its_own_view_and_no_hidden_value(
     token, pile order or generator state, and nothing of another seat's. The requests on the
     decisions stream (the sockets') and those kept in the game's meta carry no view."""
     game_id = "g-own-hidden"
-    await _seat_bots(redis, keys, game_id, ["random"] * 4)
-    commands, _ = play_locally(game_id, players=4, seed=5, limit=60)
-    sender = CommandSender(redis, keys)
-    async with running_engine(redis, keys):
-        for command in commands:
-            assert (await sender.execute(command)).status == "accepted"
+    commands, log = await _played(redis, keys, game_id, ["random"] * 4)
     p = keys.partition(game_id)
-    log = await EventStore(redis, keys).read(game_id)
     bots = await _requests(redis, keys.bot_decisions(p))
     assert len(bots) >= len(commands) - 1
     seats_seen = set()
@@ -136,14 +144,8 @@ async def test_a_greedy_seats_request_carries_the_part_of_its_view_its_policy_re
     value its own view's; the other seats' requests carry their whole own view, as before.
     (Before, every bot seat got its whole view: 5 KB made, encoded and parsed a move.)"""
     game_id = "g-own-policy"
-    await _seat_bots(redis, keys, game_id, ["greedy", "random", "greedy", "mcts"])
-    commands, _ = play_locally(game_id, players=4, seed=5, limit=60)
-    sender = CommandSender(redis, keys)
-    async with running_engine(redis, keys):
-        for command in commands:
-            assert (await sender.execute(command)).status == "accepted"
+    _, log = await _played(redis, keys, game_id, ["greedy", "random", "greedy", "mcts"])
     p = keys.partition(game_id)
-    log = await EventStore(redis, keys).read(game_id)
     parts = wholes = 0
     for request, _ in await _requests(redis, keys.bot_decisions(p)):
         upto = log[: request.version]
