@@ -274,7 +274,7 @@ class ShardedCluster(RedisCluster):
 
     _slots_read_at = -math.inf  # when the slot map was last read (monotonic)
     _rereading: asyncio.Task[None] | None = None  # a re-read of the slot map under way
-    _slots_reply: Any = None  # the CLUSTER SLOTS reply the slot map was last built after
+    _slots_reply: Any = None  # the masters' CLUSTER SLOTS the slot map was last built after
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -316,7 +316,7 @@ class ShardedCluster(RedisCluster):
         try:
             reply = await self._slots_now(last_failed_node_name)
             if reply is not None and reply == self._slots_reply:
-                return  # the map as it is: nothing to build again
+                return  # the same masters for the same slots: nothing to build again
             await self.nodes_manager.initialize(last_failed_node_name=last_failed_node_name)
             await self.commands_parser.initialize(self.nodes_manager.default_node)
             self._slots_reply = reply
@@ -327,9 +327,10 @@ class ShardedCluster(RedisCluster):
             self._rereading = None
 
     async def _slots_now(self, failed: str | None) -> Any:
-        """The slot map as the first node to answer gives it (CLUSTER SLOTS; the node that
-        failed last asked last; None: no node answered). A re-read whose reply is the one
-        the map was built after builds nothing: redis-py's walks every one of the 16,384
+        """The slot map's masters as the first node to answer gives them (CLUSTER SLOTS,
+        :func:`_masters`; the node that failed last asked last; None: no node answered). A
+        re-read whose reply is the one the map was built after builds nothing: redis-py's
+        walks every one of the 16,384
         slots three times, in Python, at each re-read, and while a master is away, until its
         replica takes over, the map does not change (the same node holds the same slots).
         Those re-reads were the lobby's largest cost of a failover: a fifth of its CPU in
@@ -340,9 +341,10 @@ class ShardedCluster(RedisCluster):
         nodes.sort(key=lambda node: node.name == failed)
         for node in nodes:
             try:
-                return await node.execute_command("CLUSTER SLOTS")
+                reply = await node.execute_command("CLUSTER SLOTS")
             except Exception:
                 continue
+            return _masters(reply)
         return None
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
@@ -368,6 +370,15 @@ class ShardedCluster(RedisCluster):
         if shard_hint or transaction:  # one slot's transaction, or redis-py's refusal
             return super().pipeline(transaction, shard_hint)
         return NodePipeline(self)  # type: ignore[abstract]  # redis-py's own makes one so
+
+
+def _masters(reply: Any) -> list[tuple[Any, ...]]:
+    """A CLUSTER SLOTS reply as the slot ranges and the master of each (host, port): what
+    routes this client's commands (it reads no replica). Nodes list a range's replicas in
+    orders of their own, and a node back as a replica changes only them: compared whole,
+    the replies of the nodes taken in turn differed at nearly every re-read of a failover,
+    each building the map again."""
+    return sorted((r[0], r[1], r[2][0], r[2][1]) for r in reply)
 
 
 class _KeptNodes(NodesManager):

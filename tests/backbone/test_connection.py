@@ -256,6 +256,44 @@ async def test_a_slot_map_re_read_builds_the_map_again_only_once_the_cluster_cha
         await client.aclose()
 
 
+async def test_a_replica_gone_from_the_cluster_builds_no_new_slot_map(
+    cluster: LocalCluster,
+) -> None:
+    """A replica killed drops out of every node's CLUSTER SLOTS reply, but routes none of
+    this client's commands (it reads no replica): the re-reads that follow build no new map.
+    (Nodes also list a range's replicas in orders of their own: compared whole, the replies
+    of the nodes taken in turn made a re-read build the map again nearly every time.)"""
+    client: Any = connect(cluster.url)
+    try:
+        await client.initialize()
+        master = client.get_primaries()[0]
+        listed = Redis(host=master.host, port=master.port)
+        replicas: list[int] = []
+
+        async def replicas_listed() -> bool:
+            slots = await listed.execute_command("CLUSTER SLOTS")
+            replicas[:] = [int(node[1]) for r in slots for node in r[3:]]
+            return bool(replicas)
+
+        async def dropped() -> bool:
+            slots = await listed.execute_command("CLUSTER SLOTS")
+            return all(int(node[1]) != replicas[0] for r in slots for node in r[3:])
+
+        try:
+            await wait_for(replicas_listed, timeout_s=30.0)
+            await client._reread(None)
+            built = client.nodes_manager.slots_cache
+            cluster.kill(replicas[0])
+            await wait_for(dropped, timeout_s=30.0)
+        finally:
+            await listed.aclose()
+        for _ in range(5):
+            await client._reread(None)
+        assert client.nodes_manager.slots_cache is built
+    finally:
+        await client.aclose()
+
+
 async def test_a_round_trip_answers_each_command_in_order(any_redis: Any, keys: Keys) -> None:
     """One write, each reply in its command's place; on a cluster too (one slot's keys)."""
     meta, holders = f"{keys.prefix}:{{g}}:meta", f"{keys.prefix}:{{g}}:holders"
