@@ -330,9 +330,9 @@ class ShardedCluster(RedisCluster):
         """The slot map's masters as the first node to answer gives them (CLUSTER SLOTS,
         :func:`_masters`; the node that failed last asked last; None: no node answered). A
         re-read whose reply is the one the map was built after builds nothing: redis-py's
-        walks every one of the 16,384
-        slots three times, in Python, at each re-read, and while a master is away, until its
-        replica takes over, the map does not change (the same node holds the same slots).
+        walks every one of the 16,384 slots three times, in Python, at each re-read, and
+        while a master is away, until its replica takes over, the map does not change (the
+        same node holds the same slots).
         Those re-reads were the lobby's largest cost of a failover: a fifth of its CPU in
         the seconds after a master's kill, when the healthy shards' requests took 0.8 s
         (median) instead of 0.07 (the chaos benchmark on a loaded machine; issue 25)."""
