@@ -88,6 +88,7 @@ class GameProgress:
     state: Any  # the game's own state type, driven through ``game`` only
     ruleset: str
     options: dict[str, Any]
+    options_json: str  # ``options`` as the game's row holds them (keys sorted): made once
     seats: list[str]  # per seat: human or bot:<level> (the lobby's seats hash)
     players: list[str]  # per seat: who is rated (bot:<level>, or player:<name>)
     created_at: datetime
@@ -146,6 +147,7 @@ def start(codec: GameCodec, first: EventEnvelope, seats: Seats) -> GameProgress:
         state=state,
         ruleset=data["ruleset"],
         options=data["options"],
+        options_json=key_json(data["options"]),
         seats=kinds,
         players=[k if k != HUMAN else f"player:{n}" for k, n in zip(kinds, names, strict=True)],
         created_at=first.recorded_at,
@@ -323,7 +325,7 @@ def snapshot_rows(p: GameProgress, rows: Rows) -> None:
         "event_id": p.event_id,
         "status": "finished" if finished else "running",
         "ruleset": p.ruleset,
-        "options": key_json(p.options),
+        "options": p.options_json,
         "players": len(p.players),
         "decisions": p.decisions,
         "created_at": _utc(p.created_at),
