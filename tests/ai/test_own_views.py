@@ -47,7 +47,9 @@ def _commands(game: api.AnyGame, game_id: str, seed: int, limit: int) -> list[Co
     state, _ = game.new_game(game.rules(game.default_ruleset), 4, seed)
     chooser = random.Random(seed)
     payload = {"game": game.name, "ruleset": game.default_ruleset, "players": 4, "seed": seed}
-    commands = [CommandEnvelope(game_id=game_id, type="create_game", actor="system", payload=payload)]
+    commands = [
+        CommandEnvelope(game_id=game_id, type="create_game", actor="system", payload=payload)
+    ]
     while (decisions := game.pending(state)) and len(commands) <= limit:
         command = chooser.choice(game.legal_commands(state, chooser.choice(decisions).seat))
         game.decide_into(state, command)
