@@ -154,6 +154,74 @@ async def _count(batches: list[Any], n: int) -> bool:
     return len(batches) >= n
 
 
+async def test_busy_reads_in_a_row_double_the_linger_up_to_its_most_and_a_small_one_resets_it(
+    redis: Redis, keys: Keys
+) -> None:
+    """The engine's growing linger (``linger_max_ms``): each busy read in a row (here two
+    entries or more) waits twice as long as the one before, up to ``linger_max_ms``, so a
+    bus busy read after read is read in ever larger batches; a read of fewer sets the
+    wait back to ``linger_ms``, so a burst after a quiet spell waits the short one. With a
+    constant wait each busy read waits ``linger_ms`` alone (the third batch came 0.2 s after
+    its entries, not 0.4)."""
+    stream = keys.commands(0)
+    batches: list[tuple[float, list[str]]] = []
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        batches.append((time.monotonic(), [d.fields[b"v"].decode() for d in deliveries]))
+        await consumer.ack(deliveries)
+
+    broker = Broker(redis, readers=1)
+    consumer = GroupConsumer(
+        broker,
+        redis,
+        "readers",
+        "r1",
+        keys,
+        handle,
+        linger_ms=200,
+        linger_from=2,
+        linger_max_ms=800,
+    )
+    await broker.start()
+
+    async def add(*values: str) -> float:
+        async with redis.pipeline(transaction=True) as pipe:  # one read takes them all
+            for v in values:
+                pipe.xadd(stream, {"v": v})
+            await pipe.execute()
+        return time.monotonic()
+
+    async def added(n: int, *values: str) -> float:
+        """``values`` written once the ``n``-th batch came (the linger after it runs)."""
+        await wait_for(lambda: _count(batches, n), every_s=0.005)
+        return await add(*values)
+
+    try:
+        await consumer.subscribe(stream)
+        await asyncio.sleep(0.2)
+        await add("a", "b")  # busy: 0.2 s
+        sent = [await added(1, "c", "d")]  # busy: 0.4 s
+        sent.append(await added(2, "e", "f"))  # busy: 0.8 s
+        sent.append(await added(3, "g", "h"))  # busy: 0.8 s, the most
+        sent.append(await added(4, "i"))  # one: read at once after it
+        sent.append(await added(5, "j", "k"))  # busy again: 0.2 s
+        sent.append(await added(6, "l"))
+        await wait_for(lambda: _count(batches, 7))
+    finally:
+        await consumer.close()
+        await broker.stop()
+
+    assert [values for _, values in batches] == [
+        ["a", "b"], ["c", "d"], ["e", "f"], ["g", "h"], ["i"], ["j", "k"], ["l"]
+    ]  # fmt: skip
+    came = [at - sent_at for (at, _), sent_at in zip(batches[2:], sent[1:], strict=True)]
+    assert came[0] >= 0.35  # after the 0.4 s wait (the second busy read in a row)
+    assert came[1] >= 0.75  # after the 0.8 s wait
+    assert 0.75 <= came[2] < 1.3  # after 0.8 s again, not 1.6: the most
+    assert came[3] < 0.15  # a read of one is followed at once
+    assert came[4] < 0.5  # back to 0.2 s after the read of one
+
+
 async def test_a_shared_read_lingering_from_one_entry_gathers_the_next_ones(
     redis: Redis, keys: Keys
 ) -> None:
