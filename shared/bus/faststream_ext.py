@@ -216,9 +216,9 @@ class FixedStreamSub(StreamSub):
     client: Redis  # a shared read's client (the broker's, :func:`make_shared`)
     positions: dict[str, str]  # a shared follow's streams and the entry each is read after
     # A shared read that brought at least ``linger_from`` entries (but not a full batch)
-    # waits this long before reading again (0: never): see :func:`_linger`. Each busy read
-    # in a row doubles the wait, up to ``linger_max_s`` (at most ``linger_s``: constant);
-    # ``lingering`` is the next busy read's wait (0: ``linger_s``).
+    # waits this long before reading again (0: never): see :func:`_linger`. A read as busy
+    # over the wait before it doubles that wait, up to ``linger_max_s`` (at most
+    # ``linger_s``: constant); ``lingering`` is the last wait (0: none since a quiet read).
     linger_s: float = 0.0
     linger_from: int = 4
     linger_max_s: float = 0.0
@@ -335,20 +335,24 @@ async def _linger(sub: FixedStreamSub, read: int) -> None:
     """After a busy read (``read`` entries, at least ``sub.linger_from`` but not a full
     batch), wait so that the next read brings more: a handler's cost per batch (the read,
     FastStream's dispatch, the engine's append round trip, about 0.57 ms of the engine's
-    CPU quiet) is spread over more entries. The first busy read waits ``sub.linger_s``,
-    each busy read in a row twice the one before, up to ``sub.linger_max_s``: a bus busy
-    read after read (4,000 commands/s) is read every 10-20 ms, 50-100 commands a read,
-    while a burst (a bot player's few moves) is waited on once, ``linger_s``, as a read
-    of fewer (a quiet stream) or none sets the wait back and is read again at once. A
-    full batch (behind) is read again at once and keeps the wait. A follower
-    (:class:`SharedFollow`) lingers from one entry on (``linger_from``), a constant wait."""
+    CPU quiet) is spread over more entries. A busy read waits ``sub.linger_s``; one that
+    brought at least ``linger_from`` a ``linger_s`` of the wait before it (2,000 commands/s
+    for the engine's 4 a 2 ms) waits twice that wait, up to ``sub.linger_max_s``: a bus busy
+    read after read (4,000 commands/s) is read every 20 ms or so, about 90 commands a
+    read, while a burst (a bot player's few moves) or a slower bus waits ``linger_s``, and
+    a quiet one (reads of fewer, or none) is read again at once. A full batch (behind) is
+    read again at once and keeps the wait. A follower (:class:`SharedFollow`) lingers from
+    one entry on (``linger_from``), a constant wait (no ``linger_max_s``)."""
     if read >= (sub.max_records or read + 1):
         return
     if read < sub.linger_from:
         sub.lingering = 0.0
         return
-    wait = sub.lingering or sub.linger_s
-    sub.lingering = min(2 * wait, max(sub.linger_max_s, sub.linger_s))
+    wait = sub.linger_s
+    before = sub.lingering  # the wait before this read (0: none)
+    if before and read * sub.linger_s >= sub.linger_from * before:
+        wait = min(2 * before, max(sub.linger_max_s, sub.linger_s))
+    sub.lingering = wait
     await asyncio.sleep(wait)
 
 

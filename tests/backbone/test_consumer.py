@@ -154,15 +154,15 @@ async def _count(batches: list[Any], n: int) -> bool:
     return len(batches) >= n
 
 
-async def test_busy_reads_in_a_row_double_the_linger_up_to_its_most_and_a_small_one_resets_it(
+async def test_a_read_as_busy_over_a_longer_wait_doubles_it_up_to_the_most(
     redis: Redis, keys: Keys
 ) -> None:
-    """The engine's growing linger (``linger_max_ms``): each busy read in a row (here two
-    entries or more) waits twice as long as the one before, up to ``linger_max_ms``, so a
-    bus busy read after read is read in ever larger batches; a read of fewer sets the
-    wait back to ``linger_ms``, so a burst after a quiet spell waits the short one. With a
-    constant wait each busy read waits ``linger_ms`` alone (the third batch came 0.2 s after
-    its entries, not 0.4)."""
+    """The engine's growing linger (``linger_max_ms``): a busy read (``linger_from`` entries
+    or more) that brought at least ``linger_from`` a ``linger_ms`` of the wait before it
+    waits twice that wait, up to ``linger_max_ms``, so a bus busy read after read is read
+    in ever larger batches; a busy read slower than that waits ``linger_ms`` again, and a
+    read of fewer is followed at once, so a burst (a bot player's few moves) waits the
+    short one. With a constant wait the third batch came 0.2 s after its entries, not 0.4."""
     stream = keys.commands(0)
     batches: list[tuple[float, list[str]]] = []
 
@@ -179,7 +179,7 @@ async def test_busy_reads_in_a_row_double_the_linger_up_to_its_most_and_a_small_
         keys,
         handle,
         linger_ms=200,
-        linger_from=2,
+        linger_from=2,  # busy: 2 entries or more; 2 a 0.2 s over the wait doubles it
         linger_max_ms=800,
     )
     await broker.start()
@@ -191,35 +191,35 @@ async def test_busy_reads_in_a_row_double_the_linger_up_to_its_most_and_a_small_
             await pipe.execute()
         return time.monotonic()
 
-    async def added(n: int, *values: str) -> float:
-        """``values`` written once the ``n``-th batch came (the linger after it runs)."""
+    async def added(n: int, count: int) -> float:
+        """``count`` entries written once the ``n``-th batch came (its wait runs)."""
         await wait_for(lambda: _count(batches, n), every_s=0.005)
-        return await add(*values)
+        return await add(*(f"{n}.{i}" for i in range(count)))
 
     try:
         await consumer.subscribe(stream)
         await asyncio.sleep(0.2)
-        await add("a", "b")  # busy: 0.2 s
-        sent = [await added(1, "c", "d")]  # busy: 0.4 s
-        sent.append(await added(2, "e", "f"))  # busy: 0.8 s
-        sent.append(await added(3, "g", "h"))  # busy: 0.8 s, the most
-        sent.append(await added(4, "i"))  # one: read at once after it
-        sent.append(await added(5, "j", "k"))  # busy again: 0.2 s
-        sent.append(await added(6, "l"))
-        await wait_for(lambda: _count(batches, 7))
+        await add("a", "b")  # busy, no wait before: 0.2 s
+        sent = [await added(1, 2)]  # 2 over 0.2 s: 0.4 s
+        sent.append(await added(2, 4))  # 4 over 0.4 s: 0.8 s
+        sent.append(await added(3, 8))  # 8 over 0.8 s: 1.6 s, at most 0.8 s
+        sent.append(await added(4, 2))  # busy, but 2 over 0.8 s: 0.2 s
+        sent.append(await added(5, 1))  # one, after 0.2 s: no wait after it, set back
+        sent.append(await added(6, 2))  # busy, no wait before: 0.2 s
+        sent.append(await added(7, 1))
+        await wait_for(lambda: _count(batches, 8))
     finally:
         await consumer.close()
         await broker.stop()
 
-    assert [values for _, values in batches] == [
-        ["a", "b"], ["c", "d"], ["e", "f"], ["g", "h"], ["i"], ["j", "k"], ["l"]
-    ]  # fmt: skip
+    assert [len(values) for _, values in batches] == [2, 2, 4, 8, 2, 1, 2, 1]
     came = [at - sent_at for (at, _), sent_at in zip(batches[2:], sent[1:], strict=True)]
-    assert came[0] >= 0.35  # after the 0.4 s wait (the second busy read in a row)
+    assert came[0] >= 0.35  # after the 0.4 s wait
     assert came[1] >= 0.75  # after the 0.8 s wait
     assert 0.75 <= came[2] < 1.3  # after 0.8 s again, not 1.6: the most
-    assert came[3] < 0.15  # a read of one is followed at once
-    assert came[4] < 0.5  # back to 0.2 s after the read of one
+    assert came[3] < 0.5  # after 0.2 s: the read of 2 over 0.8 s was not as busy
+    assert came[4] < 0.15  # after a read of one, read again at once
+    assert came[5] < 0.32  # after 0.2 s, not 0.4 (2 over the 0.2 s before): set back
 
 
 async def test_a_shared_read_lingering_from_one_entry_gathers_the_next_ones(
