@@ -223,6 +223,7 @@ class FixedStreamSub(StreamSub):
     linger_from: int = 4
     linger_max_s: float = 0.0
     lingering: float = 0.0
+    read_at: float = 0.0  # when the last read came (the loop's clock)
 
     def add_prefix(self, prefix: str) -> Self:
         return self if not prefix else super().add_prefix(prefix)
@@ -325,24 +326,29 @@ class SharedRead(Read):
             count=sub.max_records,
             block=sub.polling_interval,
         )
+        read_at = asyncio.get_running_loop().time()
         # A stream dropped while the read was under way is skipped: left pending, reclaimed.
         await _hand_on(self, sub, response, sub.streams)
         if sub.linger_s:
-            await _linger(sub, sum(len(entries) for _, entries in response or ()))
+            await _linger(sub, sum(len(entries) for _, entries in response or ()), read_at)
 
 
-async def _linger(sub: FixedStreamSub, read: int) -> None:
+async def _linger(sub: FixedStreamSub, read: int, read_at: float) -> None:
     """After a busy read (``read`` entries, at least ``sub.linger_from`` but not a full
     batch), wait so that the next read brings more: a handler's cost per batch (the read,
     FastStream's dispatch, the engine's append round trip, about 0.57 ms of the engine's
     CPU quiet) is spread over more entries. A busy read waits ``sub.linger_s``; one that
-    brought at least ``linger_from`` a ``linger_s`` of the wait before it (2,000 commands/s
-    for the engine's 4 a 2 ms) waits twice that wait, up to ``sub.linger_max_s``: a bus busy
+    came after a wait and brought at least ``linger_from`` a ``linger_s`` of the time since
+    the read before (2,000 commands/s for the engine's 4 a 2 ms: the bus's rate, however
+    long the wait, the handling or a starved process took) waits twice the wait before it,
+    up to ``sub.linger_max_s``: a bus busy
     read after read (4,000 commands/s) is read every 20 ms or so, about 90 commands a
     read, while a burst (a bot player's few moves) or a slower bus waits ``linger_s``, and
     a quiet one (reads of fewer, or none) is read again at once. A full batch (behind) is
     read again at once and keeps the wait. A follower (:class:`SharedFollow`) lingers from
     one entry on (``linger_from``), a constant wait (no ``linger_max_s``)."""
+    since, sub.read_at = read_at - sub.read_at, read_at  # from the read before: its
+    # handling, the wait, this read (``read_at``: when it came, the loop's clock)
     if read >= (sub.max_records or read + 1):
         return
     if read < sub.linger_from:
@@ -350,7 +356,7 @@ async def _linger(sub: FixedStreamSub, read: int) -> None:
         return
     wait = sub.linger_s
     before = sub.lingering  # the wait before this read (0: none)
-    if before and read * sub.linger_s >= sub.linger_from * before:
+    if before and read * sub.linger_s >= sub.linger_from * since:
         wait = min(2 * before, max(sub.linger_max_s, sub.linger_s))
     sub.lingering = wait
     await asyncio.sleep(wait)
@@ -379,9 +385,10 @@ class SharedFollow(Read):
         response: Any = await sub.client.xread(
             streams=reading, count=sub.max_records, block=sub.polling_interval
         )
+        read_at = asyncio.get_running_loop().time()
         await _hand_on(self, sub, response, positions, positions=True)
         if sub.linger_s:
-            await _linger(sub, sum(len(entries) for _, entries in response or ()))
+            await _linger(sub, sum(len(entries) for _, entries in response or ()), read_at)
 
 
 async def start_subscriber(subscriber: Any) -> None:

@@ -168,6 +168,8 @@ async def test_a_read_as_busy_over_a_longer_wait_doubles_it_up_to_the_most(
 
     async def handle(deliveries: list[Delivery]) -> None:
         batches.append((time.monotonic(), [d.fields[b"v"].decode() for d in deliveries]))
+        if len(batches) == 9:
+            await asyncio.sleep(0.6)  # a slow batch (a starved process)
         await consumer.ack(deliveries)
 
     broker = Broker(redis, readers=1)
@@ -179,7 +181,7 @@ async def test_a_read_as_busy_over_a_longer_wait_doubles_it_up_to_the_most(
         keys,
         handle,
         linger_ms=200,
-        linger_from=2,  # busy: 2 entries or more; 2 a 0.2 s over the wait doubles it
+        linger_from=2,  # busy: 2 entries or more; 2 a 0.2 s since the read before doubles
         linger_max_ms=800,
     )
     await broker.start()
@@ -200,19 +202,22 @@ async def test_a_read_as_busy_over_a_longer_wait_doubles_it_up_to_the_most(
         await consumer.subscribe(stream)
         await asyncio.sleep(0.2)
         await add("a", "b")  # busy, no wait before: 0.2 s
-        sent = [await added(1, 2)]  # 2 over 0.2 s: 0.4 s
-        sent.append(await added(2, 4))  # 4 over 0.4 s: 0.8 s
-        sent.append(await added(3, 8))  # 8 over 0.8 s: 1.6 s, at most 0.8 s
+        sent = [await added(1, 3)]  # 3 over 0.2 s: 0.4 s
+        sent.append(await added(2, 5))  # 5 over 0.4 s: 0.8 s
+        sent.append(await added(3, 9))  # 9 over 0.8 s: 1.6 s, at most 0.8 s
         sent.append(await added(4, 2))  # busy, but 2 over 0.8 s: 0.2 s
         sent.append(await added(5, 1))  # one, after 0.2 s: no wait after it, set back
         sent.append(await added(6, 2))  # busy, no wait before: 0.2 s
         sent.append(await added(7, 1))
-        await wait_for(lambda: _count(batches, 8))
+        sent.append(await added(8, 3))  # read at once, handled in 0.6 s, then 0.2 s
+        sent.append(await added(9, 3))  # busy, but 3 over the 0.8 s since: 0.2 s
+        sent.append(await added(10, 1))
+        await wait_for(lambda: _count(batches, 11))
     finally:
         await consumer.close()
         await broker.stop()
 
-    assert [len(values) for _, values in batches] == [2, 2, 4, 8, 2, 1, 2, 1]
+    assert [len(values) for _, values in batches] == [2, 3, 5, 9, 2, 1, 2, 1, 3, 3, 1]
     came = [at - sent_at for (at, _), sent_at in zip(batches[2:], sent[1:], strict=True)]
     assert came[0] >= 0.35  # after the 0.4 s wait
     assert came[1] >= 0.75  # after the 0.8 s wait
@@ -220,6 +225,7 @@ async def test_a_read_as_busy_over_a_longer_wait_doubles_it_up_to_the_most(
     assert came[3] < 0.5  # after 0.2 s: the read of 2 over 0.8 s was not as busy
     assert came[4] < 0.15  # after a read of one, read again at once
     assert came[5] < 0.32  # after 0.2 s, not 0.4 (2 over the 0.2 s before): set back
+    assert came[8] < 0.32  # after 0.2 s, not 0.4: the rate is counted over the slow batch
 
 
 async def test_a_shared_read_lingering_from_one_entry_gathers_the_next_ones(
