@@ -217,8 +217,8 @@ class FixedStreamSub(StreamSub):
     positions: dict[str, str]  # a shared follow's streams and the entry each is read after
     # A shared read that brought at least ``linger_from`` entries (but not a full batch)
     # waits this long before reading again (0: never): see :func:`_linger`. A read as busy
-    # over the wait before it doubles that wait, up to ``linger_max_s`` (at most
-    # ``linger_s``: constant); ``lingering`` is the last wait (0: none since a quiet read).
+    # since the read before doubles the wait, up to ``linger_max_s`` (at most ``linger_s``:
+    # constant); ``lingering`` is the last wait (0: none since a quiet read).
     linger_s: float = 0.0
     linger_from: int = 4
     linger_max_s: float = 0.0
@@ -341,12 +341,12 @@ async def _linger(sub: FixedStreamSub, read: int, read_at: float) -> None:
     came after a wait and brought at least ``linger_from`` a ``linger_s`` of the time since
     the read before (2,000 commands/s for the engine's 4 a 2 ms: the bus's rate, however
     long the wait, the handling or a starved process took) waits twice the wait before it,
-    up to ``sub.linger_max_s``: a bus busy
-    read after read (4,000 commands/s) is read every 20 ms or so, about 90 commands a
-    read, while a burst (a bot player's few moves) or a slower bus waits ``linger_s``, and
-    a quiet one (reads of fewer, or none) is read again at once. A full batch (behind) is
-    read again at once and keeps the wait. A follower (:class:`SharedFollow`) lingers from
-    one entry on (``linger_from``), a constant wait (no ``linger_max_s``)."""
+    up to ``sub.linger_max_s``: a bus busy read after read (4,000 commands/s) is read every
+    20 ms or so, about 90 commands a read, while a burst (a bot player's few moves) or a
+    slower bus waits ``linger_s``, and a quiet one (reads of fewer, or none) is read again
+    at once. A full batch (behind) is read again at once and keeps the wait. A follower
+    (:class:`SharedFollow`) lingers from one entry on (``linger_from``), a constant wait
+    (no ``linger_max_s``)."""
     since, sub.read_at = read_at - sub.read_at, read_at  # from the read before: its
     # handling, the wait, this read (``read_at``: when it came, the loop's clock)
     if read >= (sub.max_records or read + 1):
