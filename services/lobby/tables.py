@@ -28,6 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from shared.bus.deadlines import due_now
 from shared.bus.faults import transient
 from shared.bus.seat_changes import seat_changed
 from shared.contracts import CommandEnvelope, CommandResult, Seats, key_json
@@ -368,7 +369,7 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
         if view is not None and view["legal_commands"]:  # its decision is due now
             member = key_json([table_id, view["version"], claim.seat])
             deadlines = lobby.keys.deadlines(lobby.keys.partition(table_id))
-            await lobby.redis.zadd(deadlines, {member: 0})
+            await due_now(lobby.redis, deadlines, member)  # the bot players woken
     return table
 
 

@@ -49,8 +49,9 @@ _APPEND = (
 -- The log keeps the secret beside the public event; the partition stream gets the public
 -- event only. A stale version is a conflict and writes nothing. Every decision request
 -- goes to the decisions stream (the sockets' readers); a human seat's starts its clock
--- among the deadlines (due then, member [game, version, seat]); a bot's or a leaver's
--- also goes to the bot player's stream, with the seat's view set into it as its last
+-- among the deadlines (due then, member [game, version, seat]; one due before the set's
+-- earliest is published on the set's name: ``shared.bus.deadlines.Wakes``); a bot's or a
+-- leaver's also goes to the bot player's stream, with the seat's view set into it as its last
 -- field ('view') when the engine made one (there only: the sockets' stream and the meta
 -- get none); a seat no lobby seated (no entry) to neither.
 -- Given as every seat's, the requests are also kept in the game's meta ('pending': their
@@ -102,7 +103,11 @@ local function append(k, a, last, expected, over, n, entry, game)
     local who = redis.call('HGET', KEYS[k + 7], ARGV[i])
     if who == 'human' then
       local member = '[' .. game .. ',' .. version .. ',' .. ARGV[i] .. ']'
+      local head = redis.call('ZRANGE', KEYS[k + 8], 0, 0, 'WITHSCORES')
       redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], member)
+      if #head == 0 or tonumber(ARGV[i + 1]) < tonumber(head[2]) then
+        redis.call('PUBLISH', KEYS[k + 8], '')  -- the earliest: wake the bot players
+      end
     elseif who then
       local request = ARGV[i + 2]
       if ARGV[i + 3] ~= '' then  -- the request's JSON object ends with its '}'
