@@ -51,7 +51,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,8 @@ from .chaos_faults import (
     shard_ranges,
 )
 from .chaos_load import Http, Tally, bot_tables, human
+from .chaos_timings import Timed, pooled_requests, request_windows, seconds_around
+from .chaos_timings import lines as timing_lines
 from .scratch import postgres_schema
 
 # Past the reconciler's retry: its rounds (every second) and the start sent again.
@@ -120,6 +122,7 @@ class Options:
     database_url: str | None = None
     logs: Path | None = None  # where to keep the processes' logs (else deleted)
     log_level: str = "WARNING"  # the services' CARAVEL_LOG_LEVEL
+    timings: bool = False  # every HTTP request timed, by shard around each node kill
 
 
 @dataclass
@@ -156,6 +159,12 @@ class Report:
     redis_kills: list[tuple[int, str, int | None]] = field(default_factory=list)
     # Each node kill's phases (``Killer.phases``) and the hit shard's first event after it.
     kill_phases: list[dict[str, Any]] = field(default_factory=list)
+    # With --timings (``chaos_timings``): per node kill, the healthy shards' and the hit
+    # shard's HTTP requests by window from the kill, the same pooled per kind, and each
+    # shard's events second by second around the kill.
+    request_windows: list[dict[str, Any]] = field(default_factory=list)
+    request_windows_pooled: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds_around: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
     def failures(self) -> dict[str, int]:
@@ -262,7 +271,7 @@ async def _drive(
 ) -> None:
     redis: Any = connect(url)
     store = EventStore(redis, keys)
-    tally, progress = Tally(), Progress()
+    tally, progress = Tally(timed=[] if options.timings else None), Progress()
     starts = shard_ranges(killer.cluster) if killer.cluster else []
 
     def shard_of(game: str) -> int:
@@ -339,6 +348,22 @@ async def _drive(
             kept = [v for g, v in games.items() if (g in tally.bot_games) == (table == "bot")]
             report.live[table] = live_games(kept, killer.kills, report.shards)
         _timeline(report, times, killer)
+        if tally.timed is not None:
+            _timings(report, tally.timed, times, killer, shard_of, len(starts))
+
+
+def _timings(
+    report: Report,
+    timed: list[Timed],
+    times: dict[int, list[float]],
+    killer: Killer,
+    shard_of: Callable[[str], int],
+    shards: int,
+) -> None:
+    report.request_windows = request_windows(timed, killer.kills, shard_of)
+    for kind in sorted({k.kind for k in killer.kills if k.shard is not None}):
+        report.request_windows_pooled[kind] = pooled_requests(timed, killer.kills, shard_of, kind)
+    report.seconds_around = seconds_around(times, killer.kills, shards)
 
 
 def _timeline(report: Report, times: dict[int, list[float]], killer: Killer) -> None:
@@ -551,7 +576,7 @@ def table(report: Report) -> str:
     for name, items in findings.items():
         for item in items[:10]:
             lines.append(f"- {name}: {item}")
-    return "\n".join(lines)
+    return "\n".join(lines + timing_lines(report))
 
 
 def main() -> None:
@@ -582,6 +607,12 @@ def main() -> None:
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
     parser.add_argument("--log-level", default="WARNING", help="the services' log level")
+    parser.add_argument(
+        "--timings",
+        action="store_true",
+        help="cluster: time every HTTP request and count events per second, by shard, "
+        "around each node kill",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
     kinds = tuple(k for k in args.kill.split(",") if k)
@@ -604,6 +635,7 @@ def main() -> None:
         database_url=args.database_url,
         logs=args.logs,
         log_level=args.log_level,
+        timings=args.timings,
     )
     report = asyncio.run(run(options))
     if args.json is not None:
