@@ -110,7 +110,8 @@ class Http:
         if self.tally.timed is None:
             return
         route, game = route_of(path)
-        if game is None and route == "/tables" and answer is not None and answer.is_success:
+        made = method == "POST" and route == "/tables"
+        if made and answer is not None and answer.is_success:
             game = str(answer.json().get("id")) or None
         status = 0 if answer is None else answer.status_code
         self.tally.timed.append(Timed(sent, time.time() - sent, method, route, game, status))
