@@ -165,6 +165,8 @@ class Report:
     request_windows: list[dict[str, Any]] = field(default_factory=list)
     request_windows_pooled: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds_around: list[dict[str, Any]] = field(default_factory=list)
+    timed: list[Timed] = field(default_factory=list)  # every request (--json only)
+    shard_starts: list[int] = field(default_factory=list)  # each shard's first slot
     seconds: float = 0.0
 
     def failures(self) -> dict[str, int]:
@@ -364,6 +366,8 @@ def _timings(
     for kind in sorted({k.kind for k in killer.kills if k.shard is not None}):
         report.request_windows_pooled[kind] = pooled_requests(timed, killer.kills, shard_of, kind)
     report.seconds_around = seconds_around(times, killer.kills, shards)
+    report.timed = timed
+    report.shard_starts = killer.starts
 
 
 def _timeline(report: Report, times: dict[int, list[float]], killer: Killer) -> None:
