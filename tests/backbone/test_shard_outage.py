@@ -357,6 +357,40 @@ async def test_a_node_away_has_its_closed_connections_left_alone_at_each_failed_
         await client.aclose()
 
 
+async def test_a_pipeline_meeting_a_node_away_is_not_sent_to_it_again_a_quarter_second_later(
+    cluster: LocalCluster,
+) -> None:
+    """A pipeline (a batch of script calls: the lobby's rate bucket with a move's seat
+    check, a lease round, an append) whose node is away fails its part there at once, and
+    is sent again only if the slot map, read again, routes it to another node. redis-py
+    sent it again 0.25 s later whatever the map said: while a master failed over, every
+    such batch met the dead node twice, 0.25 s apart, and the healthy shards' requests
+    whose batch had a call there (every human move, while the shard of the client's
+    bucket was away) took 0.26 s at p90 for seconds (the chaos benchmark, ``--timings``).
+    Here 20 batches across a healthy shard and the one away, and 20 for the one away
+    alone, must take less than their 40 quarter seconds."""
+    client: Any = connect(cluster.url)
+    try:
+        by_port, away, healthy = await _one_shard_away(cluster, client)
+        dead = by_port[away][:20]
+        started = time.monotonic()
+        for key in dead:
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.set(healthy[0], "y")
+                pipe.set(key, "x")
+                written, refused = await pipe.execute(raise_on_error=False)
+            assert written is True and transient(refused), refused
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.set(key, "x")
+                with pytest.raises(Exception) as alone:
+                    await pipe.execute()
+            assert transient(alone.value), alone.value
+        took = time.monotonic() - started
+        assert took < 0.25 * 2 * len(dead) / 2, f"{took:.2f} s for {2 * len(dead)} pipelines"
+    finally:
+        await client.aclose()
+
+
 def _slot_map_reads(cluster: LocalCluster) -> int:
     """The CLUSTER SLOTS the live nodes have answered since they started."""
     total = 0
