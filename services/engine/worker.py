@@ -43,7 +43,7 @@ from shared.bus import (
 )
 from shared.contracts import CommandEnvelope, read_command
 from shared.eventstore import Append, AppendResult, Archive, EventStore, GameCodec
-from shared.loops import keep_running
+from shared.loops import keep_running, log_fault
 from shared.observability import metrics
 from shared.settings import Settings
 
@@ -253,8 +253,8 @@ class Engine:
         again first next round, while the other partitions go on."""
         try:
             yield
-        except Exception:
-            log.exception("partition round failed", partition=p)
+        except Exception as error:
+            log_fault(log, "partition round failed", error, partition=p)
             self.distrust_partition(p)
 
     def _holds(self, p: int) -> Callable[[], bool]:
