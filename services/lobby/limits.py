@@ -12,16 +12,19 @@ with ``Retry-After``.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from redis.asyncio import Redis
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.bus import Keys
@@ -32,6 +35,15 @@ from shared.httpapi import ErrorOut
 from shared.settings import Settings
 
 log = structlog.get_logger("caravel.limits")
+T = TypeVar("T")
+
+# The longest a request waits for its client's bucket (a move: past its seat's check). A
+# bucket lies on the shard its client's key hashes to, not on the request's game's: with
+# that shard's node hung or gone without a word (a host lost: no reset comes, so a read
+# waits for the socket timeout, 15 s, and a connect for 2 s), every request of the
+# client, whatever its game's shard, waited for it. Past this, the request goes through
+# unchecked, as when Redis refuses (:meth:`Limits.unchecked`).
+BUCKET_WAIT_S = 0.5
 
 
 class Refused(Exception):
@@ -84,7 +96,7 @@ class Limits:
         ``shared.bus.faults``), the request goes through: the limit must not become an
         outage of its own (the request then meets Redis's 503 anyway)."""
         try:
-            wait = await call(self.redis, *self.bucket(kind, client))
+            wait = await bounded(call(self.redis, *self.bucket(kind, client)))
         except Exception as e:
             wait = self.unchecked(e)
         self.check(kind, client, wait)
@@ -129,6 +141,28 @@ class Limits:
             self.sockets[client] -= 1
             if not self.sockets[client]:
                 del self.sockets[client]
+
+
+async def bounded(pending: Awaitable[T]) -> T:
+    """``pending``'s result (a bucket's call), if it comes within :data:`BUCKET_WAIT_S`;
+    else a Redis timeout (a transient fault: the request goes through unchecked), the call
+    left to end in the background (cancelled, its connection would be closed under it)."""
+    task = asyncio.ensure_future(pending)
+    try:
+        await asyncio.wait([task], timeout=BUCKET_WAIT_S)
+    finally:
+        if not task.done():
+            task.add_done_callback(forget)
+    if not task.done():
+        raise RedisTimeoutError(f"the rate bucket did not answer within {BUCKET_WAIT_S} s")
+    return task.result()
+
+
+def forget(task: asyncio.Future[Any]) -> None:
+    """A bucket's call no one waits for any more: its outcome is dropped (retrieved, so
+    asyncio does not log it as never retrieved)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def rate_kind(method: str, path: str) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -28,6 +29,7 @@ from sqlmodel import Session
 from services.ai.service import GROUP as AI_GROUP
 from services.ai.service import BotPlayer
 from services.engine.leases import Leases
+from services.lobby import limits
 from services.lobby.db import LobbyTicket
 from services.lobby.idempotency import IdempotencyMiddleware, keyed_table_id
 from services.lobby.lobby import Lobby
@@ -417,6 +419,43 @@ async def test_a_walk_of_the_partitions_logs_one_traceback_for_a_shard_away(
         assert [line["item"] for line in lines] == by_port[away][:10]
         assert sum(bool(line.get("exc_info")) for line in lines) == 1, lines
         assert [await client.get(k) for k in healthy] == [b"x"] * len(healthy)
+    finally:
+        await client.aclose()
+
+
+async def test_a_join_waits_for_its_clients_rate_bucket_half_a_second_at_most_on_a_hung_node(
+    cluster: LocalCluster,
+) -> None:
+    """A client's rate bucket lies on the shard its key hashes to, whatever shard the
+    request's game is on. With that node hung (stopped: a host lost sends no reset, so a
+    read waits for the socket timeout, 15 s), every join of the client waited for it, then
+    went through unchecked; now it goes through unchecked after ``BUCKET_WAIT_S``. (A move's
+    checks wait for its bucket the same way, past its seat's check: ``Admission``.)"""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    bucket_limits = limits.Limits(client, keys, settings_for(keys))
+    try:
+        await client.ping()  # the slot map
+        hung = sorted(keys_by_port(client))[0]
+        address = next(
+            ip
+            for i in range(1000)
+            if client.get_node_from_key(
+                bucket_limits.bucket("joins", ip := f"10.0.0.{i}")[1][0]
+            ).port
+            == hung
+        )
+        await bucket_limits.take("joins", address)  # a connection to the node, kept
+        cluster.processes[hung].send_signal(signal.SIGSTOP)
+        try:
+            for _ in range(2):
+                started = time.monotonic()
+                with structlog.testing.capture_logs():
+                    await bucket_limits.take("joins", address)
+                took = time.monotonic() - started
+                assert took < limits.BUCKET_WAIT_S + 1.0, f"a join waited {took:.2f} s"
+        finally:
+            cluster.processes[hung].send_signal(signal.SIGCONT)
     finally:
         await client.aclose()
 
