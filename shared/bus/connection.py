@@ -319,6 +319,7 @@ class ShardedCluster(RedisCluster):
                 return  # the same masters for the same slots: nothing to build again
             await self.nodes_manager.initialize(last_failed_node_name=last_failed_node_name)
             await self.commands_parser.initialize(self.nodes_manager.default_node)
+            _wake_remap_waiters()  # another master: what waits on the old one goes on
             self._slots_reply = reply
         except Exception as error:
             _log.warning("slot map not read again", error=repr(error))
@@ -370,6 +371,31 @@ class ShardedCluster(RedisCluster):
         if shard_hint or transaction:  # one slot's transaction, or redis-py's refusal
             return super().pipeline(transaction, shard_hint)
         return NodePipeline(self)  # type: ignore[abstract]  # redis-py's own makes one so
+
+
+_remap_waiters: set[asyncio.Future[None]] = set()  # callers of :func:`wait_or_remapped`
+
+
+async def wait_or_remapped(seconds: float) -> None:
+    """Sleep ``seconds``, or less if a cluster client of this process finds another master
+    for some slots meanwhile (a re-read of its slot map after a failover).
+
+    A subscriber whose read met a shard away (``faststream_ext._wait_after``) waits between
+    tries, up to 0.5 s: after a failover its next try came up to that long after the new
+    map was read, the hit shard's games waiting for it (issue 25)."""
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    _remap_waiters.add(waiter)
+    try:
+        await asyncio.wait([waiter], timeout=seconds)
+    finally:
+        _remap_waiters.discard(waiter)
+
+
+def _wake_remap_waiters() -> None:
+    for waiter in _remap_waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+    _remap_waiters.clear()
 
 
 def _masters(reply: Any) -> list[tuple[Any, ...]]:

@@ -18,14 +18,17 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import structlog
+from faststream.redis import StreamSub
 from redis.exceptions import ResponseError
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from benchmarks.chaos_faults import _wait_failover
 from services.ai.service import GROUP as AI_GROUP
 from services.ai.service import BotPlayer
 from services.engine.leases import Leases
@@ -38,6 +41,7 @@ from services.lobby.tables import LostGames, start_table
 from services.lobby.views import ViewProjector
 from shared import loops
 from shared.bus import CommandSender, Keys, connect, connection, ensure_group
+from shared.bus import faststream_ext as ext
 from shared.bus.connection import HiredisConnection
 from shared.bus.faults import transient
 from shared.contracts import Seats
@@ -456,6 +460,32 @@ async def test_a_join_waits_for_its_clients_rate_bucket_half_a_second_at_most_on
                 assert took < limits.BUCKET_WAIT_S + 1.0, f"a join waited {took:.2f} s"
         finally:
             cluster.processes[hung].send_signal(signal.SIGCONT)
+    finally:
+        await client.aclose()
+
+
+async def test_a_failed_read_waiting_to_retry_reads_again_once_the_new_master_is_found(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subscriber whose read failed waits before reading again (up to 0.5 s); a re-read
+    of the slot map that finds another master for some slots (a failover) ends the wait:
+    the hit shard's reads no longer come up to half a second after the map found its new
+    master. Here the wait is 30 s: a master is killed, its replica takes over, and a read
+    on its shard has the map read again."""
+    monkeypatch.setattr(ext, "READ_RETRY_FIRST_S", 30.0)
+    monkeypatch.setattr(ext, "READ_RETRY_S", 30.0)
+    client: Any = connect(cluster.url)
+    try:
+        await client.ping()
+        by_port = keys_by_port(client)
+        victim = sorted(by_port)[0]
+        cluster.kill(victim)
+        await asyncio.to_thread(_wait_failover, cluster, victim)
+        subscriber = SimpleNamespace(read_failures=0, stream_sub=StreamSub("s"))
+        waiting = asyncio.create_task(ext._wait_after(ConnectionError("refused"), subscriber))
+        await asyncio.sleep(0)
+        assert await client.get(by_port[victim][0]) is None  # the new master answers
+        await asyncio.wait_for(waiting, 10)
     finally:
         await client.aclose()
 
