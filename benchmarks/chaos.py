@@ -4,7 +4,7 @@ killed at random; then every log, answer and projection is checked.
     python -m benchmarks.chaos --redis single|cluster \\
         --kill engine,redis,master,replica,lobby,ai,scoring --minutes M [--interval S]
         [--quiet S] [--humans 6] [--bot-tables 6] [--no-durability] [--replicas 1|2]
-        [--database-url URL] [--json FILE] [--logs DIR]
+        [--database-url URL] [--json FILE] [--logs DIR] [--timings]
 
 Starts its own Redis from the machine's ``redis-server`` 7 (one server with AOF on a free
 port, killed with ``kill -9`` and started again on its files; or the local 3+3 cluster of
@@ -35,7 +35,11 @@ kills stop, the players finish their games (at most ``--settle`` seconds), and i
   before, and how soon the hit shard's games move again.
 
 Prints a table (``--json FILE``: the whole report there too, with the cluster's events per
-second shard by shard; ``--logs DIR``: every process's log kept there). Every process it
+second shard by shard; ``--logs DIR``: every process's log kept there). ``--timings`` (on
+the cluster) also times every HTTP request of the clients and prints, per window of
+seconds from each node kill, the healthy shards' and the hit shard's requests (n, p50,
+p90, max), and each shard's events second by second around each kill
+(``chaos_timings``; every request in ``--json``). Every process it
 started is stopped, also on failure; the shared Redis is never touched.
 ``tests/test_chaos.py`` runs it briefly on one Redis, in the default test run.
 """
