@@ -179,7 +179,7 @@ async def _lean_create(request: Request) -> Response | None:
 def _create(db: Engine, body: CreateTable, table_id: str, keyed: bool) -> TableOut:
     """The table made in SQL; a ``keyed`` create whose table exists already is the repeat
     of one whose answer was lost: that table, if the request is the same."""
-    table, seats = _made(body, table_id)
+    asked = table, seats = _made(body, table_id)
     try:
         with db.begin() as connection:  # one transaction; the answer is what was written
             connection.execute(_ADD_TABLE, table.model_dump())
@@ -190,7 +190,7 @@ def _create(db: Engine, body: CreateTable, table_id: str, keyed: bool) -> TableO
             raise
         with db.begin() as connection:
             table, taken = _read(connection, table_id)
-        if _asked(table, taken) != _asked(*_made(body, table_id)):
+        if _asked(table, taken) != _asked(*asked):
             message = "this Idempotency-Key came with another request"
             raise ApiError(422, "idempotency_key_reused", message) from None
         return table_out(table, taken)

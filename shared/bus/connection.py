@@ -274,7 +274,7 @@ class ShardedCluster(RedisCluster):
 
     _slots_read_at = -math.inf  # when the slot map was last read (monotonic)
     _rereading: asyncio.Task[None] | None = None  # a re-read of the slot map under way
-    _slots_reply: Any = None  # the masters' CLUSTER SLOTS the slot map was last built after
+    _slots_masters: Any = None  # the masters' CLUSTER SLOTS the slot map was last built after
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -314,13 +314,13 @@ class ShardedCluster(RedisCluster):
         """One re-read of the slot map; a failure leaves the map as it was (the next
         command to meet a node away asks again)."""
         try:
-            reply = await self._slots_now(last_failed_node_name)
-            if reply is not None and reply == self._slots_reply:
+            masters = await self._slots_now(last_failed_node_name)
+            if masters is not None and masters == self._slots_masters:
                 return  # the same masters for the same slots: nothing to build again
             await self.nodes_manager.initialize(last_failed_node_name=last_failed_node_name)
             await self.commands_parser.initialize(self.nodes_manager.default_node)
             _wake_remap_waiters()  # another master: what waits on the old one goes on
-            self._slots_reply = reply
+            self._slots_masters = masters
         except Exception as error:
             _log.warning("slot map not read again", error=repr(error))
         finally:

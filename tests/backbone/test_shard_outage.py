@@ -321,7 +321,7 @@ async def test_a_slot_map_re_read_holds_no_command_of_the_other_shards(
         with pytest.raises(Exception) as refused:
             await client.set(by_port[away][0], "x")  # asks for a re-read
         assert transient(refused.value), refused.value
-        client._slots_reply = None  # the next re-read has a map to build (the cluster changed)
+        client._slots_masters = None  # the next re-read has a map to build (the cluster changed)
         async with client.nodes_manager._initialize_lock:  # a re-read that takes its time
             written = asyncio.gather(*(client.set(k, "y") for k in healthy))
             assert await asyncio.wait_for(written, WAIT_S) == [True] * len(healthy)
