@@ -39,7 +39,7 @@ from shared.redis_replies import text
 from . import lean
 from .catalog import schema_ref
 from .fanout import Decision
-from .limits import Limits, Refused, bounded, client_of, forget
+from .limits import Limits, Refused, client_of, forget
 from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep, command_id_reused, not_seated
 from .tokens import SeatClaim
 
@@ -483,19 +483,19 @@ class Admission:
         """:meth:`_checks` on a cluster: the bucket's call and the seat's sent at once (a
         pipeline to each node, as one batch would be), but the bucket, on its client's
         shard, waited for at most ``limits.BUCKET_WAIT_S`` past the seat's check, on the
-        move's own shard (:func:`~.limits.bounded`)."""
+        move's own shard (:meth:`~.limits.Limits.bucket_wait`); a bucket paused after a
+        fault is not asked."""
         assert self.claim is not None
+        seat = self.lobby.seat_call(self.claim, checked)
+        if self.limits.paused(bucket):  # its node failed a moment ago: unchecked
+            return text(await call(self.lobby.redis, *seat)), 0.0
         taking = asyncio.ensure_future(call(self.lobby.redis, *bucket))
         try:
-            reply = await call(self.lobby.redis, *self.lobby.seat_call(self.claim, checked))
+            reply = await call(self.lobby.redis, *seat)
         except BaseException:
             taking.add_done_callback(forget)  # sent: left to end, as in a batch
             raise
-        try:
-            wait = await bounded(taking)
-        except Exception as e:
-            wait = self.limits.unchecked(e)
-        return text(reply), wait
+        return text(reply), await self.limits.bucket_wait(bucket, taking)
 
     async def _check_rate(self, verdict: str, wait: Any, checked: CommandEnvelope | None) -> None:
         """:class:`Refused` (429) if the bucket had no token left (the command's id digest,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections import Counter
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager, suppress
@@ -44,6 +45,11 @@ T = TypeVar("T")
 # client, whatever its game's shard, waited for it. Past this, the request goes through
 # unchecked, as when Redis refuses (:meth:`Limits.unchecked`).
 BUCKET_WAIT_S = 0.5
+# A bucket whose call failed or went unanswered is not asked again for this long: the
+# requests of its clients meanwhile go through unchecked at once, not each after its own
+# wait (a hung node is failed over after the node timeout, seconds).
+BUCKET_PAUSE_S = 1.0
+PAUSED_KEPT = 1024  # paused buckets kept before the expired ones are dropped
 
 
 class Refused(Exception):
@@ -89,17 +95,39 @@ class Limits:
             "sockets": Rate(settings.socket_rate, settings.socket_burst),
         }
         self.sockets: Counter[str] = Counter()
+        self._paused: dict[str, float] = {}  # bucket key -> not asked until (monotonic)
 
     async def take(self, kind: str, client: str) -> None:
         """Take one of ``client``'s ``kind`` tokens; :class:`Refused` (429) if none is left.
         If Redis does not answer (or fails over, or lacks replicas: any transient fault of
         ``shared.bus.faults``), the request goes through: the limit must not become an
         outage of its own (the request then meets Redis's 503 anyway)."""
+        bucket = self.bucket(kind, client)
+        paused = self.paused(bucket)
+        wait = 0.0 if paused else await self.bucket_wait(bucket, call(self.redis, *bucket))
+        self.check(kind, client, wait)
+
+    def paused(self, bucket: tuple[Script, list[str], list[float]]) -> bool:
+        """Whether ``bucket`` is not asked now: its call failed or went unanswered less
+        than :data:`BUCKET_PAUSE_S` ago (its requests go through unchecked meanwhile)."""
+        until = self._paused.get(bucket[1][0])
+        return until is not None and time.monotonic() < until
+
+    async def bucket_wait(
+        self, bucket: tuple[Script, list[str], list[float]], sent: Awaitable[Any]
+    ) -> Any:
+        """The reply of ``bucket``'s call (``sent``), waited for :func:`bounded`; if it
+        fails (a transient fault) or does not come in time, no wait (the request goes
+        through unchecked) and the bucket is :meth:`paused` for :data:`BUCKET_PAUSE_S`."""
         try:
-            wait = await bounded(call(self.redis, *self.bucket(kind, client)))
+            return await bounded(sent)
         except Exception as e:
             wait = self.unchecked(e)
-        self.check(kind, client, wait)
+        now = time.monotonic()
+        if len(self._paused) >= PAUSED_KEPT:
+            self._paused = {k: t for k, t in self._paused.items() if t > now}
+        self._paused[bucket[1][0]] = now + BUCKET_PAUSE_S
+        return wait
 
     @staticmethod
     def unchecked(error: Exception) -> float:

@@ -520,6 +520,40 @@ async def test_a_command_whose_shard_goes_away_before_its_decision_is_handled_ag
         await client.aclose()
 
 
+async def test_a_hung_rate_bucket_is_not_asked_again_for_a_second(cluster: LocalCluster) -> None:
+    """Once a client's bucket went unanswered (its node hung), the client's next requests
+    within ``BUCKET_PAUSE_S`` go through unchecked at once: each waited its own
+    ``BUCKET_WAIT_S`` before, so every join and move of the client took half a second
+    more until the node was failed over (seconds: the node timeout, then the election)."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    bucket_limits = limits.Limits(client, keys, settings_for(keys))
+    try:
+        await client.ping()  # the slot map
+        hung = sorted(keys_by_port(client))[0]
+        address = next(
+            ip
+            for i in range(1000)
+            if client.get_node_from_key(
+                bucket_limits.bucket("joins", ip := f"10.0.0.{i}")[1][0]
+            ).port
+            == hung
+        )
+        await bucket_limits.take("joins", address)  # a connection to the node, kept
+        cluster.processes[hung].send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with structlog.testing.capture_logs():
+                for _ in range(6):
+                    await bucket_limits.take("joins", address)
+            took = time.monotonic() - started
+            assert took < 3 * limits.BUCKET_WAIT_S, f"6 joins took {took:.2f} s"
+        finally:
+            cluster.processes[hung].send_signal(signal.SIGCONT)
+    finally:
+        await client.aclose()
+
+
 def _slot_map_reads(cluster: LocalCluster) -> int:
     """The CLUSTER SLOTS the live nodes have answered since they started."""
     total = 0
