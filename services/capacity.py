@@ -361,18 +361,29 @@ def per_table_second(cost: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    """``NAME=VALUE`` pairs (a benchmark's ``--setting``, e.g. ``embedded_fsync=everysec``)
+    as :func:`server_env`'s settings; a pair without ``=`` is refused, naming it."""
+    bad = [pair for pair in pairs if "=" not in pair]
+    if bad:
+        raise ValueError(f"a setting is NAME=VALUE, not {bad[0]!r}")
+    return {name.strip(): value for name, value in (pair.split("=", 1) for pair in pairs)}
+
+
 def capacity(
     levels: list[int],
     seconds: float,
     processes: int | None = None,
     p99_ms: float = 100.0,
     seed: int = 1,
+    settings: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Each number of tables in ``levels`` on a fresh server; the largest whose p99 stays
-    within ``p99_ms`` with no refused or lost move and no socket dropped."""
+    """Each number of tables in ``levels`` on a fresh server (with ``settings`` as
+    CARAVEL_<NAME>); the largest whose p99 stays within ``p99_ms`` with no refused or lost
+    move and no socket dropped."""
     runs = []
     for tables in levels:
-        with server(processes) as (base, process):
+        with server(processes, **(settings or {})) as (base, process):
             asyncio.run(wait_ready(base))
             run = asyncio.run(live_tables(base, process.pid, tables, seconds, Plan(), seed))
         run["ok"] = bool(
@@ -386,4 +397,11 @@ def capacity(
         print(dump_json(run), file=sys.stderr, flush=True)
     passed = [r["tables"] for r in runs if r["ok"]]
     largest = max(passed, default=0)
-    return {"processes": processes, "p99_limit_ms": p99_ms, "largest_ok": largest, "runs": runs}
+    chosen = settings or {}
+    return {
+        "processes": processes,
+        "settings": chosen,
+        "p99_limit_ms": p99_ms,
+        "largest_ok": largest,
+        "runs": runs,
+    }

@@ -368,16 +368,28 @@ def bench_capacity(
         int | None, typer.Option(min=1, help="CARAVEL_PROCESSES of the server (unset: default).")
     ] = None,
     p99_ms: Annotated[float, typer.Option(help="The p99 move -> WebSocket allowed.")] = 100,
+    setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=VALUE",
+            help="A setting of the server, as CARAVEL_NAME (e.g. embedded_fsync=everysec); "
+            "repeatable.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last.")] = False,
 ) -> None:
     """Concurrent 4-seat tables at a human pace (think 2-10 s; one human seat over HTTP and
     its WebSocket, three greedy bots) on a fresh `caravel up` each: the largest number whose
     p99 move -> WebSocket stays within --p99-ms with no refused or lost move, and the memory
     per table and per open socket."""
-    from services.capacity import capacity
+    from services.capacity import capacity, parse_settings
 
     levels = [int(n) for n in tables.split(",") if n.strip()]
-    result = capacity(levels, seconds, processes, p99_ms)
+    try:
+        settings = parse_settings(setting or [])
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--setting") from None
+    result = capacity(levels, seconds, processes, p99_ms, settings=settings)
     if as_json:
         print(dump_json(result))
         return

@@ -1,7 +1,7 @@
 """Benchmark: a move -> the other seat's WebSocket message, at a rate offered over many tables.
 
     python benchmarks/peers/latency.py --tables 200 --rate 100 --seconds 30 [--processes N]
-        [--game age_of_discovery] [--json]
+        [--game age_of_discovery] [--setting NAME=VALUE ...] [--json]
 
 A fresh ``caravel up`` (this checkout) and ``--tables`` two-seat tables, both seats human,
 each holding its WebSocket and sending its moves on it; each seat thinks a time drawn from 0
@@ -17,7 +17,7 @@ import argparse
 import asyncio
 import json
 
-from services.capacity import Plan, live_tables, server, wait_ready
+from services.capacity import Plan, live_tables, parse_settings, server, wait_ready
 
 
 def main() -> None:
@@ -27,15 +27,27 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--processes", type=int, default=None, help="CARAVEL_PROCESSES")
     parser.add_argument("--game", default="age_of_discovery")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting of the server (CARAVEL_NAME, e.g. embedded_fsync=everysec), repeatable",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    try:
+        settings = parse_settings(args.setting)
+    except ValueError as error:
+        parser.error(str(error))
     mean = args.tables / args.rate
     plan = Plan(game=args.game, seats=2, humans=2, think=(0.0, 2 * mean), watch_other=True)
-    with server(args.processes) as (base, process):
+    with server(args.processes, **settings) as (base, process):
         asyncio.run(wait_ready(base))
         result = asyncio.run(live_tables(base, process.pid, args.tables, args.seconds, plan))
     result["offered_per_second"] = args.rate
     result["processes"] = args.processes
+    result["settings"] = settings
     print(json.dumps(result) if args.json else result)
 
 

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its modules, b
 import boardgameio
 import caravel_loop
 
-from services.capacity import wait_ready
+from services.capacity import parse_settings, wait_ready
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TREE = os.path.dirname(os.path.dirname(HERE))
@@ -123,9 +123,10 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if any("=" not in s for s in args.setting):
-        parser.error("--setting takes NAME=VALUE")
-    settings = {name: value for name, value in (s.split("=", 1) for s in args.setting)}
+    try:
+        settings = parse_settings(args.setting)
+    except ValueError as error:
+        parser.error(str(error))
     results: list[dict[str, Any]] = []
     peer = None if args.no_bgio else boardgameio.install()
     for _ in range(args.rounds):

@@ -139,8 +139,9 @@ def bot_view_json(
     """What a bot seat of ``level`` (None: a leaver's, played by the fallback) gets in its
     request, and the public view made for it (for the next seat of this state): a greedy
     seat the part of its view the game's policy reads (:meth:`Game.policy_view`, marked
-    ``"part": "policy"``; a third of the whole view's size, made without the public view),
-    any other its whole own view (:func:`own_view_json`)."""
+    ``"part": "policy"``; a third of the whole view's size in The Age of Discovery, half in
+    Navegador, made without the public view), any other its whole own view
+    (:func:`own_view_json`)."""
     if api.reads_policy_view(game, level):
         part = game.policy_view(state, seat)
         if part is not None:

@@ -58,10 +58,8 @@ KEPT_HEADERS = {b"content-type", b"location", b"retry-after"}
 def holder_of(key: bytes, client: str, table_id: str, secret: bytes) -> str:
     """The seat holder a join sent with Idempotency-Key ``key`` by ``client`` takes: the
     same for its repeats, so a repeat whose first answer was lost finds the seat its first
-    request took (and answers it again) instead of taking another or meeting ``name_taken``;
-    keyed by the lobby's secret, so nobody else can name it."""
-    message = b"join\0" + client.encode() + b"\0" + table_id.encode() + b"\0" + key
-    return hmac.new(secret, message, hashlib.sha256).hexdigest()[:32]
+    request took (and answers it again) instead of taking another or meeting ``name_taken``."""
+    return _keyed_name(secret, b"join", client.encode(), table_id.encode(), key)[:32]
 
 
 def keyed_table_id(key: bytes, client: str, secret: bytes) -> str:
@@ -69,10 +67,14 @@ def keyed_table_id(key: bytes, client: str, secret: bytes) -> str:
     makes: the same for its repeats, so a repeat whose first answer was lost finds the table
     its first request made (and answers it again) instead of making another; known before
     the table is made, so the key's record lives in that table's partition
-    (:meth:`~shared.bus.Keys.idempotency`); keyed by the lobby's secret, so nobody else can
-    name it (the same form as an unkeyed table's random id)."""
-    message = b"table\0" + client.encode() + b"\0" + key
-    return "t-" + hmac.new(secret, message, hashlib.sha256).hexdigest()[:12]
+    (:meth:`~shared.bus.Keys.idempotency`). The same form as an unkeyed table's random id."""
+    return "t-" + _keyed_name(secret, b"table", client.encode(), key)[:12]
+
+
+def _keyed_name(secret: bytes, *parts: bytes) -> str:
+    """A name drawn from a keyed request's ``parts``: the same for its repeats, and keyed by
+    the lobby's secret, so nobody else can name it (hex of an HMAC-SHA256)."""
+    return hmac.new(secret, b"\0".join(parts), hashlib.sha256).hexdigest()
 
 
 def guarded(method: str, path: str) -> bool:

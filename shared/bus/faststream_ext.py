@@ -95,6 +95,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from shared.loops import logged_failure, traceback_due
 from shared.redis_replies import text
 
+from .connection import wait_or_remapped
 from .metrics import channel
 
 CHECKED_VERSION = "0.7"
@@ -270,7 +271,7 @@ async def _wait_after(error: Exception, subscriber: Any) -> None:
         else:
             extra = {"channel": stream, "failures": failures, "error": repr(error)}
             log.error("Message fetch error", extra=extra)
-    await asyncio.sleep(read_retry_s(failures))
+    await wait_or_remapped(read_retry_s(failures))
 
 
 def read_retry_s(failures: int) -> float:

@@ -13,9 +13,11 @@ from pathlib import Path
 import psutil
 import pytest
 from redis.asyncio import Redis
+from typer.testing import CliRunner
 from websockets.asyncio.server import ServerConnection, serve
 
-from services.capacity import Human, Plan, connect, live_tables
+from services import cli
+from services.capacity import Human, Plan, connect, live_tables, parse_settings, server_env
 from shared.bus import Keys
 from shared.contracts import dump_json
 
@@ -82,3 +84,17 @@ def test_the_services_run_apart_play_moves_and_count_each_process(unix: bool) ->
     assert by_process["engine"] > 0 and by_process["redis"] > 0, run
     parts = run["lobby_cpu_ms_per_move"] + sum(by_process.values())
     assert abs(run["server_cpu_ms_per_move"] - parts) < 0.01, run
+
+
+def test_a_benchmarks_settings_reach_its_servers_environment_and_a_bad_one_is_named() -> None:
+    """`--setting embedded_fsync=everysec` (the latency and capacity benchmarks, to measure
+    the durability trade at the same minutes) becomes the server's CARAVEL_EMBEDDED_FSYNC; a
+    pair without `=` is refused by name, before any server starts."""
+    env = server_env(8000, **parse_settings(["embedded_fsync=everysec", "engine_linger_ms=4"]))
+    assert env["CARAVEL_EMBEDDED_FSYNC"] == "everysec"
+    assert env["CARAVEL_ENGINE_LINGER_MS"] == "4"
+    with pytest.raises(ValueError, match="fsync"):
+        parse_settings(["fsync"])
+    result = CliRunner().invoke(cli.app, ["bench", "capacity", "--setting", "fsync"])
+    assert result.exit_code == 2
+    assert "NAME=VALUE" in result.output

@@ -19,7 +19,7 @@ from .game import Navegador
 from .ruleset import Rules, compile_rules, load_ruleset
 from .scoring import score
 from .state import State
-from .views import determinize, view
+from .views import determinize, policy_view, view
 
 GAME = register(Navegador(), State)
 
@@ -36,6 +36,7 @@ __all__ = [
     "load_ruleset",
     "new_game",
     "pending",
+    "policy_view",
     "score",
     "view",
 ]

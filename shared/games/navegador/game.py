@@ -75,6 +75,7 @@ class Navegador(BaseGame[State, Rules]):
     decide_into = staticmethod(engine.decide_into)
     determinize = staticmethod(views.determinize)
     public_view = staticmethod(views.public_view)  # type: ignore[assignment]
+    policy_view = staticmethod(views.policy_view)  # type: ignore[assignment]
     turn_positions = staticmethod(views.start_positions)  # type: ignore[assignment]
 
     def is_over(self, state: State) -> bool:

@@ -177,6 +177,97 @@ def public_view(s: State) -> dict[str, Any]:
     return out
 
 
+def policy_view(s: State, seat: int) -> dict[str, Any]:
+    """The part of ``seat``'s view the greedy policy reads (:meth:`.greedy._Seen.of_view`),
+    in the view's own shape and with nothing else: the game, the seat, phase and stage, the
+    rondel; of the board its borders, sailing ranges, free steps and each column's base VP,
+    coins and VP (no ids, no king's VP); the seat's own player entry less its number and
+    name (the other seats' entries empty: only their number is read); each region's id,
+    good, exploration, double loss and stack (an explored one's: the view's, None face
+    down); each good's price and factory income; each building track's id, column, good,
+    workers and price; the gallery; and of the action under way what has sailed and
+    whether it explored. No ruleset name or file (the policy reads the board off this
+    part), no scores, no other seat's assets. Made straight from the state, every value
+    the same as :func:`view`'s (a test checks it field by field): what the engine sends a
+    greedy bot seat instead of its whole view (issue 24: a 6 KB view made, encoded and
+    parsed per bot move)."""
+    rules = s.rules
+    goods = rules.goods
+    stone = s.stone[seat]
+    mine = {
+        "money": s.money[seat],
+        "workers": s.workers[seat],
+        "stone": stone if stone >= 0 else None,
+        "ships": list(s.ships[seat]),
+        "ships_in_supply": s.in_supply(seat),
+        "colonies": {g: list(s.colonies[seat][i]) for i, g in enumerate(goods)},
+        "factories": dict(zip(goods, s.factories[seat], strict=True)),
+        "wildcard_factories": rules.ruleset.player.wildcard_factories,
+        "shipyards": s.shipyards[seat],
+        "churches": s.churches[seat],
+        "explorers": s.explorers[seat],
+        "privileges": dict(zip(COLUMNS, s.privileges[seat], strict=True)),
+    }
+    explored, stacks, region_good = s.explored, s.stacks, rules.region_good
+    return {
+        "game": NAME,
+        "seat": seat,
+        "phase": s.phase,
+        "stage": s.stage,
+        "rondel": list(rules.fields),
+        "board": _policy_board(rules),
+        "action": {"sailed": list(s.moved), "explored": s.explored_now},
+        "players": [mine if p == seat else {} for p in range(s.n)],
+        "regions": [
+            {
+                "id": region,
+                "good": goods[region_good[r]] if region_good[r] >= 0 else None,
+                "explored": explored >> r & 1 == 1,
+                "double_loss": double_loss(rules, s.n, r),
+                "tokens": list(stacks[r]) if explored >> r & 1 else None,
+            }
+            for r, region in enumerate(rules.regions)
+        ],
+        "market": [
+            {
+                "good": good,
+                "price": rules.prices[s.market[g]][g],
+                "factory_income": rules.factory_income[s.market[g]],
+            }
+            for g, good in enumerate(goods)
+        ],
+        "buildings": [
+            {
+                "id": t.id,
+                "column": COLUMNS[t.column],
+                "good": goods[t.good] if t.good >= 0 else None,
+                "workers": t.workers,
+                "price": s.price(i) if s.left[i] else None,
+            }
+            for i, t in enumerate(rules.tracks)
+        ],
+        "gallery": dict(zip(COLUMNS, s.gallery, strict=True)),
+    }
+
+
+def _policy_board(rules: Rules) -> dict[str, Any]:
+    """The figures of :func:`board` the greedy policy reads: not the columns' ids (it
+    reads them by index) nor the king's VP."""
+    return {
+        "borders": [list(pair) for pair in rules.ruleset.map.borders],
+        "sailing_range": list(rules.ranges),
+        "free_steps": rules.ruleset.rondel.free_steps,
+        "columns": [
+            {
+                "base_vp": rules.base_vp[c],
+                "coins": list(rules.coins[c]),
+                "vp": list(rules.position_vp[c]),
+            }
+            for c in range(len(COLUMNS))
+        ],
+    }
+
+
 def private_view(s: State, seat: int) -> dict[str, Any]:
     """What ``seat`` alone sees: its number and its legal commands."""
     return own_view(seat, legal_commands(s, seat))

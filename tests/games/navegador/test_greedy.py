@@ -94,7 +94,8 @@ def test_greedy_plays_a_ruleset_given_as_a_file(tmp_path: Path) -> None:
     """The greedy policy reads the board off the view, not a ruleset by name: on a ruleset
     file whose name no loader knows it plays a whole game against random seats, and it
     prices a rondel move with the file's free steps (changing them in the view changes
-    exactly the values of the moves they make dearer)."""
+    exactly the values of the moves they make dearer). The policy view a greedy seat is
+    sent (``policy_view``: the board, no ruleset name or file) values every move alike."""
     game = api.get("navegador")
     rules = game.rules(str(house_ruleset(tmp_path)))
     policy = game.policy()
@@ -112,6 +113,11 @@ def test_greedy_plays_a_ruleset_given_as_a_file(tmp_path: Path) -> None:
         assert view["ruleset"] == "harbour_house" and view["board"]["free_steps"] == 1
         values = policy(view, random.Random(0))
         assert len(values) == len(legal)
+        part = game.policy_view(state, seat)  # no ruleset's name or file in it: the board
+        assert part is not None and "ruleset" not in part
+        assert (
+            policy({**part, "legal_commands": view["legal_commands"]}, random.Random(0)) == values
+        )
         here = view["players"][0]["stone"]
         if view["stage"] == "turn" and here is not None:
             standard = copy.deepcopy(view)
