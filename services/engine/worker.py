@@ -101,6 +101,7 @@ class Engine:
             dead_after_ms=s.dead_letter_after_ms,
             claim_idle_ms=s.claim_idle_ms,
             linger_ms=s.engine_linger_ms,
+            linger_max_ms=s.engine_linger_max_ms,
         )
         self.codec = GameCodec()
         self.cache = GameCache(redis, self.keys, self.store, self.codec)
