@@ -4,7 +4,7 @@ killed at random; then every log, answer and projection is checked.
     python -m benchmarks.chaos --redis single|cluster \\
         --kill engine,redis,master,replica,lobby,ai,scoring --minutes M [--interval S]
         [--quiet S] [--humans 6] [--bot-tables 6] [--no-durability] [--replicas 1|2]
-        [--database-url URL] [--json FILE] [--logs DIR]
+        [--database-url URL] [--json FILE] [--logs DIR] [--timings]
 
 Starts its own Redis from the machine's ``redis-server`` 7 (one server with AOF on a free
 port, killed with ``kill -9`` and started again on its files; or the local 3+3 cluster of
@@ -35,7 +35,11 @@ kills stop, the players finish their games (at most ``--settle`` seconds), and i
   before, and how soon the hit shard's games move again.
 
 Prints a table (``--json FILE``: the whole report there too, with the cluster's events per
-second shard by shard; ``--logs DIR``: every process's log kept there). Every process it
+second shard by shard; ``--logs DIR``: every process's log kept there). ``--timings`` (on
+the cluster) also times every HTTP request of the clients and prints, per window of
+seconds from each node kill, the healthy shards' and the hit shard's requests (n, p50,
+p90, max), and each shard's events second by second around each kill
+(``chaos_timings``; every request in ``--json``). Every process it
 started is stopped, also on failure; the shared Redis is never touched.
 ``tests/test_chaos.py`` runs it briefly on one Redis, in the default test run.
 """
@@ -51,7 +55,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +97,8 @@ from .chaos_faults import (
     shard_ranges,
 )
 from .chaos_load import Http, Tally, bot_tables, human
+from .chaos_timings import Timed, pooled_requests, request_windows, seconds_around
+from .chaos_timings import lines as timing_lines
 from .scratch import postgres_schema
 
 # Past the reconciler's retry: its rounds (every second) and the start sent again.
@@ -120,6 +126,7 @@ class Options:
     database_url: str | None = None
     logs: Path | None = None  # where to keep the processes' logs (else deleted)
     log_level: str = "WARNING"  # the services' CARAVEL_LOG_LEVEL
+    timings: bool = False  # every HTTP request timed, by shard around each node kill
 
 
 @dataclass
@@ -156,6 +163,14 @@ class Report:
     redis_kills: list[tuple[int, str, int | None]] = field(default_factory=list)
     # Each node kill's phases (``Killer.phases``) and the hit shard's first event after it.
     kill_phases: list[dict[str, Any]] = field(default_factory=list)
+    # With --timings (``chaos_timings``): per node kill, the healthy shards' and the hit
+    # shard's HTTP requests by window from the kill, the same pooled per kind, and each
+    # shard's events second by second around the kill.
+    request_windows: list[dict[str, Any]] = field(default_factory=list)
+    request_windows_pooled: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds_around: list[dict[str, Any]] = field(default_factory=list)
+    timed: list[Timed] = field(default_factory=list)  # every request (--json only)
+    shard_starts: list[int] = field(default_factory=list)  # each shard's first slot
     seconds: float = 0.0
 
     def failures(self) -> dict[str, int]:
@@ -262,7 +277,7 @@ async def _drive(
 ) -> None:
     redis: Any = connect(url)
     store = EventStore(redis, keys)
-    tally, progress = Tally(), Progress()
+    tally, progress = Tally(timed=[] if options.timings else None), Progress()
     starts = shard_ranges(killer.cluster) if killer.cluster else []
 
     def shard_of(game: str) -> int:
@@ -339,6 +354,24 @@ async def _drive(
             kept = [v for g, v in games.items() if (g in tally.bot_games) == (table == "bot")]
             report.live[table] = live_games(kept, killer.kills, report.shards)
         _timeline(report, times, killer)
+        if tally.timed is not None:
+            _timings(report, tally.timed, times, killer, shard_of, len(starts))
+
+
+def _timings(
+    report: Report,
+    timed: list[Timed],
+    times: dict[int, list[float]],
+    killer: Killer,
+    shard_of: Callable[[str], int],
+    shards: int,
+) -> None:
+    report.request_windows = request_windows(timed, killer.kills, shard_of)
+    for kind in sorted({k.kind for k in killer.kills if k.shard is not None}):
+        report.request_windows_pooled[kind] = pooled_requests(timed, killer.kills, shard_of, kind)
+    report.seconds_around = seconds_around(times, killer.kills, shards)
+    report.timed = timed
+    report.shard_starts = killer.starts
 
 
 def _timeline(report: Report, times: dict[int, list[float]], killer: Killer) -> None:
@@ -551,7 +584,7 @@ def table(report: Report) -> str:
     for name, items in findings.items():
         for item in items[:10]:
             lines.append(f"- {name}: {item}")
-    return "\n".join(lines)
+    return "\n".join(lines + timing_lines(report))
 
 
 def main() -> None:
@@ -582,6 +615,12 @@ def main() -> None:
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--logs", type=Path, default=None, help="keep the processes' logs here")
     parser.add_argument("--log-level", default="WARNING", help="the services' log level")
+    parser.add_argument(
+        "--timings",
+        action="store_true",
+        help="cluster: time every HTTP request and count events per second, by shard, "
+        "around each node kill",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args()
     kinds = tuple(k for k in args.kill.split(",") if k)
@@ -604,6 +643,7 @@ def main() -> None:
         database_url=args.database_url,
         logs=args.logs,
         log_level=args.log_level,
+        timings=args.timings,
     )
     report = asyncio.run(run(options))
     if args.json is not None:

@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from .chaos_timings import Timed, route_of
+
 GAME = "age_of_discovery"
 GIVE_UP_S = 180.0  # a request unanswered this long is given up (counted, never hidden)
 
@@ -57,6 +59,8 @@ class Tally:
     server_errors: list[str] = field(default_factory=list)  # 5xx but 503: "500 GET /path ..."
     unavailable: int = 0  # 503s (allowed: the client comes back after Retry-After)
     transport_errors: int = 0
+    # Every request timed (``--timings``; None: not kept): ``chaos_timings.Timed``.
+    timed: list[Any] | None = None
 
 
 class Http:
@@ -74,13 +78,16 @@ class Http:
         pause = 0.05
         while time.monotonic() < give_up:
             self.tally.requests += 1
+            sent = time.time()
             try:
                 answer = await self.client.request(method, path, json=body, headers=headers)
             except (httpx.TransportError, httpx.TimeoutException):
+                self._time(sent, method, path, None)
                 self.tally.transport_errors += 1
                 await asyncio.sleep(pause)
                 pause = min(1.0, pause * 2)
                 continue
+            self._time(sent, method, path, answer)
             if answer.status_code == 503 or answer.status_code == 429:
                 self.tally.unavailable += answer.status_code == 503
                 after = float(answer.headers.get("retry-after", "1"))
@@ -96,6 +103,18 @@ class Http:
                 continue
             return answer
         return None
+
+    def _time(self, sent: float, method: str, path: str, answer: httpx.Response | None) -> None:
+        """Keep the request's time (``--timings``): a table's creation under the id it
+        was given."""
+        if self.tally.timed is None:
+            return
+        route, game = route_of(path)
+        made = method == "POST" and route == "/tables"
+        if made and answer is not None and answer.is_success:
+            game = str(answer.json().get("id")) or None
+        status = 0 if answer is None else answer.status_code
+        self.tally.timed.append(Timed(sent, time.time() - sent, method, route, game, status))
 
 
 def _code(answer: httpx.Response) -> str:

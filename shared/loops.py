@@ -95,14 +95,14 @@ async def each(
 ) -> None:
     """Run ``step`` on every item, one after the other, even when some fail: a loop that
     walks all partitions keeps one partition's fault (its shard refusing writes, say) to
-    that partition. A failure is logged with its item (``log.exception(failure)``); once
-    every item had its turn, the first failure is raised, for the loop's backoff."""
+    that partition. A failure is logged with its item (:func:`log_fault`); once every
+    item had its turn, the first failure is raised, for the loop's backoff."""
     first: Exception | None = None
     for item in items:
         try:
             await step(item)
         except Exception as e:
-            log.exception(failure, item=item)
+            log_fault(log, failure, e, item=item)
             first = first or e
     if first is not None:
         raise first
@@ -127,6 +127,19 @@ def traceback_due(error: BaseException) -> bool:
         return False
     _tracebacks[kind] = now
     return True
+
+
+def log_fault(log: Any, message: str, error: BaseException, **fields: Any) -> None:
+    """Log ``error`` (being handled) under ``message``: with its traceback if
+    :func:`traceback_due`, else as a warning with its ``repr``. A master's kill fails a
+    loop's step for every partition of its shard at once: the bot player's reclaim logged
+    "stream not reclaimed" with its traceback 648 times in a two-minute drill of ten kills,
+    2.5% of its CPU, all of it in the seconds the other shards' games waited on it
+    (benchmarks/README.md, `failover10`)."""
+    if traceback_due(error):
+        log.exception(message, **fields)
+    else:
+        log.warning(message, error=repr(error), **fields)
 
 
 def logged_failure(failures: int) -> bool:

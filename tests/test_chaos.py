@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from benchmarks.chaos import Options, kinds_for, run, table
-from benchmarks.chaos_faults import Services, SingleRedis, until_ping
+from benchmarks.chaos_faults import Kill, Services, SingleRedis, until_ping
+from benchmarks.chaos_timings import Timed, request_windows, route_of, seconds_around
 from services.capacity import free_port, server_env
 from tests.cluster import ephemeral_ports, redis_refusing_groups, redis_server
 
@@ -113,3 +114,26 @@ async def test_nothing_is_lost_duplicated_refused_or_stuck_under_kills() -> None
     assert set(report.kills) == set(kinds_for(options)), shown  # every kind was killed
     assert report.acked > 0 and report.verdict.finished > 0, shown
     assert report.failures() == dict.fromkeys(report.failures(), 0), shown
+
+
+def test_timings_put_each_request_on_its_games_shard_in_its_window_from_a_kill() -> None:
+    """``--timings``: a request is put on its game's shard (the hit one or the healthy
+    ones) and in the window of seconds from each node kill its start falls in; a request
+    naming no game (``GET /tables``) is left out, and each shard's events are counted
+    second by second around the kill."""
+    kill = Kill("master", 1000.0, shard=1)
+    timed = [
+        Timed(1000.5, 0.3, "POST", *route_of("/games/g-a/commands"), 200),
+        Timed(1000.6, 0.1, "GET", *route_of("/games/g-b/legal?after_version=3"), 200),
+        Timed(1001.5, 0.2, "GET", *route_of("/tables?status=open"), 200),
+        Timed(990.0, 0.01, "GET", *route_of("/tables/g-a"), 200),
+    ]
+    assert route_of("/games/g-b/legal?after_version=3") == ("/games/{id}/legal", "g-b")
+    assert route_of("/tables") == ("/tables", None)
+    [row] = request_windows(timed, [kill], {"g-a": 0, "g-b": 1}.__getitem__)
+    assert row["0..1"]["healthy"]["n"] == 1 and row["0..1"]["healthy"]["p50"] == 0.3
+    assert row["0..1"]["hit"]["n"] == 1 and row["0..1"]["hit"]["p50"] == 0.1
+    assert row["-6..-0.5"]["healthy"]["n"] == 0 and row["1..2"]["healthy"]["n"] == 0
+    [around] = seconds_around({0: [997.5, 1000.2, 1000.7], 1: [1002.1]}, [kill], 2)
+    assert around["counts"][0][:5] == [1, 0, 0, 2, 0]  # the seconds -3 to 1 from the kill
+    assert around["counts"][1][5] == 1

@@ -84,15 +84,19 @@ class Apart:
 
 
 @contextlib.contextmanager
-def caravel_apart(python: str, tree: str, unix: bool = False) -> Iterator[tuple[str, Apart]]:
+def caravel_apart(
+    python: str, tree: str, unix: bool = False, redis_port: int | None = None
+) -> Iterator[tuple[str, Apart]]:
     """The checkout at ``tree`` served by :data:`APART` processes on a free port, on a
     ``redis-server`` started here (no persistence): its base URL and its processes. With
     ``unix``, every process reaches that Redis on a unix socket (``unix://``, no TCP port
-    at all), as a deployment apart on one host may; else over TCP on 127.0.0.1."""
+    at all), as a deployment apart on one host may; else over TCP on 127.0.0.1, on
+    ``redis_port`` (None: a free one)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="cvapart-") as folder:
         socket = os.path.join(folder, "redis.sock")
-        listen = ["--port", "0", "--unixsocket", socket] if unix else ["--port", str(free_port())]
+        tcp = str(redis_port or free_port())
+        listen = ["--port", "0", "--unixsocket", socket] if unix else ["--port", tcp]
         store = subprocess.Popen(
             ["redis-server", *listen, "--save", "", "--appendonly", "no"],
             stdout=subprocess.DEVNULL,

@@ -46,7 +46,7 @@ from structlog.contextvars import bound_contextvars
 
 from services.runtime import Stopped, wait_for
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
-from shared.bus.deadlines import hand_over, set_and_ack
+from shared.bus.deadlines import Wakes, hand_over, set_and_ack
 from shared.bus.deadlines import heads as deadline_heads
 from shared.bus.faults import transient
 from shared.contracts import (
@@ -76,7 +76,8 @@ BATCH = 200
 SAFETY_S = 0.1  # answer this long before a deadline: time to send, and one last iteration
 VIEW_WAIT_S = 2.0  # a view this late leaves its request pending, to be tried again
 RETRY_S = 1.0  # a request not answered yet is tried again from the deadlines this much later
-WAIT_MS = 100  # the deadlines are read again at least this often (a leaver's seat is due now)
+WAIT_MS = 100  # the deadlines are read again at least this often without wake-ups (Wakes)
+IDLE_WAIT_MS = 1000  # and with them (a wake-up lost to a reconnection is made good by then)
 KEPT_S = 0.25  # deadlines whose write failed (their shard away) are written again this often
 DUE_PER_ROUND = 100  # due deadlines played per partition and round
 FOLLOW_S = 1.0  # how often the seat changes of partitions not followed yet (shard away) are tried
@@ -128,6 +129,7 @@ class BotPlayer:
         self._kept_at = 0.0  # when they are next written
         self._deadline_keys = [keys.deadlines(p) for p in keys.all_partitions()]
         self._firing: dict[str, asyncio.Task[None]] = {}  # deadlines being played, by key
+        self.wakes = Wakes(redis, self._deadline_keys)  # an earlier deadline written: read
         self._follow_at = 0.0  # when the seat changes not followed yet are tried again
         # the decisions streams whose requests of before are still to move to the bots' own
         self._handing_over = [
@@ -149,6 +151,7 @@ class BotPlayer:
         stream (groups made from their start; a partition whose shard fails is revived
         later by the consumer's rounds)."""
         await self.broker.start()
+        self.wakes.start()
         await self.follow_seat_changes()
         await self.take_over_requests()
         for stream in self.streams:
@@ -196,6 +199,7 @@ class BotPlayer:
         try:
             await self.consumer.run(stop)
         finally:
+            self.wakes.wake()  # the deadlines loop's wait ends: it sees the stop
             await deadlines
             await self.close()
 
@@ -206,6 +210,7 @@ class BotPlayer:
             task.cancel()
         await asyncio.gather(*self._firing.values(), return_exceptions=True)
         try:
+            await self.wakes.close()
             await self.consumer.close()
             await self.views.close()
             await self.seats.close()
@@ -213,14 +218,31 @@ class BotPlayer:
             await self.broker.stop()
 
     async def serve_round(self) -> None:
-        """Play for the humans whose time ran out, then wait for the next deadline."""
+        """Play for the humans whose time ran out, then wait for the next deadline, or a
+        wake-up (:class:`Wakes`: a deadline written earlier, a partition's due ones played)."""
         if self._handing_over:
             await self.take_over_requests()
         if not self.seats.following and time.monotonic() >= self._follow_at:
             await self.follow_seat_changes()
         if self._kept and time.monotonic() >= self._kept_at:
             await self._remind_or_keep({})
-        await asyncio.sleep(await self.fire_deadlines() / 1000)
+        self.wakes.clear()
+        await self.wakes.wait(await self.fire_deadlines() / 1000)
+
+    def _longest_wait_ms(self) -> int:
+        """How long the deadlines loop may sleep when no deadline is nearer: long while
+        every earlier deadline written wakes it, short while something is to be tried
+        again at the next round (a subscription, a partition's read, a hand-over, a
+        follow, deadlines kept)."""
+        if (
+            not self.wakes.listening
+            or self._failing
+            or self._handing_over
+            or self._kept
+            or not self.seats.following
+        ):
+            return WAIT_MS
+        return IDLE_WAIT_MS
 
     async def handle(self, deliveries: Sequence[Delivery]) -> None:
         """Answer the newest request of each seat; acknowledge the requests of the seats
@@ -295,6 +317,8 @@ class BotPlayer:
                 for p, (m, ids, stream) in by_partition.items()
             ],
         )
+        if clocks:
+            self.wakes.wake()
 
     async def remind(self, due: dict[str, float], clocks: dict[str, float] | None = None) -> None:
         """Put requests not answered yet among their partition's deadlines, each due at the
@@ -311,6 +335,7 @@ class BotPlayer:
             for key, members in self._by_partition(clocks or {}).items():
                 pipe.zadd(key, members)
             await pipe.execute()
+        self.wakes.wake()
 
     async def _remind_or_keep(self, due: dict[str, float]) -> None:
         """:meth:`remind`; if its shard fails (away, or refusing writes: the shard that
@@ -377,7 +402,7 @@ class BotPlayer:
     async def fire_deadlines(self) -> int:
         """Play for humans whose time ran out, and for bot seats whose request could not be
         answered when it came (:meth:`remind`); returns how long to wait (ms) for the next
-        deadline, ``WAIT_MS`` at most. Each partition's deadlines are read in one round
+        deadline, :meth:`_longest_wait_ms` at most. Each partition's deadlines are read in one round
         trip for all (one script call on one Redis, a pipeline per shard on a cluster:
         ``shared.bus.deadlines``), and its due ones played by a task of their own
         (the next round skips a partition whose task still runs): a shard away, refusing
@@ -398,9 +423,10 @@ class BotPlayer:
                 self._firing[key] = task = asyncio.create_task(self._fire(key))
                 task.add_done_callback(functools.partial(self._fired, key))
         later = [at for at in nearest.values() if at > now]
+        longest = self._longest_wait_ms()
         if not later:
-            return WAIT_MS
-        return int(min(WAIT_MS, max(1, (min(later) - time.time()) * 1000)))
+            return longest
+        return int(min(longest, max(1, (min(later) - time.time()) * 1000)))
 
     async def _fire(self, key: str) -> None:
         """Play the due entries of one partition's deadlines (see :meth:`fire_deadlines`).
@@ -439,6 +465,7 @@ class BotPlayer:
     def _fired(self, key: str, task: asyncio.Task[None]) -> None:
         """A partition's due deadlines played (:meth:`_fire`): its next ones may start."""
         self._firing.pop(key, None)
+        self.wakes.wake()  # its next deadlines are read at once
         if not task.cancelled() and task.exception() is not None:
             log.warning("deadlines not played", key=key, error=repr(task.exception()))
 

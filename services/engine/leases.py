@@ -12,6 +12,7 @@ import structlog
 from redis.asyncio import Redis
 
 from shared.bus import Keys
+from shared.bus.connection import is_cluster
 from shared.bus.scripts import Batch, call
 from shared.eventstore.scripts import LEASES as SCRIPTS
 
@@ -97,10 +98,19 @@ class Leases:
             batch.pipe.zremrangebyscore(engines, "-inf", now_ms)
             batch.pipe.zrange(engines, 0, -1)
             held = sorted(self.held)
-            for p in held:
-                batch.call(SCRIPTS["renew"], [self.keys.lease(p)], [self.id, ttl])
+            one_call = bool(held) and not is_cluster(self.redis)
+            if one_call:
+                leases = [self.keys.lease(p) for p in held]
+                batch.call(SCRIPTS["renew_many"], leases, [self.id, ttl])
+            else:
+                for p in held:
+                    batch.call(SCRIPTS["renew"], [self.keys.lease(p)], [self.id, ttl])
             replies = await batch.execute(raise_on_error=False)
-        for p, renewed in zip(held, replies[3:], strict=True):
+        renewals = replies[3:]
+        if one_call:  # one reply for all: a failed call fails each of them
+            many = renewals[0]
+            renewals = [many] * len(held) if isinstance(many, Exception) else list(many)
+        for p, renewed in zip(held, renewals, strict=True):
             if isinstance(renewed, Exception):  # its shard fails: the others carry on
                 log.warning("lease not renewed", partition=p, error=repr(renewed))
                 self.dropped.add(p)

@@ -20,7 +20,8 @@ from redis.exceptions import RedisError
 from starlette.websockets import WebSocketState
 from structlog.contextvars import bind_contextvars, bound_contextvars, reset_contextvars
 
-from shared.bus.scripts import Batch
+from shared.bus.connection import is_cluster
+from shared.bus.scripts import Batch, call
 from shared.bus.tails import newest_first
 from shared.contracts import (
     CommandEnvelope,
@@ -38,7 +39,7 @@ from shared.redis_replies import text
 from . import lean
 from .catalog import schema_ref
 from .fanout import Decision
-from .limits import Limits, Refused, client_of
+from .limits import Limits, Refused, client_of, forget
 from .lobby import VIEW_WAIT_S, Auth, Lobby, LobbyDep, command_id_reused, not_seated
 from .tokens import SeatClaim
 
@@ -464,15 +465,37 @@ class Admission:
     ) -> tuple[str, Any]:
         """The seat's verdict and the bucket's wait, in one batch of their script calls."""
         assert self.claim is not None
+        if is_cluster(self.lobby.redis):
+            return await self._checks_apart(bucket, checked)
         async with Batch(self.lobby.redis) as batch:
             batch.call(*bucket)
             batch.call(*self.lobby.seat_call(self.claim, checked))
             wait, reply = await batch.execute(raise_on_error=False)
         if isinstance(reply, Exception):  # the seat's check: no move without it
             raise reply
-        if isinstance(wait, Exception):  # the bucket's alone (its own shard on a cluster)
+        if isinstance(wait, Exception):  # the bucket's alone
             wait = self.limits.unchecked(wait)
         return text(reply), wait
+
+    async def _checks_apart(
+        self, bucket: tuple[Any, list[str], list[Any]], checked: CommandEnvelope | None
+    ) -> tuple[str, Any]:
+        """:meth:`_checks` on a cluster: the bucket's call and the seat's sent at once (a
+        pipeline to each node, as one batch would be), but the bucket, on its client's
+        shard, waited for at most ``limits.BUCKET_WAIT_S`` past the seat's check, on the
+        move's own shard (:meth:`~.limits.Limits.bucket_wait`); a bucket paused after a
+        fault is not asked."""
+        assert self.claim is not None
+        seat = self.lobby.seat_call(self.claim, checked)
+        if self.limits.paused(bucket):  # its node failed a moment ago: unchecked
+            return text(await call(self.lobby.redis, *seat)), 0.0
+        taking = asyncio.ensure_future(call(self.lobby.redis, *bucket))
+        try:
+            reply = await call(self.lobby.redis, *seat)
+        except BaseException:
+            taking.add_done_callback(forget)  # sent: left to end, as in a batch
+            raise
+        return text(reply), await self.limits.bucket_wait(bucket, taking)
 
     async def _check_rate(self, verdict: str, wait: Any, checked: CommandEnvelope | None) -> None:
         """:class:`Refused` (429) if the bucket had no token left (the command's id digest,

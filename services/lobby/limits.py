@@ -12,16 +12,20 @@ with ``Retry-After``.
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from redis.asyncio import Redis
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.bus import Keys
@@ -32,6 +36,20 @@ from shared.httpapi import ErrorOut
 from shared.settings import Settings
 
 log = structlog.get_logger("caravel.limits")
+T = TypeVar("T")
+
+# The longest a request waits for its client's bucket (a move: past its seat's check). A
+# bucket lies on the shard its client's key hashes to, not on the request's game's: with
+# that shard's node hung or gone without a word (a host lost: no reset comes, so a read
+# waits for the socket timeout, 15 s, and a connect for 2 s), every request of the
+# client, whatever its game's shard, waited for it. Past this, the request goes through
+# unchecked, as when Redis refuses (:meth:`Limits.unchecked`).
+BUCKET_WAIT_S = 0.5
+# A bucket whose call failed or went unanswered is not asked again for this long: the
+# requests of its clients meanwhile go through unchecked at once, not each after its own
+# wait (a hung node is failed over after the node timeout, seconds).
+BUCKET_PAUSE_S = 1.0
+PAUSED_KEPT = 1024  # paused buckets kept before the expired ones are dropped
 
 
 class Refused(Exception):
@@ -77,17 +95,39 @@ class Limits:
             "sockets": Rate(settings.socket_rate, settings.socket_burst),
         }
         self.sockets: Counter[str] = Counter()
+        self._paused: dict[str, float] = {}  # bucket key -> not asked until (monotonic)
 
     async def take(self, kind: str, client: str) -> None:
         """Take one of ``client``'s ``kind`` tokens; :class:`Refused` (429) if none is left.
         If Redis does not answer (or fails over, or lacks replicas: any transient fault of
         ``shared.bus.faults``), the request goes through: the limit must not become an
         outage of its own (the request then meets Redis's 503 anyway)."""
+        bucket = self.bucket(kind, client)
+        paused = self.paused(bucket)
+        wait = 0.0 if paused else await self.bucket_wait(bucket, call(self.redis, *bucket))
+        self.check(kind, client, wait)
+
+    def paused(self, bucket: tuple[Script, list[str], list[float]]) -> bool:
+        """Whether ``bucket`` is not asked now: its call failed or went unanswered less
+        than :data:`BUCKET_PAUSE_S` ago (its requests go through unchecked meanwhile)."""
+        until = self._paused.get(bucket[1][0])
+        return until is not None and time.monotonic() < until
+
+    async def bucket_wait(
+        self, bucket: tuple[Script, list[str], list[float]], sent: Awaitable[Any]
+    ) -> Any:
+        """The reply of ``bucket``'s call (``sent``), waited for :func:`bounded`; if it
+        fails (a transient fault) or does not come in time, no wait (the request goes
+        through unchecked) and the bucket is :meth:`paused` for :data:`BUCKET_PAUSE_S`."""
         try:
-            wait = await call(self.redis, *self.bucket(kind, client))
+            return await bounded(sent)
         except Exception as e:
             wait = self.unchecked(e)
-        self.check(kind, client, wait)
+        now = time.monotonic()
+        if len(self._paused) >= PAUSED_KEPT:
+            self._paused = {k: t for k, t in self._paused.items() if t > now}
+        self._paused[bucket[1][0]] = now + BUCKET_PAUSE_S
+        return wait
 
     @staticmethod
     def unchecked(error: Exception) -> float:
@@ -129,6 +169,28 @@ class Limits:
             self.sockets[client] -= 1
             if not self.sockets[client]:
                 del self.sockets[client]
+
+
+async def bounded(pending: Awaitable[T]) -> T:
+    """``pending``'s result (a bucket's call), if it comes within :data:`BUCKET_WAIT_S`;
+    else a Redis timeout (a transient fault: the request goes through unchecked), the call
+    left to end in the background (cancelled, its connection would be closed under it)."""
+    task = asyncio.ensure_future(pending)
+    try:
+        await asyncio.wait([task], timeout=BUCKET_WAIT_S)
+    finally:
+        if not task.done():
+            task.add_done_callback(forget)
+    if not task.done():
+        raise RedisTimeoutError(f"the rate bucket did not answer within {BUCKET_WAIT_S} s")
+    return task.result()
+
+
+def forget(task: asyncio.Future[Any]) -> None:
+    """A bucket's call no one waits for any more: its outcome is dropped (retrieved, so
+    asyncio does not log it as never retrieved)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def rate_kind(method: str, path: str) -> str | None:

@@ -50,6 +50,7 @@ class Matchmaker:
         self.period_s = period_s
         self.reconcile_s = reconcile_s
         self._next_reconcile = 0.0
+        self._starts_due = 0.0  # when an unfinished start can next be due (monotonic)
         self.lost_games = LostGames(lobby)
         # The tickets-queued counter as it was before the last round that left no ticket
         # waiting (None: no such round, or one since left tickets waiting).
@@ -82,13 +83,21 @@ class Matchmaker:
                 await self._start(table_id)
             if reconcile:
                 self._next_reconcile = time.monotonic() + self.reconcile_s
-                await reconcile_starts(self.lobby)
+                await self._reconcile_starts()
                 await self._lost_games()
             return formed
         finally:
             if locked:
                 with suppress(RedisError, AttributeError):  # it expires by itself
                     await self.lobby.redis.delete(self.lobby.keys.matchmaker())
+
+    async def _reconcile_starts(self) -> None:
+        """:func:`reconcile_starts` when an unfinished start can be due: at the time the
+        last look said (a start begun since, here or in another lobby, is due no sooner)."""
+        now = time.monotonic()
+        if now < self._starts_due:
+            return
+        self._starts_due = now + (await reconcile_starts(self.lobby)).due_in_s
 
     async def _lost_games(self) -> None:
         """A round of :class:`LostGames`; one that fails (SQL or Redis away) is logged, and

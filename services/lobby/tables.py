@@ -6,7 +6,7 @@ import secrets
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import structlog
 from fastapi import APIRouter, Request
@@ -22,12 +22,14 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    func,
     insert,
     select,
     update,
 )
 from sqlalchemy.exc import IntegrityError
 
+from shared.bus.deadlines import due_now
 from shared.bus.faults import transient
 from shared.bus.seat_changes import seat_changed
 from shared.contracts import CommandEnvelope, CommandResult, Seats, key_json
@@ -368,7 +370,7 @@ async def leave(table_id: Id, lobby: LobbyDep, authorization: Auth = None) -> Ta
         if view is not None and view["legal_commands"]:  # its decision is due now
             member = key_json([table_id, view["version"], claim.seat])
             deadlines = lobby.keys.deadlines(lobby.keys.partition(table_id))
-            await lobby.redis.zadd(deadlines, {member: 0})
+            await due_now(lobby.redis, deadlines, member)  # the bot players woken
     return table
 
 
@@ -504,21 +506,43 @@ def _player(seat: LobbySeat) -> str:
     return HUMAN if seat.kind == "human" else f"{BOT_PREFIX}{seat.bot_level}"
 
 
-async def reconcile_starts(lobby: Lobby) -> list[str]:
+class Reconciled(NamedTuple):
+    """What :func:`reconcile_starts` did: the tables whose start it sent again, and in how
+    many seconds a start left unfinished can next be due (0: at the next round)."""
+
+    sent: list[str]
+    due_in_s: float
+
+
+async def reconcile_starts(lobby: Lobby) -> Reconciled:
     """See through the starts left unfinished ``CARAVEL_START_RETRY_S`` ago: a game that
     exists marks its start done; a start the engine refused reopens its table with the
     reason; any other is sent again (the engine applies it once). Each table alone: one
-    that fails is tried again next time, and the others go on. Returns the tables whose
-    start was sent again."""
-    before = datetime.now(UTC) - timedelta(seconds=lobby.settings.start_retry_s)
-    sent = []
-    for table, seats in await run_in_threadpool(_unfinished_starts, lobby.db, before):
+    that fails is tried again next time, and the others go on. Also says when the next
+    unfinished start is due: the earliest begun since is due a retry period after it
+    began, and any start begun from now on a whole period from now (the matchmaker looks
+    again then, not every second: that SQL was most of an idle lobby's CPU)."""
+    retry_s = lobby.settings.start_retry_s
+    before = datetime.now(UTC) - timedelta(seconds=retry_s)
+    found, earliest = await run_in_threadpool(_unfinished_starts, lobby.db, before)
+    sent, failed = [], False
+    for table, seats in found:
         try:
             if await _see_through(lobby, table, seats):
                 sent.append(table.id)
         except Exception:
+            failed = True
             log.exception("a start could not be seen through", table_id=table.id)
-    return sent
+    if failed or len(found) >= RECONCILE_BATCH:
+        return Reconciled(sent, 0.0)
+    if earliest is None:
+        return Reconciled(sent, retry_s)
+    return Reconciled(sent, max(0.0, (_aware(earliest) - before).total_seconds()))
+
+
+def _aware(moment: datetime) -> datetime:
+    """A time read from SQL, in UTC (a database that keeps no zone gives it naive)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 async def _see_through(lobby: Lobby, table: LobbyTable, seats: list[LobbySeat]) -> bool:
@@ -825,11 +849,18 @@ def _retried(db: Engine, table_id: str) -> None:
         )
 
 
-def _unfinished_starts(db: Engine, before: datetime) -> list[tuple[LobbyTable, list[LobbySeat]]]:
-    """Running tables whose start began before ``before`` and is not seen through."""
+def _unfinished_starts(
+    db: Engine, before: datetime
+) -> tuple[list[tuple[LobbyTable, list[LobbySeat]]], datetime | None]:
+    """Running tables whose start began before ``before`` and is not seen through, and
+    when the earliest of those begun since began (None: none)."""
     unfinished = and_(TABLES.c.status == "running", TABLES.c.starting_since < before)
+    later = select(func.min(TABLES.c.starting_since)).where(
+        TABLES.c.status == "running", TABLES.c.starting_since >= before
+    )
     with db.connect() as connection:
-        return _tables(connection, unfinished, limit=RECONCILE_BATCH)
+        found = _tables(connection, unfinished, limit=RECONCILE_BATCH)
+        return found, connection.execute(later).scalar()
 
 
 def _started_tables(db: Engine, after: str) -> list[str]:

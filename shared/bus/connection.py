@@ -319,6 +319,7 @@ class ShardedCluster(RedisCluster):
                 return  # the same masters for the same slots: nothing to build again
             await self.nodes_manager.initialize(last_failed_node_name=last_failed_node_name)
             await self.commands_parser.initialize(self.nodes_manager.default_node)
+            _wake_remap_waiters()  # another master: what waits on the old one goes on
             self._slots_masters = masters
         except Exception as error:
             _log.warning("slot map not read again", error=repr(error))
@@ -370,6 +371,31 @@ class ShardedCluster(RedisCluster):
         if shard_hint or transaction:  # one slot's transaction, or redis-py's refusal
             return super().pipeline(transaction, shard_hint)
         return NodePipeline(self)  # type: ignore[abstract]  # redis-py's own makes one so
+
+
+_remap_waiters: set[asyncio.Future[None]] = set()  # callers of :func:`wait_or_remapped`
+
+
+async def wait_or_remapped(seconds: float) -> None:
+    """Sleep ``seconds``, or less if a cluster client of this process finds another master
+    for some slots meanwhile (a re-read of its slot map after a failover).
+
+    A subscriber whose read met a shard away (``faststream_ext._wait_after``) waits between
+    tries, up to 0.5 s: after a failover its next try came up to that long after the new
+    map was read, the hit shard's games waiting for it (issue 25)."""
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    _remap_waiters.add(waiter)
+    try:
+        await asyncio.wait([waiter], timeout=seconds)
+    finally:
+        _remap_waiters.discard(waiter)
+
+
+def _wake_remap_waiters() -> None:
+    for waiter in _remap_waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+    _remap_waiters.clear()
 
 
 def _masters(reply: Any) -> list[tuple[Any, ...]]:
@@ -442,17 +468,18 @@ class NodePipeline(ClusterPipeline):
             queue = list(self._execution_strategy._command_queue)  # type: ignore[attr-defined]
             groups = await self._by_node(queue)
             if len(groups) <= 1:
-                return await self._one_node(queue, raise_on_error, allow_redirections)
+                name = groups[0][0] if groups else ""
+                return await self._one_node(queue, name, raise_on_error, allow_redirections)
             await self.reset()  # type: ignore[no-untyped-call]
             parts = []
-            for commands in groups:
+            for name, commands in groups:
                 part = ClusterPipeline(self.cluster_client)  # type: ignore[abstract]
                 for command in commands:
                     part.execute_command(*command.args, **command.kwargs)
-                parts.append(part.execute(False, allow_redirections))
+                parts.append(_sent(part, name, False, allow_redirections))
             replies: list[Any] = [None] * len(queue)
             done: list[Any] = await asyncio.gather(*parts, return_exceptions=True)
-            for commands, reply in zip(groups, done, strict=True):
+            for (_, commands), reply in zip(groups, done, strict=True):
                 for i, command in enumerate(commands):
                     replies[command.position] = reply if isinstance(reply, Exception) else reply[i]
             if raise_on_error:
@@ -467,7 +494,7 @@ class NodePipeline(ClusterPipeline):
             _IN_COMMAND.reset(token)
 
     async def _one_node(
-        self, queue: list[Any], raise_on_error: bool, allow_redirections: bool
+        self, queue: list[Any], name: str, raise_on_error: bool, allow_redirections: bool
     ) -> Any:
         """A pipeline for one node, sent as redis-py sends it; but the node's fault (away,
         timed out) is, unless raised for, the reply of each command, as it is in a pipeline
@@ -475,15 +502,16 @@ class NodePipeline(ClusterPipeline):
         holds the heartbeat alone (one global key), raised while that key's shard was away,
         and an engine started then took no partition of any shard (issue 25)."""
         try:
-            return await super().execute(raise_on_error, allow_redirections)
+            return await _sent(self, name, raise_on_error, allow_redirections)
         except Exception as error:
             if raise_on_error:
                 raise
             return [error] * len(queue)
 
-    async def _by_node(self, queue: list[Any]) -> list[list[Any]]:
-        """The queued commands by the node they go to, each group in order (those whose
-        node is not known for now form a group of their own: redis-py routes them)."""
+    async def _by_node(self, queue: list[Any]) -> list[tuple[str, list[Any]]]:
+        """The queued commands by the node they go to (its name), each group in order
+        (those whose node is not known for now form a group of their own, named "":
+        redis-py routes them)."""
         client: Any = self.cluster_client
         if client._initialize:
             await client.initialize()
@@ -500,7 +528,58 @@ class NodePipeline(ClusterPipeline):
                 except Exception:  # redis-py finds it (or fails it) on sending
                     name = ""
             groups.setdefault(name, []).append(command)
-        return list(groups.values())
+        return list(groups.items())
+
+
+async def _sent(
+    pipe: ClusterPipeline, node: str, raise_on_error: bool, allow_redirections: bool
+) -> list[Any]:
+    """The replies of ``pipe``, one node's commands (``node``, its name; "": not known),
+    sent again after the node's fault only if the slot map, read again, now sends them
+    elsewhere (a failover).
+
+    redis-py sends a pipeline again after any node fault, 0.25 s later, whatever the map
+    says: while a master was away, every batch with a call on its shard (a lobby's rate
+    bucket, a lease, an engine's append) waited those 0.25 s to meet the same dead node
+    again, and the healthy shards' requests whose checks included such a call took
+    0.26 s at p90 for seconds after each kill (the chaos benchmark's ``--timings``)."""
+    if not node:  # redis-py's own routing, and its retries
+        return await ClusterPipeline.execute(pipe, raise_on_error, allow_redirections)
+    strategy: Any = pipe._execution_strategy
+    client: Any = pipe.cluster_client
+    queue = list(strategy._command_queue)
+    left = CLUSTER_RETRIES
+    try:
+        while True:
+            try:
+                if client._initialize:
+                    await client.initialize()
+                replies: list[Any] = await strategy._execute(
+                    client,
+                    strategy._command_queue,
+                    raise_on_error=raise_on_error,
+                    allow_redirections=allow_redirections,
+                )
+                return replies
+            except RedisCluster.ERRORS_ALLOW_RETRY:
+                if not left or not await _moved_from(client, node, queue):
+                    raise
+                left -= 1
+    finally:
+        await pipe.reset()  # type: ignore[no-untyped-call]
+
+
+async def _moved_from(client: Any, node: str, queue: list[Any]) -> bool:
+    """Whether the slot map, read again (one re-read at a time, at most every
+    :data:`CLUSTER_SLOTS_REREAD_S`: see :meth:`ShardedCluster.initialize`), sends the
+    first of ``queue``'s commands to another node than ``node``, the one that failed."""
+    client._initialize = True
+    await client.initialize(last_failed_node_name=node)
+    try:
+        slot = await client._determine_slot(*queue[0].args)
+        return bool(client.nodes_manager.get_node_from_slot(slot).name != node)
+    except Exception:  # no slot to find (a keyless command), none covered: redis-py decides
+        return True
 
 
 class _StreamKeysParser(AsyncCommandsParser):

@@ -392,6 +392,7 @@ class GroupConsumer:
         claim_idle_ms: int = 10_000,
         linger_ms: int = 0,
         linger_from: int = 4,
+        linger_max_ms: int = 0,
     ) -> None:
         self.broker = broker
         self.redis = redis
@@ -406,6 +407,7 @@ class GroupConsumer:
         self.claim_idle_ms = claim_idle_ms
         self.linger_ms = linger_ms  # the shared read's wait after a busy read (one Redis)
         self.linger_from = linger_from  # a read this large is busy (:func:`_linger`)
+        self.linger_max_ms = linger_max_ms  # busy reads in a row double the wait up to this
         self._subscribers: dict[str, Any] = {}  # stream → its subscriber (or the shared one)
         self._locks: dict[str, asyncio.Lock] = {}
         self._one_read = not is_cluster(redis)
@@ -482,6 +484,7 @@ class GroupConsumer:
         self._shared = make_shared(subscriber, SharedRead, self.broker.client)
         subscriber.stream_sub.linger_s = self.linger_ms / 1000
         subscriber.stream_sub.linger_from = self.linger_from
+        subscriber.stream_sub.linger_max_s = self.linger_max_ms / 1000
         return subscriber
 
     async def _on_shared_batch(self, deliveries: list[Delivery]) -> None:

@@ -1,7 +1,8 @@
 """The bot player's deadlines: reading the heads of many partitions' sorted sets at once
 (its loop reads every partition's earliest deadline several times a second, busy or idle),
 setting humans' clocks with the acknowledgement of the requests that started them, and
-handing a group's unread entries over to another stream (:func:`hand_over`).
+handing a group's unread entries over to another stream (:func:`hand_over`), and the
+wake-ups that let its loop sleep while no deadline can be due (:class:`Wakes`).
 
 On one Redis the heads come from one script call: one reply to parse instead of a
 pipeline of one ``ZRANGE`` per partition, whose packing, replies and redis-py callbacks
@@ -12,14 +13,21 @@ each node its own), whose failures stay with their partitions.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import structlog
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from .connection import is_cluster
 from .scripts import STREAM_GROUPS_LUA, Batch, Library, call
+
+log = structlog.get_logger("caravel.deadlines")
+
+LISTEN_RETRY_S = 1.0  # a subscription lost (Redis away) is made again this often
 
 _HEADS = """
 -- Each sorted set's first entries with their scores, as ZRANGE key 0 n-1 WITHSCORES gives
@@ -148,3 +156,75 @@ async def hand_over(
     failed = [pair for pair, r in zip(streams, replies, strict=True) if isinstance(r, Exception)]
     copied = sum(max(0, int(r)) for r in replies if not isinstance(r, Exception))
     return copied, failed
+
+
+async def due_now(redis: Redis, key: str, member: str) -> None:
+    """Make ``member`` due now among the deadlines ``key`` (a leaver's decision), and wake
+    the bot players' loops (:class:`Wakes`), in one round trip."""
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.zadd(key, {member: 0})
+        pipe.publish(key, "")
+        await pipe.execute()
+
+
+class Wakes:
+    """What wakes the bot player's deadlines loop before the time it planned to read them
+    again: a deadline written earlier than its set's earliest, which its writer publishes
+    on the set's own name as channel (the engine's append script for a human's clock,
+    :func:`due_now` for a leaver's seat), and the player's own writes (:meth:`wake`). The
+    loop reads every set's head (:func:`heads`) and sleeps until the nearest: a new
+    deadline that is not its set's earliest is due no sooner than what the loop waits for
+    already. While not subscribed (a cluster, whose client has no subscriptions here, or
+    Redis away) :attr:`listening` is False: the caller reads again at short intervals."""
+
+    def __init__(self, redis: Redis, keys: Sequence[str]) -> None:
+        self.redis, self.keys = redis, list(keys)
+        self.listening = False
+        self._woken = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None and not is_cluster(self.redis):
+            self._task = asyncio.create_task(self._listen(), name="deadline wakes")
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    def clear(self) -> None:
+        """Forget the wake-ups so far: called before the heads are read, so that one
+        published during the read wakes the next wait."""
+        self._woken.clear()
+
+    async def wait(self, seconds: float) -> None:
+        """Until woken, or ``seconds`` passed."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), seconds)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        self.listening = False
+
+    async def _listen(self) -> None:
+        """Subscribe to every set's channel and wake at each message; a subscription lost
+        is made again, and wakes the loop (what was published meanwhile is lost)."""
+        while True:
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(*self.keys)
+                self.listening = True
+                self.wake()
+                while True:
+                    if await pubsub.get_message(timeout=LISTEN_RETRY_S) is not None:
+                        self.wake()
+            except Exception as e:
+                if self.listening:
+                    log.warning("deadline wake-ups lost", error=repr(e))
+                self.listening = False
+                self.wake()
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(LISTEN_RETRY_S)

@@ -182,6 +182,13 @@ class Keys:
         ticket waiting has nothing to match, and skips the SQL."""
         return f"{self.prefix}:matchmaker:queued"
 
+    def sampler(self) -> str:
+        """The lease of the one process that samples the consumer groups' lag and pending
+        entries for the whole deployment (``RedisSampler``): every process reads the same
+        figures from the same Redis, so one reading them is enough (an economy only: its
+        shard away, the gauges keep their last values)."""
+        return f"{self.prefix}:sampler"
+
     def legacy_deadlines(self) -> str:
         """Where the pending decisions of every partition were kept before
         :meth:`deadlines`: the bot player moves what it finds there to their partitions'

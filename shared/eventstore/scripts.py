@@ -49,8 +49,9 @@ _APPEND = (
 -- The log keeps the secret beside the public event; the partition stream gets the public
 -- event only. A stale version is a conflict and writes nothing. Every decision request
 -- goes to the decisions stream (the sockets' readers); a human seat's starts its clock
--- among the deadlines (due then, member [game, version, seat]); a bot's or a leaver's
--- also goes to the bot player's stream, with the seat's view set into it as its last
+-- among the deadlines (due then, member [game, version, seat]; one due before the set's
+-- earliest is published on the set's name: ``shared.bus.deadlines.Wakes``); a bot's or a
+-- leaver's also goes to the bot player's stream, with the seat's view set into it as its last
 -- field ('view') when the engine made one (there only: the sockets' stream and the meta
 -- get none); a seat no lobby seated (no entry) to neither.
 -- Given as every seat's, the requests are also kept in the game's meta ('pending': their
@@ -102,7 +103,11 @@ local function append(k, a, last, expected, over, n, entry, game)
     local who = redis.call('HGET', KEYS[k + 7], ARGV[i])
     if who == 'human' then
       local member = '[' .. game .. ',' .. version .. ',' .. ARGV[i] .. ']'
+      local head = redis.call('ZRANGE', KEYS[k + 8], 0, 0, 'WITHSCORES')
       redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], member)
+      if #head == 0 or tonumber(ARGV[i + 1]) < tonumber(head[2]) then
+        redis.call('PUBLISH', KEYS[k + 8], '')  -- the earliest: wake the bot players
+      end
     elseif who then
       local request = ARGV[i + 2]
       if ARGV[i + 3] ~= '' then  -- the request's JSON object ends with its '}'
@@ -245,6 +250,17 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+# Every lease an engine holds renewed in one call on one Redis (a cluster's keys span slots:
+# one ``renew`` each there): each one's outcome, 1 renewed or 0 (it names another engine,
+# or none). 64 calls every 1.7 s cost an idle engine and its Redis more than the one.
+_RENEW_MANY = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  out[i] = 0
+  if redis.call('GET', key) == ARGV[1] then out[i] = redis.call('PEXPIRE', key, ARGV[2]) end
+end
+return out
+"""
 # Taken when free, or when it already names this engine: an engine that dropped a partition
 # because its shard refused the renewal (a failover, NOREPLICAS) wins it back as soon as the
 # shard takes writes, not once its key has expired on the new master (issue 25).
@@ -255,7 +271,10 @@ if holder then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
-LEASES = Library("leases", {"renew": _RENEW, "release": _RELEASE, "take": _TAKE})
+LEASES = Library(
+    "leases",
+    {"renew": _RENEW, "renew_many": _RENEW_MANY, "release": _RELEASE, "take": _TAKE},
+)
 
 _VIEW_WRITE = """
 -- KEYS: 1 view hash, 2 view updates, 3 the game's log. ARGV: 1 version, 2 game id, 3 the id

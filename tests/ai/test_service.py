@@ -407,3 +407,26 @@ def test_a_bots_command_id_is_the_same_as_every_earlier_release_makes_it() -> No
     for key, game_id, version, seat in ((b"k" * 32, "g-1", 7, 2), (b"\x00\xff", "g-\u00e9", 0, 0)):
         expected = hmac.new(key, f"{game_id}:{version}:{seat}".encode(), hashlib.sha256)
         assert bot_command_id(key, game_id, version, seat) == expected.hexdigest()[:32]
+
+
+async def test_a_clock_written_while_the_deadlines_loop_sleeps_long_is_played_on_time(
+    redis: Redis, keys: Keys, monkeypatch: Any
+) -> None:
+    """The bot player's deadlines loop reads no deadline for 30 s (its waits made that long
+    here) while two humans' game starts with a 0.3 s move deadline: the engine's append,
+    writing the partition's earliest clock, wakes the loop, and the fallback plays the
+    seat within a few seconds, not at the loop's next read 30 s later."""
+    monkeypatch.setattr(service, "WAIT_MS", 30_000)
+    monkeypatch.setattr(service, "IDLE_WAIT_MS", 30_000, raising=False)
+    seats = Seats({0: HUMAN, 1: HUMAN}, 0.3)
+    await redis.hset(keys.seats("g-asleep"), mapping=dict(seats.to_mapping()))
+    async with bots_serving(redis, keys, think_ms=100):
+        await asyncio.sleep(1.0)  # its first read done: the loop sleeps
+        result = await CommandSender(redis, keys).execute(create_game("g-asleep", players=2))
+        assert result.status == "accepted"
+
+        async def played() -> bool:
+            events = await EventStore(redis, keys).read("g-asleep")
+            return any(e.actor == "fallback" for e in events)
+
+        await wait_for(played, timeout_s=5, every_s=0.1)

@@ -154,6 +154,80 @@ async def _count(batches: list[Any], n: int) -> bool:
     return len(batches) >= n
 
 
+async def test_a_read_as_busy_over_a_longer_wait_doubles_it_up_to_the_most(
+    redis: Redis, keys: Keys
+) -> None:
+    """The engine's growing linger (``linger_max_ms``): a busy read (``linger_from`` entries
+    or more) that brought at least ``linger_from`` a ``linger_ms`` of the wait before it
+    waits twice that wait, up to ``linger_max_ms``, so a bus busy read after read is read
+    in ever larger batches; a busy read slower than that waits ``linger_ms`` again, and a
+    read of fewer is followed at once, so a burst (a bot player's few moves) waits the
+    short one. With a constant wait the third batch came 0.2 s after its entries, not 0.4."""
+    stream = keys.commands(0)
+    batches: list[tuple[float, list[str]]] = []
+
+    async def handle(deliveries: list[Delivery]) -> None:
+        batches.append((time.monotonic(), [d.fields[b"v"].decode() for d in deliveries]))
+        if len(batches) == 9:
+            await asyncio.sleep(0.6)  # a slow batch (a starved process)
+        await consumer.ack(deliveries)
+
+    broker = Broker(redis, readers=1)
+    consumer = GroupConsumer(
+        broker,
+        redis,
+        "readers",
+        "r1",
+        keys,
+        handle,
+        linger_ms=200,
+        linger_from=2,  # busy: 2 entries or more; 2 a 0.2 s since the read before doubles
+        linger_max_ms=800,
+    )
+    await broker.start()
+
+    async def add(*values: str) -> float:
+        async with redis.pipeline(transaction=True) as pipe:  # one read takes them all
+            for v in values:
+                pipe.xadd(stream, {"v": v})
+            await pipe.execute()
+        return time.monotonic()
+
+    async def added(n: int, count: int) -> float:
+        """``count`` entries written once the ``n``-th batch came (its wait runs)."""
+        await wait_for(lambda: _count(batches, n), every_s=0.005)
+        return await add(*(f"{n}.{i}" for i in range(count)))
+
+    try:
+        await consumer.subscribe(stream)
+        await asyncio.sleep(0.2)
+        await add("a", "b")  # busy, no wait before: 0.2 s
+        sent = [await added(1, 3)]  # 3 over 0.2 s: 0.4 s
+        sent.append(await added(2, 5))  # 5 over 0.4 s: 0.8 s
+        sent.append(await added(3, 9))  # 9 over 0.8 s: 1.6 s, at most 0.8 s
+        sent.append(await added(4, 2))  # busy, but 2 over 0.8 s: 0.2 s
+        sent.append(await added(5, 1))  # one, after 0.2 s: no wait after it, set back
+        sent.append(await added(6, 2))  # busy, no wait before: 0.2 s
+        sent.append(await added(7, 1))
+        sent.append(await added(8, 3))  # read at once, handled in 0.6 s, then 0.2 s
+        sent.append(await added(9, 3))  # busy, but 3 over the 0.8 s since: 0.2 s
+        sent.append(await added(10, 1))
+        await wait_for(lambda: _count(batches, 11))
+    finally:
+        await consumer.close()
+        await broker.stop()
+
+    assert [len(values) for _, values in batches] == [2, 3, 5, 9, 2, 1, 2, 1, 3, 3, 1]
+    came = [at - sent_at for (at, _), sent_at in zip(batches[2:], sent[1:], strict=True)]
+    assert came[0] >= 0.35  # after the 0.4 s wait
+    assert came[1] >= 0.75  # after the 0.8 s wait
+    assert 0.75 <= came[2] < 1.3  # after 0.8 s again, not 1.6: the most
+    assert came[3] < 0.5  # after 0.2 s: the read of 2 over 0.8 s was not as busy
+    assert came[4] < 0.15  # after a read of one, read again at once
+    assert came[5] < 0.32  # after 0.2 s, not 0.4 (2 over the 0.2 s before): set back
+    assert came[8] < 0.32  # after 0.2 s, not 0.4: the rate is counted over the slow batch
+
+
 async def test_a_shared_read_lingering_from_one_entry_gathers_the_next_ones(
     redis: Redis, keys: Keys
 ) -> None:

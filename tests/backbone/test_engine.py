@@ -555,6 +555,23 @@ async def test_engines_share_the_partitions_by_lease_on_one_redis_and_the_cluste
     assert after == [("e-second" if p in second.held else None) for p in keys.all_partitions()]
 
 
+async def test_a_lease_another_engine_took_is_lost_at_the_renewal(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """The held leases renewed together (one call on one Redis, one each on the cluster):
+    one that names another engine by then is not renewed and counts as lost, the others
+    are renewed."""
+    engine = Engine(any_redis, settings_for(keys, lease_ttl_ms=30_000), keys, engine_id="e-one")
+    await engine.rebalance()
+    assert engine.held == set(keys.all_partitions())
+    await any_redis.set(keys.lease(2), "e-other", px=30_000)
+    await any_redis.pexpire(keys.lease(3), 1_000)
+    await engine.rebalance()
+    assert engine.held == set(keys.all_partitions()) - {2}
+    assert await any_redis.get(keys.lease(2)) == b"e-other"
+    assert await any_redis.pttl(keys.lease(3)) > 10_000
+
+
 async def test_a_batch_read_while_a_partition_is_fresh_waits_for_its_reclaim(
     redis: Redis, keys: Keys
 ) -> None:

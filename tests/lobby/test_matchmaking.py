@@ -12,10 +12,11 @@ from redis.asyncio import Redis
 from sqlalchemy import Engine, event
 from sqlmodel import Session
 
-from services.lobby.db import LobbyTicket
+from services.lobby.db import LobbySeat, LobbyTable, LobbyTicket
 from services.lobby.lobby import Lobby
 from services.lobby.matchmaking import Matchmaker
 from services.lobby.queue import tickets_queued
+from services.lobby.tables import _claim_start
 from shared.bus import Keys
 from shared.games.api import DEFAULT_GAME
 from tests.backbone.helpers import settings_for
@@ -113,3 +114,49 @@ async def test_a_round_looks_in_sql_only_when_a_ticket_was_queued_or_one_waits(
         assert any("lobby_tickets" in s for s in statements)  # a ticket waits: it looks
     finally:
         await lobby.close()
+
+
+async def test_unfinished_starts_are_looked_for_when_one_can_be_due(
+    redis: Redis, keys: Keys, database: Engine
+) -> None:
+    """Issue 24 (idle CPU apart): the reconciling round looked in SQL for starts left
+    unfinished every second, though a start is due only ``start_retry_s`` after it began.
+    With none unfinished, the next rounds do not look; a start begun since (by another
+    lobby, say) is seen through once it is due, at the round after its retry period."""
+    statements: list[str] = []
+    event.listen(database, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    lobby = Lobby(redis, keys, database, settings_for(keys, secret="test", start_retry_s=1.5))
+    matchmaker = Matchmaker(lobby, wait_s=60, reconcile_s=0)  # a reconciling round each time
+
+    def looked() -> bool:
+        return any("starting_since <" in s for s in statements)
+
+    try:
+        await matchmaker.round()
+        assert looked()
+        statements.clear()
+        await matchmaker.round()
+        assert not looked()  # none unfinished: none can be due before 1.5 s from the look
+        _open_table(database, "t-begun")
+        _claim_start(database, "t-begun", None)  # begun, its game never created
+        await asyncio.sleep(1.6)
+        await matchmaker.round()
+        assert looked()
+        statements.clear()
+        await matchmaker.round()
+        assert not looked()  # sent again: due 1.5 s after that
+        assert await redis.xlen(keys.commands(keys.partition("t-begun"))) == 1
+    finally:
+        await lobby.close()
+
+
+def _open_table(db: Engine, table_id: str) -> None:
+    """A full open table of two bots, as the lobby makes one."""
+    with Session(db) as session:
+        session.add(LobbyTable(id=table_id, ruleset="standard", options={}, seats=2, deadline_s=60))
+        session.flush()
+        for seat in (0, 1):
+            session.add(
+                LobbySeat(table_id=table_id, seat=seat, kind="bot", name="b", bot_level="random")
+            )
+        session.commit()

@@ -300,6 +300,31 @@ async def test_the_sampler_reads_games_lag_pending_and_dead_letters(
     assert REGISTRY.get_sample_value("caravel_dead_letters") == 1
 
 
+async def test_one_sampler_of_a_deployment_exports_the_lag(redis: Redis, keys: Keys) -> None:
+    """Two processes' samplers on one Redis (services run apart): only the holder of the
+    sampler's lease reads the groups and exports the lag and pending series; the other
+    exports none (a dashboard's ``max`` reads the holder's, and no stale value of its own
+    lingers), but still the games running. Once the holder stops, the other takes over."""
+    stream = keys.commands(0)
+    await redis.xadd(stream, {"c": "x"})
+    await ensure_group(redis, stream, "engine")
+    labels = {"stream": "commands", "partition": "0", "group": "engine"}
+    first, second = RedisSampler(redis, keys), RedisSampler(redis, keys)
+    await first.sample()
+    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 1
+    await second.sample()  # in this test's one registry, it drops what the first set
+    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) is None
+    assert REGISTRY.get_sample_value("caravel_consumer_pending", labels) is None
+    assert REGISTRY.get_sample_value("caravel_games_running") == 0
+    await first.sample()
+    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 1
+    await first.release()
+    await second.sample()
+    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) == 1
+    await first.sample()
+    assert REGISTRY.get_sample_value("caravel_consumer_lag", labels) is None
+
+
 async def test_a_lag_redis_does_not_give_is_counted(
     redis: Redis, keys: Keys, tmp_path: Path
 ) -> None:
