@@ -144,7 +144,7 @@ def test_a_database_of_the_previous_release_is_upgraded_and_keeps_its_rows(
     migrate(engine, scoring.MIGRATIONS)
     migrate(engine, lobby.MIGRATIONS)  # a second start: nothing left to do
     assert current(engine, lobby.MIGRATIONS) == "lobby_0003"
-    assert current(engine, scoring.MIGRATIONS) == "scoring_0005"
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0006"
     with engine.connect() as connection:
         table = connection.execute(
             text("SELECT status, starting_since, start_error FROM lobby_tables")
@@ -203,7 +203,7 @@ def test_a_database_made_between_the_baseline_and_the_migrations_is_upgraded(
     SQLModel.metadata.create_all(engine, tables=[*lobby_tables, *scoring.TABLES])
     migrate(engine, lobby.MIGRATIONS)
     migrate(engine, scoring.MIGRATIONS)
-    assert current(engine, scoring.MIGRATIONS) == "scoring_0005"
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0006"
     assert differences(engine) == []
 
 
@@ -215,7 +215,7 @@ def test_the_db_commands_upgrade_and_show_the_revisions(
     upgraded = caravel("db", "upgrade", "--json", env=env)
     assert before.returncode == 0 and upgraded.returncode == 0, before.stderr + upgraded.stderr
     assert json.loads(before.stdout) == {"lobby": None, "scoring": None}
-    assert json.loads(upgraded.stdout) == {"lobby": "lobby_0003", "scoring": "scoring_0005"}
+    assert json.loads(upgraded.stdout) == {"lobby": "lobby_0003", "scoring": "scoring_0006"}
     assert differences(engine) == []
 
 
@@ -231,7 +231,7 @@ def test_imported_is_added_to_the_flat_results_and_the_cells_key(engine: Engine)
     with engine.begin() as connection:
         connection.execute(text(f"INSERT INTO analytics_cells VALUES ({key}, {rest}, 4, 1, 0, 0)"))
     migrate(engine, scoring.MIGRATIONS)
-    assert current(engine, scoring.MIGRATIONS) == "scoring_0005"
+    assert current(engine, scoring.MIGRATIONS) == "scoring_0006"
     assert differences(engine) == []
     columns = "game, ruleset, ruleset_hash, options, players, humans, seat_kind, imported, "
     columns += "experiment, finished_hour, dim, value, n, wins, total, squares"

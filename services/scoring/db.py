@@ -74,15 +74,16 @@ class ScoredGame(SQLModel, table=True):
 
 
 class Standing(SQLModel, table=True):
-    """The live score of one seat at the game's ``version``: the game's own breakdown of
-    its total, kept as JSON so that one table serves every game."""
+    """The live score of one seat: the game's own breakdown of its total, kept as JSON so
+    that one table serves every game. It is the seat's score at the version of the game's
+    row (:class:`ScoredGame`): a row is written only when the seat's score changes, in the
+    transaction that writes the game's row (so it has no version of its own)."""
 
     __tablename__ = "scoring_standings"
 
     game_id: str = Field(primary_key=True, max_length=64)
     seat: int = Field(primary_key=True)
     game: str = Field(max_length=64)
-    version: int
     player: str = Field(max_length=100)
     breakdown: dict[str, int] = Field(sa_type=JSON)  # the parts of the total, in the game's order
     total: int

@@ -112,18 +112,34 @@ class SummaryOut(BaseModel):
 
 @router.get("/games/{game_id}/standings", response_model=StandingsOut, responses=ERRORS)
 def standings(game_id: Id, db: Db) -> StandingsOut:
-    """The live score of every seat (places with the game's tie-breakers)."""
-    with db.connect() as conn:
-        game = _game(conn, game_id)
-        table = table_of(Standing)
-        rows = conn.execute(select(table).where(table.c.game_id == game_id).order_by(table.c.seat))
-        return StandingsOut(
-            game_id=game_id,
-            game=game.game,
-            version=game.version,
-            status=game.status,
-            standings=[_score(r._mapping) for r in rows],
+    """The live score of every seat (places with the game's tie-breakers), at the version of
+    the game's row: scoring writes a seat's row only when its score changes, in the
+    transaction of the game's row. One statement, so one snapshot of both on any database
+    (PostgreSQL's read committed gives each statement its own)."""
+    games, table = table_of(ScoredGame), table_of(Standing)
+    query = (
+        select(
+            games.c.game,
+            games.c.version,
+            games.c.status,
+            *(table.c[name] for name in StandingOut.model_fields),
         )
+        .select_from(games.outerjoin(table, table.c.game_id == games.c.game_id))
+        .where(games.c.game_id == game_id)
+        .order_by(table.c.seat)
+    )
+    with db.connect() as conn:
+        rows = conn.execute(query).all()
+    if not rows:
+        raise _unknown(game_id)
+    first = rows[0]
+    return StandingsOut(
+        game_id=game_id,
+        game=first.game,
+        version=first.version,
+        status=first.status,
+        standings=[_score(r._mapping) for r in rows if r.seat is not None],
+    )
 
 
 @router.get("/games/{game_id}/result", response_model=ResultOut, responses=ERRORS)
@@ -238,8 +254,12 @@ def _game(conn: Connection, game_id: str) -> Any:
     table = table_of(ScoredGame)
     game = conn.execute(select(table).where(table.c.game_id == game_id)).first()
     if game is None:
-        raise ApiError(404, "unknown_game", f"scoring knows no game {game_id} (yet)")
+        raise _unknown(game_id)
     return game
+
+
+def _unknown(game_id: str) -> ApiError:
+    return ApiError(404, "unknown_game", f"scoring knows no game {game_id} (yet)")
 
 
 def _score(row: Any) -> StandingOut:

@@ -48,6 +48,9 @@ from .db import (
 )
 
 MODEL = PlackettLuce()
+SeatStanding = tuple[str, tuple[tuple[str, int], ...], int, int]
+"""A seat's standing as compared between batches: player, breakdown (in its order), total,
+place."""
 DECIDERS = {"player": "human", "bot": "bot", "fallback": "fallback"}
 
 
@@ -85,6 +88,7 @@ class GameProgress:
     state: Any  # the game's own state type, driven through ``game`` only
     ruleset: str
     options: dict[str, Any]
+    options_json: str  # ``options`` as the game's row holds them (keys sorted): made once
     seats: list[str]  # per seat: human or bot:<level> (the lobby's seats hash)
     players: list[str]  # per seat: who is rated (bot:<level>, or player:<name>)
     created_at: datetime
@@ -98,6 +102,11 @@ class GameProgress:
     seat_facts: flat.SeatFacts = field(default_factory=dict)  # every fact so far, per seat
     imported: bool = False  # loaded by `caravel games import` (its seats hash says so)
     experiment: str | None = None  # a `caravel lab run --live` game's (its seats hash's)
+    # Per seat, the standing last handed to SQL (:func:`snapshot_rows`): a seat's row is
+    # written again only when it differs. Memory only: a game loaded again (a restart, the
+    # cache's eviction, a failed batch's games are forgotten) starts empty and writes every
+    # seat, so SQL never misses a change this thought was written.
+    written: dict[int, SeatStanding] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,6 +147,7 @@ def start(codec: GameCodec, first: EventEnvelope, seats: Seats) -> GameProgress:
         state=state,
         ruleset=data["ruleset"],
         options=data["options"],
+        options_json=key_json(data["options"]),
         seats=kinds,
         players=[k if k != HUMAN else f"player:{n}" for k, n in zip(kinds, names, strict=True)],
         created_at=first.recorded_at,
@@ -302,7 +312,10 @@ def count_experiment(into: dict[str, dict[str, Any]], p: GameProgress, planned: 
 
 
 def snapshot_rows(p: GameProgress, rows: Rows) -> None:
-    """The game's row and live standings at its current version (once per batch)."""
+    """The game's row at its current version, and the live standings of the seats whose
+    standing changed since it was last written (once per batch). The standings' version is
+    the game's row's: rewriting every seat's row for a new version was most of scoring's
+    writes, and most batches change no seat's standing (issue 24)."""
     results = p.game.results(p.state)
     finished = p.finished_at is not None
     rows.games[p.game_id] = {
@@ -312,7 +325,7 @@ def snapshot_rows(p: GameProgress, rows: Rows) -> None:
         "event_id": p.event_id,
         "status": "finished" if finished else "running",
         "ruleset": p.ruleset,
-        "options": key_json(p.options),
+        "options": p.options_json,
         "players": len(p.players),
         "decisions": p.decisions,
         "created_at": _utc(p.created_at),
@@ -322,11 +335,14 @@ def snapshot_rows(p: GameProgress, rows: Rows) -> None:
         "finish_key": finish_key(p.finished_at, p.game_id) if p.finished_at else None,
     }
     for r in results:
+        standing = (p.players[r.seat], tuple(r.breakdown.items()), r.total, r.place)
+        if p.written.get(r.seat) == standing:
+            continue
+        p.written[r.seat] = standing
         rows.standings[(p.game_id, r.seat)] = {
             "game_id": p.game_id,
             "seat": r.seat,
             "game": p.game.name,
-            "version": p.version,
             "player": p.players[r.seat],
             "breakdown": r.breakdown,
             "total": r.total,

@@ -250,12 +250,13 @@ class ScoringService:
         it: if the log went back (a failover), the game's rows are projected again from the
         log as it is now, even when the log is no longer past what the rows hold."""
         held = await self._held(targets)
-        logs, seats = await self._read(
-            [g for g in targets if g not in self.games and targets[g] > held[g].version],
-            {g: self._range(g, targets[g], held[g]) for g in targets},
+        new = [g for g in targets if g not in self.games and targets[g] > held[g].version]
+        (logs, ids), seats = await asyncio.gather(
+            self.store.read_past({g: self._range(g, targets[g], held[g]) for g in targets}),
+            self._seats(new),
         )
         rows = Rows()
-        rows.rebuilt = {g for g, h in held.items() if h.rolled_back(_from(logs[g], h.version))}
+        rows.rebuilt = {g for g, h in held.items() if h.went_back(ids[g] or _id_at(logs[g], h))}
         if rows.rebuilt:
             log.warning("log went back; scoring the games again", games=sorted(rows.rebuilt))
             self._forget(rows.rebuilt)
@@ -284,12 +285,13 @@ class ScoringService:
         }
 
     def _range(self, game_id: str, target: int, held: Held) -> tuple[int, int | None]:
-        """What to read of a game's log: from the event held (to check it) up to the
-        target; for a game not in memory with events to apply, from its start (it is
-        replayed up to the event held, which is checked on the way)."""
+        """What to read of a game's log (:meth:`EventStore.read_past`): after the event
+        held (its id read to check it) up to the target; for a game not in memory with
+        events to apply, from its start (it is replayed up to the event held, which is
+        checked on the way)."""
         if game_id not in self.games and target > held.version:
             return (0, target)
-        return held.range(target)
+        return (held.version, max(target, held.version))
 
     async def _read(
         self, new: Sequence[str], ranges: Mapping[str, tuple[int, int | None]]
@@ -394,9 +396,9 @@ class ScoringService:
             refresh(conn, live)  # and of the games played live under an experiment
 
 
-def _from(events: Sequence[EventEnvelope], version: int) -> list[EventEnvelope]:
-    """The events from ``version`` on: what :meth:`Held.rolled_back` checks."""
-    return [e for e in events if e.version >= version]
+def _id_at(events: Sequence[EventEnvelope], held: Held) -> str | None:
+    """The id of the event at the version held among ``events`` (a whole log read)."""
+    return next((e.event_id for e in events if e.version == held.version), None)
 
 
 def _id(entry_id: str) -> tuple[int, int]:

@@ -32,6 +32,7 @@ from .envelopes import (
     read_command,
     read_decision_request,
     read_event,
+    stored_event_id,
     string_json,
 )
 from .notices import SeatChange, ViewWant
@@ -71,5 +72,6 @@ __all__ = [
     "read_decision_request",
     "read_event",
     "readable_json",
+    "stored_event_id",
     "string_json",
 ]

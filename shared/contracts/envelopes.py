@@ -423,6 +423,23 @@ def load_event(raw: dict[str, Any]) -> EventEnvelope:
     return EventEnvelope.model_validate(raw)
 
 
+_ID_START = b'{"event_id":"'  # how :meth:`Made.encode` begins every stored event
+
+
+def stored_event_id(public: bytes) -> str:
+    """A stored event's id, without reading the rest of it: a consumer checking that the
+    log still has the event it holds (a failover can roll a log back) reads that event
+    every batch, and validating it whole cost as much as an event applied. An event not
+    written in :meth:`Made.encode`'s form (its id first, unescaped) is parsed."""
+    if public.startswith(_ID_START):
+        end = public.find(b'"', len(_ID_START))
+        found = public[len(_ID_START) : end]
+        if end > 0 and b"\\" not in found:
+            return found.decode()
+    event_id: str = from_json(public)["event_id"]
+    return event_id
+
+
 def read_event(public: bytes | str, secret: bytes | str | None = None) -> EventEnvelope:
     """A stored event from its JSON and its server-only part's: an event of the current
     schema without a secret (almost all) is validated straight from the bytes, a third

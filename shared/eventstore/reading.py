@@ -18,6 +18,7 @@ from shared.contracts import (
     Seats,
     load_json,
     read_event,
+    stored_event_id,
 )
 from shared.redis_replies import text as _text
 
@@ -169,23 +170,67 @@ class EventReader:
         end), in one pipelined round trip, so that no reader runs XRANGE on a log itself.
         Archived games' events come from the archive (one more round trip, and a query, only
         when some range is empty)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for game_id, (after, upto) in ranges.items():
-                top = "+" if upto is None else f"{upto}-0"
-                pipe.xrange(self.keys.log(game_id), min=f"{after + 1}-0", max=top)
-            logs: list[Any] = await pipe.execute()
+        logs = await self._entries({g: (after + 1, upto) for g, (after, upto) in ranges.items()})
         out = {game_id: _events(entries) for game_id, entries in zip(ranges, logs, strict=True)}
-        archived = await self.archived([g for g, events in out.items() if not events])
-        if archived and self.archive is not None:
-            found = await asyncio.to_thread(self.archive.logs, archived)
-            for game_id in archived:
-                after, upto = ranges[game_id]
-                out[game_id] = [
-                    e
-                    for e in found.get(game_id, [])
-                    if e.version > after and (upto is None or e.version <= upto)
-                ]
+        for game_id in await self._archived_logs(ranges, [g for g, e in out.items() if not e], out):
+            after = ranges[game_id][0]
+            out[game_id] = [e for e in out[game_id] if e.version > after]
         return out
+
+    async def read_past(
+        self, ranges: Mapping[str, tuple[int, int | None]]
+    ) -> tuple[dict[str, list[EventEnvelope]], dict[str, str | None]]:
+        """:meth:`read_many`'s events in ``(after, upto]``, with the id of each game's event
+        at ``after`` (None: the log has none there, or ``after`` is 0), read in the same
+        round trip: a consumer checks by it that the log still has the event it holds
+        (:class:`~.store.Held`), and only its id is read (:func:`stored_event_id`), not
+        the whole event."""
+        logs = await self._entries({g: (max(a, 1), upto) for g, (a, upto) in ranges.items()})
+        out: dict[str, list[EventEnvelope]] = {}
+        ids: dict[str, str | None] = {}
+        gone = []  # games of which Redis has nothing in the range: archived, or none
+        for (game_id, (after, _)), entries in zip(ranges.items(), logs, strict=True):
+            held = bool(entries) and after > 0 and _version(entries[0][0]) == after
+            ids[game_id] = stored_event_id(entries[0][1][b"e"]) if held else None
+            out[game_id] = _events(entries[1:] if held else entries)
+            if not entries:
+                gone.append(game_id)
+        for game_id in await self._archived_logs(ranges, gone, out):
+            after = ranges[game_id][0]
+            ids[game_id] = next((e.event_id for e in out[game_id] if e.version == after), None)
+            out[game_id] = [e for e in out[game_id] if e.version > after]
+        return out, ids
+
+    async def _entries(self, ranges: Mapping[str, tuple[int, int | None]]) -> list[Any]:
+        """Each game's log entries of versions ``first`` to ``upto`` (None: the end), in one
+        pipelined round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for game_id, (first, upto) in ranges.items():
+                top = "+" if upto is None else f"{upto}-0"
+                pipe.xrange(self.keys.log(game_id), min=f"{first}-0", max=top)
+            logs: list[Any] = await pipe.execute()
+        return logs
+
+    async def _archived_logs(
+        self,
+        ranges: Mapping[str, tuple[int, int | None]],
+        empty: Sequence[str],
+        out: dict[str, list[EventEnvelope]],
+    ) -> list[str]:
+        """Put in ``out`` the events of those of the ``empty`` games that are archived, from
+        ``after`` (included) to ``upto``; returns those games."""
+        archived = await self.archived(empty)
+        if not archived or self.archive is None:
+            return []
+        found = await asyncio.to_thread(self.archive.logs, archived)
+        for game_id in archived:
+            after, upto = ranges[game_id]
+            out[game_id] = [
+                e
+                for e in found.get(game_id, [])
+                if e.version >= after and (upto is None or e.version <= upto)
+            ]
+        return archived
 
     async def last_event(self, game_id: str) -> EventEnvelope | None:
         """The game's newest event (None: there is no such game), archived games' too."""
@@ -369,6 +414,12 @@ class EventReader:
 
     async def game_ids(self, partition: int) -> list[str]:
         return sorted(_text(g) for g in await self.redis.smembers(self.keys.games(partition)))
+
+
+def _version(entry_id: bytes | str) -> int:
+    """A log entry's version: its id is ``<version>-0``."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.partition("-")[0])
 
 
 def _events(entries: Any) -> list[EventEnvelope]:

@@ -171,6 +171,14 @@ class Held:
         ``upto`` (None: the end; never below the held event)."""
         return (max(self.version - 1, 0), None if upto is None else max(upto, self.version))
 
+    def went_back(self, event_id: str | None) -> bool:
+        """The log's event at the version held is ``event_id`` (None: it has none there,
+        :meth:`~.reading.EventReader.read_past`): it went back if that is not the event
+        held (a row without an event id checks the version alone)."""
+        if self.version == 0:
+            return False
+        return event_id is None or (self.event_id is not None and event_id != self.event_id)
+
     def rolled_back(self, events: Sequence[EventEnvelope]) -> bool:
         """``events``, read by :meth:`range`, no longer start with the event held: the log
         went back (shorter than the version held, or another event at it). A consumer then

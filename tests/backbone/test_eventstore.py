@@ -27,6 +27,7 @@ from shared.contracts import (
     command_key,
     load_event,
     read_event,
+    stored_event_id,
 )
 from shared.eventstore import Append, EventStore, GameCodec, Pending, pending_of
 from shared.games import age_of_discovery as aod
@@ -71,6 +72,28 @@ async def test_read_many_reads_each_games_range_in_one_call(any_redis: Redis, ke
     assert [e.version for e in got["g-many-b"]] == [len(b)]
     assert got["g-many-b"][0].secret == b[-1].secret
     assert got["g-many-none"] == []
+
+
+async def test_read_past_gives_the_events_after_and_the_id_of_the_event_at_after(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """``read_past`` reads (after, upto] as ``read_many`` does, and the id of the event at
+    ``after`` (what a consumer holds), None where the log has none there; an id that is not
+    plain ASCII (escaped in the stored JSON) is read back as written."""
+    store = EventStore(any_redis, keys)
+    a, _ = game_events("g-past-a", seed=3)
+    a[3] = a[3].model_copy(update={"event_id": 'odd "id" \\ é'})
+    await store.append(Append("g-past-a", 0, encoded(a), "c1"))
+    got, ids = await store.read_past({"g-past-a": (4, 6), "g-past-none": (2, 5)})
+    assert got["g-past-a"] == a[4:6] and ids["g-past-a"] == 'odd "id" \\ é'
+    assert got["g-past-none"] == [] and ids["g-past-none"] is None
+    tail, tail_ids = await store.read_past({"g-past-a": (len(a), None)})
+    assert tail["g-past-a"] == [] and tail_ids["g-past-a"] == a[-1].event_id
+    head, head_ids = await store.read_past({"g-past-a": (0, 2)})
+    assert head["g-past-a"] == a[:2] and head_ids["g-past-a"] is None
+    beyond, beyond_ids = await store.read_past({"g-past-a": (len(a) + 1, None)})
+    assert beyond["g-past-a"] == [] and beyond_ids["g-past-a"] is None
+    assert all(stored_event_id(e.encode().public.encode()) == e.event_id for e in a)
 
 
 async def test_stale_version_is_a_conflict_and_writes_nothing(any_redis: Redis, keys: Keys) -> None:

@@ -196,6 +196,8 @@ async def test_a_finished_game_is_archived_once_every_group_passed_its_end(
     assert await store.read(game_id) == events
     assert await store.read(game_id, after=10) == events[10:]
     assert (await store.read_many({game_id: (3, 7)}))[game_id] == events[3:7]
+    past, ids = await store.read_past({game_id: (3, 7)})
+    assert past[game_id] == events[3:7] and ids[game_id] == events[2].event_id
     loaded = await store.load(game_id, GameCodec())
     assert GameCodec().state_hash(loaded.state) == final_hash
     played = (await store.seats([game_id]))[game_id].players
