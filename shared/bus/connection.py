@@ -275,6 +275,7 @@ class ShardedCluster(RedisCluster):
     _slots_read_at = -math.inf  # when the slot map was last read (monotonic)
     _rereading: asyncio.Task[None] | None = None  # a re-read of the slot map under way
     _slots_masters: Any = None  # the masters' CLUSTER SLOTS the slot map was last built after
+    _moves_seen = 0  # :data:`_slot_moves` when it was built
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -289,7 +290,9 @@ class ShardedCluster(RedisCluster):
         background, at most every :data:`CLUSTER_SLOTS_REREAD_S` and one read at a time,
         while the commands go on with the map they have (one sent again after its node's
         fault, ``last_failed_node_name``, waits for a read under way: it is after the new
-        map). A map just read is the one a re-read would give.
+        map). A map just read is the one a re-read would give, unless a MOVED changed it
+        since (:meth:`_KeptNodes.move_slot`): then the map is read again at once, and waited
+        for (the node a MOVED names may not be there: the caller's retry needs the map).
 
         redis-py has every command of the client wait for a re-read, under a lock, and a
         caller queued on that lock reads again if another command met the node away
@@ -304,9 +307,11 @@ class ShardedCluster(RedisCluster):
             return self
         self._initialize = False
         reading = self._rereading
-        if reading is None and time.monotonic() - self._slots_read_at >= CLUSTER_SLOTS_REREAD_S:
+        moved = _slot_moves != self._moves_seen  # a MOVED changed the map: known stale
+        due = time.monotonic() - self._slots_read_at >= CLUSTER_SLOTS_REREAD_S
+        if reading is None and (due or moved):
             reading = self._rereading = asyncio.create_task(self._reread(last_failed_node_name))
-        if reading is not None and last_failed_node_name is not None:
+        if reading is not None and (last_failed_node_name is not None or moved):
             await asyncio.wait([reading])  # not cancelled with this caller
         return self
 
@@ -314,13 +319,15 @@ class ShardedCluster(RedisCluster):
         """One re-read of the slot map; a failure leaves the map as it was (the next
         command to meet a node away asks again)."""
         try:
+            moves = _slot_moves
             masters = await self._slots_now(last_failed_node_name)
-            if masters is not None and masters == self._slots_masters:
+            unchanged = masters is not None and masters == self._slots_masters
+            if unchanged and moves == self._moves_seen:
                 return  # the same masters for the same slots: nothing to build again
             await self.nodes_manager.initialize(last_failed_node_name=last_failed_node_name)
             await self.commands_parser.initialize(self.nodes_manager.default_node)
             _wake_remap_waiters()  # another master: what waits on the old one goes on
-            self._slots_masters = masters
+            self._slots_masters, self._moves_seen = masters, moves
         except Exception as error:
             _log.warning("slot map not read again", error=repr(error))
         finally:
@@ -407,6 +414,9 @@ def _masters(reply: Any) -> list[tuple[Any, ...]]:
     return sorted((r[0], r[1], r[2][0], r[2][1]) for r in reply)
 
 
+_slot_moves = 0  # redirections (MOVED) the cluster clients of this process applied to their maps
+
+
 class _KeptNodes(NodesManager):
     """redis-py's record of the cluster's nodes, whose slot-map re-read keeps the
     connections of every node still there in the same role.
@@ -420,6 +430,16 @@ class _KeptNodes(NodesManager):
     master become a replica) or is gone still has its connections closed."""
 
     __slots__ = ()  # as redis-py's (a client's record is turned into this one in place)
+
+    async def move_slot(self, e: Any) -> None:
+        """redis-py's: a slot given to the node a MOVED names, in this map alone; and the
+        map no longer the one its kept masters describe (:meth:`ShardedCluster._reread`):
+        the next re-read builds it again, whatever CLUSTER SLOTS says. A MOVED naming a node
+        that is not (or no longer) there left that node in the map for good, every re-read
+        finding the cluster's masters unchanged (a cluster-wide SCAN then met it refused)."""
+        global _slot_moves
+        await super().move_slot(e)
+        _slot_moves += 1
 
     def set_nodes(
         self, old: dict[str, ClusterNode], new: dict[str, ClusterNode], remove_old: bool = False

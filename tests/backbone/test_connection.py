@@ -10,8 +10,9 @@ import uvloop
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import ConnectionError, ResponseError
+from redis.exceptions import ConnectionError, MovedError, ResponseError
 
+from services.capacity import free_port
 from shared.bus import Keys, connect, delete_namespace, ensure_group
 from shared.bus.connection import (
     CLUSTER_SOCKET_TIMEOUT_S,
@@ -332,3 +333,28 @@ async def test_a_round_trip_on_a_connection_the_server_cut_is_sent_again(
     assert await round_trip(redis, [("HGET", kept, "f")]) == [b"v"]
     [after] = await round_trip(redis, [("CLIENT", "ID")])
     assert after != before
+
+
+async def test_a_slot_moved_to_a_node_not_there_is_mapped_again_at_the_next_re_read(
+    redis_cluster_url: str,
+) -> None:
+    """A MOVED reply (a resharding's, or a script's error reply spelled so: the fault
+    tests') makes redis-py give its slot to the node it names, in this client's map alone;
+    a node that is not there then stays in the map, and a re-read that finds the cluster's
+    masters unchanged builds nothing (a cluster-wide SCAN met the node refused, CI). The
+    next re-read after a MOVED builds the map again from CLUSTER SLOTS."""
+    client: Any = connect(redis_cluster_url)
+    try:
+        await client.initialize()
+        await client._reread(None)  # the masters the map is built after, kept
+        slot, nowhere = key_slot(b"anywhere"), free_port()
+        real = client.nodes_manager.get_node_from_slot(slot).port
+        await client.nodes_manager.move_slot(MovedError(f"{slot} 127.0.0.1:{nowhere}"))
+        assert client.nodes_manager.get_node_from_slot(slot).port == nowhere
+        await client._reread(None)
+        assert client.nodes_manager.get_node_from_slot(slot).port == real
+        assert nowhere not in {node.port for node in client.get_primaries()}
+        async for _ in client.scan_iter(match="no-such-key-*", count=1000):
+            pass  # every master answers
+    finally:
+        await client.aclose()
