@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -122,12 +123,8 @@ async def test_a_shared_read_of_several_entries_waits_before_the_next_one_alone_
     consumer = GroupConsumer(broker, redis, "readers", "r1", keys, handle, linger_ms=1500)
     await broker.start()
 
-    async def add(*values: str) -> float:
-        async with redis.pipeline(transaction=True) as pipe:  # one read takes them all
-            for v in values:
-                pipe.xadd(stream, {"v": v})
-            await pipe.execute()
-        return time.monotonic()
+    def add(*values: str) -> Awaitable[float]:
+        return _added_at_once(redis, stream, *values)
 
     try:
         await consumer.subscribe(stream)
@@ -186,12 +183,8 @@ async def test_a_read_as_busy_over_a_longer_wait_doubles_it_up_to_the_most(
     )
     await broker.start()
 
-    async def add(*values: str) -> float:
-        async with redis.pipeline(transaction=True) as pipe:  # one read takes them all
-            for v in values:
-                pipe.xadd(stream, {"v": v})
-            await pipe.execute()
-        return time.monotonic()
+    def add(*values: str) -> Awaitable[float]:
+        return _added_at_once(redis, stream, *values)
 
     async def added(n: int, count: int) -> float:
         """``count`` entries written once the ``n``-th batch came (its wait runs)."""
@@ -322,3 +315,12 @@ async def test_an_entry_delivered_too_often_is_dead_lettered_only_once_it_is_old
     assert seen == [b"0"]
     assert await any_redis.xlen(keys.dead_letters(0)) == 1
     assert (await any_redis.xpending(stream, "readers"))["pending"] == 0
+
+
+async def _added_at_once(redis: Redis, stream: str, *values: str) -> float:
+    """``values`` added to ``stream`` in one transaction (one read takes them all); when."""
+    async with redis.pipeline(transaction=True) as pipe:
+        for v in values:
+            pipe.xadd(stream, {"v": v})
+        await pipe.execute()
+    return time.monotonic()

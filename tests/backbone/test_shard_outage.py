@@ -428,6 +428,16 @@ async def test_a_walk_of_the_partitions_logs_one_traceback_for_a_shard_away(
         await client.aclose()
 
 
+def _client_with_bucket_on(client: Any, bucket_limits: limits.Limits, port: int) -> str:
+    """A client address whose join bucket lies on the node at ``port``."""
+    return next(
+        ip
+        for i in range(1000)
+        if client.get_node_from_key(bucket_limits.bucket("joins", ip := f"10.0.0.{i}")[1][0]).port
+        == port
+    )
+
+
 async def test_a_join_waits_for_its_clients_rate_bucket_half_a_second_at_most_on_a_hung_node(
     cluster: LocalCluster,
 ) -> None:
@@ -442,14 +452,7 @@ async def test_a_join_waits_for_its_clients_rate_bucket_half_a_second_at_most_on
     try:
         await client.ping()  # the slot map
         hung = sorted(keys_by_port(client))[0]
-        address = next(
-            ip
-            for i in range(1000)
-            if client.get_node_from_key(
-                bucket_limits.bucket("joins", ip := f"10.0.0.{i}")[1][0]
-            ).port
-            == hung
-        )
+        address = _client_with_bucket_on(client, bucket_limits, hung)
         await bucket_limits.take("joins", address)  # a connection to the node, kept
         cluster.processes[hung].send_signal(signal.SIGSTOP)
         try:
@@ -531,14 +534,7 @@ async def test_a_hung_rate_bucket_is_not_asked_again_for_a_second(cluster: Local
     try:
         await client.ping()  # the slot map
         hung = sorted(keys_by_port(client))[0]
-        address = next(
-            ip
-            for i in range(1000)
-            if client.get_node_from_key(
-                bucket_limits.bucket("joins", ip := f"10.0.0.{i}")[1][0]
-            ).port
-            == hung
-        )
+        address = _client_with_bucket_on(client, bucket_limits, hung)
         await bucket_limits.take("joins", address)  # a connection to the node, kept
         cluster.processes[hung].send_signal(signal.SIGSTOP)
         try:
