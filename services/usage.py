@@ -89,12 +89,15 @@ def server_rss_bytes(pid: int) -> int:
 class Usage:
     """A ``caravel up``'s counters at one moment: CPU seconds of its Python processes (and
     of the first, the lobby, apart: the others are its children, the services) and of its
-    embedded Redis, and the calls of each Redis command so far."""
+    embedded Redis, and the calls of each Redis command so far. ``parts`` splits the same
+    CPU seconds by process, read in the same pass, so that the parts of a difference add
+    up to its total."""
 
     python_s: float
     redis_s: float
     commands: Counter[str] = field(default_factory=Counter)
     lobby_s: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)
 
     def per(self, earlier: Usage, units: int) -> dict[str, Any]:
         """CPU ms per unit (Python, Redis, total) and Redis commands per unit, by name,
@@ -119,17 +122,18 @@ class Usage:
 def usage(pid: int) -> Usage:
     """The counters of the ``caravel up`` at ``pid`` now (no Redis figures with an external
     Redis: it serves others too)."""
-    python, lobby = cpu_s(tree_pids(pid)), cpu_s([pid])
+    lobby, services = cpu_s([pid]), cpu_s(tree_pids(pid)[1:])
+    python, parts = lobby + services, {"lobby": lobby, "services": services}
     store = embedded_redis(pid)
     if store is None:
-        return Usage(python, 0.0, lobby_s=lobby)
+        return Usage(python, 0.0, lobby_s=lobby, parts=parts)
     client = redis.Redis(unix_socket_path=store.socket)
     try:
         stats: Any = client.info("commandstats")
     finally:
         client.close()
     commands = Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
-    return Usage(python, cpu_s([store.pid]), commands, lobby)
+    return Usage(python, cpu_s([store.pid]), commands, lobby, parts)
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:

@@ -36,7 +36,7 @@ import websockets
 
 from services.capacity import Plan, free_port, server, server_env, start_table, wait_ready
 from services.children import terminate
-from services.usage import Usage, cpu_s, tree_pids, usage
+from services.usage import Usage, cpu_s, usage
 
 
 @contextlib.contextmanager
@@ -65,22 +65,20 @@ class Apart:
     redis_pid: int
     redis_url: str
 
-    def cpu_by_process(self) -> dict[str, float]:
-        """CPU seconds so far of each service process and of Redis."""
-        out = {name: cpu_s([pid]) for name, pid in self.processes.items()}
-        out["redis"] = cpu_s([self.redis_pid])
-        return out
-
     def usage(self) -> Usage:
         """The counters :meth:`Usage.per` compares: every service process (Python) and
-        Redis, with its command counts."""
+        Redis, with its command counts; each process' CPU (``parts``) read in the same
+        pass as the totals, before the INFO call that itself costs Redis CPU."""
+        parts = {name: cpu_s([pid]) for name, pid in self.processes.items()}
+        parts["redis"] = cpu_s([self.redis_pid])
         client = redis.Redis.from_url(self.redis_url)
         try:
             stats: Any = client.info("commandstats")
         finally:
             client.close()
         commands = Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
-        return Usage(cpu_s(list(self.processes.values())), cpu_s([self.redis_pid]), commands)
+        python = sum(v for name, v in parts.items() if name != "redis")
+        return Usage(python, parts["redis"], commands, parts["lobby"], parts)
 
 
 @contextlib.contextmanager
@@ -318,16 +316,17 @@ async def closed_loop(
         tasks = [asyncio.create_task(p) for p in players]
         await asyncio.sleep(warmup_s)
         before, started = _usage(server), time.perf_counter()
-        by_before, driver_before = _split(server), time.process_time()
+        driver_before = time.process_time()
         tally.measuring, set_up = True, tally.tables
         await asyncio.sleep(seconds)
         tally.measuring, set_up = False, tally.tables - set_up
         after, elapsed = _usage(server), time.perf_counter() - started
-        by_after, driver_s = _split(server), time.process_time() - driver_before
+        driver_s = time.process_time() - driver_before
         await stopped(tasks, stop)
     moves = max(tally.moves, 1)
     by_process = {
-        name: round(1000 * (by_after[name] - by_before[name]) / moves, 3) for name in by_after
+        name: round(1000 * (after.parts[name] - before.parts[name]) / moves, 3)
+        for name in after.parts
     }
     lobby = by_process.pop("lobby")
     services = round(sum(v for k, v in by_process.items() if k != "redis"), 3)
@@ -359,14 +358,6 @@ async def closed_loop(
 
 def _usage(server: psutil.Process | Apart) -> Usage:
     return server.usage() if isinstance(server, Apart) else usage(server.pid)
-
-
-def _split(server: psutil.Process | Apart) -> dict[str, float]:
-    """CPU seconds so far of the lobby process and of the services: a ``caravel up``'s
-    process (the lobby) and its children; or each process run apart, and Redis."""
-    if isinstance(server, Apart):
-        return server.cpu_by_process()
-    return {"lobby": cpu_s([server.pid]), "services": cpu_s(tree_pids(server.pid)[1:])}
 
 
 async def stopped(tasks: list[asyncio.Task[Any]], stop: asyncio.Event) -> None:
