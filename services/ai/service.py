@@ -621,10 +621,17 @@ def bot_command_id(key: bytes, game_id: str, version: int, seat: int) -> str:
     one command), and one no player can compute, as it is signed with that secret. (A
     player who sent a move under the id the next bot would use, once they were a plain hash,
     froze the game; the engine now also scopes every id to its seat.)"""
-    message = f"{game_id}:{version}:{seat}".encode()
-    # ``hmac.digest``: the one-shot in C, the same digest as ``hmac.new(...).digest()``
-    # without its Python object (2.6 µs against 3.0 µs).
-    return hmac.digest(key, message, "sha256").hex()[:32]
+    signing = _keyed(key).copy()
+    signing.update(f"{game_id}:{version}:{seat}".encode())
+    return signing.hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=4)
+def _keyed(key: bytes) -> hmac.HMAC:
+    """An HMAC-SHA256 with ``key`` set up and nothing signed yet, copied for each id: the
+    key's set-up (OpenSSL's digest fetched by name, the key padded and hashed twice) once
+    per key, not per bot move (1.1 µs a copy against 2.3 for ``hmac.digest``, the one-shot)."""
+    return hmac.new(key, digestmod="sha256")
 
 
 def fallback_level(game: AnyGame) -> str:
