@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import structlog
 from faststream.redis import StreamSub
+from prometheus_client import REGISTRY
 from redis.exceptions import ResponseError
 from sqlalchemy import Engine
 from sqlmodel import Session
@@ -49,6 +50,7 @@ from shared.contracts import Seats
 from shared.contracts.records import BOT_PREFIX, HUMAN
 from shared.eventstore import EventStore
 from shared.games.api import DEFAULT_GAME
+from shared.observability.metrics import RedisSampler
 from tests.cluster import LocalCluster, keys_by_port
 from tests.lobby.helpers import bots_table, lose_game, table_row
 
@@ -168,6 +170,49 @@ async def test_tables_are_formed_while_the_matchmakers_lock_shard_refuses_writes
     finally:
         await lobby.close()
         await client.aclose()
+
+
+async def test_the_sampler_reads_the_games_and_dead_letters_while_its_leases_shard_refuses(
+    cluster: LocalCluster,
+) -> None:
+    """The sampler's lease is a global key: its shard without its replica refuses writes
+    (durability on). Before, the sample failed on the lease, before reading anything: the
+    games running and the dead letters, read from every shard (all of them answer reads),
+    kept their last values for the whole fault. Now a lease refused is a lease not held:
+    no per-stream series (none holds the lease), the rest read as ever; and once the shard
+    takes writes again, the lease is taken back."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    sampler = RedisSampler(client, keys)
+    try:
+        await client.ping()  # the slot map
+        victim = client.get_node_from_key(keys.sampler())
+        healthy = next(p for p in range(16) if not _on(client, keys.games(p), victim.name))
+        stream = keys.commands(healthy)
+        await client.xadd(stream, {"c": "x"})
+        await ensure_group(client, stream, "engine")
+        lag = {"stream": "commands", "partition": str(healthy), "group": "engine"}
+        await sampler.sample()
+        assert REGISTRY.get_sample_value("caravel_consumer_lag", lag) == 1
+        assert REGISTRY.get_sample_value("caravel_games_running") == 0
+        replica = _replica_of(cluster, victim.port)
+        cluster.kill(replica)
+        await wait_for(lambda: _refuses_writes(client, keys.sampler()))
+        await client.sadd(keys.games(healthy), "g-1", "g-2")
+        await client.xadd(keys.dead_letters(healthy), {"c": "x"})
+        with structlog.testing.capture_logs():
+            await sampler.sample()
+        assert not sampler.leads
+        assert REGISTRY.get_sample_value("caravel_consumer_lag", lag) is None
+        assert REGISTRY.get_sample_value("caravel_games_running") == 2
+        assert REGISTRY.get_sample_value("caravel_dead_letters") == 1
+        cluster.restart(replica)
+        await asyncio.to_thread(cluster.wait_healthy)
+        await sampler.sample()
+        assert sampler.leads
+        assert REGISTRY.get_sample_value("caravel_consumer_lag", lag) == 1
+    finally:
+        await client.aclose()  # the cluster is this test's own
 
 
 async def test_lost_games_on_the_healthy_shards_are_started_again_while_a_shard_is_away(
