@@ -473,14 +473,32 @@ async def test_a_walk_of_the_partitions_logs_one_traceback_for_a_shard_away(
         await client.aclose()
 
 
-def _client_with_bucket_on(client: Any, bucket_limits: limits.Limits, port: int) -> str:
-    """A client address whose join bucket lies on the node at ``port``."""
-    return next(
-        ip
-        for i in range(1000)
-        if client.get_node_from_key(bucket_limits.bucket("joins", ip := f"10.0.0.{i}")[1][0]).port
-        == port
-    )
+@asynccontextmanager
+async def hung_bucket(cluster: LocalCluster) -> AsyncIterator[tuple[limits.Limits, str]]:
+    """Rate limits on the cluster, and a client address whose join bucket lies on a node
+    hung (stopped: SIGSTOP) once the client holds a connection to it, as the node of a
+    host lost would; the node goes on (SIGCONT) and the client is closed afterwards."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    bucket_limits = limits.Limits(client, keys, settings_for(keys))
+    try:
+        await client.ping()  # the slot map
+        hung = sorted(keys_by_port(client))[0]
+        addresses = (f"10.0.0.{i}" for i in range(1000))
+        address = next(ip for ip in addresses if _bucket_port(client, bucket_limits, ip) == hung)
+        await bucket_limits.take("joins", address)  # a connection to the node, kept
+        cluster.processes[hung].send_signal(signal.SIGSTOP)
+        try:
+            yield bucket_limits, address
+        finally:
+            cluster.processes[hung].send_signal(signal.SIGCONT)
+    finally:
+        await client.aclose()
+
+
+def _bucket_port(client: Any, bucket_limits: limits.Limits, address: str) -> int:
+    """The port of the node that holds ``address``'s join bucket."""
+    return int(client.get_node_from_key(bucket_limits.bucket("joins", address)[1][0]).port)
 
 
 async def test_a_join_waits_for_its_clients_rate_bucket_half_a_second_at_most_on_a_hung_node(
@@ -491,26 +509,13 @@ async def test_a_join_waits_for_its_clients_rate_bucket_half_a_second_at_most_on
     read waits for the socket timeout, 15 s), every join of the client waited for it, then
     went through unchecked; now it goes through unchecked after ``BUCKET_WAIT_S``. (A move's
     checks wait for its bucket the same way, past its seat's check: ``Admission``.)"""
-    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
-    client: Any = connect(cluster.url)
-    bucket_limits = limits.Limits(client, keys, settings_for(keys))
-    try:
-        await client.ping()  # the slot map
-        hung = sorted(keys_by_port(client))[0]
-        address = _client_with_bucket_on(client, bucket_limits, hung)
-        await bucket_limits.take("joins", address)  # a connection to the node, kept
-        cluster.processes[hung].send_signal(signal.SIGSTOP)
-        try:
-            for _ in range(2):
-                started = time.monotonic()
-                with structlog.testing.capture_logs():
-                    await bucket_limits.take("joins", address)
-                took = time.monotonic() - started
-                assert took < limits.BUCKET_WAIT_S + 1.0, f"a join waited {took:.2f} s"
-        finally:
-            cluster.processes[hung].send_signal(signal.SIGCONT)
-    finally:
-        await client.aclose()
+    async with hung_bucket(cluster) as (bucket_limits, address):
+        for _ in range(2):
+            started = time.monotonic()
+            with structlog.testing.capture_logs():
+                await bucket_limits.take("joins", address)
+            took = time.monotonic() - started
+            assert took < limits.BUCKET_WAIT_S + 1.0, f"a join waited {took:.2f} s"
 
 
 async def test_a_failed_read_waiting_to_retry_reads_again_once_the_new_master_is_found(
@@ -573,26 +578,13 @@ async def test_a_hung_rate_bucket_is_not_asked_again_for_a_second(cluster: Local
     within ``BUCKET_PAUSE_S`` go through unchecked at once: each waited its own
     ``BUCKET_WAIT_S`` before, so every join and move of the client took half a second
     more until the node was failed over (seconds: the node timeout, then the election)."""
-    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
-    client: Any = connect(cluster.url)
-    bucket_limits = limits.Limits(client, keys, settings_for(keys))
-    try:
-        await client.ping()  # the slot map
-        hung = sorted(keys_by_port(client))[0]
-        address = _client_with_bucket_on(client, bucket_limits, hung)
-        await bucket_limits.take("joins", address)  # a connection to the node, kept
-        cluster.processes[hung].send_signal(signal.SIGSTOP)
-        try:
-            started = time.monotonic()
-            with structlog.testing.capture_logs():
-                for _ in range(6):
-                    await bucket_limits.take("joins", address)
-            took = time.monotonic() - started
-            assert took < 3 * limits.BUCKET_WAIT_S, f"6 joins took {took:.2f} s"
-        finally:
-            cluster.processes[hung].send_signal(signal.SIGCONT)
-    finally:
-        await client.aclose()
+    async with hung_bucket(cluster) as (bucket_limits, address):
+        started = time.monotonic()
+        with structlog.testing.capture_logs():
+            for _ in range(6):
+                await bucket_limits.take("joins", address)
+        took = time.monotonic() - started
+        assert took < 3 * limits.BUCKET_WAIT_S, f"6 joins took {took:.2f} s"
 
 
 def _slot_map_reads(cluster: LocalCluster) -> int:
