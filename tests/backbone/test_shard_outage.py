@@ -220,7 +220,16 @@ async def test_lost_games_on_the_healthy_shards_are_started_again_while_a_shard_
 ) -> None:
     """The lobby's look for lost games (issue 25) while a shard is away: a game that Redis
     lost on a healthy shard is started again, and a table whose game is on the shard away
-    (its keys not readable) is left as it is, not taken for lost."""
+    (its keys not readable) is left as it is, not taken for lost.
+
+    The games are lost once their engine has stopped: a running engine may still hold a
+    second delivery of a start it has answered (delivery is at least once: a reclaim, of
+    entries idle 0.2 s here or of a distrusted partition's, takes an entry its subscriber
+    has read and not handled yet, and the subscriber's copy is decided after it), and that
+    copy, decided after the loss, finds the log behind its cached game and creates the
+    game again, as it should: the game was then found, not lost, and nothing was sent
+    (CI, once under load). An engine started while the shard is away creates the game
+    sent again."""
     keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
     client: Any = connect(cluster.url)
     lobby = Lobby(client, keys, database, settings_for(keys, secret="test"))
@@ -237,14 +246,16 @@ async def test_lost_games_on_the_healthy_shards_are_started_again_while_a_shard_
             for table_id in ids.values():
                 bots_table(database, table_id)
                 await start_table(lobby, table_id, None)
-                await lose_game(client, keys, table_id)
-            cluster.kill(_replica_of(cluster, victim.port))
-            cluster.kill(victim.port)  # the shard is away: no replica left to take over
-            with structlog.testing.capture_logs():
-                sent = await LostGames(lobby).round()
+        for table_id in ids.values():
+            await lose_game(client, keys, table_id)
+        cluster.kill(_replica_of(cluster, victim.port))
+        cluster.kill(victim.port)  # the shard is away: no replica left to take over
+        with structlog.testing.capture_logs():
+            sent = await LostGames(lobby).round()
             assert sent == [ids["lost"]]
             assert table_row(database, ids["away"]).starting_since is None
-            await wait_for(lambda: lobby.store.exists(ids["lost"]), timeout_s=WAIT_S)
+            async with running_engine(client, keys, durability_replicas=1):
+                await wait_for(lambda: lobby.store.exists(ids["lost"]), timeout_s=WAIT_S)
     finally:
         await lobby.close()
         await client.aclose()
