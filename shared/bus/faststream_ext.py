@@ -350,17 +350,28 @@ async def _linger(sub: FixedStreamSub, read: int, read_at: float) -> None:
     (no ``linger_max_s``)."""
     since, sub.read_at = read_at - sub.read_at, read_at  # from the read before: its
     # handling, the wait, this read (``read_at``: when it came, the loop's clock)
+    wait = linger_wait(sub, read, since)
+    if wait is None:
+        return
+    sub.lingering = wait
+    if wait:
+        await asyncio.sleep(wait)
+
+
+def linger_wait(sub: FixedStreamSub, read: int, since: float) -> float | None:
+    """The wait :func:`_linger` takes after a read of ``read`` entries that came ``since``
+    seconds after the read before, by ``sub``'s settings and the wait before it
+    (``sub.lingering``): None after a full batch (read again at once, the wait kept), 0
+    after a quiet read (at once, the wait set back). Apart from the clock, so that its
+    rule is tested by its inputs and not by a loaded machine's timings."""
     if read >= (sub.max_records or read + 1):
-        return
+        return None
     if read < sub.linger_from:
-        sub.lingering = 0.0
-        return
-    wait = sub.linger_s
+        return 0.0
     before = sub.lingering  # the wait before this read (0: none)
     if before and read * sub.linger_s >= sub.linger_from * since:
-        wait = min(2 * before, max(sub.linger_max_s, sub.linger_s))
-    sub.lingering = wait
-    await asyncio.sleep(wait)
+        return min(2 * before, max(sub.linger_max_s, sub.linger_s))
+    return sub.linger_s
 
 
 class SharedFollow(Read):
