@@ -353,7 +353,7 @@ async def _drive(
         for table in ("bot", "human"):
             kept = [v for g, v in games.items() if (g in tally.bot_games) == (table == "bot")]
             report.live[table] = live_games(kept, killer.kills, report.shards)
-        _timeline(report, times, killer)
+        _timeline(report, times, killer, by_table)
         if tally.timed is not None:
             _timings(report, tally.timed, times, killer, shard_of, len(starts))
 
@@ -374,7 +374,12 @@ def _timings(
     report.shard_starts = killer.starts
 
 
-def _timeline(report: Report, times: dict[int, list[float]], killer: Killer) -> None:
+def _timeline(
+    report: Report,
+    times: dict[int, list[float]],
+    killer: Killer,
+    by_table: dict[str, dict[int, list[float]]],
+) -> None:
     first = min((t[0] for t in times.values() if t), default=0.0)
     for shard, found in sorted(times.items()):
         counts = report.timeline.setdefault(shard, [])
@@ -386,10 +391,18 @@ def _timeline(report: Report, times: dict[int, list[float]], killer: Killer) -> 
         (int(k.at - first), k.kind, k.shard) for k in killer.kills if k.shard is not None
     ]
     for phases in killer.phases:
-        hit = times.get(phases["shard"], [])
-        i = bisect.bisect_right(hit, phases["at"])
-        moved = round(hit[i] - phases["at"], 2) if i < len(hit) else None
-        report.kill_phases.append({**phases, "moves_s": moved})
+        moved = _first_after(times.get(phases["shard"], []), phases["at"])
+        by_kind = {
+            f"moves_{table}_s": _first_after(found.get(phases["shard"], []), phases["at"])
+            for table, found in by_table.items()
+        }  # which tables' games move first: a bot's request or a human's retry
+        report.kill_phases.append({**phases, "moves_s": moved, **by_kind})
+
+
+def _first_after(times: list[float], at: float) -> float | None:
+    """Seconds from ``at`` to the first of the sorted ``times`` after it."""
+    i = bisect.bisect_right(times, at)
+    return round(times[i] - at, 2) if i < len(times) else None
 
 
 async def _pending(http: Http, game: str) -> str:

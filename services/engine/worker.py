@@ -51,7 +51,7 @@ from shared.settings import Settings
 from .cache import GameCache
 from .deciding import Decider
 from .decision_requests import attach
-from .leases import REGAIN_S, Leases
+from .leases import Leases
 from .outcomes import Finish
 from .recording import count_by_game, hold_ends, record_final_hashes, record_finishes
 
@@ -162,9 +162,7 @@ class Engine:
                 keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
             ),
             asyncio.create_task(  # the partitions a fault dropped, won back sooner
-                keep_running(
-                    stop, self.leases.regain, log, "lease regain failed", period_s=REGAIN_S
-                )
+                keep_running(stop, self.leases.regain_and_wait, log, "lease regain failed")
             ),
         ]
         try:
