@@ -90,11 +90,11 @@ class Leases:
                 log.info("leases regained", engine=self.id, held=len(self.held), won=won)
 
     async def regain_and_wait(self) -> None:
-        """:meth:`regain`, then a wait of :data:`REGAIN_S`, ended sooner by a re-read of the
-        slot map that finds another master for some slots (``wait_or_remapped``: a
-        failover, whose new master may be the one the dropped partitions wait for). The
-        engines won the hit shard's leases back up to a whole wait after their map named
-        its new master (issue 25, `failover11`)."""
+        """:meth:`regain`, then a wait of :data:`REGAIN_S`, ended sooner when this process
+        finds another master for some slots (``wait_or_remapped``: a re-read of the slot
+        map or a MOVED after a failover, whose new master may be the one the dropped
+        partitions wait for). The engines won the hit shard's leases back up to a whole
+        wait after their map named its new master (issue 25, `failover11`)."""
         await self.regain()
         await wait_or_remapped(REGAIN_S)
 
