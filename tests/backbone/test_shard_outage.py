@@ -577,6 +577,40 @@ async def test_a_command_whose_shard_goes_away_before_its_decision_is_handled_ag
         await client.aclose()
 
 
+async def test_a_decision_meeting_its_shard_away_holds_no_other_partition_of_its_batch(
+    cluster: LocalCluster,
+) -> None:
+    """The engine handles its partitions' batches together (``Coalesced``): a batch with a
+    command whose decision meets its shard away (a master killed between the read and the
+    decision) and one of a healthy shard. The healthy one is decided and written; the one
+    away stays pending, its partition alone distrusted. The whole batch failed before,
+    every partition in it distrusted, its games dropped and its entries reclaimed."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    engine = EngineService(client, settings_for(keys), keys)
+    try:
+        await client.ping()
+        victim = client.get_node_from_key(keys.commands(0))
+        p = next(p for p in range(16) if _on(client, keys.commands(p), victim.name))
+        q = next(q for q in range(16) if not _on(client, keys.commands(q), victim.name))
+        batch, games = [], {p: _game_on(keys, p), q: _game_on(keys, q)}
+        for partition, game in games.items():
+            await CommandSender(client, keys).send(create_game(game, players=2))
+            [(entry, fields)] = await client.xrange(keys.commands(partition))
+            batch.append(Delivery(keys.commands(partition), entry.decode(), fields))
+            engine.leases.held.add(partition)  # its lease, as the engine that read it held it
+        await ensure_group(client, keys.commands(q), worker_module.GROUP)
+        cluster.kill(_replica_of(cluster, victim.port))
+        cluster.kill(victim.port)  # the shard is away: no replica left to take over
+        with structlog.testing.capture_logs():
+            await engine._on_batch(batch)
+        assert engine.stats["crashed"] == 0
+        assert p in engine.fresh and q not in engine.fresh
+        assert await EventStore(client, keys).version(games[q]) > 0  # written
+    finally:
+        await client.aclose()
+
+
 async def test_a_hung_rate_bucket_is_not_asked_again_for_a_second(cluster: LocalCluster) -> None:
     """Once a client's bucket went unanswered (its node hung), the client's next requests
     within ``BUCKET_PAUSE_S`` go through unchecked at once: each waited its own
