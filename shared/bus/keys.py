@@ -186,7 +186,8 @@ class Keys:
         """The lease of the one process that samples the consumer groups' lag and pending
         entries for the whole deployment (``RedisSampler``): every process reads the same
         figures from the same Redis, so one reading them is enough (an economy only: its
-        shard away, the gauges keep their last values)."""
+        shard away, no process exports those series meanwhile, and every process still
+        reads the unlabelled gauges)."""
         return f"{self.prefix}:sampler"
 
     def legacy_deadlines(self) -> str:

