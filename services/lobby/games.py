@@ -9,7 +9,7 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Annotated, Any, Literal, NamedTuple
 
 import structlog
@@ -18,7 +18,6 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocketState
-from structlog.contextvars import bind_contextvars, bound_contextvars, reset_contextvars
 
 from shared.bus.connection import is_cluster
 from shared.bus.scripts import Batch, call
@@ -34,6 +33,7 @@ from shared.contracts import (
 from shared.eventstore import PendingDecisions
 from shared.games import api
 from shared.httpapi import ERRORS, ApiError, Id
+from shared.observability import bound
 from shared.redis_replies import text
 
 from . import lean
@@ -130,7 +130,7 @@ async def send_command(
         except ApiError:  # it draws on the client's rate too: a flood of them gets 429s
             await limits.take("commands", client)
             raise
-        with _bound(game=game_id, seat=claim.seat):
+        with bound(game=game_id, seat=claim.seat):
             admission = Admission(lobby, limits, client, game_id, claim, True, legal)
             out = await play(admission, command, legal)
     except Refused as refused:
@@ -207,19 +207,7 @@ def _parsed(game_id: str, seat: int, command: dict[str, Any]) -> CommandEnvelope
 def _command_bound(envelope: CommandEnvelope) -> contextlib.AbstractContextManager[None]:
     """A socket's command's id on the log lines while it is sent (the socket's game and
     seat are bound for its life)."""
-    return _bound(command=envelope.command_id)
-
-
-@contextlib.contextmanager
-def _bound(**values: Any) -> Iterator[None]:
-    """``values`` on the log lines in the block: their context variables set and reset,
-    without the look at every bound variable that ``bound_contextvars`` takes on each
-    entry (an HTTP move's game and seat, a socket's command id)."""
-    tokens = bind_contextvars(**values)
-    try:
-        yield
-    finally:
-        reset_contextvars(**tokens)
+    return bound(command=envelope.command_id)
 
 
 async def answer(
@@ -370,7 +358,7 @@ async def events(
                 moves = SocketMoves(lobby, limits, client, game_id, start.claim, send)
                 # On the log lines of the socket's tasks (they copy the context): its moves
                 # then bind only their command ids.
-                with bound_contextvars(game=game_id, seat=start.seat):
+                with bound(game=game_id, seat=start.seat):
                     await _until_disconnect(websocket, streaming, moves)
             await websocket.close(reason="game_over")
     except Refused as refused:

@@ -1,6 +1,6 @@
 """structlog and prometheus-client set-up shared by every service."""
 
 from . import metrics
-from .logs import configure_logging
+from .logs import bound, configure_logging
 
-__all__ = ["configure_logging", "metrics"]
+__all__ = ["bound", "configure_logging", "metrics"]

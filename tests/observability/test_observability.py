@@ -19,6 +19,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 from sqlalchemy import create_engine
+from structlog.contextvars import bind_contextvars, get_contextvars, unbind_contextvars
 
 from services.children import terminate
 from services.health import Health, operations_routes
@@ -26,7 +27,7 @@ from services.runtime import EmbeddedRedis
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys, connect, ensure_group
 from shared.bus.retention import mark_read
 from shared.contracts import CommandEnvelope
-from shared.observability import configure_logging
+from shared.observability import bound, configure_logging
 from shared.observability.metrics import DECISION_BUCKETS, RedisSampler
 from shared.settings import Settings
 
@@ -379,3 +380,19 @@ def test_decisions_on_budget_read_their_budget() -> None:
 
 async def _none(deliveries: list[Delivery]) -> None:
     """A handler for a consumer that only dead-letters."""
+
+
+def test_bound_values_are_on_the_lines_in_the_block_and_what_was_bound_before_comes_back() -> None:
+    """``shared.observability.bound`` (the lobby's moves, the bot player's decisions):
+    inside the block the values are on every line, nested blocks too; after it, a key bound
+    before has its old value again and a key new in the block is gone."""
+    bind_contextvars(game="outer")
+    try:
+        with bound(game="g-1", seat=2):
+            assert get_contextvars() == {"game": "g-1", "seat": 2}
+            with bound(command="c-1"):
+                assert get_contextvars() == {"game": "g-1", "seat": 2, "command": "c-1"}
+            assert get_contextvars() == {"game": "g-1", "seat": 2}
+        assert get_contextvars() == {"game": "outer"}
+    finally:
+        unbind_contextvars("game")
