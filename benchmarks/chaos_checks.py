@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import random
 import statistics
 import time
 from collections import Counter
@@ -223,6 +224,25 @@ def pooled_live(figures: Sequence[LiveGames]) -> float | None:
     return round(
         during / (sum(f.quiet_events for f in kept) / sum(f.quiet_game_s for f in kept)), 3
     )
+
+
+def pooled_live_interval(
+    figures: Sequence[LiveGames], rounds: int = 2000, share: float = 0.9
+) -> tuple[float, float] | None:
+    """A ``share`` interval of :func:`pooled_live` over the kills, by resampling them
+    (bootstrap, a fixed seed: the same run prints the same interval). With ten kills and a
+    few games a shard, one kill whose games happened to start or end then moves the pooled
+    ratio by a tenth: the interval says how far from 0.9 a run's figure has to be to mean
+    anything."""
+    kept = [f for f in figures if f.ratio is not None]
+    if len(kept) < 2:
+        return None
+    rng = random.Random(0)
+    found = sorted(
+        r for _ in range(rounds) if (r := pooled_live(rng.choices(kept, k=len(kept)))) is not None
+    )
+    cut = int(len(found) * (1 - share) / 2)
+    return found[cut], found[-1 - cut]
 
 
 def _count(times: list[float], start: float, end: float) -> int:

@@ -12,7 +12,7 @@ import structlog
 from redis.asyncio import Redis
 
 from shared.bus import Keys
-from shared.bus.connection import is_cluster
+from shared.bus.connection import is_cluster, wait_or_remapped
 from shared.bus.scripts import Batch, call
 from shared.eventstore.scripts import LEASES as SCRIPTS
 
@@ -88,6 +88,15 @@ class Leases:
             won = [p for p in tried if p in self.held]
             if won:
                 log.info("leases regained", engine=self.id, held=len(self.held), won=won)
+
+    async def regain_and_wait(self) -> None:
+        """:meth:`regain`, then a wait of :data:`REGAIN_S`, ended sooner when this process
+        finds another master for some slots (``wait_or_remapped``: a re-read of the slot
+        map or a MOVED after a failover, whose new master may be the one the dropped
+        partitions wait for). The engines won the hit shard's leases back up to a whole
+        wait after their map named its new master (issue 25, `failover11`)."""
+        await self.regain()
+        await wait_or_remapped(REGAIN_S)
 
     async def _rebalance(self) -> None:
         ttl = self.ttl_ms

@@ -51,7 +51,7 @@ from shared.settings import Settings
 from .cache import GameCache
 from .deciding import Decider
 from .decision_requests import attach
-from .leases import REGAIN_S, Leases
+from .leases import Leases
 from .outcomes import Finish
 from .recording import count_by_game, hold_ends, record_final_hashes, record_finishes
 
@@ -162,9 +162,7 @@ class Engine:
                 keep_running(stop, self.rebalance, log, "lease round failed", period_s=period)
             ),
             asyncio.create_task(  # the partitions a fault dropped, won back sooner
-                keep_running(
-                    stop, self.leases.regain, log, "lease regain failed", period_s=REGAIN_S
-                )
+                keep_running(stop, self.leases.regain_and_wait, log, "lease regain failed")
             ),
         ]
         try:
@@ -350,7 +348,10 @@ class Engine:
         traced = tracing.on()
         decide_now = self.decider.decide_now
         await self.cache.prefetch([env for _, env in parsed if isinstance(env, CommandEnvelope)])
+        away: set[int] = set()  # partitions whose decision met their shard away
         for d, env in parsed:
+            if away and streams[d.stream] in away:
+                continue  # after its partition's failed decision: pending, in order
             if isinstance(env, Finish):
                 outcomes.append((d, None, env))
                 continue
@@ -364,11 +365,14 @@ class Engine:
             except Exception as error:
                 if transient(error):
                     # Its shard away (a master killed between the read and the decision):
-                    # the batch stays pending, its partition distrusted (:meth:`_on_batch`),
+                    # its partition's entries stay pending, the partition distrusted,
                     # handled again at the next round's follow. Taken for a crash, it
                     # waited for the idle claim: a table's start answered 16.6 s after a
-                    # master kill, its shard writable after 4 (issue 25).
-                    raise
+                    # master kill, its shard writable after 4 (issue 25). The batch's
+                    # other partitions go on (:meth:`_without_away`).
+                    away.add(streams[d.stream])
+                    log_fault(log, "a decision met its shard away: tried again later", error)
+                    continue
                 # A crash: leave the entry pending; it is reclaimed and retried, and after
                 # too many deliveries it goes to the dead letters. The line names the command
                 # (not bound to the context per command: that was 2% of the engine's CPU).
@@ -383,6 +387,8 @@ class Engine:
                 self.stats["crashed"] += 1
                 continue
             outcomes.append((d, game_id, outcome))
+        if away:
+            outcomes = self._without_away(outcomes, away)
 
         appends = [o for _, _, o in outcomes if isinstance(o, Append)]
         attach(appends, self.cache, self.settings, self.codec)
@@ -462,6 +468,19 @@ class Engine:
             elif isinstance(o, Append):
                 accepted.append(o)
         return finishes, retry, accepted
+
+    def _without_away(
+        self, outcomes: list[tuple[Delivery, str | None, Append | Finish]], away: set[int]
+    ) -> list[tuple[Delivery, str | None, Append | Finish]]:
+        """The outcomes but those of the partitions in ``away`` (a decision there met its
+        shard away): those partitions are distrusted, their entries left pending (decided before
+        the failure too: they go again in order). A failed decision failed the whole batch
+        before, and the engine handles every partition's batches together (``Coalesced``):
+        a kill's first moments distrusted the healthy partitions of such a round too, their
+        games dropped from the cache and their entries reclaimed (issue 25)."""
+        for p in away:
+            self.distrust_partition(p)
+        return [x for x in outcomes if self._streams[x[0].stream] not in away]
 
     def _without_failed_shards(
         self,

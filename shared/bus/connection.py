@@ -188,8 +188,12 @@ CLUSTER_RETRIES = 1
 # every command that meets a node away, under a lock every command of the client waits on:
 # while a master failed over, the commands of the healthy shards queued behind hundreds of
 # re-reads of the same map (180 in 3 s in a probe, the other shards at 7-35% of their
-# rate). A failover is found within this much more.
-CLUSTER_SLOTS_REREAD_S = 0.5
+# rate). A failover is found within this much more. It was 0.5 s while each re-read built
+# the map (3 ms of CPU with redis-py 8.1, far more before); a re-read that finds the same
+# masters builds nothing now (0.06 ms of CPU: :meth:`ShardedCluster._slots_now`), and the
+# hit shard's games waited up to the whole interval after its new master was elected
+# (the engines win its leases back once their map names it: issue 25, `failover11`).
+CLUSTER_SLOTS_REREAD_S = 0.1
 
 
 def is_cluster_url(url: str) -> bool:
@@ -244,7 +248,7 @@ def _cluster(url: str, **options: Any) -> RedisCluster:
         nodes.append(ClusterNode(host, int(port)))
     options.setdefault("socket_timeout", CLUSTER_SOCKET_TIMEOUT_S)
     options.setdefault("socket_connect_timeout", CLUSTER_CONNECT_TIMEOUT_S)
-    options.setdefault("retry", Retry(NoBackoff(), CLUSTER_RETRIES))
+    options.setdefault("retry", _Retries(NoBackoff(), CLUSTER_RETRIES))
     # A slot without a master (a shard away for good) fails its own commands only: with
     # full coverage required, the client refuses to read the slot map, so every command.
     options.setdefault("require_full_coverage", False)
@@ -266,6 +270,26 @@ def _cluster(url: str, **options: Any) -> RedisCluster:
 
 # Set while a command or a pipeline of a :class:`ShardedCluster` runs (in its task).
 _IN_COMMAND: ContextVar[bool] = ContextVar("caravel_cluster_command", default=False)
+# Set while :meth:`ShardedCluster.execute_command` has redis-py send a command once (it
+# decides on the retry itself): redis-py's retry count reads 0 then (:class:`_Retries`).
+_ONCE: ContextVar[bool] = ContextVar("caravel_cluster_once", default=False)
+
+
+class _Retries(Retry):
+    """The cluster client's retries: :data:`CLUSTER_RETRIES`, but none for redis-py's own
+    loop around a single command (:meth:`ShardedCluster.execute_command` retries it)."""
+
+    def get_retries(self) -> int:
+        return 0 if _ONCE.get() else super().get_retries()
+
+
+class _Queued:
+    """A command's arguments as a pipeline's queue holds them (for :func:`_moved_from`)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        self.args = args
 
 
 class ShardedCluster(RedisCluster):
@@ -356,10 +380,26 @@ class ShardedCluster(RedisCluster):
         return None
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        """redis-py's, but a command that meets its node away is sent again only if the
+        slot map, read again, now sends it to another node (a failover found), as a
+        pipeline's part is (:func:`_sent`). redis-py sent it again at once, the map read
+        again only when due (at most every :data:`CLUSTER_SLOTS_REREAD_S`): to the same
+        dead node, a refused connect more, or on a host lost a connect timeout more (2 s)."""
         token = _IN_COMMAND.set(True)
+        once = _ONCE.set(True)
         try:
+            try:
+                return await super().execute_command(*args, **kwargs)
+            except RedisCluster.ERRORS_ALLOW_RETRY as error:
+                target = kwargs.get("target_nodes")
+                if not CLUSTER_RETRIES or (target is not None and not self._is_node_flag(target)):
+                    raise  # a node named: redis-py sends it once too
+                failed = getattr(error, "last_failed_node_name", None)
+                if failed and not await _moved_from(self, failed, [_Queued(args)]):
+                    raise
             return await super().execute_command(*args, **kwargs)
         finally:
+            _ONCE.reset(once)
             _IN_COMMAND.reset(token)
 
     async def aclose(self) -> None:
@@ -385,7 +425,7 @@ _remap_waiters: set[asyncio.Future[None]] = set()  # callers of :func:`wait_or_r
 
 async def wait_or_remapped(seconds: float) -> None:
     """Sleep ``seconds``, or less if a cluster client of this process finds another master
-    for some slots meanwhile (a re-read of its slot map after a failover).
+    for some slots meanwhile (a re-read of its slot map after a failover, or a MOVED).
 
     A subscriber whose read met a shard away (``faststream_ext._wait_after``) waits between
     tries, up to 0.5 s: after a failover its next try came up to that long after the new
@@ -436,10 +476,17 @@ class _KeptNodes(NodesManager):
         map no longer the one its kept masters describe (:meth:`ShardedCluster._reread`):
         the next re-read builds it again, whatever CLUSTER SLOTS says. A MOVED naming a node
         that is not (or no longer) there left that node in the map for good, every re-read
-        finding the cluster's masters unchanged (a cluster-wide SCAN then met it refused)."""
+        finding the cluster's masters unchanged (a cluster-wide SCAN then met it refused).
+
+        What waits for another master (:func:`wait_or_remapped`) goes on: after a master's
+        failover its killed node, started again, answers as a replica within 0.1 s, and a
+        command sent there on the old map is redirected to the new master without a
+        re-read: the engine's regain of the hit shard's leases waited on for its next
+        tick (issue 25, `failover11`)."""
         global _slot_moves
         await super().move_slot(e)
         _slot_moves += 1
+        _wake_remap_waiters()  # a failover found this way too: see :func:`wait_or_remapped`
 
     def set_nodes(
         self, old: dict[str, ClusterNode], new: dict[str, ClusterNode], remove_old: bool = False

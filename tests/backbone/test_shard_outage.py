@@ -32,6 +32,8 @@ from sqlmodel import Session
 from benchmarks.chaos_faults import _wait_failover
 from services.ai.service import GROUP as AI_GROUP
 from services.ai.service import BotPlayer
+from services.engine import leases as leases_module
+from services.engine import worker as worker_module
 from services.engine.leases import Leases
 from services.engine.worker import Engine as EngineService
 from services.lobby import limits
@@ -375,8 +377,9 @@ async def test_a_slot_map_re_read_holds_no_command_of_the_other_shards(
     try:
         by_port, away, healthy = await _one_shard_away(cluster, client)
         with pytest.raises(Exception) as refused:
-            await client.set(by_port[away][0], "x")  # asks for a re-read
+            await client.set(by_port[away][0], "x")  # a node's fault, its re-read waited for
         assert transient(refused.value), refused.value
+        client._initialize = True  # the next command reads the map again, as after a fault
         client._slots_masters = None  # the next re-read has a map to build (the cluster changed)
         async with client.nodes_manager._initialize_lock:  # a re-read that takes its time
             written = asyncio.gather(*(client.set(k, "y") for k in healthy))
@@ -451,6 +454,57 @@ async def test_a_pipeline_meeting_a_node_away_is_not_sent_to_it_again_a_quarter_
             assert transient(alone.value), alone.value
         took = time.monotonic() - started
         assert took < 0.25 * 2 * len(dead) / 2, f"{took:.2f} s for {2 * len(dead)} pipelines"
+    finally:
+        await client.aclose()
+
+
+async def test_a_command_meeting_a_node_away_is_not_sent_to_it_again(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A single command (not a pipeline) whose node is away fails there once, and is sent
+    again only if the slot map, read again, routes it to another node (as a pipeline's
+    part is). redis-py sent it again to the same node at once, the map unchanged: a refused
+    connect more, or on a host lost a connect timeout more (2 s). Here 10 commands on a
+    shard away (no failover) connect to its node 10 times, not 20."""
+    client: Any = connect(cluster.url)
+    try:
+        by_port, away, healthy = await _one_shard_away(cluster, client)
+        connects: list[int] = []
+        connect_ = HiredisConnection.connect_check_health
+
+        async def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+            connects.append(self.port)
+            await connect_(self, *args, **kwargs)
+
+        monkeypatch.setattr(HiredisConnection, "connect_check_health", counted)
+        for key in by_port[away][:10]:
+            with pytest.raises(Exception) as refused:
+                await client.set(key, "x")
+            assert transient(refused.value), refused.value
+        assert connects.count(away) <= 10, f"{connects.count(away)} connects for 10 commands"
+        assert [await client.set(k, "y") for k in healthy] == [True] * len(healthy)
+    finally:
+        await client.aclose()
+
+
+async def test_a_command_meeting_the_old_master_finds_the_new_one_a_fifth_of_a_second_on(
+    cluster: LocalCluster,
+) -> None:
+    """After a failover, a command sent to the old master (the slot map not read again
+    since) reads the map again and goes to the new master, if the map was last read
+    ``CLUSTER_SLOTS_REREAD_S`` ago: 0.1 s, not 0.5 any more (a re-read that finds the same
+    masters costs one round trip and builds nothing). The hit shard's games waited for it:
+    the engines win its leases back once their map names the new master. Here the map was
+    last read 0.2 s before the command: it fails without a re-read at 0.5 s."""
+    client: Any = connect(cluster.url)
+    try:
+        await client.ping()
+        by_port = keys_by_port(client)
+        victim = sorted(by_port)[0]
+        cluster.kill(victim)
+        await asyncio.to_thread(_wait_failover, cluster, victim)
+        client._slots_read_at = time.monotonic() - 0.2
+        assert await client.get(by_port[victim][0]) is None  # the new master answers
     finally:
         await client.aclose()
 
@@ -580,6 +634,40 @@ async def test_a_command_whose_shard_goes_away_before_its_decision_is_handled_ag
             await engine._on_batch([Delivery(keys.commands(p), entry.decode(), fields)])
         assert engine.stats["crashed"] == 0
         assert p in engine.fresh  # handled again first, at the next round's follow
+    finally:
+        await client.aclose()
+
+
+async def test_a_decision_meeting_its_shard_away_holds_no_other_partition_of_its_batch(
+    cluster: LocalCluster,
+) -> None:
+    """The engine handles its partitions' batches together (``Coalesced``): a batch with a
+    command whose decision meets its shard away (a master killed between the read and the
+    decision) and one of a healthy shard. The healthy one is decided and written; the one
+    away stays pending, its partition alone distrusted. The whole batch failed before,
+    every partition in it distrusted, its games dropped and its entries reclaimed."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    engine = EngineService(client, settings_for(keys), keys)
+    try:
+        await client.ping()
+        victim = client.get_node_from_key(keys.commands(0))
+        p = next(p for p in range(16) if _on(client, keys.commands(p), victim.name))
+        q = next(q for q in range(16) if not _on(client, keys.commands(q), victim.name))
+        batch, games = [], {p: _game_on(keys, p), q: _game_on(keys, q)}
+        for partition, game in games.items():
+            await CommandSender(client, keys).send(create_game(game, players=2))
+            [(entry, fields)] = await client.xrange(keys.commands(partition))
+            batch.append(Delivery(keys.commands(partition), entry.decode(), fields))
+            engine.leases.held.add(partition)  # its lease, as the engine that read it held it
+        await ensure_group(client, keys.commands(q), worker_module.GROUP)
+        cluster.kill(_replica_of(cluster, victim.port))
+        cluster.kill(victim.port)  # the shard is away: no replica left to take over
+        with structlog.testing.capture_logs():
+            await engine._on_batch(batch)
+        assert engine.stats["crashed"] == 0
+        assert p in engine.fresh and q not in engine.fresh
+        assert await EventStore(client, keys).version(games[q]) > 0  # written
     finally:
         await client.aclose()
 
@@ -961,6 +1049,43 @@ async def test_a_running_engine_wins_back_the_leases_a_fault_dropped_before_its_
         await client.aclose()  # the cluster is this test's own
 
 
+async def test_a_running_engine_tries_its_dropped_leases_again_once_its_map_finds_the_new_master(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The partitions a master's kill dropped are tried again as soon as this process
+    finds the shard's new master (a re-read of the slot map, or a redirection), not at the
+    end of the regain's wait (``REGAIN_S``, 0.25 s; 120 s here): after a failover the hit
+    shard's games waited up to that wait for their engine (issue 25). Here a command on the
+    shard finds it once the new master takes writes: the killed node is back as its
+    replica and answers MOVED."""
+    monkeypatch.setattr(leases_module, "REGAIN_S", 120.0)
+    monkeypatch.setattr(worker_module, "REGAIN_S", 120.0, raising=False)  # as it was imported
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    every = set(keys.all_partitions())
+    try:
+        async with running_engine(client, keys, lease_ttl_ms=600_000) as engine:
+
+            async def holds(wanted: set[int]) -> bool:
+                return engine.held == wanted
+
+            await wait_for(lambda: holds(every))
+            victim = client.get_node_from_key(keys.lease(0)).port
+            on_it = {p for p in every if client.get_node_from_key(keys.lease(p)).port == victim}
+            masters = set(cluster.master_ports())
+            cluster.kill(victim)
+            with structlog.testing.capture_logs():
+                while engine.held & on_it:
+                    await engine.rebalance()  # the renewals fail: the partitions are dropped
+                await asyncio.to_thread(_wait_failover, cluster, victim)
+                cluster.restart(victim)
+                await _takes_writes(cluster, masters, keys.lease(0))
+                await client.exists(keys.lease(0))  # sent to the old master: redirected
+                await wait_for(lambda: holds(every))  # the regain waits 120 s
+    finally:
+        await client.aclose()  # the cluster is this test's own
+
+
 async def test_an_engine_wins_back_the_leases_its_shard_refused_to_renew_once_it_takes_writes(
     cluster: LocalCluster,
 ) -> None:
@@ -998,6 +1123,25 @@ async def test_an_engine_wins_back_the_leases_its_shard_refused_to_renew_once_it
         assert leases.held == set(keys.all_partitions())
     finally:
         await client.aclose()  # the cluster is this test's own
+
+
+async def _takes_writes(cluster: LocalCluster, masters_before: set[int], key: str) -> None:
+    """Until the master that took over (the one not among ``masters_before``) takes writes
+    (with durability on: once a replica of its own is counted): a key of ``key``'s hash tag
+    written on a connection of its own (the caller's client keeps its slot map)."""
+    (port,) = set(cluster.master_ports()) - masters_before
+    node: Any = connect(f"redis://127.0.0.1:{port}")
+
+    async def written() -> bool:
+        try:
+            return bool(await node.set(f"{key}:probe", "x"))
+        except ResponseError:  # NOREPLICAS
+            return False
+
+    try:
+        await wait_for(written)
+    finally:
+        await node.aclose()
 
 
 async def _one_shard_away(
