@@ -1010,6 +1010,19 @@ async def test_a_bot_request_whose_answer_and_reminder_its_shard_refused_is_answ
         await client.aclose()
 
 
+async def _holds(engine: Any, wanted: set[int]) -> bool:
+    return bool(engine.held == wanted)
+
+
+async def _holding_every(engine: Any, client: Any, keys: Keys) -> tuple[int, set[int]]:
+    """Once ``engine`` holds every partition: the port of the node that holds partition 0's
+    lease, and the partitions whose leases that node holds."""
+    every = set(keys.all_partitions())
+    await wait_for(lambda: _holds(engine, every))
+    port = client.get_node_from_key(keys.lease(0)).port
+    return port, {p for p in every if client.get_node_from_key(keys.lease(p)).port == port}
+
+
 async def test_a_running_engine_wins_back_the_leases_a_fault_dropped_before_its_next_round(
     cluster: LocalCluster,
 ) -> None:
@@ -1023,13 +1036,7 @@ async def test_a_running_engine_wins_back_the_leases_a_fault_dropped_before_its_
     every = set(keys.all_partitions())
     try:
         async with running_engine(client, keys, lease_ttl_ms=600_000) as engine:
-
-            async def holds(wanted: set[int]) -> bool:
-                return engine.held == wanted
-
-            await wait_for(lambda: holds(every))
-            port = client.get_node_from_key(keys.lease(0)).port
-            on_it = {p for p in every if client.get_node_from_key(keys.lease(p)).port == port}
+            port, on_it = await _holding_every(engine, client, keys)
             replica = _replica_of(cluster, port)
             refused = cluster.refused_writes(port)
             cluster.kill(replica)  # its master refuses writes: NOREPLICAS
@@ -1039,7 +1046,7 @@ async def test_a_running_engine_wins_back_the_leases_a_fault_dropped_before_its_
                 assert engine.held == every - on_it
                 cluster.restart(replica)
                 await asyncio.to_thread(cluster.wait_healthy)
-                await wait_for(lambda: holds(every))  # the next full round is 200 s away
+                await wait_for(lambda: _holds(engine, every))  # the next full round: 200 s away
 
             async def followed() -> bool:  # and read again
                 return {keys.commands(p) for p in on_it} <= set(engine.consumer.streams)
@@ -1065,13 +1072,7 @@ async def test_a_running_engine_tries_its_dropped_leases_again_once_its_map_find
     every = set(keys.all_partitions())
     try:
         async with running_engine(client, keys, lease_ttl_ms=600_000) as engine:
-
-            async def holds(wanted: set[int]) -> bool:
-                return engine.held == wanted
-
-            await wait_for(lambda: holds(every))
-            victim = client.get_node_from_key(keys.lease(0)).port
-            on_it = {p for p in every if client.get_node_from_key(keys.lease(p)).port == victim}
+            victim, on_it = await _holding_every(engine, client, keys)
             masters = set(cluster.master_ports())
             cluster.kill(victim)
             with structlog.testing.capture_logs():
@@ -1081,7 +1082,7 @@ async def test_a_running_engine_tries_its_dropped_leases_again_once_its_map_find
                 cluster.restart(victim)
                 await _takes_writes(cluster, masters, keys.lease(0))
                 await client.exists(keys.lease(0))  # sent to the old master: redirected
-                await wait_for(lambda: holds(every))  # the regain waits 120 s
+                await wait_for(lambda: _holds(engine, every))  # the regain waits 120 s
     finally:
         await client.aclose()  # the cluster is this test's own
 
