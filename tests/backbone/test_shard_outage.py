@@ -404,14 +404,7 @@ async def test_a_node_away_has_its_closed_connections_left_alone_at_each_failed_
         away = sorted(by_port)[0]
         kept = by_port[away][:20]
         await asyncio.gather(*(client.blpop([k], 0.1) for k in kept))  # 20 connections there
-        closes: list[int] = []
-        disconnect = HiredisConnection.disconnect
-
-        async def counted(self: Any, *args: Any, **kwargs: Any) -> None:
-            closes.append(self.port)
-            await disconnect(self, *args, **kwargs)
-
-        monkeypatch.setattr(HiredisConnection, "disconnect", counted)
+        closes = _ports_calling(monkeypatch, "disconnect")
         cluster.kill(_replica_of(cluster, away))
         cluster.kill(away)  # no failover: the shard stays away
         for key in kept[:10]:
@@ -469,14 +462,7 @@ async def test_a_command_meeting_a_node_away_is_not_sent_to_it_again(
     client: Any = connect(cluster.url)
     try:
         by_port, away, healthy = await _one_shard_away(cluster, client)
-        connects: list[int] = []
-        connect_ = HiredisConnection.connect_check_health
-
-        async def counted(self: Any, *args: Any, **kwargs: Any) -> None:
-            connects.append(self.port)
-            await connect_(self, *args, **kwargs)
-
-        monkeypatch.setattr(HiredisConnection, "connect_check_health", counted)
+        connects = _ports_calling(monkeypatch, "connect_check_health")
         for key in by_port[away][:10]:
             with pytest.raises(Exception) as refused:
                 await client.set(key, "x")
@@ -498,11 +484,7 @@ async def test_a_command_meeting_the_old_master_finds_the_new_one_a_fifth_of_a_s
     last read 0.2 s before the command: it fails without a re-read at 0.5 s."""
     client: Any = connect(cluster.url)
     try:
-        await client.ping()
-        by_port = keys_by_port(client)
-        victim = sorted(by_port)[0]
-        cluster.kill(victim)
-        await asyncio.to_thread(_wait_failover, cluster, victim)
+        by_port, victim = await _one_master_failed_over(cluster, client)
         client._slots_read_at = time.monotonic() - 0.2
         assert await client.get(by_port[victim][0]) is None  # the new master answers
     finally:
@@ -595,11 +577,7 @@ async def test_a_failed_read_waiting_to_retry_reads_again_once_the_new_master_is
     monkeypatch.setattr(ext, "READ_RETRY_S", 30.0)
     client: Any = connect(cluster.url)
     try:
-        await client.ping()
-        by_port = keys_by_port(client)
-        victim = sorted(by_port)[0]
-        cluster.kill(victim)
-        await asyncio.to_thread(_wait_failover, cluster, victim)
+        by_port, victim = await _one_master_failed_over(cluster, client)
         subscriber = SimpleNamespace(read_failures=0, stream_sub=StreamSub("s"))
         waiting = asyncio.create_task(ext._wait_after(ConnectionError("refused"), subscriber))
         await asyncio.sleep(0)
@@ -1010,6 +988,20 @@ async def test_a_bot_request_whose_answer_and_reminder_its_shard_refused_is_answ
         await client.aclose()
 
 
+def _ports_calling(monkeypatch: pytest.MonkeyPatch, method: str) -> list[int]:
+    """The port of every connection that calls ``HiredisConnection.<method>`` from now on
+    (the method still runs): what a test counts a node's connects or closes by."""
+    calls: list[int] = []
+    original = getattr(HiredisConnection, method)
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(self.port)
+        await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(HiredisConnection, method, counted)
+    return calls
+
+
 async def _holds(engine: Any, wanted: set[int]) -> bool:
     return bool(engine.held == wanted)
 
@@ -1143,6 +1135,19 @@ async def _takes_writes(cluster: LocalCluster, masters_before: set[int], key: st
         await wait_for(written)
     finally:
         await node.aclose()
+
+
+async def _one_master_failed_over(
+    cluster: LocalCluster, client: Any
+) -> tuple[dict[int, list[str]], int]:
+    """Kill one shard's master and wait for its replica to take over: the keys by master
+    port (as the client mapped them before) and the killed master's port."""
+    await client.ping()
+    by_port = keys_by_port(client)
+    victim = sorted(by_port)[0]
+    cluster.kill(victim)
+    await asyncio.to_thread(_wait_failover, cluster, victim)
+    return by_port, victim
 
 
 async def _one_shard_away(
