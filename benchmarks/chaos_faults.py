@@ -409,7 +409,7 @@ class Killer:
         phases: dict[str, Any] = {"kind": role, "shard": shard, "at": self.kills[-1].at}
         self.phases.append(phases)
         if role == "master":  # its replica takes over first; then the node comes back
-            await asyncio.to_thread(_wait_failover, cluster, port)
+            await asyncio.to_thread(cluster.wait_failover, port)
             phases["failover_s"] = round(time.monotonic() - killed, 2)
         else:
             await asyncio.sleep(random.uniform(0.2, 1.0))
@@ -419,17 +419,6 @@ class Killer:
         phases["healthy_s"] = round(time.monotonic() - killed, 2)
         self.recoveries.setdefault(role, []).append(time.monotonic() - killed)
         await asyncio.sleep(self.quiet_s)  # still busy: no other Redis kill meanwhile
-
-
-def _wait_failover(cluster: LocalCluster, killed: int) -> None:
-    """Until a replica serves the killed master's slots (started again before that, the
-    empty node would take them back)."""
-
-    def taken_over() -> bool:
-        masters = cluster.master_ports()
-        return killed not in masters and len(masters) == cluster.masters
-
-    cluster._wait_for(taken_over, "failover")
 
 
 async def until_ping(url: str, timeout_s: float = 60) -> None:

@@ -284,15 +284,32 @@ class LocalCluster:
 
         self._wait_for(healthy, "healthy cluster")
 
-    def master_ports(self) -> list[int]:
-        """The ports of the live masters that serve slots, as a live node sees them."""
-        out = self._cli(self.live_ports()[0], "CLUSTER", "NODES")
+    def master_ports(self, seen_by: int | None = None) -> list[int]:
+        """The ports of the live masters that serve slots, as a live node sees them (the
+        node on ``seen_by``; None: the first live one)."""
+        out = self._cli(seen_by or self.live_ports()[0], "CLUSTER", "NODES")
         masters = []
         for line in out.splitlines():
             parts = line.split()
             if "master" in parts[2] and "fail" not in parts[2] and len(parts) > 8:
                 masters.append(int(parts[1].split("@")[0].rsplit(":", 1)[1]))
         return sorted(masters)
+
+    def wait_failover(self, killed: int, timeout_s: float = 60) -> None:
+        """Until a replica serves the killed master's slots as every live node sees it (the
+        killed node, started again before that, would take them back empty). Every node, as
+        a client's re-read of the slot map may ask any of them: one node knowing of the
+        failover before gossip reached the others left a test's re-read naming the dead
+        master (a clean-clone CI under load)."""
+
+        def seen_by_all() -> bool:
+            for port in self.live_ports():
+                masters = self.master_ports(seen_by=port)
+                if len(masters) != self.masters or killed in masters:
+                    return False
+            return True
+
+        self._wait_for(seen_by_all, "failover", timeout_s=timeout_s)
 
     def refused_writes(self, port: int) -> int:
         """How many writes the node on ``port`` has refused for want of replicas

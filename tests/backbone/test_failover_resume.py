@@ -56,7 +56,7 @@ async def _play_through_the_faults(cluster: LocalCluster, client: Any, keys: Key
 
         victim = client.get_node_from_key(keys.commands(0)).port
         cluster.kill(victim)  # its replica takes over; until then its partitions wait
-        await asyncio.to_thread(_wait_failover, cluster, victim)
+        await asyncio.to_thread(cluster.wait_failover, victim)
         # Every live node knows the new master: restarted empty before, the old one could
         # take its slots back (and lose their data).
         await asyncio.to_thread(cluster.wait_healthy)
@@ -83,17 +83,6 @@ async def _refused(cluster: LocalCluster, masters: list[int], before: list[int])
         return all(n > b for n, b in zip(now, before, strict=True))
 
     await wait_for(grown, timeout_s=WAIT_S, every_s=0.1)
-
-
-def _wait_failover(cluster: LocalCluster, killed: int) -> None:
-    """Until another node serves the killed master's slots."""
-    cluster._wait_for(
-        lambda: (
-            len(cluster.master_ports()) == cluster.masters and killed not in cluster.master_ports()
-        ),
-        "failover",
-        timeout_s=60,
-    )
 
 
 async def _version(store: EventStore, game: str) -> int:

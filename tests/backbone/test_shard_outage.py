@@ -29,7 +29,6 @@ from redis.exceptions import ResponseError
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from benchmarks.chaos_faults import _wait_failover
 from services.ai.service import GROUP as AI_GROUP
 from services.ai.service import BotPlayer
 from services.engine import leases as leases_module
@@ -1070,7 +1069,7 @@ async def test_a_running_engine_tries_its_dropped_leases_again_once_its_map_find
             with structlog.testing.capture_logs():
                 while engine.held & on_it:
                     await engine.rebalance()  # the renewals fail: the partitions are dropped
-                await asyncio.to_thread(_wait_failover, cluster, victim)
+                await asyncio.to_thread(cluster.wait_failover, victim)
                 cluster.restart(victim)
                 await _takes_writes(cluster, masters, keys.lease(0))
                 await client.exists(keys.lease(0))  # sent to the old master: redirected
@@ -1146,7 +1145,7 @@ async def _one_master_failed_over(
     by_port = keys_by_port(client)
     victim = sorted(by_port)[0]
     cluster.kill(victim)
-    await asyncio.to_thread(_wait_failover, cluster, victim)
+    await asyncio.to_thread(cluster.wait_failover, victim)
     return by_port, victim
 
 
