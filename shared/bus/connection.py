@@ -51,10 +51,12 @@ _log = structlog.get_logger("caravel.bus")
 
 
 def _pack(args: tuple[Any, ...]) -> list[bytes]:
-    if isinstance(args[0], str):
-        args = tuple(args[0].encode().split()) + args[1:]
-    elif b" " in args[0]:
-        args = tuple(args[0].split()) + args[1:]
+    """A command packed by hiredis; a name of several words (``"CLIENT ID"``) split as
+    redis-py splits it. A one-word name (every hot command) is packed as it is: splitting
+    it rebuilt the whole argument tuple, 3 % of the lobby's Python samples a move."""
+    name = args[0]
+    if " " in name if isinstance(name, str) else b" " in name:
+        args = tuple(name.encode().split() if isinstance(name, str) else name.split()) + args[1:]
     try:
         return [hiredis.pack_command(args)]
     except TypeError as e:
