@@ -116,6 +116,9 @@ class Append:
     # The command's id scoped to its seat (``command_key``), when its maker has it already
     # ("": made from ``seat`` and ``command_id`` when the append is sent).
     key: str = ""
+    # False: no answer is stored for its sender, who reads none (``CommandEnvelope.answered``);
+    # its id is recorded all the same.
+    answered: bool = True
 
     @property
     def version(self) -> int:
@@ -237,7 +240,7 @@ class EventStore(EventReader):
             result = ""
             game_json = id_json(game_id)
             key = a.key or (command_key(a.seat, command_id) if command_id else "")
-            if key and answered_here:
+            if key and answered_here and a.answered:
                 result = self._result_json(a, game_json)
                 keys.append(f"{results}/{key}")  # Keys.result's name
             if snapshot:
@@ -355,7 +358,7 @@ class EventStore(EventReader):
     async def _answer(self, appends: Sequence[Append]) -> None:
         """Store the senders' results of replicated appends (one round trip), each unless
         its command has an answer already (the script's ``answer``: one answer a command)."""
-        answered = [a for a in appends if a.command_id]
+        answered = [a for a in appends if a.command_id and a.answered]
         if not answered:
             return
         async with Batch(self.redis) as batch:
