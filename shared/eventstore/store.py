@@ -4,12 +4,14 @@ One stream per game holds its log, with entry id ``<version>-0`` so Redis itself
 out-of-order version. One Lua script appends a command's events atomically: it checks the
 expected version and the command id, adds the events to the game's log (the server-only part
 in a field of its own) and, redacted, as one entry per command to the partition's event
-stream (``g`` game, ``v`` last version, ``n`` count, ``e`` JSON array), records the command as
-seen, stores the sender's result, acknowledges the command stream entry and adds any decision
-requests. A stale version is a conflict and writes nothing. A command has one answer: a
-result is stored only where its command has none yet. A command decided again after its
-append was made (the call's reply lost to a closed connection and the entry handled again,
-or the same command sent twice) is a duplicate whose sender has its answer already.
+stream (``g`` game, ``v`` last version, ``n`` count, ``e`` JSON array), records the command's
+id in the game's meta (with the version, in one write), stores the sender's result (none for
+the bot player's commands: it reads none), acknowledges the command stream entry and adds
+any decision requests. A stale version is a conflict and writes nothing. A command has one
+answer: a result is stored only where its command has none yet. A command decided again
+after its append was made (the call's reply lost to a closed connection and the entry
+handled again, or the same command sent twice) is a duplicate whose sender has its answer
+already.
 
 Durability: replication is asynchronous, so an append acknowledged just before its master
 fails can vanish with it. With ``replicas`` set, the store asks every master it wrote to

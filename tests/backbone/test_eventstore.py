@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -32,6 +33,7 @@ from shared.contracts import (
 from shared.eventstore import Append, EventStore, GameCodec, Pending, pending_of
 from shared.games import age_of_discovery as aod
 
+from ..cluster import OwnRedis
 from .helpers import RULES, stored, wait_for
 
 
@@ -117,6 +119,58 @@ async def test_a_command_id_appends_once(any_redis: Redis, keys: Keys) -> None:
     assert first.status == "ok"
     assert (again.status, again.version) == ("duplicate", 2)
     assert await any_redis.xlen(keys.log("g-dup")) == 2
+
+
+async def test_an_append_reads_its_games_meta_once_and_writes_it_once(keys: Keys) -> None:
+    """The version and the command id's duplicate check are one read of the game's meta,
+    and the version, the id and the pending requests one write (issue 24: the meta and a
+    ``seen`` hash of the game were two reads and three writes an append); the ids read back
+    with their versions. Counted on a Redis of the test's own (its ``commandstats``)."""
+    async with OwnRedis() as server:
+        await server.start()
+        redis = connect(server.url)
+        try:
+            store = EventStore(redis, keys)
+            events, _ = game_events("g-count")
+            created = await store.append(Append("g-count", 0, encoded(events[:2]), "c1"))
+            assert created.status == "ok"
+            await redis.config_resetstat()
+            made = Append("g-count", 2, encoded(events[2:4]), "c2", seat=0, over=False)
+            assert (await store.append(made)).status == "ok"
+            stats: Any = await redis.info("commandstats")
+            calls = {name.removeprefix("cmdstat_"): s["calls"] for name, s in stats.items()}
+            assert calls.get("hget", 0) + calls.get("hmget", 0) == 1
+            assert calls["hset"] == 1
+            seen = await store.seen("g-count")
+            assert seen == {command_key(None, "c1"): 2, command_key(0, "c2"): 4}
+            pending = await store.pending("g-count")
+            assert pending is not None and (pending.version, pending.over) == (4, False)
+            assert (await store.load("g-count", GameCodec())).seen == seen
+        finally:
+            await redis.aclose()
+
+
+async def test_a_game_begun_before_its_meta_kept_its_ids_still_refuses_their_duplicates(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """A game an engine of before left: its command ids in a ``seen`` hash of their own,
+    its meta without the marker ``ids``. An id there is still a duplicate and is read with
+    the game's new ones (its ``seen``, a load); a new id goes in the meta, not there."""
+    store = EventStore(any_redis, keys)
+    events, _ = game_events("g-old")
+    await store.append(Append("g-old", 0, encoded(events[:2]), "c1"))
+    meta, old = keys.meta("g-old"), command_key(None, "c1")
+    await any_redis.hdel(meta, "ids", old)  # as an engine of before left it
+    await any_redis.hset(keys.seen("g-old"), old, 2)
+    again = await store.append(Append("g-old", 2, encoded(events[2:4]), "c1"))
+    assert (again.status, again.version) == ("duplicate", 2)
+    made = await store.append(Append("g-old", 2, encoded(events[2:4]), "c2"))
+    assert (made.status, made.version) == ("ok", 4)
+    assert await any_redis.hget(meta, command_key(None, "c2")) == b"4"
+    assert await any_redis.hgetall(keys.seen("g-old")) == {old.encode(): b"2"}
+    both = {old: 2, command_key(None, "c2"): 4}
+    assert await store.seen("g-old") == both
+    assert (await store.load("g-old", GameCodec())).seen == both
 
 
 @pytest.mark.parametrize(
