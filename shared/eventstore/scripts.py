@@ -29,7 +29,8 @@ _APPEND = (
 -- Appends of several commands, each as it would be alone, in order: one call per batch
 -- (per partition on a cluster, whose keys share a slot), one reply of (status, version)
 -- pairs. ARGV[1] is the number of appends, ARGV[2] the engine's consumer group, ARGV[3]
--- the results' ttl; then, for each append, its head and its arguments. The head is one
+-- the results' ttl, ARGV[4] the wake horizon (a Unix time: ``shared.bus.deadlines``);
+-- then, for each append, its head and its arguments. The head is one
 -- argument of space-separated fields (each argument costs the engine a packing of its
 -- own, and Redis a parse): the count of the arguments after it, the expected version,
 -- whether the decision requests are every seat's at the append's version ('-' not given,
@@ -50,7 +51,9 @@ _APPEND = (
 -- event only. A stale version is a conflict and writes nothing. Every decision request
 -- goes to the decisions stream (the sockets' readers); a human seat's starts its clock
 -- among the deadlines (due then, member [game, version, seat]; one due before the set's
--- earliest is published on the set's name: ``shared.bus.deadlines.Wakes``); a bot's or a
+-- earliest, and before the wake horizon, is published on the set's name:
+-- ``shared.bus.deadlines.Wakes``; the bot player reads the sets again before a later
+-- one is due, so the set's earliest is read only for one before the horizon); a bot's or a
 -- leaver's also goes to the bot player's stream, with the seat's view set into it as its last
 -- field ('view') when the engine made one (there only: the sockets' stream and the meta
 -- get none); a seat no lobby seated (no entry) to neither.
@@ -64,7 +67,7 @@ _APPEND = (
 -- marker read in one HMGET, and all of it written in one HSET (issue 24: they were two
 -- hashes, two reads and three writes an append). A game begun before, without the marker
 -- 'ids', may have ids in its old 'seen' hash: read there too while it lives, never written.
-local group, ttl = ARGV[2], ARGV[3]
+local group, ttl, horizon = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local function append(k, a, last, expected, over, n, entry, game)
   local nkeys = 9
   local result, snapshot, games
@@ -128,9 +131,14 @@ local function append(k, a, last, expected, over, n, entry, game)
     local who = redis.call('HGET', KEYS[k + 7], ARGV[i])
     if who == 'human' then
       local member = '[' .. game .. ',' .. version .. ',' .. ARGV[i] .. ']'
-      local head = redis.call('ZRANGE', KEYS[k + 8], 0, 0, 'WITHSCORES')
+      local due = tonumber(ARGV[i + 1])
+      local wake = due < horizon
+      if wake then
+        local head = redis.call('ZRANGE', KEYS[k + 8], 0, 0, 'WITHSCORES')
+        wake = #head == 0 or due < tonumber(head[2])
+      end
       redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], member)
-      if #head == 0 or tonumber(ARGV[i + 1]) < tonumber(head[2]) then
+      if wake then
         redis.call('PUBLISH', KEYS[k + 8], '')  -- the earliest: wake the bot players
       end
     elseif who then
@@ -145,7 +153,7 @@ local function append(k, a, last, expected, over, n, entry, game)
   return nkeys, 'ok', tostring(version)
 end
 local out = {}
-local a, k = 4, 0
+local a, k = 5, 0
 for j = 0, tonumber(ARGV[1]) - 1 do
   local m, expected, over, n, entry, game =
     string.match(ARGV[a], '^(%d+) (%d+) ([01%-]) (%-?%d+) (%S*) (.*)$')

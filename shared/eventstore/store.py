@@ -33,11 +33,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
+from time import time
 from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 
 from shared.bus.connection import is_cluster
+from shared.bus.deadlines import wake_horizon
 from shared.bus.faults import transient
 from shared.bus.keys import Keys
 from shared.bus.scripts import Batch, call
@@ -222,7 +224,7 @@ class EventStore(EventReader):
         their public JSON alone: hiredis packs each argument with a ``sprintf`` of its own,
         and Redis parses each)."""
         keys: list[str] = []
-        args: list[Any] = [len(appends), self.group, RESULT_TTL_S]
+        args: list[Any] = [len(appends), self.group, RESULT_TTL_S, repr(wake_horizon(time()))]
         answered_here = not self.replicas
         keys_of = self._keys_of
         dues: dict[float, str] = {}
