@@ -203,13 +203,17 @@ async def test_requests_let_through_unchecked_are_logged_once_every_few_seconds_
     ``UNCHECKED_LOG_S``, which counts the requests let through since the line before."""
     client = connect(f"redis://127.0.0.1:{free_port()}")  # no one there: refused
     bucket_limits = limits.Limits(client, keys, Settings())
+
+    def lines() -> list[Any]:
+        return [line.get("unchecked") for line in logs if "not checked" in line["event"]]
+
     try:
         with structlog.testing.capture_logs() as logs:
             for n in range(50):  # a bucket each: each asks Redis, and is let through
                 await bucket_limits.take("joins", f"10.0.0.{n}")
+            assert lines() == [1]
             bucket_limits._unchecked.last -= limits.UNCHECKED_LOG_S  # as if that long after
             await bucket_limits.take("joins", "10.0.1.0")
+            assert lines() == [1, 50]  # the 49 let through unlogged, and this one
     finally:
         await client.aclose()
-    lines = [line for line in logs if "not checked" in line["event"]]
-    assert [line["unchecked"] for line in lines] == [1, 50], lines
