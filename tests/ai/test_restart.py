@@ -8,10 +8,14 @@ import signal
 
 from services.ai.service import BotPlayer
 from shared.bus import CommandSender, Keys, connect
-from shared.eventstore import EventStore
 
-from ..backbone.helpers import create_game, running_engine, running_projector, settings_for
-from ..backbone.helpers import wait_for as wait_until
+from ..backbone.helpers import (
+    create_game,
+    running_engine,
+    running_projector,
+    settings_for,
+    wait_for_actor,
+)
 from ..cluster import OwnRedis
 from .test_service import _seat
 
@@ -35,12 +39,7 @@ async def test_a_bot_player_started_while_redis_is_away_plays_once_it_is_back(ke
         async with running_engine(redis, keys), running_projector(redis, keys):
             result = await CommandSender(redis, keys).execute(create_game("g-away", players=2))
             assert result.status == "accepted"
-
-            async def moved() -> bool:
-                events = await EventStore(redis, keys).read("g-away")
-                return any(e.actor == "bot" for e in events)
-
-            await wait_until(moved, timeout_s=60, every_s=0.1)
+            await wait_for_actor(redis, keys, "g-away", "bot", timeout_s=60)
         assert not playing.done()
     finally:
         async with server:  # stopped last
@@ -81,12 +80,7 @@ async def test_a_bot_player_whose_redis_stops_answering_mid_start_plays_once_it_
             async with running_engine(redis, keys), running_projector(redis, keys):
                 result = await CommandSender(redis, keys).execute(create_game("g-stopped", 2))
                 assert result.status == "accepted"
-
-                async def moved() -> bool:
-                    events = await EventStore(redis, keys).read("g-stopped")
-                    return any(e.actor == "bot" for e in events)
-
-                await wait_until(moved, timeout_s=60, every_s=0.1)
+                await wait_for_actor(redis, keys, "g-stopped", "bot", timeout_s=60)
             assert not playing.done()
         finally:
             gc.enable()

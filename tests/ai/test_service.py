@@ -31,6 +31,7 @@ from ..backbone.helpers import (
     running_projector,
     settings_for,
     wait_for,
+    wait_for_actor,
 )
 
 
@@ -424,9 +425,4 @@ async def test_a_clock_written_while_the_deadlines_loop_sleeps_long_is_played_on
         await asyncio.sleep(1.0)  # its first read done: the loop sleeps
         result = await CommandSender(redis, keys).execute(create_game("g-asleep", players=2))
         assert result.status == "accepted"
-
-        async def played() -> bool:
-            events = await EventStore(redis, keys).read("g-asleep")
-            return any(e.actor == "fallback" for e in events)
-
-        await wait_for(played, timeout_s=5, every_s=0.1)
+        await wait_for_actor(redis, keys, "g-asleep", "fallback", timeout_s=5)

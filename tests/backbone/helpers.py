@@ -15,6 +15,7 @@ from services.lobby.views import ViewProjector
 from shared.bus import Broker, CommandSender, Delivery, Keys
 from shared.bus.wants import KEPT_S, want
 from shared.contracts import CommandEnvelope, EventEnvelope
+from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 from shared.settings import Settings
 
@@ -151,6 +152,19 @@ async def wait_for(predicate: Any, timeout_s: float = 20.0, every_s: float = 0.0
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError("condition not reached in time")
         await asyncio.sleep(every_s)
+
+
+async def wait_for_actor(
+    redis: Redis, keys: Keys, game_id: str, actor: str, timeout_s: float = 20.0
+) -> None:
+    """Wait until ``game_id``'s log holds an event by ``actor`` (``bot``, ``fallback``...):
+    the seat a test handed to a bot player, or to its deadlines, was played."""
+
+    async def acted() -> bool:
+        events = await EventStore(redis, keys).read(game_id)
+        return any(e.actor == actor for e in events)
+
+    await wait_for(acted, timeout_s=timeout_s, every_s=0.1)
 
 
 def same_partition(keys: Keys, prefix: str, count: int) -> list[str]:

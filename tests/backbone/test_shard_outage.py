@@ -594,13 +594,7 @@ async def test_a_command_whose_shard_goes_away_before_its_decision_is_handled_ag
     the engine's next round handles it first. It was taken for a crash of its handler, left
     for the idle claim (seconds later): in the chaos benchmark a table's start was answered
     16.6 s after its master's kill, its shard writable again after 4 s."""
-    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
-    client: Any = connect(cluster.url)
-    engine = EngineService(client, settings_for(keys), keys)
-    try:
-        await client.ping()
-        victim = client.get_node_from_key(keys.commands(0))
-        p = next(p for p in range(16) if _on(client, keys.commands(p), victim.name))
+    async with _engine_beside_a_shard(cluster) as (keys, client, engine, victim, p):
         game = _game_on(keys, p)
         await CommandSender(client, keys).send(create_game(game, players=2))
         [(entry, fields)] = await client.xrange(keys.commands(p))
@@ -611,6 +605,22 @@ async def test_a_command_whose_shard_goes_away_before_its_decision_is_handled_ag
             await engine._on_batch([Delivery(keys.commands(p), entry.decode(), fields)])
         assert engine.stats["crashed"] == 0
         assert p in engine.fresh  # handled again first, at the next round's follow
+
+
+@asynccontextmanager
+async def _engine_beside_a_shard(
+    cluster: LocalCluster,
+) -> AsyncIterator[tuple[Keys, Any, EngineService, Any, int]]:
+    """An engine (not running: a test drives its steps) on a client of ``cluster``, the
+    master of partition 0's commands (the shard a test takes away) and a partition on it."""
+    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
+    client: Any = connect(cluster.url)
+    engine = EngineService(client, settings_for(keys), keys)
+    try:
+        await client.ping()
+        victim = client.get_node_from_key(keys.commands(0))
+        p = next(p for p in range(16) if _on(client, keys.commands(p), victim.name))
+        yield keys, client, engine, victim, p
     finally:
         await client.aclose()
 
@@ -623,13 +633,7 @@ async def test_a_decision_meeting_its_shard_away_holds_no_other_partition_of_its
     decision) and one of a healthy shard. The healthy one is decided and written; the one
     away stays pending, its partition alone distrusted. The whole batch failed before,
     every partition in it distrusted, its games dropped and its entries reclaimed."""
-    keys = Keys(prefix=f"cvt-{uuid.uuid4().hex[:10]}", partitions=16)
-    client: Any = connect(cluster.url)
-    engine = EngineService(client, settings_for(keys), keys)
-    try:
-        await client.ping()
-        victim = client.get_node_from_key(keys.commands(0))
-        p = next(p for p in range(16) if _on(client, keys.commands(p), victim.name))
+    async with _engine_beside_a_shard(cluster) as (keys, client, engine, victim, p):
         q = next(q for q in range(16) if not _on(client, keys.commands(q), victim.name))
         batch, games = [], {p: _game_on(keys, p), q: _game_on(keys, q)}
         for partition, game in games.items():
@@ -645,8 +649,6 @@ async def test_a_decision_meeting_its_shard_away_holds_no_other_partition_of_its
         assert engine.stats["crashed"] == 0
         assert p in engine.fresh and q not in engine.fresh
         assert await EventStore(client, keys).version(games[q]) > 0  # written
-    finally:
-        await client.aclose()
 
 
 async def test_a_hung_rate_bucket_is_not_asked_again_for_a_second(cluster: LocalCluster) -> None:
