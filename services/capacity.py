@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import math
 import os
 import random
 import socket
@@ -27,7 +28,8 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import httpx
 import websockets
@@ -53,9 +55,22 @@ class Plan:
     watch_other: bool = False  # time a move to the other human's socket, not the mover's
 
 
+class Timed(NamedTuple):
+    """One measured move's moments on this driver's clock (``time.perf_counter``): sent,
+    its answer (``result`` frame) read, its first event read, and when the engine began
+    the batch that decided it (the event's ``recorded_at``, wall clock, made this clock's)."""
+
+    command_id: str
+    sent: float
+    answered: float
+    arrived: float
+    decided: float
+
+
 @dataclass
 class Tally:
     latencies: list[float] = field(default_factory=list)
+    timed: list[Timed] = field(default_factory=list)
     moves: int = 0
     refused: int = 0
     lost: int = 0
@@ -146,6 +161,13 @@ def connect(url: str) -> Any:
     return websockets.connect(url, max_size=None, ping_interval=None, close_timeout=2)
 
 
+class Arrival(NamedTuple):
+    """When an event reached a socket (``time.perf_counter``), and its ``recorded_at``."""
+
+    at: float
+    recorded_at: str | None
+
+
 class Human:
     """One human seat's socket: its decisions, the answers to its moves, and when each
     version reached it."""
@@ -154,7 +176,7 @@ class Human:
         self.ws = ws
         self.decisions: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.waiting: dict[int, asyncio.Future[float]] = {}  # a version after -> its arrival
+        self.waiting: dict[int, asyncio.Future[Arrival]] = {}  # a version after -> its arrival
         self.moves = 0  # the moves seen, every seat's: runs of events of one command
         self.dropped = False  # closed by the server for another reason than its game's end
         self._cause: str | None = None
@@ -169,18 +191,18 @@ class Human:
                 elif kind in ("result", "error"):
                     self.answers.put_nowait(frame)
                 else:
-                    self._arrived(frame["version"], time.perf_counter())
+                    self._arrived(frame["version"], time.perf_counter(), frame)
                     self._count(frame.get("causation_id"))
         except websockets.ConnectionClosedError:
             pass  # closed with another code than 1000: counted below
         finally:
             self.dropped = self.ws.close_reason != "game_over"
 
-    def _arrived(self, version: int, at: float) -> None:
+    def _arrived(self, version: int, at: float, frame: dict[str, Any]) -> None:
         for after in [a for a in self.waiting if version > a]:
             future = self.waiting.pop(after)
             if not future.done():
-                future.set_result(at)
+                future.set_result(Arrival(at, frame.get("recorded_at")))
 
     def _count(self, cause: str | None) -> None:
         """A move seen: an event of another command than the last event's."""
@@ -188,9 +210,9 @@ class Human:
             self._cause = cause
             self.moves += 1
 
-    def expect(self, after: int) -> asyncio.Future[float]:
+    def expect(self, after: int) -> asyncio.Future[Arrival]:
         """When the first event after version ``after`` reaches this socket."""
-        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Arrival] = asyncio.get_running_loop().create_future()
         self.waiting[after] = future
         return future
 
@@ -235,17 +257,54 @@ async def _play(
             except TimeoutError:
                 tally.lost += measuring
                 continue
+            answered = time.perf_counter()
             if answer["type"] != "result":
                 tally.refused += measuring
                 continue
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(ANSWER_S):
-                    at = await arrival
+                    at, recorded_at = await arrival
                 if measuring:
                     tally.moves += 1
                     tally.latencies.append(at - sent)
+                    decided = _on_this_clock(recorded_at)
+                    tally.timed.append(Timed(command["command_id"], sent, answered, at, decided))
 
     await asyncio.gather(*(seat(i) for i in range(len(humans))))
+
+
+def _on_this_clock(recorded_at: str | None) -> float:
+    """An event's ``recorded_at`` (ISO, wall clock: the engine's batch began then) on
+    ``time.perf_counter``'s scale (nan if the event has none)."""
+    if recorded_at is None:
+        return math.nan
+    return datetime.fromisoformat(recorded_at).timestamp() - (time.time() - time.perf_counter())
+
+
+def hops(timed: list[Timed]) -> dict[str, Any]:
+    """Where a move's time went, by hop, p50 and p99 in ms: ``to_engine`` from its frame
+    sent to the engine's batch that decided it (the lobby's admission, the command's
+    stream, the engine's read and linger, its process's loop), ``engine_to_socket`` from
+    there to its event on the socket (the decision, the append, the lobby's fan-out and
+    socket write, this driver's loop), and ``answer`` from the frame to its ``result``;
+    ``tail``: the same hops' p50 among the moves at or past the p99 of the whole."""
+    if not timed:
+        return {}
+    parts = {
+        "to_engine": [t.decided - t.sent for t in timed],
+        "engine_to_socket": [t.arrived - t.decided for t in timed],
+        "answer": [t.answered - t.sent for t in timed],
+    }
+    out: dict[str, Any] = {
+        name: {"p50": pct(sorted(v), 0.5), "p99": pct(sorted(v), 0.99)} for name, v in parts.items()
+    }
+    whole = sorted(t.arrived - t.sent for t in timed)
+    slow = [i for i, t in enumerate(timed) if t.arrived - t.sent >= percentile(whole, 0.99)]
+    out["tail"] = {
+        "moves": len(slow),
+        **{name: pct(sorted(v[i] for i in slow), 0.5) for name, v in parts.items()},
+    }
+    return out
 
 
 async def live_tables(
@@ -325,6 +384,7 @@ async def live_tables(
         "lost": tally.lost,
         "dropped_sockets": dropped,  # closed by the server while measuring, not at a game's end
         "latency_ms": {"p50": pct(ordered, 0.5), "p99": pct(ordered, 0.99)} if ordered else None,
+        "hops_ms": hops(tally.timed),
         "server_cores_busy": round(
             cost["server_cpu_ms_per_move"] * tally.moves / 1000 / elapsed, 2
         ),

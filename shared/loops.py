@@ -108,10 +108,32 @@ async def each(
         raise first
 
 
+class Sparse:
+    """A line about something that can happen many times a second (a fault met by every
+    request, every loop's step) logged at most once every ``seconds`` in a process, with
+    how many times it happened since the line before."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.last = -math.inf  # when the last line was due (monotonic)
+        self.since = 0  # happened since then, unlogged
+
+    def due(self) -> int:
+        """Count one more time it happened: if a line is due now (the first, or
+        ``seconds`` after the last), how many times it happened since the last line, this
+        one included (counting starts again); else 0, and no line."""
+        self.since += 1
+        now = time.monotonic()
+        if now - self.last < self.seconds:
+            return 0
+        self.last, happened, self.since = now, self.since, 0
+        return happened
+
+
 TRACEBACK_EVERY_S = 10.0  # a process logs one traceback of a kind of fault this often
 
 
-_tracebacks: dict[type[BaseException], float] = {}  # a kind of fault -> its last traceback
+_tracebacks: dict[type[BaseException], Sparse] = {}  # a kind of fault -> its tracebacks
 
 
 def traceback_due(error: BaseException) -> bool:
@@ -121,12 +143,11 @@ def traceback_due(error: BaseException) -> bool:
     shard at once (a lobby or a bot process follows a few dozen streams there): the same
     traceback was formatted for each, a tenth of a second of the process's CPU on a loaded
     machine while the healthy shards' requests waited (issue 25)."""
-    now = time.monotonic()
     kind = type(error)
-    if now - _tracebacks.get(kind, -math.inf) < TRACEBACK_EVERY_S:
-        return False
-    _tracebacks[kind] = now
-    return True
+    sparse = _tracebacks.get(kind)
+    if sparse is None:
+        sparse = _tracebacks[kind] = Sparse(TRACEBACK_EVERY_S)
+    return sparse.due() > 0
 
 
 def log_fault(log: Any, message: str, error: BaseException, **fields: Any) -> None:

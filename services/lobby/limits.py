@@ -33,6 +33,7 @@ from shared.bus.admission import SCRIPTS
 from shared.bus.faults import transient
 from shared.bus.scripts import Script, call
 from shared.httpapi import ErrorOut
+from shared.loops import Sparse
 from shared.settings import Settings
 
 log = structlog.get_logger("caravel.limits")
@@ -50,6 +51,10 @@ BUCKET_WAIT_S = 0.5
 # wait (a hung node is failed over after the node timeout, seconds).
 BUCKET_PAUSE_S = 1.0
 PAUSED_KEPT = 1024  # paused buckets kept before the expired ones are dropped
+# A lobby whose Redis does not answer logs its requests let through unchecked at most this
+# often, with their count: one line per bucket and request was 454 lines in a 3,000-table
+# run whose Redis pool was full (benchmarks/README.md, `cap12`).
+UNCHECKED_LOG_S = 5.0
 
 
 class Refused(Exception):
@@ -96,6 +101,7 @@ class Limits:
         }
         self.sockets: Counter[str] = Counter()
         self._paused: dict[str, float] = {}  # bucket key -> not asked until (monotonic)
+        self._unchecked = Sparse(UNCHECKED_LOG_S)
 
     async def take(self, kind: str, client: str) -> None:
         """Take one of ``client``'s ``kind`` tokens; :class:`Refused` (429) if none is left.
@@ -129,13 +135,20 @@ class Limits:
         self._paused[bucket[1][0]] = now + BUCKET_PAUSE_S
         return wait
 
-    @staticmethod
-    def unchecked(error: Exception) -> float:
+    def unchecked(self, error: Exception) -> float:
         """No wait for a bucket whose call met a transient fault (re-raised if it is not
-        one): the request goes through, as :meth:`take` says."""
+        one): the request goes through, as :meth:`take` says. Logged at most once every
+        :data:`UNCHECKED_LOG_S`, with the count of requests let through since the last
+        line (:class:`~shared.loops.Sparse`)."""
         if not transient(error):
             raise error
-        log.warning("rate limit not checked: redis does not answer", error=str(error))
+        unchecked = self._unchecked.due()
+        if unchecked:
+            log.warning(
+                "rate limits not checked: redis does not answer",
+                unchecked=unchecked,
+                error=str(error),
+            )
         return 0.0
 
     def bucket(self, kind: str, client: str) -> tuple[Script, list[str], list[float]]:

@@ -10,13 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import structlog
 import websockets
 from redis.asyncio import Redis
 from websockets.asyncio.client import ClientConnection
 
-from shared.bus import Keys
+from services.lobby import limits
+from shared.bus import Keys, connect
+from shared.settings import Settings
 
-from .helpers import bearer, running_lobby
+from .helpers import bearer, free_port, running_lobby
 
 MEGABYTE = 1_000_000
 PAD = "caravel-padding-" * (MEGABYTE // 16)  # findable in Redis, were it ever stored
@@ -190,3 +193,27 @@ async def test_moves_refused_for_their_token_or_seat_draw_on_the_rate_too(
     _refused(answers[2], 429, "rate_limited")
     _refused(real, 429, "rate_limited")
     assert int(real.headers["Retry-After"]) >= 1
+
+
+async def test_requests_let_through_unchecked_are_logged_once_every_few_seconds_with_a_count(
+    keys: Keys,
+) -> None:
+    """A lobby whose Redis does not answer lets every request through unchecked, and logged
+    one line for each (454 lines in a 3,000-table run): now one line at most every
+    ``UNCHECKED_LOG_S``, which counts the requests let through since the line before."""
+    client = connect(f"redis://127.0.0.1:{free_port()}")  # no one there: refused
+    bucket_limits = limits.Limits(client, keys, Settings())
+
+    def lines() -> list[Any]:
+        return [line.get("unchecked") for line in logs if "not checked" in line["event"]]
+
+    try:
+        with structlog.testing.capture_logs() as logs:
+            for n in range(50):  # a bucket each: each asks Redis, and is let through
+                await bucket_limits.take("joins", f"10.0.0.{n}")
+            assert lines() == [1]
+            bucket_limits._unchecked.last -= limits.UNCHECKED_LOG_S  # as if that long after
+            await bucket_limits.take("joins", "10.0.1.0")
+            assert lines() == [1, 50]  # the 49 let through unlogged, and this one
+    finally:
+        await client.aclose()
