@@ -6,8 +6,10 @@ each waking the client. On the lobby's HTTP move path (two answers a move) those
 were a sixth of its CPU per move, the head's write alone 11 % (py-spy, issue 24). Here the
 protocol writes through :class:`Corked`: what is written in one turn of the event loop
 goes out in one write at the end of that turn (``call_soon``), so a head and its body, sent
-one after the other by the app, leave together. A socket upgraded to a WebSocket gets the
-socket's own transport: its frames are written as they come, as before.
+one after the other by the app, leave together. A socket upgraded to a WebSocket keeps
+it: the frames a socket is sent in one turn (a move's events and its decision request, sent
+one after the other by the socket's stream) leave in one write too, each still a frame of
+its own (issue 24, `lobby12`: ~4 writes a move fewer in the lobby's WebSocket moves).
 
 Why at the end of the turn rather than with the body's write: the server's CPU per
 request of a small app under 20 keep-alive clients, closed loop (alternated, load 10-15,
@@ -106,12 +108,3 @@ class CorkedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(Corked(transport, self.loop))
-
-    def handle_websocket_upgrade(self) -> None:
-        """The WebSocket protocol gets the socket's own transport (what the HTTP side held
-        is written first)."""
-        corked = self.transport
-        if isinstance(corked, Corked):
-            corked.flush()
-            self.transport = corked.transport
-        super().handle_websocket_upgrade()

@@ -1,6 +1,6 @@
 """The HTTP server's writes: an answer's head and body leave in one socket write (issue 24,
 ``services/httpwrites.py``), on the lobby's own uvicorn settings, and a WebSocket upgraded
-from such a connection works as before."""
+from such a connection works as before, the frames of one turn in one write."""
 
 from __future__ import annotations
 
@@ -60,6 +60,16 @@ async def echo(websocket: WebSocket) -> None:
     await websocket.close()
 
 
+async def burst(websocket: WebSocket) -> None:
+    """Three frames sent one after the other in one step (a move's events and decision)."""
+    await websocket.accept()
+    await websocket.receive_text()
+    for n in range(3):
+        await websocket.send_text(f"frame {n}")
+    await websocket.receive_text()
+    await websocket.close()
+
+
 @asynccontextmanager
 async def serving(writes: list[bytes]) -> AsyncIterator[int]:
     """The lobby's uvicorn settings serving a small app on a free port, each connection's
@@ -70,6 +80,7 @@ async def serving(writes: list[bytes]) -> AsyncIterator[int]:
             Route("/stream", stream),
             Route("/empty", empty),
             WebSocketRoute("/ws", echo),
+            WebSocketRoute("/burst", burst),
         ]
     )
     config = _http_config(app, Settings())  # type: ignore[arg-type]
@@ -139,6 +150,19 @@ async def test_a_websocket_upgraded_from_a_corked_connection_works() -> None:
         await ws.send("hello")
         assert await ws.recv() == "echo hello"
     assert writes[0].startswith(b"HTTP/1.1 101")
+
+
+async def test_a_websockets_frames_of_one_turn_leave_in_one_write_each_a_frame() -> None:
+    """The frames a socket is sent in one turn go out in one socket write (uvicorn wrote
+    each on its own: a move's events and decision request took a write each), and the
+    client still reads each as a message of its own, in order."""
+    writes: list[bytes] = []
+    async with serving(writes) as port, websockets.connect(f"ws://127.0.0.1:{port}/burst") as ws:
+        await ws.send("go")
+        assert [await ws.recv() for _ in range(3)] == ["frame 0", "frame 1", "frame 2"]
+        framed = [w for w in writes if b"frame " in w]
+        await ws.send("bye")
+    assert len(framed) == 1 and framed[0].count(b"frame ") == 3
 
 
 async def test_answers_without_a_body_and_streamed_ones_are_whole() -> None:

@@ -46,7 +46,7 @@ from redis.asyncio import Redis
 
 from services.runtime import Stopped, wait_for
 from shared.bus import Broker, CommandSender, Delivery, GroupConsumer, Keys
-from shared.bus.deadlines import Wakes, hand_over, set_and_ack
+from shared.bus.deadlines import LONGEST_WAIT_S, Wakes, hand_over, set_and_ack
 from shared.bus.deadlines import heads as deadline_heads
 from shared.bus.faults import transient
 from shared.contracts import (
@@ -77,7 +77,9 @@ SAFETY_S = 0.1  # answer this long before a deadline: time to send, and one last
 VIEW_WAIT_S = 2.0  # a view this late leaves its request pending, to be tried again
 RETRY_S = 1.0  # a request not answered yet is tried again from the deadlines this much later
 WAIT_MS = 100  # the deadlines are read again at least this often without wake-ups (Wakes)
-IDLE_WAIT_MS = 1000  # and with them (a wake-up lost to a reconnection is made good by then)
+# and with them (a wake-up lost to a reconnection is made good by then; the engine publishes
+# none for a deadline due later than a read to come: ``shared.bus.deadlines.wake_horizon``)
+IDLE_WAIT_MS = round(1000 * LONGEST_WAIT_S)
 KEPT_S = 0.25  # deadlines whose write failed (their shard away) are written again this often
 DUE_PER_ROUND = 100  # due deadlines played per partition and round
 FOLLOW_S = 1.0  # how often the seat changes of partitions not followed yet (shard away) are tried

@@ -85,13 +85,15 @@ class Decider:
             seen = cached.seen.get(key)
             if seen is not None:
                 self.stats["duplicates"] += 1
-                result = CommandResult(
-                    command_id=env.command_id,
-                    game_id=env.game_id,
-                    status="duplicate",
-                    seat=env.seat,
-                    version=seen,
-                )
+                result = None
+                if env.answered:
+                    result = CommandResult(
+                        command_id=env.command_id,
+                        game_id=env.game_id,
+                        status="duplicate",
+                        seat=env.seat,
+                        version=seen,
+                    )
                 return env.game_id, Finish(p, d.id, env.game_id, result, version=version)
             try:
                 events = self._events(env, cached)
@@ -112,7 +114,18 @@ class Decider:
         )
         encoded = made.encode(events, version + 1)  # new event ids
         append = Append(
-            env.game_id, version, encoded, command_id, (p, d.id), (), None, env.seat, "", False, key
+            env.game_id,
+            version,
+            encoded,
+            command_id,
+            (p, d.id),
+            (),
+            None,
+            env.seat,
+            "",
+            False,
+            key,
+            env.answered,
         )
         cached.version = cached.seen[key] = version + len(encoded)  # the append's version
         return env.game_id, append

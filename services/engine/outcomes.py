@@ -58,14 +58,16 @@ def rejected(
         command=env.command_id,
         seat=env.seat,
     )
-    result = CommandResult(
-        command_id=env.command_id,
-        game_id=env.game_id,
-        status="rejected",
-        seat=env.seat,
-        code=code,
-        reason=reason,
-    )
+    result = None
+    if env.answered:
+        result = CommandResult(
+            command_id=env.command_id,
+            game_id=env.game_id,
+            status="rejected",
+            seat=env.seat,
+            code=code,
+            reason=reason,
+        )
     rejection = Rejection(
         command_id=env.command_id, game_id=env.game_id, seat=env.seat, code=code, reason=reason
     )

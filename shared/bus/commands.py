@@ -227,29 +227,20 @@ async def _admitted(
     connection is closed, as a wait is still blocking on it, or a reply unread), and
     ``then``'s ([] unless the wait was answered: before, they read too early; an error
     reply is its error). A script missing from the server is its ResponseError, for the
-    caller to load."""
+    caller to load. The replies are read by the connection's ``replies``
+    (:mod:`.connection`), without redis-py's timer and fault handling per reply."""
     try:
         await connection.send_packed_command(connection.pack_commands([script, wait, *then]))
-        try:
-            reply = await connection.read_response()
-        except ResponseError as e:
-            if not is_missing(e):
-                raise
-            reply = e
+        (reply,) = await connection.replies(1)
+        if isinstance(reply, ResponseError) and not is_missing(reply):
+            raise reply
         if isinstance(reply, ResponseError) or reply[0] != admission.SENT:
             await connection.disconnect()
             return reply, None, []
-        raw = await connection.read_response()
-        after = [await _reply_or_error(connection) for _ in then]
+        raw, *after = await connection.replies(1 + len(then))
+        if isinstance(raw, ResponseError):
+            raise raw
         return reply, raw, after if raw is not None else []
     except BaseException:
         await connection.disconnect()
         raise
-
-
-async def _reply_or_error(connection: Any) -> Any:
-    """The next reply on ``connection``; an error reply as its exception, not raised."""
-    try:
-        return await connection.read_response()
-    except ResponseError as e:
-        return e

@@ -42,7 +42,7 @@ from redis.asyncio.connection import (
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import DataError
+from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shared.redis_replies import text as _text
@@ -51,10 +51,12 @@ _log = structlog.get_logger("caravel.bus")
 
 
 def _pack(args: tuple[Any, ...]) -> list[bytes]:
-    if isinstance(args[0], str):
-        args = tuple(args[0].encode().split()) + args[1:]
-    elif b" " in args[0]:
-        args = tuple(args[0].split()) + args[1:]
+    """A command packed by hiredis; a name of several words (``"CLIENT ID"``) split as
+    redis-py splits it. A one-word name (every hot command) is packed as it is: splitting
+    it rebuilt the whole argument tuple, 3 % of the lobby's Python samples a move."""
+    name = args[0]
+    if " " in name if isinstance(name, str) else b" " in name:
+        args = tuple(name.encode().split() if isinstance(name, str) else name.split()) + args[1:]
     try:
         return [hiredis.pack_command(args)]
     except TypeError as e:
@@ -107,6 +109,51 @@ class _Sends(AbstractConnection):
             raise
         if writer.transport.get_write_buffer_size():  # the socket is full: wait, timed
             await super().send_packed_command([], False)
+
+    async def replies(self, count: int) -> list[Any]:
+        """The next ``count`` replies, an error reply as its exception (not raised: every
+        reply is read, so the connection stays in step and goes back to its pool).
+
+        redis-py's ``read_response`` times each reply under its socket timeout with an
+        ``asyncio.timeout`` (a timer, the task's cancellation scope) and its fault
+        handling: ~7 µs a reply of the ~34 µs of CPU a two-command round trip took,
+        paid on every move of the lobby (issue 24, `lobby12`). Here the parser's replies
+        are read under one watchdog for the whole read (a timer that aborts the socket
+        when the socket timeout passes with no reply; the read then fails as redis-py's
+        ``TimeoutError``). A read that fails (the timeout, a socket closed or cut, a
+        cancellation) disconnects, as redis-py's does: replies are left unread."""
+        parser: Any = self._parser
+        if not self.is_connected:
+            raise RedisConnectionError("the connection was closed before its replies came")
+        expired: list[bool] = []
+        timeout = self.socket_timeout
+        watchdog = None
+        if timeout is not None and timeout != math.inf:
+            watchdog = asyncio.get_running_loop().call_later(timeout, self._expire, expired)
+        try:
+            out = [await parser.read_response() for _ in range(count)]
+        except BaseException as error:
+            await self.disconnect(nowait=True)
+            if expired:
+                raise RedisTimeoutError(f"Timeout reading from {self._host_error()}") from None
+            if isinstance(error, OSError):
+                message = f"Error while reading from {self._host_error()} : {error.args}"
+                raise RedisConnectionError(message) from error
+            raise
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        if self.health_check_interval:
+            next_time = asyncio.get_running_loop().time() + self.health_check_interval
+            self.next_health_check = next_time
+        return out
+
+    def _expire(self, expired: list[bool]) -> None:
+        """The watchdog of :meth:`replies`: the socket timeout passed, the read is cut."""
+        expired.append(True)
+        writer = self._writer
+        if writer is not None:
+            writer.transport.abort()
 
 
 def _closed_under(error: RuntimeError | AttributeError) -> bool:
@@ -683,24 +730,28 @@ async def round_trip(redis: Redis, commands: Sequence[tuple[Any, ...]]) -> list[
     the pool (an error reply raised, as a pipeline raises it): a pipeline's round trip
     without redis-py's pipeline, whose making, queueing, retry wrapper and reset cost
     ~30 µs of CPU more than the round trip itself (issue 24: ``GET /legal``'s seat and
-    pending decisions, read on every HTTP move). A cluster's commands (routed by their
+    pending decisions, read on every HTTP move); the replies read by
+    :meth:`_Sends.replies`, not one ``read_response`` each. A cluster's commands (routed by their
     keys), and any that meet a connection fault, go through redis-py's pipeline and its
     retries: the commands only read, so sending them again changes nothing."""
     if is_cluster(redis):
         return await _pipelined(redis, commands)
     pool: Any = redis.connection_pool
     connection = await pool.get_connection()
+    replies: list[Any] | None = None
     try:
         await connection.send_packed_command(connection.pack_commands(commands))
-        return [await connection.read_response() for _ in commands]
+        replies = await connection.replies(len(commands))
     except (RedisConnectionError, RedisTimeoutError, OSError):
         await connection.disconnect()  # then sent again, the connection given back first
-    except BaseException:
-        await connection.disconnect()  # replies left unread: not for the next caller
-        raise
     finally:
         await pool.release(connection)
-    return await _pipelined(redis, commands)
+    if replies is None:
+        return await _pipelined(redis, commands)
+    for reply in replies:  # every reply read: the connection is in step for the next
+        if isinstance(reply, ResponseError):
+            raise reply
+    return replies
 
 
 async def _pipelined(redis: Redis | RedisCluster, commands: Sequence[tuple[Any, ...]]) -> list[Any]:

@@ -28,6 +28,21 @@ from .scripts import STREAM_GROUPS_LUA, Batch, Library, call
 log = structlog.get_logger("caravel.deadlines")
 
 LISTEN_RETRY_S = 1.0  # a subscription lost (Redis away) is made again this often
+# The bot player's deadlines loop reads every set's head at least this often, woken or not
+# (``services.ai``). A deadline due later than a read to come sleeps no loop past it: its
+# writer publishes no wake-up for it, and so need not read the set's earliest to tell
+# (:func:`wake_horizon`).
+LONGEST_WAIT_S = 1.0
+
+
+def wake_horizon(now: float) -> float:
+    """The due time (Unix) from which a deadline written at ``now`` needs no wake-up: the
+    bot player reads the sets again before then, with a second to spare for the clocks of
+    two hosts. The engine's append reads a set's earliest, to wake the loop if the new
+    deadline is sooner, only for a deadline due before it (a human's clock is usually a
+    minute: one ``ZRANGE`` less on nearly every human move, issue 24)."""
+    return now + 2 * LONGEST_WAIT_S
+
 
 _HEADS = """
 -- Each sorted set's first entries with their scores, as ZRANGE key 0 n-1 WITHSCORES gives

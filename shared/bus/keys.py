@@ -37,7 +37,8 @@ class Keys:
         return self._g(game_id, "meta")
 
     def seen(self, game_id: str) -> str:
-        """Command id -> the version after its events: makes commands idempotent."""
+        """Command id -> the version after its events, of a game begun before the event
+        store kept them in the game's meta (its append script): read, never written."""
         return self._g(game_id, "seen")
 
     def snapshot(self, game_id: str) -> str:

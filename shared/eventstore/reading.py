@@ -377,8 +377,13 @@ class EventReader:
         return None if raw is None else _text(raw)
 
     async def seen(self, game_id: str) -> dict[str, int]:
-        raw = await self.redis.hgetall(self.keys.seen(game_id))
-        return {_text(k): int(v) for k, v in raw.items()}
+        """The command ids appended to the game (:func:`~shared.contracts.command_key`),
+        each with the version after its events."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.keys.meta(game_id))
+            pipe.hgetall(self.keys.seen(game_id))
+            meta, old = await pipe.execute()
+        return _seen_ids(meta, old)
 
     async def load(self, game_id: str, codec: Codec[S]) -> Loaded[S]:
         """Snapshot plus the events after it; ``state`` is None for a game with no log."""
@@ -390,9 +395,11 @@ class EventReader:
         async with self.redis.pipeline(transaction=False) as pipe:
             for game_id in game_ids:
                 pipe.hgetall(k.snapshot(game_id))
+                pipe.hgetall(k.meta(game_id))
                 pipe.hgetall(k.seen(game_id))
             first: list[Any] = await pipe.execute()
-        snaps, seens = first[0::2], first[1::2]
+        snaps = first[0::3]
+        seens = [_seen_ids(meta, old) for meta, old in zip(first[1::3], first[2::3], strict=True)]
         starts = [int(snap[b"v"]) if snap else 0 for snap in snaps]
         logs = await self.read_many(
             {game_id: (start, None) for game_id, start in zip(game_ids, starts, strict=True)}
@@ -408,12 +415,20 @@ class EventReader:
                     state = codec.initial(event)
                 codec.apply(state, event)
                 version, event_id = event.version, event.event_id
-            seen_ids = {_text(c): int(v) for c, v in seen.items()}
-            out[game_id] = Loaded(state, version, seen_ids, event_id)
+            out[game_id] = Loaded(state, version, seen, event_id)
         return out
 
     async def game_ids(self, partition: int) -> list[str]:
         return sorted(_text(g) for g in await self.redis.smembers(self.keys.games(partition)))
+
+
+def _seen_ids(meta: Mapping[bytes, bytes], old: Mapping[bytes, bytes]) -> dict[str, int]:
+    """A game's appended command ids with their versions, from its meta's hash (the append
+    script keeps each there, its field a seat-scoped id: the only fields with a '/') and
+    its old ``seen`` hash (a game begun before the meta kept them; empty for others)."""
+    ids = {_text(c): int(v) for c, v in old.items()}
+    ids.update((_text(c), int(v)) for c, v in meta.items() if b"/" in c)
+    return ids
 
 
 def _version(entry_id: bytes | str) -> int:

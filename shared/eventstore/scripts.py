@@ -29,7 +29,8 @@ _APPEND = (
 -- Appends of several commands, each as it would be alone, in order: one call per batch
 -- (per partition on a cluster, whose keys share a slot), one reply of (status, version)
 -- pairs. ARGV[1] is the number of appends, ARGV[2] the engine's consumer group, ARGV[3]
--- the results' ttl; then, for each append, its head and its arguments. The head is one
+-- the results' ttl, ARGV[4] the wake horizon (a Unix time: ``shared.bus.deadlines``);
+-- then, for each append, its head and its arguments. The head is one
 -- argument of space-separated fields (each argument costs the engine a packing of its
 -- own, and Redis a parse): the count of the arguments after it, the expected version,
 -- whether the decision requests are every seat's at the append's version ('-' not given,
@@ -41,7 +42,7 @@ _APPEND = (
 -- the append, never on a log that took other events), then the events, as (public json,
 -- secret json or '') pairs or their public json alone, then decision requests, each as
 -- (seat, due, json, the seat's own view json or ''). Each append names only the keys it
--- writes, in turn: 1 log, 2 partition events, 3 meta, 4 seen, 5 command stream,
+-- touches, in turn: 1 log, 2 partition events, 3 meta, 4 seen (read only), 5 command stream,
 -- 6 decisions, 7 the game's seats, 8 the partition's deadlines, 9 the bot player's
 -- requests; then 10 its result, if it has a result json; then its snapshot, if it has
 -- one; then, for a new game (expected version 0), the partition's games and archived
@@ -50,7 +51,9 @@ _APPEND = (
 -- event only. A stale version is a conflict and writes nothing. Every decision request
 -- goes to the decisions stream (the sockets' readers); a human seat's starts its clock
 -- among the deadlines (due then, member [game, version, seat]; one due before the set's
--- earliest is published on the set's name: ``shared.bus.deadlines.Wakes``); a bot's or a
+-- earliest, and before the wake horizon, is published on the set's name:
+-- ``shared.bus.deadlines.Wakes``; the bot player reads the sets again before a later
+-- one is due, so the set's earliest is read only for one before the horizon); a bot's or a
 -- leaver's also goes to the bot player's stream, with the seat's view set into it as its last
 -- field ('view') when the engine made one (there only: the sockets' stream and the meta
 -- get none); a seat no lobby seated (no entry) to neither.
@@ -58,18 +61,33 @@ _APPEND = (
 -- JSON array; 'pending_version', the version they are at; 'over'): the legal commands an
 -- HTTP reader asks for, read in one HMGET, read-your-writes as the log is (the views
 -- projection's per-seat views are no longer made for them).
-local group, ttl = ARGV[2], ARGV[3]
+-- The command ids appended are kept in the meta too, each a field (a seat-scoped id,
+-- ``command_key``, always holds a '/', which none of the meta's own fields does) holding
+-- the version after its events: the version, the id's duplicate check and the game's
+-- marker read in one HMGET, and all of it written in one HSET (issue 24: they were two
+-- hashes, two reads and three writes an append). A game begun before, without the marker
+-- 'ids', may have ids in its old 'seen' hash: read there too while it lives, never written.
+local group, ttl, horizon = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local function append(k, a, last, expected, over, n, entry, game)
   local nkeys = 9
   local result, snapshot, games
   if ARGV[a + 3] ~= '' then nkeys = nkeys + 1; result = KEYS[k + nkeys] end
   if ARGV[a + 4] ~= '' then nkeys = nkeys + 1; snapshot = KEYS[k + nkeys] end
   if expected == 0 then games = k + nkeys + 1; nkeys = nkeys + 2 end
-  local version = tonumber(redis.call('HGET', KEYS[k + 3], 'version') or '0')
-  if ARGV[a + 1] ~= '' then
-    local seen = redis.call('HGET', KEYS[k + 4], ARGV[a + 1])
+  local meta, id = KEYS[k + 3], ARGV[a + 1]
+  local version
+  if id == '' then
+    version = redis.call('HGET', meta, 'version')
+  else
+    local head = redis.call('HMGET', meta, 'version', id, 'ids')
+    local seen = head[2]
+    if not seen and head[1] and not head[3] then  -- a game from before its meta kept ids
+      seen = redis.call('HGET', KEYS[k + 4], id)
+    end
     if seen then return nkeys, 'duplicate', seen end
+    version = head[1]
   end
+  version = tonumber(version or '0')
   if version ~= expected then return nkeys, 'conflict', tostring(version) end
   if version == 0 and redis.call('SISMEMBER', KEYS[games + 1], ARGV[a + 2]) == 1 then
     return nkeys, 'archived', '0'
@@ -92,20 +110,35 @@ local function append(k, a, last, expected, over, n, entry, game)
     redis.call('XADD', KEYS[k + 2], '*', 'g', ARGV[a + 2], 'v', version, 'n', n,
                'e', '[' .. table.concat(publics, ',') .. ']')
   end
-  redis.call('HSET', KEYS[k + 3], 'version', version)
+  local first = a + 5 + step * n  -- the first decision request's arguments
+  local fields = {'version', version}
+  if id ~= '' then fields[3], fields[4] = id, version end
+  if expected == 0 then fields[#fields + 1], fields[#fields + 2] = 'ids', '1' end
+  if over ~= '-' then
+    local requests = {}
+    for i = first + 2, last, 4 do requests[#requests + 1] = ARGV[i] end
+    local m = #fields
+    fields[m + 1], fields[m + 2] = 'pending_version', version
+    fields[m + 3], fields[m + 4] = 'over', over
+    fields[m + 5], fields[m + 6] = 'pending', '[' .. table.concat(requests, ',') .. ']'
+  end
+  redis.call('HSET', meta, unpack(fields))
   if expected == 0 then redis.call('SADD', KEYS[games], ARGV[a + 2]) end
-  if ARGV[a + 1] ~= '' then redis.call('HSET', KEYS[k + 4], ARGV[a + 1], version) end
   if snapshot then redis.call('HSET', snapshot, 'v', version, 's', ARGV[a + 4]) end
   if result then answer(result, ARGV[a + 3], ttl) end
   if entry ~= '' then redis.call('XACK', KEYS[k + 5], group, entry) end
-  local requests = {}
-  for i = a + 5 + step * n, last, 4 do
+  for i = first, last, 4 do
     local who = redis.call('HGET', KEYS[k + 7], ARGV[i])
     if who == 'human' then
       local member = '[' .. game .. ',' .. version .. ',' .. ARGV[i] .. ']'
-      local head = redis.call('ZRANGE', KEYS[k + 8], 0, 0, 'WITHSCORES')
+      local due = tonumber(ARGV[i + 1])
+      local wake = due < horizon
+      if wake then
+        local head = redis.call('ZRANGE', KEYS[k + 8], 0, 0, 'WITHSCORES')
+        wake = #head == 0 or due < tonumber(head[2])
+      end
       redis.call('ZADD', KEYS[k + 8], ARGV[i + 1], member)
-      if #head == 0 or tonumber(ARGV[i + 1]) < tonumber(head[2]) then
+      if wake then
         redis.call('PUBLISH', KEYS[k + 8], '')  -- the earliest: wake the bot players
       end
     elseif who then
@@ -116,16 +149,11 @@ local function append(k, a, last, expected, over, n, entry, game)
       redis.call('XADD', KEYS[k + 9], '*', 'r', request)
     end
     redis.call('XADD', KEYS[k + 6], '*', 'r', ARGV[i + 2])
-    requests[#requests + 1] = ARGV[i + 2]
-  end
-  if over ~= '-' then
-    redis.call('HSET', KEYS[k + 3], 'pending_version', version, 'over', over,
-               'pending', '[' .. table.concat(requests, ',') .. ']')
   end
   return nkeys, 'ok', tostring(version)
 end
 local out = {}
-local a, k = 4, 0
+local a, k = 5, 0
 for j = 0, tonumber(ARGV[1]) - 1 do
   local m, expected, over, n, entry, game =
     string.match(ARGV[a], '^(%d+) (%d+) ([01%-]) (%-?%d+) (%S*) (.*)$')

@@ -4,12 +4,14 @@ One stream per game holds its log, with entry id ``<version>-0`` so Redis itself
 out-of-order version. One Lua script appends a command's events atomically: it checks the
 expected version and the command id, adds the events to the game's log (the server-only part
 in a field of its own) and, redacted, as one entry per command to the partition's event
-stream (``g`` game, ``v`` last version, ``n`` count, ``e`` JSON array), records the command as
-seen, stores the sender's result, acknowledges the command stream entry and adds any decision
-requests. A stale version is a conflict and writes nothing. A command has one answer: a
-result is stored only where its command has none yet. A command decided again after its
-append was made (the call's reply lost to a closed connection and the entry handled again,
-or the same command sent twice) is a duplicate whose sender has its answer already.
+stream (``g`` game, ``v`` last version, ``n`` count, ``e`` JSON array), records the command's
+id in the game's meta (with the version, in one write), stores the sender's result (none for
+the bot player's commands: it reads none), acknowledges the command stream entry and adds
+any decision requests. A stale version is a conflict and writes nothing. A command has one
+answer: a result is stored only where its command has none yet. A command decided again
+after its append was made (the call's reply lost to a closed connection and the entry
+handled again, or the same command sent twice) is a duplicate whose sender has its answer
+already.
 
 Durability: replication is asynchronous, so an append acknowledged just before its master
 fails can vanish with it. With ``replicas`` set, the store asks every master it wrote to
@@ -31,11 +33,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
+from time import time
 from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 
 from shared.bus.connection import is_cluster
+from shared.bus.deadlines import wake_horizon
 from shared.bus.faults import transient
 from shared.bus.keys import Keys
 from shared.bus.scripts import Batch, call
@@ -116,6 +120,9 @@ class Append:
     # The command's id scoped to its seat (``command_key``), when its maker has it already
     # ("": made from ``seat`` and ``command_id`` when the append is sent).
     key: str = ""
+    # False: no answer is stored for its sender, who reads none (``CommandEnvelope.answered``);
+    # its id is recorded all the same.
+    answered: bool = True
 
     @property
     def version(self) -> int:
@@ -217,7 +224,7 @@ class EventStore(EventReader):
         their public JSON alone: hiredis packs each argument with a ``sprintf`` of its own,
         and Redis parses each)."""
         keys: list[str] = []
-        args: list[Any] = [len(appends), self.group, RESULT_TTL_S]
+        args: list[Any] = [len(appends), self.group, RESULT_TTL_S, repr(wake_horizon(time()))]
         answered_here = not self.replicas
         keys_of = self._keys_of
         dues: dict[float, str] = {}
@@ -237,7 +244,7 @@ class EventStore(EventReader):
             result = ""
             game_json = id_json(game_id)
             key = a.key or (command_key(a.seat, command_id) if command_id else "")
-            if key and answered_here:
+            if key and answered_here and a.answered:
                 result = self._result_json(a, game_json)
                 keys.append(f"{results}/{key}")  # Keys.result's name
             if snapshot:
@@ -355,7 +362,7 @@ class EventStore(EventReader):
     async def _answer(self, appends: Sequence[Append]) -> None:
         """Store the senders' results of replicated appends (one round trip), each unless
         its command has an answer already (the script's ``answer``: one answer a command)."""
-        answered = [a for a in appends if a.command_id]
+        answered = [a for a in appends if a.command_id and a.answered]
         if not answered:
             return
         async with Batch(self.redis) as batch:

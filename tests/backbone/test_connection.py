@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError, MovedError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.capacity import free_port
 from shared.bus import Keys, connect, delete_namespace, ensure_group
@@ -317,6 +318,45 @@ async def test_a_round_trip_meeting_an_error_reply_leaves_no_reply_for_the_next(
         await round_trip(redis, [("HGET", listed, "f"), ("HGET", kept, "f")])
     assert await round_trip(redis, [("HGET", kept, "f"), ("LLEN", listed)]) == [b"v", 1]
     assert await redis.hget(kept, "f") == b"v"
+
+
+async def test_a_round_trip_meeting_an_error_reply_keeps_its_connection(
+    redis: Any, keys: Keys
+) -> None:
+    """Every reply is read before the error is raised: the connection is in step and goes
+    back to its pool, not closed and opened again (the lobby's round trips are on every
+    move: a refused read cost a reconnect)."""
+    listed = f"{keys.prefix}:list"
+    await redis.rpush(listed, "x")
+    [before] = await round_trip(redis, [("CLIENT", "ID")])
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await round_trip(redis, [("HGET", listed, "f"), ("CLIENT", "ID")])
+    assert await round_trip(redis, [("CLIENT", "ID"), ("LLEN", listed)]) == [before, 1]
+
+
+async def test_replies_not_come_within_the_socket_timeout_fail_as_a_timeout_and_close(
+    redis_url: str, keys: Keys
+) -> None:
+    """A reply that does not come within the socket timeout (a Redis that stopped
+    answering) fails the read as redis-py's ``TimeoutError`` (transient: a 503), and the
+    connection, its reply unread, is closed, not pooled."""
+    client = connect(redis_url, socket_timeout=0.2)
+    try:
+        pool: Any = client.connection_pool
+        connection = await pool.get_connection()
+        try:
+            await connection.send_packed_command(
+                connection.pack_commands([("BLPOP", f"{keys.prefix}:nothing", 30)])
+            )
+            with pytest.raises(RedisTimeoutError) as failed:
+                await connection.replies(1)
+            assert transient(failed.value)
+            assert not connection.is_connected
+        finally:
+            await pool.release(connection)
+        assert await round_trip(client, [("ECHO", "in step")]) == [b"in step"]
+    finally:
+        await client.aclose()
 
 
 async def test_a_round_trip_on_a_connection_the_server_cut_is_sent_again(

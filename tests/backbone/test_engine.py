@@ -177,6 +177,37 @@ async def test_a_command_delivered_twice_is_applied_once(redis: Redis, keys: Key
         assert versions[-1] == result.version
 
 
+async def test_the_bot_players_commands_are_deduplicated_but_not_answered(
+    redis: Redis, keys: Keys
+) -> None:
+    """A command of the bot player (actor ``bot`` or ``fallback``) is applied once and its
+    id recorded as any other, but no answer is stored for it, applied, duplicate or
+    refused: the bot player reads none (issue 24: a list and its expiry a bot move, written
+    for nobody). A player's command is answered."""
+    commands, _ = play_locally("g-bots", players=2, seed=9, limit=7)
+    actors = ["bot", "fallback"]
+    bots = [c.model_copy(update={"actor": actors[i % 2]}) for i, c in enumerate(commands[1:-1])]
+    refused = CommandEnvelope(game_id="g-bots", seat=0, type="no_such_move", actor="bot")
+    player = commands[-1]
+    sender = CommandSender(redis, keys)
+    async with running_engine(redis, keys) as engine:
+        assert (await sender.execute(commands[0])).status == "accepted"
+        for command in bots:
+            await sender.send(command)
+            await sender.send(command)  # a duplicate
+        await sender.send(refused)
+        answer = await sender.execute(player)  # after the bots' in the stream: they are decided
+        assert answer.status == "accepted"
+        await wait_for(lambda: _acked(redis, keys, "g-bots"))
+        assert engine.stats["duplicates"] == len(bots)
+        assert engine.stats["rejected"] == 1
+        unanswered = [keys.result("g-bots", c.seat, c.command_id) for c in [*bots, refused]]
+        assert await redis.exists(*unanswered) == 0
+        seen = await engine.store.seen("g-bots")
+        assert sorted(seen) == sorted(c.key for c in [commands[0], *bots, player])
+        assert answer.version == await engine.store.version("g-bots")
+
+
 async def _a_new_game_is_accepted(redis: Redis, keys: Keys, game_id: str) -> None:
     """A game created now is accepted: its partition is read by the engine."""
     result = await CommandSender(redis, keys).execute(create_game(game_id), timeout_s=30)

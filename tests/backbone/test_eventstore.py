@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections import Counter
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -32,6 +35,7 @@ from shared.contracts import (
 from shared.eventstore import Append, EventStore, GameCodec, Pending, pending_of
 from shared.games import age_of_discovery as aod
 
+from ..cluster import OwnRedis
 from .helpers import RULES, stored, wait_for
 
 
@@ -117,6 +121,100 @@ async def test_a_command_id_appends_once(any_redis: Redis, keys: Keys) -> None:
     assert first.status == "ok"
     assert (again.status, again.version) == ("duplicate", 2)
     assert await any_redis.xlen(keys.log("g-dup")) == 2
+
+
+async def _calls(redis: Redis) -> Counter[str]:
+    """The server's commands since its statistics were reset, by name (``INFO
+    commandstats``: those of scripts counted too)."""
+    stats: Any = await redis.info("commandstats")
+    return Counter({name.removeprefix("cmdstat_"): s["calls"] for name, s in stats.items()})
+
+
+async def test_an_append_reads_its_games_meta_once_and_writes_it_once(keys: Keys) -> None:
+    """The version and the command id's duplicate check are one read of the game's meta,
+    and the version, the id and the pending requests one write (issue 24: the meta and a
+    ``seen`` hash of the game were two reads and three writes an append); the ids read back
+    with their versions. Counted on a Redis of the test's own (its ``commandstats``)."""
+    async with OwnRedis() as server:
+        await server.start()
+        redis = connect(server.url)
+        try:
+            store = EventStore(redis, keys)
+            events, _ = game_events("g-count")
+            created = await store.append(Append("g-count", 0, encoded(events[:2]), "c1"))
+            assert created.status == "ok"
+            await redis.config_resetstat()
+            made = Append("g-count", 2, encoded(events[2:4]), "c2", seat=0, over=False)
+            assert (await store.append(made)).status == "ok"
+            calls = await _calls(redis)
+            assert (calls["hget"] + calls["hmget"], calls["hset"]) == (1, 1)
+            seen = await store.seen("g-count")
+            assert seen == {command_key(None, "c1"): 2, command_key(0, "c2"): 4}
+            pending = await store.pending("g-count")
+            assert pending is not None and (pending.version, pending.over) == (4, False)
+            assert (await store.load("g-count", GameCodec())).seen == seen
+        finally:
+            await redis.aclose()
+
+
+async def test_a_humans_clock_due_past_the_wake_horizon_is_set_without_reading_the_earliest(
+    keys: Keys,
+) -> None:
+    """The bot player reads every deadline set's head at least every ``LONGEST_WAIT_S``:
+    a human's clock due past the wake horizon is read by then, so the append sets it
+    without reading its set's earliest (issue 24: a ``ZRANGE`` on nearly every human move)
+    and publishes no wake-up; one due sooner than the horizon and the set's earliest still
+    reads it and wakes the loop. Counted on a Redis of the test's own."""
+    async with OwnRedis() as server:
+        await server.start()
+        redis = connect(server.url)
+        try:
+            store = EventStore(redis, keys)
+            events, _ = game_events("g-clock")
+            await redis.hset(keys.seats("g-clock"), mapping={"0": "human", "1": "human"})
+            await store.append(Append("g-clock", 0, encoded(events[:2]), "c1"))
+            calls = []
+            # an hour away (past the horizon); then due already (before it, and before the
+            # set's earliest)
+            for version, seat, due in ((2, 0, time.time() + 3600), (3, 1, time.time() - 60)):
+                await redis.config_resetstat()
+                request = Pending(seat, due, f'{{"seat":{seat}}}')
+                made = encoded(events[version : version + 1])
+                appended = Append("g-clock", version, made, f"c{version}", decisions=[request])
+                assert (await store.append(appended)).status == "ok"
+                counted = await _calls(redis)
+                calls.append({n: counted[n] for n in ("zrange", "zadd", "publish")})
+            assert calls == [
+                {"zrange": 0, "zadd": 1, "publish": 0},
+                {"zrange": 1, "zadd": 1, "publish": 1},
+            ]
+            clocks = await redis.zrange(keys.deadlines(keys.partition("g-clock")), 0, -1)
+            assert clocks == [b'["g-clock",4,1]', b'["g-clock",3,0]']
+        finally:
+            await redis.aclose()
+
+
+async def test_a_game_begun_before_its_meta_kept_its_ids_still_refuses_their_duplicates(
+    any_redis: Redis, keys: Keys
+) -> None:
+    """A game an engine of before left: its command ids in a ``seen`` hash of their own,
+    its meta without the marker ``ids``. An id there is still a duplicate and is read with
+    the game's new ones (its ``seen``, a load); a new id goes in the meta, not there."""
+    store = EventStore(any_redis, keys)
+    events, _ = game_events("g-old")
+    await store.append(Append("g-old", 0, encoded(events[:2]), "c1"))
+    meta, old = keys.meta("g-old"), command_key(None, "c1")
+    await any_redis.hdel(meta, "ids", old)  # as an engine of before left it
+    await any_redis.hset(keys.seen("g-old"), old, 2)
+    again = await store.append(Append("g-old", 2, encoded(events[2:4]), "c1"))
+    assert (again.status, again.version) == ("duplicate", 2)
+    made = await store.append(Append("g-old", 2, encoded(events[2:4]), "c2"))
+    assert (made.status, made.version) == ("ok", 4)
+    assert await any_redis.hget(meta, command_key(None, "c2")) == b"4"
+    assert await any_redis.hgetall(keys.seen("g-old")) == {old.encode(): b"2"}
+    both = {old: 2, command_key(None, "c2"): 4}
+    assert await store.seen("g-old") == both
+    assert (await store.load("g-old", GameCodec())).seen == both
 
 
 @pytest.mark.parametrize(
@@ -214,7 +312,7 @@ async def test_one_call_carries_events_with_and_without_secrets_each_whole(
     plain, secret = encoded(b[2:5]), encoded(a[:3])
     assert not any(e.secret for e in plain) and any(e.secret for e in secret)
     args = EventStore(any_redis, keys)._call_args([Append("g-sec-b", 2, plain, "b1")])[1]
-    assert args[3].split(" ")[3] == "-3"  # the count of the public JSON alone, in its head
+    assert args[4].split(" ")[3] == "-3"  # the count of the public JSON alone, in its head
     results = await store.append_many(
         [
             Append("g-sec-b", 2, plain, "b1", decisions=[Pending(0, 9.5, '{"d":"b"}')]),
@@ -264,7 +362,7 @@ async def test_an_appends_numbers_and_entry_id_go_in_one_argument_the_script_rea
     args = store._call_args([made, held])[1]
     assert not any(e.secret for e in held.events)  # its public JSON alone: a negative count
     assert all(e.secret for e in made.events)  # (public, secret) pairs
-    assert args[3] == f'12 0 0 2 {first} "g-head"' and args[3 + 13] == '5 2 - -1  "g-head"'
+    assert args[4] == f'12 0 0 2 {first} "g-head"' and args[4 + 13] == '5 2 - -1  "g-head"'
     await any_redis.hset(keys.seats("g-head"), "0", "human")  # its clock starts
     results = await store.append_many([made, held])
     assert [(r.status, r.version) for r in results] == [("ok", 2), ("ok", 3)]

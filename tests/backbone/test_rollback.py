@@ -90,9 +90,10 @@ async def _roll_back(redis: Redis, keys: Keys, to_version: int, game: str = GAME
     await redis.xdel(keys.log(game), *[entry_id for entry_id, _ in tail])
     await redis.execute_command("XSETID", keys.log(game), f"{to_version}-0")  # never written
     await redis.hset(keys.meta(game), "version", to_version)
-    seen = await redis.hgetall(keys.seen(game))
-    later = [command for command, version in seen.items() if int(version) > to_version]
+    seen = await EventStore(redis, keys).seen(game)  # kept in the meta (and an old game's seen)
+    later = [command for command, version in seen.items() if version > to_version]
     if later:
+        await redis.hdel(keys.meta(game), *later)
         await redis.hdel(keys.seen(game), *later)
     return len(tail)
 
