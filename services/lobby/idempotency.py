@@ -11,7 +11,10 @@ for its answer (409 ``idempotency_pending`` with ``Retry-After`` if it takes lon
 killed in the middle of a request (the chaos benchmark's kills) left the slot pending for
 the whole ``IDEMPOTENCY_TTL_S``, and every repeat was 409 ``idempotency_pending`` for a day
 (starts and tables never answered); now a repeat runs the request itself once the dead
-one's slot has run out. The same key with another request (method, path or body) is refused: 422
+one's slot has run out. A request that fails (5xx) while its slot's shard is away (its
+master killed under it) frees the slot once the shard takes writes again, not when the slot
+runs out: a repeat sent after the failover waited ~16 s for it (issue 25, the chaos drill).
+The same key with another request (method, path or body) is refused: 422
 ``idempotency_key_reused`` (among the requests of one table: see
 :meth:`IdempotencyMiddleware._partition`). A 5xx answer is not kept: the next repeat tries
 again. Redis not answering is a 503 ``redis_unavailable`` with ``Retry-After``: the request
@@ -30,6 +33,8 @@ import base64
 import hashlib
 import hmac
 import re
+import time
+import uuid
 from typing import Any
 
 import structlog
@@ -38,8 +43,11 @@ from redis.asyncio import Redis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.bus import Keys
+from shared.bus.connection import wait_or_remapped
 from shared.bus.faults import transient
+from shared.bus.scripts import call
 from shared.contracts import dump_json, load_json
+from shared.eventstore.scripts import LEASES
 from shared.httpapi import RETRY_AFTER_S
 
 from .limits import Refused, client_of
@@ -51,6 +59,7 @@ IDEMPOTENCY_TTL_S = 24 * 3600
 WAIT_S = 30.0  # a repeat waits this long for the first request's answer
 PENDING_S = 20.0  # a running request's slot lasts this long unless renewed (every third)
 POLL_S = 0.05
+FREE_RETRY_S = (0.05, 0.5)  # a slot not freed is tried again this soon, doubling up to the most
 KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,128}$")  # printable ASCII, no spaces
 KEPT_HEADERS = {b"content-type", b"location", b"retry-after"}
 
@@ -111,8 +120,9 @@ class IdempotencyMiddleware:
         digest = hashlib.sha256(f"{scope['method']} {scope['path']} ".encode() + body).hexdigest()
         client = client_of(scope)
         slot = self.keys.idempotency(self._partition(scope["path"], client, key), client, text)
+        pending = dump_json({"digest": digest, "run": uuid.uuid4().hex})  # this request's
         try:
-            first = await self._first_answer(slot, digest)
+            first = await self._first_answer(slot, digest, pending)
         except Refused as refused:
             await refused.response()(scope, receive, send)
             return
@@ -128,7 +138,7 @@ class IdempotencyMiddleware:
         if first is not None:
             await _send_kept(first, send)
             return
-        await self._run_first(scope, replay(body, receive), send, slot, digest)
+        await self._run_first(scope, replay(body, receive), send, slot, digest, pending)
 
     def _partition(self, path: str, client: str, key: bytes) -> int:
         """The partition a keyed request's record lives in: its table's (the one a join or
@@ -141,10 +151,10 @@ class IdempotencyMiddleware:
             return self.keys.partition(parts[1])
         return self.keys.partition(keyed_table_id(key, client, self.secret))
 
-    async def _first_answer(self, slot: str, digest: str) -> dict[str, Any] | None:
+    async def _first_answer(self, slot: str, digest: str, pending: str) -> dict[str, Any] | None:
         """The kept answer of the first request with this key, after waiting for it if it
-        runs; None when this request is the first (the slot is now taken for it)."""
-        pending = dump_json({"digest": digest})
+        runs; None when this request is the first (the slot is now taken for it, holding
+        ``pending``)."""
         deadline = asyncio.get_running_loop().time() + WAIT_S
         while True:
             if await self.redis.set(slot, pending, nx=True, px=int(PENDING_S * 1000)):
@@ -164,9 +174,10 @@ class IdempotencyMiddleware:
             await asyncio.sleep(POLL_S)
 
     async def _run_first(
-        self, scope: Scope, receive: Receive, send: Send, slot: str, digest: str
+        self, scope: Scope, receive: Receive, send: Send, slot: str, digest: str, pending: str
     ) -> None:
-        """Run the request, pass its answer on and keep it (a 5xx or a crash frees the slot)."""
+        """Run the request, pass its answer on and keep it (a 5xx or a crash frees the slot,
+        which holds ``pending``)."""
         start: Message = {}
         chunks: list[bytes] = []
 
@@ -182,13 +193,13 @@ class IdempotencyMiddleware:
         try:
             await self.app(scope, receive, keep)
         except BaseException:
-            await _forget(self.redis, slot)
+            await _forget(self.redis, slot, pending)
             raise
         finally:
             renewing.cancel()
         status = int(start.get("status", 500))
         if status >= 500:
-            await _forget(self.redis, slot)
+            await _forget(self.redis, slot, pending)
             return
         headers = [
             [k.decode("latin-1"), v.decode("latin-1")]
@@ -255,13 +266,51 @@ async def _renew(redis: Redis, slot: str) -> None:
             log.warning("idempotency slot not renewed, for now", error=str(e))
 
 
-async def _forget(redis: Redis, slot: str) -> None:
+async def _forget(redis: Redis, slot: str, pending: str) -> None:
+    """Free a failed request's ``slot`` (if it still holds its ``pending``); if its shard
+    does not answer (the request most likely failed for that), free it again in the
+    background until it answers (:func:`_forget_later`)."""
     try:
-        await redis.delete(slot)
+        await _free(redis, slot, pending)
     except Exception as e:
         if not transient(e):
             raise
-        log.warning("idempotency slot not freed: it expires", error=str(e))
+        log.warning("idempotency slot not freed yet: freed once redis answers", error=str(e))
+        task = asyncio.create_task(_forget_later(redis, slot, pending))
+        _forgetting.add(task)
+        task.add_done_callback(_forgetting.discard)
+
+
+_forgetting: set[asyncio.Task[None]] = set()  # :func:`_forget_later` runs (kept referenced)
+
+
+async def _forget_later(redis: Redis, slot: str, pending: str) -> None:
+    """Free ``slot`` once its shard answers again, until the slot runs out by itself
+    (``PENDING_S``): a repeat sent once a failover is over (the drill's clients send it
+    again at once) runs the request then, instead of waiting for the slot to run out. A
+    try that fails waits a little longer each time, or less when another master is found
+    for some slots (:func:`wait_or_remapped`)."""
+    give_up = time.monotonic() + PENDING_S
+    pause, most = FREE_RETRY_S
+    while time.monotonic() < give_up:
+        await wait_or_remapped(pause)
+        try:
+            await _free(redis, slot, pending)
+        except Exception as e:
+            if not transient(e):
+                log.exception("idempotency slot not freed: it expires")
+                return
+            pause = min(pause * 2, most)
+        else:
+            log.info("idempotency slot freed once redis answered")
+            return
+
+
+async def _free(redis: Redis, slot: str, pending: str) -> None:
+    """Delete ``slot`` if it still holds ``pending``: the record of a repeat that took it
+    (this one's ran out, or was lost in a failover) is the repeat's. An engine's lease is
+    released the same way, by its holder only."""
+    await call(redis, LEASES["release"], [slot], [pending])
 
 
 def install(app: FastAPI, redis: Redis, keys: Keys, secret: bytes) -> None:

@@ -267,7 +267,8 @@ SCRIPTS = Library(
 )
 
 # The engines' leases (``services.engine.leases``): a lease is renewed or released only by
-# the engine that holds it (its id in the key), atomically.
+# the engine that holds it (its id in the key), atomically. The lobby releases a keyed
+# request's pending Idempotency-Key record so too (``services.lobby.idempotency``).
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
