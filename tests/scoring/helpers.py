@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ from sqlalchemy import Engine, select
 from services.scoring.db import TABLES
 from shared.bus import CommandSender, Keys
 from shared.contracts import CommandEnvelope
+from shared.eventstore import EventStore
 from shared.games import age_of_discovery as aod
 
-from ..backbone.helpers import play_locally, running_engine
+from ..backbone.helpers import play_locally, running_engine, wait_for
 from ..test_cli import caravel
 
 
@@ -48,6 +50,7 @@ async def play_games(
     engine (one of this process, or one already running). ``seats`` is the lobby's seats
     hash per game: commands of a ``bot:`` seat are sent as the bot's."""
     sender = CommandSender(redis, keys)
+    store = EventStore(redis, keys)
     played = {}
     async with running_engine(redis, keys) if engine else nullcontext():
         for game_id, players, seed, limit in games:
@@ -64,12 +67,16 @@ async def play_games(
             # In one transaction: a bot the running lobby plays for a seat answers after
             # them all (and finds the game moved on), never between two of them.
             await sender.send_many(commands)
-            result = await sender.result(
-                game_id, commands[-1].command_id, timeout_s=60, seat=commands[-1].seat
-            )
-            assert result is not None and result.status == "accepted", result
+            await wait_for(partial(_applied, store, game_id, commands[-1].key), timeout_s=60)
             played[game_id] = (commands, final)
     return played
+
+
+async def _applied(store: EventStore, game_id: str, key: str) -> bool:
+    """Whether the command of ``key`` (:attr:`CommandEnvelope.key`) was applied to the game:
+    its id is among those the game's log took. Read there, not from its answer, as the bot
+    player's commands (a ``bot:`` seat's here) get none."""
+    return key in await store.seen(game_id)
 
 
 def dump(db: Engine) -> dict[str, list[Any]]:
