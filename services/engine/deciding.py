@@ -12,7 +12,6 @@ from pydantic import ValidationError
 from shared.bus import BODY, Delivery, Keys
 from shared.contracts import (
     CommandEnvelope,
-    CommandResult,
     Kept,
     Made,
     dump_json,
@@ -24,7 +23,7 @@ from shared.games import api
 
 from .cache import CachedGame, GameCache
 from .decision_requests import command_json
-from .outcomes import Finish, Reject, malformed, new_game, rejected
+from .outcomes import Finish, Reject, answer, malformed, new_game, rejected
 
 
 class Decider:
@@ -85,15 +84,7 @@ class Decider:
             seen = cached.seen.get(key)
             if seen is not None:
                 self.stats["duplicates"] += 1
-                result = None
-                if env.answered:
-                    result = CommandResult(
-                        command_id=env.command_id,
-                        game_id=env.game_id,
-                        status="duplicate",
-                        seat=env.seat,
-                        version=seen,
-                    )
+                result = answer(env, "duplicate", version=seen)
                 return env.game_id, Finish(p, d.id, env.game_id, result, version=version)
             try:
                 events = self._events(env, cached)

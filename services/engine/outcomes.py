@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from pydantic import ValidationError
@@ -58,20 +58,26 @@ def rejected(
         command=env.command_id,
         seat=env.seat,
     )
-    result = None
-    if env.answered:
-        result = CommandResult(
-            command_id=env.command_id,
-            game_id=env.game_id,
-            status="rejected",
-            seat=env.seat,
-            code=code,
-            reason=reason,
-        )
+    result = answer(env, "rejected", code=code, reason=reason)
     rejection = Rejection(
         command_id=env.command_id, game_id=env.game_id, seat=env.seat, code=code, reason=reason
     )
     return Finish(p, entry_id, env.game_id, result, rejection, version)
+
+
+def answer(
+    env: CommandEnvelope,
+    status: Literal["accepted", "duplicate", "rejected"],
+    **fields: Any,
+) -> CommandResult | None:
+    """The answer the engine stores for ``env``'s sender, with ``fields`` (version, code,
+    reason); None for the bot player's commands, whose answers nobody reads
+    (:attr:`~shared.contracts.CommandEnvelope.answered`)."""
+    if not env.answered:
+        return None
+    return CommandResult(
+        command_id=env.command_id, game_id=env.game_id, status=status, seat=env.seat, **fields
+    )
 
 
 def malformed(
