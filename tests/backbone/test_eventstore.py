@@ -7,6 +7,8 @@ import asyncio
 import json
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -123,6 +125,18 @@ async def test_a_command_id_appends_once(any_redis: Redis, keys: Keys) -> None:
     assert await any_redis.xlen(keys.log("g-dup")) == 2
 
 
+@asynccontextmanager
+async def _own_redis() -> AsyncIterator[Redis]:
+    """A client of a Redis of the test's own, whose ``commandstats`` count only its calls."""
+    async with OwnRedis() as server:
+        await server.start()
+        redis = connect(server.url)
+        try:
+            yield redis
+        finally:
+            await redis.aclose()
+
+
 async def _calls(redis: Redis) -> Counter[str]:
     """The server's commands since its statistics were reset, by name (``INFO
     commandstats``: those of scripts counted too)."""
@@ -135,26 +149,21 @@ async def test_an_append_reads_its_games_meta_once_and_writes_it_once(keys: Keys
     and the version, the id and the pending requests one write (issue 24: the meta and a
     ``seen`` hash of the game were two reads and three writes an append); the ids read back
     with their versions. Counted on a Redis of the test's own (its ``commandstats``)."""
-    async with OwnRedis() as server:
-        await server.start()
-        redis = connect(server.url)
-        try:
-            store = EventStore(redis, keys)
-            events, _ = game_events("g-count")
-            created = await store.append(Append("g-count", 0, encoded(events[:2]), "c1"))
-            assert created.status == "ok"
-            await redis.config_resetstat()
-            made = Append("g-count", 2, encoded(events[2:4]), "c2", seat=0, over=False)
-            assert (await store.append(made)).status == "ok"
-            calls = await _calls(redis)
-            assert (calls["hget"] + calls["hmget"], calls["hset"]) == (1, 1)
-            seen = await store.seen("g-count")
-            assert seen == {command_key(None, "c1"): 2, command_key(0, "c2"): 4}
-            pending = await store.pending("g-count")
-            assert pending is not None and (pending.version, pending.over) == (4, False)
-            assert (await store.load("g-count", GameCodec())).seen == seen
-        finally:
-            await redis.aclose()
+    async with _own_redis() as redis:
+        store = EventStore(redis, keys)
+        events, _ = game_events("g-count")
+        created = await store.append(Append("g-count", 0, encoded(events[:2]), "c1"))
+        assert created.status == "ok"
+        await redis.config_resetstat()
+        made = Append("g-count", 2, encoded(events[2:4]), "c2", seat=0, over=False)
+        assert (await store.append(made)).status == "ok"
+        calls = await _calls(redis)
+        assert (calls["hget"] + calls["hmget"], calls["hset"]) == (1, 1)
+        seen = await store.seen("g-count")
+        assert seen == {command_key(None, "c1"): 2, command_key(0, "c2"): 4}
+        pending = await store.pending("g-count")
+        assert pending is not None and (pending.version, pending.over) == (4, False)
+        assert (await store.load("g-count", GameCodec())).seen == seen
 
 
 async def test_a_humans_clock_due_past_the_wake_horizon_is_set_without_reading_the_earliest(
@@ -165,33 +174,28 @@ async def test_a_humans_clock_due_past_the_wake_horizon_is_set_without_reading_t
     without reading its set's earliest (issue 24: a ``ZRANGE`` on nearly every human move)
     and publishes no wake-up; one due sooner than the horizon and the set's earliest still
     reads it and wakes the loop. Counted on a Redis of the test's own."""
-    async with OwnRedis() as server:
-        await server.start()
-        redis = connect(server.url)
-        try:
-            store = EventStore(redis, keys)
-            events, _ = game_events("g-clock")
-            await redis.hset(keys.seats("g-clock"), mapping={"0": "human", "1": "human"})
-            await store.append(Append("g-clock", 0, encoded(events[:2]), "c1"))
-            calls = []
-            # an hour away (past the horizon); then due already (before it, and before the
-            # set's earliest)
-            for version, seat, due in ((2, 0, time.time() + 3600), (3, 1, time.time() - 60)):
-                await redis.config_resetstat()
-                request = Pending(seat, due, f'{{"seat":{seat}}}')
-                made = encoded(events[version : version + 1])
-                appended = Append("g-clock", version, made, f"c{version}", decisions=[request])
-                assert (await store.append(appended)).status == "ok"
-                counted = await _calls(redis)
-                calls.append({n: counted[n] for n in ("zrange", "zadd", "publish")})
-            assert calls == [
-                {"zrange": 0, "zadd": 1, "publish": 0},
-                {"zrange": 1, "zadd": 1, "publish": 1},
-            ]
-            clocks = await redis.zrange(keys.deadlines(keys.partition("g-clock")), 0, -1)
-            assert clocks == [b'["g-clock",4,1]', b'["g-clock",3,0]']
-        finally:
-            await redis.aclose()
+    async with _own_redis() as redis:
+        store = EventStore(redis, keys)
+        events, _ = game_events("g-clock")
+        await redis.hset(keys.seats("g-clock"), mapping={"0": "human", "1": "human"})
+        await store.append(Append("g-clock", 0, encoded(events[:2]), "c1"))
+        calls = []
+        # an hour away (past the horizon); then due already (before it, and before the
+        # set's earliest)
+        for version, seat, due in ((2, 0, time.time() + 3600), (3, 1, time.time() - 60)):
+            await redis.config_resetstat()
+            request = Pending(seat, due, f'{{"seat":{seat}}}')
+            made = encoded(events[version : version + 1])
+            appended = Append("g-clock", version, made, f"c{version}", decisions=[request])
+            assert (await store.append(appended)).status == "ok"
+            counted = await _calls(redis)
+            calls.append({n: counted[n] for n in ("zrange", "zadd", "publish")})
+        assert calls == [
+            {"zrange": 0, "zadd": 1, "publish": 0},
+            {"zrange": 1, "zadd": 1, "publish": 1},
+        ]
+        clocks = await redis.zrange(keys.deadlines(keys.partition("g-clock")), 0, -1)
+        assert clocks == [b'["g-clock",4,1]', b'["g-clock",3,0]']
 
 
 async def test_a_game_begun_before_its_meta_kept_its_ids_still_refuses_their_duplicates(
